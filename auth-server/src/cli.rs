@@ -1,0 +1,74 @@
+//! The operator commands: clients and keys. Each prints one JSON document on stdout.
+
+use chrono::{Duration, Utc};
+use sea_orm::DatabaseConnection;
+use serde_json::json;
+
+use crate::config::{ClientCommand, Config, KeyCommand};
+use crate::{migration, store};
+
+async fn open(config: &Config) -> anyhow::Result<DatabaseConnection> {
+    let db = intake_shared::db::connect(&config.database_url, 2).await?;
+    migration::run(&db).await?;
+    Ok(db)
+}
+
+fn print(value: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Runs `auth-server client ...`.
+pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<()> {
+    let db = open(config).await?;
+    match command {
+        ClientCommand::Create { name, scopes } => {
+            let kek = config.kek()?;
+            store::ensure_signing_key(&db, kek.as_ref()).await?;
+            let created = store::create_client(&db, &name, &scopes).await?;
+            print(&json!({
+                "client_id": created.client_id,
+                "client_secret": created.client_secret.expose(),
+                "scopes": created.scopes,
+            }))
+        }
+        ClientCommand::List => print(&serde_json::to_value(store::list_clients(&db).await?)?),
+        ClientCommand::RotateSecret {
+            client_id,
+            grace_secs,
+        } => {
+            let grace = Duration::seconds(i64::try_from(grace_secs)?);
+            let rotated = store::rotate_secret(&db, &client_id, grace).await?;
+            print(&json!({
+                "client_id": rotated.client_id,
+                "client_secret": rotated.client_secret.expose(),
+                "previous_secret_valid_until": rotated.previous_secret_valid_until,
+            }))
+        }
+        ClientCommand::Disable { client_id } => {
+            let c = store::disable_client(&db, &client_id).await?;
+            print(&json!({"client_id": c.client_id, "disabled": true, "disabled_at": c.disabled_at}))
+        }
+    }
+}
+
+/// Runs `auth-server key ...`.
+pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<()> {
+    let db = open(config).await?;
+    let kek = config.kek()?;
+    match command {
+        KeyCommand::Rotate { publish_ahead_secs } => {
+            let ahead = publish_ahead_secs.unwrap_or(config.jwks_max_age_secs);
+            let activates_at = Utc::now() + Duration::seconds(i64::try_from(ahead)?);
+            let kid = store::create_key(&db, kek.as_ref(), activates_at).await?;
+            let keys = store::list_keys(&db).await?;
+            let info = keys.iter().find(|k| k.kid == kid);
+            print(&serde_json::to_value(info)?)
+        }
+        KeyCommand::List => print(&serde_json::to_value(store::list_keys(&db).await?)?),
+        KeyCommand::Revoke { kid } => {
+            let replacement = store::revoke_key(&db, kek.as_ref(), &kid).await?;
+            print(&json!({"kid": kid, "state": "revoked", "replacement_kid": replacement}))
+        }
+    }
+}

@@ -1,0 +1,142 @@
+//! Configuration: environment variables with matching command-line flags.
+
+use clap::{Args, Parser, Subcommand};
+use intake_shared::Secret;
+use intake_shared::telemetry::LogFormat;
+
+use crate::keys::KeyEncryptionKey;
+
+/// The auth-server's settings; every one has a default that runs locally.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Address and port to listen on.
+    #[arg(long, env = "AUTH_BIND", default_value = "127.0.0.1:8081", global = true)]
+    pub bind: String,
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "AUTH_DATABASE_URL",
+        default_value = "sqlite://data/auth.db?mode=rwc",
+        hide_env_values = true,
+        global = true
+    )]
+    pub database_url: String,
+    /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
+    #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081", global = true)]
+    pub issuer: String,
+    /// Audience: the `aud` of every token.
+    #[arg(long, env = "AUTH_AUDIENCE", default_value = "partner-intake", global = true)]
+    pub audience: String,
+    /// How long resource servers may cache the JWKS, in seconds.
+    #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS", default_value_t = 300, global = true)]
+    pub jwks_max_age_secs: u64,
+    /// Base64 of 32 random bytes; when set, private keys are encrypted at rest with it.
+    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true, global = true)]
+    pub key_encryption_key: Option<Secret<String>>,
+    /// Redis URL for limits shared between replicas; in-process limits without it.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
+    pub redis_url: Option<Secret<String>>,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    pub log_format: LogFormat,
+}
+
+impl Config {
+    /// The key-encryption key, when one is configured.
+    pub fn kek(&self) -> anyhow::Result<Option<KeyEncryptionKey>> {
+        self.key_encryption_key
+            .as_ref()
+            .map(KeyEncryptionKey::from_base64)
+            .transpose()
+    }
+
+    /// The issuer without a trailing slash, as it appears in tokens and metadata.
+    pub fn issuer(&self) -> &str {
+        self.issuer.trim_end_matches('/')
+    }
+
+    /// A configuration for tests and embedding: every default, with these overrides.
+    pub fn with_database(database_url: impl Into<String>) -> Self {
+        Cli::parse_from(["auth-server"]).config.with_db(database_url)
+    }
+
+    fn with_db(mut self, url: impl Into<String>) -> Self {
+        self.database_url = url.into();
+        self
+    }
+}
+
+/// The auth-server: an OAuth 2.0 client-credentials authorization server.
+#[derive(Debug, Parser)]
+#[command(name = "auth-server", version, about)]
+pub struct Cli {
+    /// Settings shared by every command.
+    #[command(flatten)]
+    pub config: Config,
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Commands of the auth-server binary.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Manage partner clients.
+    #[command(subcommand)]
+    Client(ClientCommand),
+    /// Manage token-signing keys.
+    #[command(subcommand)]
+    Key(KeyCommand),
+}
+
+/// `auth-server client ...`
+#[derive(Debug, Subcommand)]
+pub enum ClientCommand {
+    /// Register a client; prints its id and secret (shown only this once).
+    Create {
+        /// Partner name, for operators.
+        #[arg(long)]
+        name: String,
+        /// Space-separated scopes the client may be granted.
+        #[arg(long)]
+        scopes: String,
+    },
+    /// List clients (never their secrets).
+    List,
+    /// Issue a new secret; the old one keeps working for the grace period.
+    RotateSecret {
+        /// The client's id.
+        client_id: String,
+        /// How long the previous secret keeps working, in seconds.
+        #[arg(long, default_value_t = 86_400)]
+        grace_secs: u64,
+    },
+    /// Disable a client: it gets no more tokens.
+    Disable {
+        /// The client's id.
+        client_id: String,
+    },
+}
+
+/// `auth-server key ...`
+#[derive(Debug, Subcommand)]
+pub enum KeyCommand {
+    /// Generate a new signing key, published now and signing after `--publish-ahead-secs`.
+    Rotate {
+        /// Seconds between publishing the key and signing with it; defaults to the JWKS
+        /// max-age, so every resource server has it before it signs.
+        #[arg(long)]
+        publish_ahead_secs: Option<u64>,
+    },
+    /// List keys with their state and dates.
+    List,
+    /// Emergency: unpublish a key now; tokens it signed stop verifying.
+    Revoke {
+        /// The key's kid.
+        kid: String,
+    },
+}

@@ -1,0 +1,28 @@
+//! A partner application allowed to ask for tokens.
+
+use sea_orm::entity::prelude::*;
+
+/// One registered client.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "clients")]
+pub struct Model {
+    /// Public identifier the partner authenticates with.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub client_id: String,
+    /// Operator-facing name of the partner.
+    pub name: String,
+    /// Scopes the client may be granted, space-separated.
+    pub scopes: String,
+    /// Set when an operator disabled the client; it then gets no token.
+    pub disabled_at: Option<DateTimeUtc>,
+    /// When the client was registered.
+    pub created_at: DateTimeUtc,
+    /// Last change by an operator.
+    pub updated_at: DateTimeUtc,
+}
+
+/// Relations of `clients`.
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

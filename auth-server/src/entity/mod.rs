@@ -1,0 +1,6 @@
+//! Database tables of the auth-server.
+
+pub mod client;
+pub mod client_secret;
+pub mod revision;
+pub mod signing_key;

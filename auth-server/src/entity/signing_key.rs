@@ -1,0 +1,40 @@
+//! An RSA key pair that signs access tokens.
+
+use sea_orm::entity::prelude::*;
+
+/// One signing key. Its state follows from its dates and those of the keys after it.
+#[derive(Clone, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "signing_keys")]
+pub struct Model {
+    /// Key id: the RFC 7638 thumbprint of the public key.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub kid: String,
+    /// PKCS#8 private key, encrypted when a key-encryption key is configured.
+    #[sea_orm(column_type = "Text")]
+    pub private_key: String,
+    /// When the key was generated (and published).
+    pub created_at: DateTimeUtc,
+    /// When it starts signing.
+    pub activates_at: DateTimeUtc,
+    /// Set by an emergency revoke: unpublished and never used again.
+    pub revoked_at: Option<DateTimeUtc>,
+}
+
+// Hand-written so the private key can never reach a log through `{:?}`.
+impl std::fmt::Debug for Model {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SigningKey")
+            .field("kid", &self.kid)
+            .field("private_key", &"[REDACTED]")
+            .field("created_at", &self.created_at)
+            .field("activates_at", &self.activates_at)
+            .field("revoked_at", &self.revoked_at)
+            .finish()
+    }
+}
+
+/// Relations of `signing_keys`.
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,127 @@
+//! OAuth 2.0 errors of the token endpoint, in the wire format partners already parse.
+
+use intake_shared::error::OAuthErrorBody;
+
+const INVALID_REQUEST: &str = "The request is missing a required parameter, includes an invalid parameter value, includes a parameter more than once, or is otherwise malformed.";
+const UNSUPPORTED_GRANT_TYPE: &str =
+    "The authorization grant type is not supported by the authorization server.";
+const INVALID_CLIENT: &str = "Client authentication failed";
+const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
+const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
+
+/// Why a token request was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OAuthError {
+    /// A parameter is missing, repeated or malformed; the hint says what to check.
+    #[error("invalid_request: {hint}")]
+    InvalidRequest {
+        /// What to check.
+        hint: String,
+    },
+    /// The body is larger than the endpoint takes.
+    #[error("invalid_request: body too large")]
+    BodyTooLarge,
+    /// `grant_type` is missing or not `client_credentials`.
+    #[error("unsupported_grant_type")]
+    UnsupportedGrantType,
+    /// Unknown client, wrong or expired secret, disabled client.
+    #[error("invalid_client")]
+    InvalidClient {
+        /// Whether the request carried an `Authorization` header (answered with a challenge).
+        used_authorization_header: bool,
+    },
+    /// A scope is unknown or not granted to the client.
+    #[error("invalid_scope: {scope}")]
+    InvalidScope {
+        /// The offending scope.
+        scope: String,
+    },
+    /// Something failed on our side; details are in the log, not the response.
+    #[error("server_error")]
+    ServerError,
+}
+
+impl OAuthError {
+    /// `invalid_request` naming the parameter to check.
+    pub fn parameter(param: &str) -> Self {
+        Self::InvalidRequest {
+            hint: format!("Check the `{param}` parameter"),
+        }
+    }
+
+    /// The HTTP status it is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::InvalidRequest { .. } | Self::UnsupportedGrantType | Self::InvalidScope { .. } => 400,
+            Self::BodyTooLarge => 413,
+            Self::InvalidClient { .. } => 401,
+            Self::ServerError => 500,
+        }
+    }
+
+    /// A short label for metrics.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::InvalidRequest { .. } => "invalid_request",
+            Self::BodyTooLarge => "body_too_large",
+            Self::UnsupportedGrantType => "unsupported_grant_type",
+            Self::InvalidClient { .. } => "invalid_client",
+            Self::InvalidScope { .. } => "invalid_scope",
+            Self::ServerError => "server_error",
+        }
+    }
+
+    /// The JSON body.
+    pub fn body(&self) -> OAuthErrorBody {
+        let (error, description, hint) = match self {
+            Self::InvalidRequest { hint } => ("invalid_request", INVALID_REQUEST, Some(hint.clone())),
+            Self::BodyTooLarge => (
+                "invalid_request",
+                INVALID_REQUEST,
+                Some("The request body must not exceed 8 KiB".to_owned()),
+            ),
+            Self::UnsupportedGrantType => (
+                "unsupported_grant_type",
+                UNSUPPORTED_GRANT_TYPE,
+                Some("Check that all required parameters have been provided".to_owned()),
+            ),
+            Self::InvalidClient { .. } => ("invalid_client", INVALID_CLIENT, None),
+            Self::InvalidScope { scope } => (
+                "invalid_scope",
+                INVALID_SCOPE,
+                Some(format!("Check the `{scope}` scope")),
+            ),
+            Self::ServerError => ("server_error", SERVER_ERROR, None),
+        };
+        OAuthErrorBody {
+            error: error.to_owned(),
+            error_description: description.to_owned(),
+            hint,
+            message: description.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_error_maps_to_its_status_and_code() {
+        let cases = [
+            (OAuthError::parameter("client_id"), 400, "invalid_request", Some("Check the `client_id` parameter")),
+            (OAuthError::UnsupportedGrantType, 400, "unsupported_grant_type", Some("Check that all required parameters have been provided")),
+            (OAuthError::InvalidClient { used_authorization_header: false }, 401, "invalid_client", None),
+            (OAuthError::InvalidScope { scope: "x".into() }, 400, "invalid_scope", Some("Check the `x` scope")),
+            (OAuthError::BodyTooLarge, 413, "invalid_request", Some("The request body must not exceed 8 KiB")),
+            (OAuthError::ServerError, 500, "server_error", None),
+        ];
+        for (err, status, code, hint) in cases {
+            let body = err.body();
+            assert_eq!(err.status(), status, "{err:?}");
+            assert_eq!(body.error, code);
+            assert_eq!(body.hint.as_deref(), hint);
+            assert_eq!(body.message, body.error_description);
+        }
+    }
+}

@@ -1,0 +1,372 @@
+//! Signing keys: generation, encryption at rest, the JWK form, and which key does what when.
+//!
+//! All RSA work goes through aws-lc-rs, whose private-key operations are constant-time
+//! (the pure-Rust `rsa` crate's are not: RUSTSEC-2023-0071).
+
+use anyhow::{Context, anyhow, bail};
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use chrono::{DateTime, Duration, Utc};
+use intake_shared::Secret;
+use intake_shared::claims::{ACCESS_TOKEN_TYP, CLOCK_LEEWAY_SECS, TOKEN_TTL_SECS};
+use poem_openapi::Object;
+use serde::{Deserialize, Serialize};
+
+/// How long a retired key stays in the JWKS after its last signature: the longest a
+/// token it signed can stay valid, plus the resource servers' clock leeway and a margin.
+pub fn retired_key_publish_window() -> Duration {
+    Duration::seconds(TOKEN_TTL_SECS + CLOCK_LEEWAY_SECS as i64 + 30)
+}
+
+/// The key-encryption key: AES-256-GCM over each stored private key.
+pub struct KeyEncryptionKey(LessSafeKey);
+
+impl std::fmt::Debug for KeyEncryptionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyEncryptionKey([REDACTED])")
+    }
+}
+
+impl KeyEncryptionKey {
+    /// Parses the base64 of 32 random bytes (`AUTH_KEY_ENCRYPTION_KEY`).
+    pub fn from_base64(encoded: &Secret<String>) -> anyhow::Result<Self> {
+        let bytes = STANDARD
+            .decode(encoded.expose().trim())
+            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not valid base64"))?;
+        if bytes.len() != 32 {
+            bail!("AUTH_KEY_ENCRYPTION_KEY must be the base64 of exactly 32 bytes");
+        }
+        let key = UnboundKey::new(&AES_256_GCM, &bytes)
+            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not a usable AES-256 key"))?;
+        Ok(Self(LessSafeKey::new(key)))
+    }
+}
+
+const PLAIN_PREFIX: &str = "pkcs8:";
+const SEALED_PREFIX: &str = "aes256gcm:";
+
+/// Encodes a PKCS#8 private key for storage, encrypted when a key-encryption key is set.
+/// The kid is bound in as associated data so a sealed key cannot be swapped onto another row.
+pub fn seal_private_key(
+    kek: Option<&KeyEncryptionKey>,
+    kid: &str,
+    pkcs8: &[u8],
+) -> anyhow::Result<String> {
+    let Some(kek) = kek else {
+        return Ok(format!("{PLAIN_PREFIX}{}", STANDARD.encode(pkcs8)));
+    };
+    let mut nonce = [0u8; NONCE_LEN];
+    aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
+    let mut in_out = pkcs8.to_vec();
+    kek.0
+        .seal_in_place_append_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(kid.as_bytes()),
+            &mut in_out,
+        )
+        .map_err(|_| anyhow!("cannot encrypt the private key"))?;
+    let mut blob = nonce.to_vec();
+    blob.extend_from_slice(&in_out);
+    Ok(format!("{SEALED_PREFIX}{}", STANDARD.encode(blob)))
+}
+
+/// Decodes a stored private key back to PKCS#8.
+pub fn open_private_key(
+    kek: Option<&KeyEncryptionKey>,
+    kid: &str,
+    stored: &str,
+) -> anyhow::Result<Vec<u8>> {
+    if let Some(b64) = stored.strip_prefix(PLAIN_PREFIX) {
+        return STANDARD
+            .decode(b64)
+            .with_context(|| format!("stored key {kid} is corrupt"));
+    }
+    let b64 = stored
+        .strip_prefix(SEALED_PREFIX)
+        .ok_or_else(|| anyhow!("stored key {kid} has an unknown format"))?;
+    let kek = kek.ok_or_else(|| {
+        anyhow!("key {kid} is encrypted at rest but AUTH_KEY_ENCRYPTION_KEY is not set")
+    })?;
+    let blob = STANDARD
+        .decode(b64)
+        .with_context(|| format!("stored key {kid} is corrupt"))?;
+    if blob.len() < NONCE_LEN {
+        bail!("stored key {kid} is corrupt");
+    }
+    let (nonce, sealed) = blob.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce)
+        .map_err(|_| anyhow!("stored key {kid} is corrupt"))?;
+    let mut in_out = sealed.to_vec();
+    let plain = kek
+        .0
+        .open_in_place(nonce, Aad::from(kid.as_bytes()), &mut in_out)
+        .map_err(|_| {
+            anyhow!("cannot decrypt key {kid}: wrong AUTH_KEY_ENCRYPTION_KEY or tampered row")
+        })?;
+    Ok(plain.to_vec())
+}
+
+/// A freshly generated RSA-2048 key pair, as PKCS#8 DER, with its kid.
+pub struct GeneratedKey {
+    /// RFC 7638 thumbprint of the public key.
+    pub kid: String,
+    /// The private key; never logged.
+    pub pkcs8: Secret<Vec<u8>>,
+}
+
+/// Generates a new RSA-2048 signing key.
+pub fn generate_key() -> anyhow::Result<GeneratedKey> {
+    let pair = KeyPair::generate(KeySize::Rsa2048).map_err(|_| anyhow!("RSA key generation failed"))?;
+    let der = pair
+        .as_der()
+        .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
+    let jwk = Jwk::for_key(&pair, String::new());
+    Ok(GeneratedKey {
+        kid: thumbprint(&jwk.n, &jwk.e),
+        pkcs8: Secret::new(der.as_ref().to_vec()),
+    })
+}
+
+/// RFC 7638 JWK thumbprint (SHA-256, base64url) of an RSA public key.
+pub fn thumbprint(n: &str, e: &str) -> String {
+    // The members in lexicographic order, no whitespace: the RFC's canonical form.
+    let canonical = format!(r#"{{"e":"{e}","kty":"RSA","n":"{n}"}}"#);
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
+    URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// A public key in JWK form (RFC 7517), as published in the JWKS.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
+pub struct Jwk {
+    /// Key type: always `RSA`.
+    pub kty: String,
+    /// Intended use: always `sig`.
+    #[serde(rename = "use")]
+    #[oai(rename = "use")]
+    pub use_: String,
+    /// Algorithm: always `RS256`.
+    pub alg: String,
+    /// Key id, as in the `kid` header of the tokens it signs.
+    pub kid: String,
+    /// Modulus, base64url.
+    pub n: String,
+    /// Public exponent, base64url.
+    pub e: String,
+}
+
+impl Jwk {
+    fn for_key(pair: &KeyPair, kid: String) -> Self {
+        let public = pair.public_key();
+        Self {
+            kty: "RSA".into(),
+            use_: "sig".into(),
+            alg: "RS256".into(),
+            kid,
+            n: URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero()),
+            e: URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero()),
+        }
+    }
+}
+
+/// A signing key parsed once and kept in memory, so a token costs one RSA signature and
+/// no key parsing.
+pub struct LoadedKey {
+    /// Key id.
+    pub kid: String,
+    /// When it was generated.
+    pub created_at: DateTime<Utc>,
+    /// When it starts signing.
+    pub activates_at: DateTime<Utc>,
+    /// Its public half.
+    pub jwk: Jwk,
+    pair: KeyPair,
+    header_b64: String,
+}
+
+impl std::fmt::Debug for LoadedKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedKey")
+            .field("kid", &self.kid)
+            .field("activates_at", &self.activates_at)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LoadedKey {
+    /// Parses a PKCS#8 key and prepares its JWT header.
+    pub fn new(
+        kid: String,
+        created_at: DateTime<Utc>,
+        activates_at: DateTime<Utc>,
+        pkcs8: &[u8],
+    ) -> anyhow::Result<Self> {
+        let pair = KeyPair::from_pkcs8(pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
+        let jwk = Jwk::for_key(&pair, kid.clone());
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        header.typ = Some(ACCESS_TOKEN_TYP.to_owned());
+        header.kid = Some(kid.clone());
+        let header_b64 = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&header)?);
+        Ok(Self {
+            kid,
+            created_at,
+            activates_at,
+            jwk,
+            pair,
+            header_b64,
+        })
+    }
+
+    /// Signs `claims` as a compact JWS (RS256) with this key's prepared header.
+    pub fn sign_jwt<T: Serialize>(&self, claims: &T) -> anyhow::Result<String> {
+        let payload = serde_json::to_vec(claims)?;
+        let mut jwt = String::with_capacity(self.header_b64.len() + payload.len() * 4 / 3 + 350);
+        jwt.push_str(&self.header_b64);
+        jwt.push('.');
+        URL_SAFE_NO_PAD.encode_string(&payload, &mut jwt);
+        let mut signature = vec![0u8; self.pair.public_modulus_len()];
+        self.pair
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &aws_lc_rs::rand::SystemRandom::new(),
+                jwt.as_bytes(),
+                &mut signature,
+            )
+            .map_err(|_| anyhow!("RSA signing failed"))?;
+        jwt.push('.');
+        URL_SAFE_NO_PAD.encode_string(&signature, &mut jwt);
+        Ok(jwt)
+    }
+}
+
+/// Where a key is in its life. Follows from its own dates and those of the key after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    /// Published, not signing yet: resource servers fetch it before it is used.
+    Pending,
+    /// Published and signing.
+    Active,
+    /// Published, no longer signing; its tokens may still be valid.
+    Retired,
+    /// Every token it signed has expired: no longer published.
+    Expired,
+    /// Withdrawn in an emergency: never published or used again.
+    Revoked,
+}
+
+/// Dates that decide a key's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeyTimes {
+    /// When the key starts signing.
+    pub activates_at: DateTime<Utc>,
+    /// When a later key took over, if one has.
+    pub retired_at: Option<DateTime<Utc>>,
+}
+
+impl KeyTimes {
+    /// The key's state at `now`.
+    pub fn state(&self, now: DateTime<Utc>) -> KeyState {
+        if self.activates_at > now {
+            return KeyState::Pending;
+        }
+        match self.retired_at {
+            Some(r) if r <= now && now < r + retired_key_publish_window() => KeyState::Retired,
+            Some(r) if r <= now => KeyState::Expired,
+            _ => KeyState::Active,
+        }
+    }
+
+    /// When the key leaves the JWKS, once it is known.
+    pub fn unpublish_at(&self) -> Option<DateTime<Utc>> {
+        self.retired_at.map(|r| r + retired_key_publish_window())
+    }
+}
+
+/// For keys sorted by activation (oldest first, revoked ones left out), each key's dates:
+/// a key is retired when the next one starts signing.
+pub fn key_times(activations: &[DateTime<Utc>], now: DateTime<Utc>) -> Vec<KeyTimes> {
+    activations
+        .iter()
+        .enumerate()
+        .map(|(i, &activates_at)| {
+            // The next key that has started signing by `now` retires this one; a later
+            // pending key does not, yet.
+            let retired_at = activations[i + 1..]
+                .first()
+                .copied()
+                .filter(|next| *next <= now);
+            KeyTimes {
+                activates_at,
+                retired_at,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(secs: i64) -> DateTime<Utc> {
+        DateTime::from_timestamp(1_800_000_000 + secs, 0).unwrap()
+    }
+
+    #[test]
+    fn a_pending_key_does_not_retire_the_active_one() {
+        let times = key_times(&[t(0), t(300)], t(100));
+        assert_eq!(times[0].state(t(100)), KeyState::Active);
+        assert_eq!(times[1].state(t(100)), KeyState::Pending);
+    }
+
+    #[test]
+    fn a_retired_key_stays_published_until_its_tokens_expire() {
+        let times = key_times(&[t(0), t(300)], t(400));
+        assert_eq!(times[0].state(t(400)), KeyState::Retired);
+        assert_eq!(times[1].state(t(400)), KeyState::Active);
+        let last_token_expiry = t(300 + TOKEN_TTL_SECS + CLOCK_LEEWAY_SECS as i64);
+        let times = key_times(&[t(0), t(300)], last_token_expiry);
+        assert_eq!(times[0].state(last_token_expiry), KeyState::Retired);
+        let later = last_token_expiry + Duration::seconds(31);
+        let times = key_times(&[t(0), t(300)], later);
+        assert_eq!(times[0].state(later), KeyState::Expired);
+    }
+
+    #[test]
+    fn sealed_keys_open_only_with_the_same_kek_and_kid() {
+        let kek = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([7u8; 32]))).unwrap();
+        let other = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
+        let sealed = seal_private_key(Some(&kek), "kid1", b"private").unwrap();
+        assert!(!sealed.contains(&STANDARD.encode(b"private")));
+        assert_eq!(open_private_key(Some(&kek), "kid1", &sealed).unwrap(), b"private");
+        assert!(open_private_key(Some(&other), "kid1", &sealed).is_err());
+        assert!(open_private_key(Some(&kek), "kid2", &sealed).is_err());
+        assert!(open_private_key(None, "kid1", &sealed).is_err());
+    }
+
+    #[test]
+    fn key_encryption_key_must_be_32_bytes_of_base64() {
+        assert!(KeyEncryptionKey::from_base64(&Secret::new("not base64!".into())).is_err());
+        assert!(KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([1u8; 16]))).is_err());
+    }
+
+    #[test]
+    fn a_signed_token_verifies_with_jsonwebtoken_against_the_jwk() {
+        let generated = generate_key().unwrap();
+        let key = LoadedKey::new(generated.kid.clone(), t(0), t(0), generated.pkcs8.expose()).unwrap();
+        let claims = serde_json::json!({"sub": "c1", "exp": 4_000_000_000i64});
+        let jwt = key.sign_jwt(&claims).unwrap();
+        let header = jsonwebtoken::decode_header(&jwt).unwrap();
+        assert_eq!(header.kid.as_deref(), Some(generated.kid.as_str()));
+        assert_eq!(header.typ.as_deref(), Some("at+jwt"));
+        let dk = jsonwebtoken::DecodingKey::from_rsa_components(&key.jwk.n, &key.jwk.e).unwrap();
+        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        v.required_spec_claims.clear();
+        let data = jsonwebtoken::decode::<serde_json::Value>(&jwt, &dk, &v).unwrap();
+        assert_eq!(data.claims["sub"], "c1");
+        assert_eq!(thumbprint(&key.jwk.n, &key.jwk.e), generated.kid);
+    }
+}

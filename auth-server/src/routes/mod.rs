@@ -1,0 +1,4 @@
+//! HTTP routes of the auth-server.
+
+pub mod discovery;
+pub mod token;

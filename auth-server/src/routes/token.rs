@@ -1,0 +1,216 @@
+//! `POST /oauth/token`: the client-credentials grant.
+
+use std::sync::Arc;
+
+use chrono::Utc;
+use intake_shared::error::OAuthErrorBody;
+use poem::Request;
+use poem_openapi::payload::Json;
+use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
+use poem_openapi::types::Type;
+use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags};
+
+use crate::error::OAuthError;
+use crate::startup::AppState;
+use crate::token::{self, BodyKind};
+
+/// Largest token request body accepted.
+pub const MAX_BODY_BYTES: usize = 8 * 1024;
+
+#[derive(Tags)]
+enum ApiTags {
+    /// Getting access tokens.
+    #[oai(rename = "OAuth 2.0")]
+    OAuth,
+}
+
+/// A token request (RFC 6749 section 4.4.2), as JSON or form-encoded. With
+/// client_secret_basic the credentials go in the `Authorization` header instead.
+#[derive(Debug, Object)]
+pub struct TokenRequest {
+    /// Always `client_credentials`.
+    pub grant_type: String,
+    /// The client identifier (client_secret_post).
+    pub client_id: Option<String>,
+    /// The client secret (client_secret_post).
+    pub client_secret: Option<String>,
+    /// Space-separated scopes the token must cover.
+    pub scope: String,
+}
+
+/// The request body, read as bytes and parsed by the handler, so every malformed body
+/// gets an OAuth `invalid_request` answer rather than a framework error.
+pub struct TokenRequestBody {
+    content_type: Option<String>,
+    bytes: Result<Vec<u8>, OAuthError>,
+}
+
+impl<'a> ApiExtractor<'a> for TokenRequestBody {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        TokenRequest::register(registry);
+    }
+
+    fn request_meta() -> Option<MetaRequest> {
+        Some(MetaRequest {
+            description: Some("Token request parameters, as JSON or form-encoded."),
+            content: ["application/json", "application/x-www-form-urlencoded"]
+                .into_iter()
+                .map(|content_type| MetaMediaType {
+                    content_type,
+                    schema: TokenRequest::schema_ref(),
+                })
+                .collect(),
+            required: true,
+        })
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        body: &mut poem::RequestBody,
+        _opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let bytes = match body.take() {
+            Ok(b) => match b.into_bytes_limit(MAX_BODY_BYTES).await {
+                Ok(bytes) => Ok(bytes.to_vec()),
+                Err(poem::error::ReadBodyError::PayloadTooLarge) => Err(OAuthError::BodyTooLarge),
+                Err(_) => Err(OAuthError::InvalidRequest {
+                    hint: "The request body could not be read".into(),
+                }),
+            },
+            Err(_) => Ok(Vec::new()),
+        };
+        Ok(Self {
+            content_type: request.content_type().map(str::to_owned),
+            bytes,
+        })
+    }
+}
+
+/// A successful token response (RFC 6749 section 5.1).
+#[derive(Debug, Object)]
+pub struct AccessTokenResponse {
+    /// Always `Bearer`.
+    pub token_type: String,
+    /// Lifetime in seconds: 900.
+    pub expires_in: i64,
+    /// An RS256-signed JWT.
+    pub access_token: String,
+}
+
+/// Responses of the token endpoint.
+#[derive(ApiResponse)]
+pub enum TokenResponse {
+    /// The access token.
+    #[oai(status = 200)]
+    Ok(
+        Json<AccessTokenResponse>,
+        #[oai(header = "Cache-Control")] String,
+        #[oai(header = "Pragma")] String,
+    ),
+    /// `invalid_request`, `unsupported_grant_type` or `invalid_scope`.
+    #[oai(status = 400)]
+    BadRequest(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+    /// `invalid_client`: unknown client, wrong or expired secret, or a disabled client.
+    #[oai(status = 401)]
+    Unauthorized(
+        Json<OAuthErrorBody>,
+        #[oai(header = "Cache-Control")] String,
+        #[oai(header = "WWW-Authenticate")] Option<String>,
+    ),
+    /// The body is larger than 8 KiB.
+    #[oai(status = 413)]
+    PayloadTooLarge(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+    /// An unexpected failure on the server's side.
+    #[oai(status = 500)]
+    ServerError(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+}
+
+const NO_STORE: &str = "no-store";
+
+impl From<OAuthError> for TokenResponse {
+    fn from(e: OAuthError) -> Self {
+        let body = Json(e.body());
+        let cc = NO_STORE.to_owned();
+        match e {
+            OAuthError::InvalidClient {
+                used_authorization_header,
+            } => Self::Unauthorized(
+                body,
+                cc,
+                used_authorization_header.then(|| r#"Basic realm="OAuth""#.to_owned()),
+            ),
+            OAuthError::BodyTooLarge => Self::PayloadTooLarge(body, cc),
+            OAuthError::ServerError => Self::ServerError(body, cc),
+            _ => Self::BadRequest(body, cc),
+        }
+    }
+}
+
+/// The token endpoint.
+pub struct TokenApi {
+    /// Shared state.
+    pub state: Arc<AppState>,
+}
+
+#[OpenApi]
+impl TokenApi {
+    /// Get an access token (client credentials grant).
+    ///
+    /// Authenticate with `client_id` and `client_secret` in the body (client_secret_post)
+    /// or in an `Authorization: Basic` header (client_secret_basic). Cache the token and
+    /// ask for a new one about 30 seconds before `expires_in` runs out.
+    #[oai(path = "/oauth/token", method = "post", operation_id = "issueToken", tag = "ApiTags::OAuth")]
+    async fn token(&self, req: &Request, body: TokenRequestBody) -> TokenResponse {
+        match self.issue(req, body) {
+            Ok(resp) => resp,
+            Err(e) => {
+                metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason()).increment(1);
+                tracing::info!(reason = e.reason(), "token request refused");
+                e.into()
+            }
+        }
+    }
+}
+
+impl TokenApi {
+    fn issue(&self, req: &Request, body: TokenRequestBody) -> Result<TokenResponse, OAuthError> {
+        let bytes = body.bytes?;
+        let kind: BodyKind = token::body_kind(body.content_type.as_deref(), &bytes)?;
+        let params = token::parse_params(kind, &bytes)?;
+        let authorization = req.headers().get(poem::http::header::AUTHORIZATION);
+        let basic = match authorization {
+            Some(h) => token::parse_basic(h.to_str().map_err(|_| OAuthError::InvalidClient {
+                used_authorization_header: true,
+            })?)?,
+            None => None,
+        };
+        let now = Utc::now();
+        let snapshot = self.state.registry.snapshot();
+        let grant = token::authorize(params, basic, authorization.is_some(), &snapshot, now)?;
+        intake_shared::telemetry::record_client_id(&grant.client_id);
+        let key = snapshot.signing_key(now).ok_or_else(|| {
+            tracing::error!("no signing key is active");
+            OAuthError::ServerError
+        })?;
+        let claims = token::claims_for(&grant, &self.state.config.issuer, &self.state.config.audience, now);
+        let access_token = key.sign_jwt(&claims).map_err(|e| {
+            tracing::error!(error = %e, kid = %key.kid, "signing failed");
+            OAuthError::ServerError
+        })?;
+        metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone()).increment(1);
+        tracing::info!(client_id = %grant.client_id, kid = %key.kid, jti = %claims.jti, scope = %claims.scope, "access token issued");
+        Ok(TokenResponse::Ok(
+            Json(AccessTokenResponse {
+                token_type: "Bearer".into(),
+                expires_in: intake_shared::claims::TOKEN_TTL_SECS,
+                access_token,
+            }),
+            NO_STORE.into(),
+            "no-cache".into(),
+        ))
+    }
+}

@@ -1,0 +1,140 @@
+//! Building and running the server, so `main`, tests and the all-in-one launcher
+//! start the same thing.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use intake_shared::http::{SHUTDOWN_GRACE, healthz, metrics, readiness, shutdown_signal};
+use intake_shared::telemetry::RequestTelemetry;
+use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, Response, Route, Server, get, handler};
+use poem_openapi::OpenApiService;
+
+use crate::config::Config;
+use crate::routes::discovery::DiscoveryApi;
+use crate::routes::token::TokenApi;
+use crate::state::Registry;
+use crate::{migration, store};
+
+/// What every request handler shares.
+pub struct AppState {
+    /// The settings.
+    pub config: Config,
+    /// Clients and keys.
+    pub registry: Arc<Registry>,
+}
+
+/// Every path the server answers, for metric labels.
+const ROUTES: &[&str] = &[
+    "/oauth/token",
+    "/.well-known/jwks.json",
+    "/.well-known/oauth-authorization-server",
+    "/healthz",
+    "/readyz",
+    "/metrics",
+    "/openapi.json",
+    "/docs",
+];
+
+/// The OpenAPI service of the auth-server, also used to write `openapi/auth-server.yaml`.
+pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryApi), ()> {
+    let issuer = state.config.issuer().to_owned();
+    OpenApiService::new(
+        (
+            TokenApi {
+                state: state.clone(),
+            },
+            DiscoveryApi { state },
+        ),
+        "Partner Intake auth-server",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description("OAuth 2.0 client-credentials authorization server: RS256 JWT access tokens and the keys to verify them.")
+    .server(issuer)
+}
+
+#[handler]
+async fn readyz(state: Data<&Arc<AppState>>) -> Response {
+    let db = state.registry.db();
+    let db_ok = matches!(
+        tokio::time::timeout(Duration::from_secs(2), db.ping()).await,
+        Ok(Ok(()))
+    );
+    let key_ok = state.registry.snapshot().signing_key(chrono::Utc::now()).is_some();
+    readiness(&[("database", db_ok), ("signing_key", key_ok)])
+}
+
+/// A built server, bound to its port, not yet serving.
+pub struct Application {
+    acceptor: TcpAcceptor,
+    port: u16,
+    state: Arc<AppState>,
+}
+
+impl Application {
+    /// Connects to the database, migrates it, makes sure a signing key exists, loads the
+    /// clients and keys, and binds the listening socket.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let db = intake_shared::db::connect(&config.database_url, 10).await?;
+        migration::run(&db).await.context("database migration failed")?;
+        let kek = config.kek()?;
+        if let Some(kid) = store::ensure_signing_key(&db, kek.as_ref()).await? {
+            tracing::info!(%kid, "created the first signing key");
+        }
+        let registry = Arc::new(Registry::load(db, kek).await?);
+        let acceptor = TcpListener::bind(config.bind.clone())
+            .into_acceptor()
+            .await
+            .with_context(|| format!("cannot listen on {}", config.bind))?;
+        let port = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+            .context("listener has no socket address")?;
+        Ok(Self {
+            acceptor,
+            port,
+            state: Arc::new(AppState { config, registry }),
+        })
+    }
+
+    /// The port actually bound (useful with port 0).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Serves until Ctrl-C or SIGTERM.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        self.run_until(shutdown_signal()).await
+    }
+
+    /// Serves until `shutdown` resolves, then finishes in-flight requests (bounded) and
+    /// closes the database pool.
+    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+        let state = self.state;
+        let watcher = tokio::spawn(state.registry.clone().watch());
+        let api = api_service(state.clone());
+        let spec = api.spec_endpoint();
+        let docs = api.swagger_ui();
+        let app = Route::new()
+            .nest("/", api)
+            .at("/openapi.json", spec)
+            .nest("/docs", docs)
+            .at("/healthz", get(healthz))
+            .at("/readyz", get(readyz))
+            .at("/metrics", get(metrics))
+            .data(state.clone())
+            .with(RequestTelemetry::new("auth-server", ROUTES));
+        tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
+        let result = Server::new_with_acceptor(self.acceptor)
+            .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
+            .await;
+        watcher.abort();
+        let _ = state.registry.db().clone().close().await;
+        tracing::info!("auth-server stopped");
+        result.context("server failed")
+    }
+}

@@ -1,0 +1,307 @@
+//! Parsing and deciding a client-credentials token request (RFC 6749 section 4.4).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, Utc};
+use intake_shared::Secret;
+use intake_shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
+use serde::de::{Deserializer, MapAccess, Visitor};
+
+use crate::error::OAuthError;
+use crate::state::Snapshot;
+
+/// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct TokenParams {
+    /// `grant_type`.
+    pub grant_type: Option<String>,
+    /// `client_id`.
+    pub client_id: Option<String>,
+    /// `client_secret`, for client_secret_post.
+    pub client_secret: Option<Secret<String>>,
+    /// `scope`, space-separated.
+    pub scope: Option<String>,
+}
+
+impl TokenParams {
+    fn set(&mut self, name: &str, value: Option<String>) -> Result<(), OAuthError> {
+        let slot_was_set = match name {
+            "grant_type" => std::mem::replace(&mut self.grant_type, value).is_some(),
+            "client_id" => std::mem::replace(&mut self.client_id, value).is_some(),
+            "client_secret" => std::mem::replace(&mut self.client_secret, value.map(Secret::new)).is_some(),
+            "scope" => std::mem::replace(&mut self.scope, value).is_some(),
+            _ => return Ok(()),
+        };
+        if slot_was_set {
+            return Err(OAuthError::parameter(name));
+        }
+        Ok(())
+    }
+}
+
+/// Which body encoding the request used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyKind {
+    /// `application/json` (the spec).
+    Json,
+    /// `application/x-www-form-urlencoded` (RFC 6749).
+    Form,
+}
+
+/// Decides the body encoding from the `Content-Type` header; without one, from the body.
+pub fn body_kind(content_type: Option<&str>, body: &[u8]) -> Result<BodyKind, OAuthError> {
+    let Some(ct) = content_type else {
+        let first = body.iter().find(|b| !b.is_ascii_whitespace());
+        return Ok(if first == Some(&b'{') { BodyKind::Json } else { BodyKind::Form });
+    };
+    let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    match essence.as_str() {
+        "application/json" => Ok(BodyKind::Json),
+        "application/x-www-form-urlencoded" => Ok(BodyKind::Form),
+        _ => Err(OAuthError::InvalidRequest {
+            hint: "Send the parameters as application/json or application/x-www-form-urlencoded".into(),
+        }),
+    }
+}
+
+/// Reads the parameters of a body; a parameter given twice, or not as a string, is refused.
+pub fn parse_params(kind: BodyKind, body: &[u8]) -> Result<TokenParams, OAuthError> {
+    match kind {
+        BodyKind::Form => parse_form(body),
+        BodyKind::Json => parse_json(body),
+    }
+}
+
+fn parse_form(body: &[u8]) -> Result<TokenParams, OAuthError> {
+    let mut params = TokenParams::default();
+    if std::str::from_utf8(body).is_err() {
+        return Err(OAuthError::InvalidRequest {
+            hint: "The request body must be UTF-8".into(),
+        });
+    }
+    for (name, value) in form_urlencoded::parse(body) {
+        let value = (!value.is_empty()).then(|| value.into_owned());
+        params.set(&name, value)?;
+    }
+    Ok(params)
+}
+
+fn malformed_json() -> OAuthError {
+    OAuthError::InvalidRequest {
+        hint: "The request body must be a JSON object".into(),
+    }
+}
+
+fn parse_json(body: &[u8]) -> Result<TokenParams, OAuthError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(TokenParams::default());
+    }
+    // A visitor rather than a map type: duplicate keys must be seen, not silently merged.
+    struct ParamsVisitor;
+    impl<'de> Visitor<'de> for ParamsVisitor {
+        type Value = Result<TokenParams, OAuthError>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut params = TokenParams::default();
+            while let Some(name) = map.next_key::<String>()? {
+                let value: serde_json::Value = map.next_value()?;
+                if !matches!(name.as_str(), "grant_type" | "client_id" | "client_secret" | "scope") {
+                    continue;
+                }
+                let value = match value {
+                    serde_json::Value::Null => None,
+                    serde_json::Value::String(s) if s.is_empty() => None,
+                    serde_json::Value::String(s) => Some(s),
+                    _ => return Ok(Err(OAuthError::parameter(&name))),
+                };
+                if let Err(e) = params.set(&name, value) {
+                    return Ok(Err(e));
+                }
+            }
+            Ok(Ok(params))
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed = (&mut de).deserialize_map(ParamsVisitor).map_err(|_| malformed_json())?;
+    de.end().map_err(|_| malformed_json())?;
+    parsed
+}
+
+/// Client credentials from an `Authorization: Basic` header (RFC 6749 section 2.3.1).
+#[derive(Debug)]
+pub struct BasicCredentials {
+    /// The client id.
+    pub client_id: String,
+    /// The secret.
+    pub client_secret: Secret<String>,
+}
+
+/// Parses an `Authorization` header. `Ok(None)`: not a Basic header. `Err`: a Basic
+/// header that cannot be read, which is a failed client authentication.
+pub fn parse_basic(header: &str) -> Result<Option<BasicCredentials>, OAuthError> {
+    let invalid = OAuthError::InvalidClient {
+        used_authorization_header: true,
+    };
+    let Some((scheme, rest)) = header.trim().split_once(' ') else {
+        return Ok(None);
+    };
+    if !scheme.eq_ignore_ascii_case("basic") {
+        return Ok(None);
+    }
+    let decoded = STANDARD.decode(rest.trim()).map_err(|_| invalid.clone())?;
+    let decoded = String::from_utf8(decoded).map_err(|_| invalid.clone())?;
+    let (id, secret) = decoded.split_once(':').ok_or_else(|| invalid.clone())?;
+    // Both halves are form-urlencoded before encoding (RFC 6749 section 2.3.1).
+    let unescape = |s: &str| -> String {
+        form_urlencoded::parse(format!("v={s}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned())
+            .unwrap_or_default()
+    };
+    Ok(Some(BasicCredentials {
+        client_id: unescape(id),
+        client_secret: Secret::new(unescape(secret)),
+    }))
+}
+
+/// A token request that passed every check.
+#[derive(Debug)]
+pub struct Grant {
+    /// The authenticated client.
+    pub client_id: String,
+    /// The scopes granted, in the order asked, without repeats.
+    pub scopes: Vec<String>,
+}
+
+/// Checks a request against the snapshot, in the order partners' libraries expect:
+/// grant type, client id, scope present, client authentication, then scopes.
+pub fn authorize(
+    params: TokenParams,
+    basic: Option<BasicCredentials>,
+    used_authorization_header: bool,
+    snapshot: &Snapshot,
+    now: DateTime<Utc>,
+) -> Result<Grant, OAuthError> {
+    if params.grant_type.as_deref() != Some("client_credentials") {
+        return Err(OAuthError::UnsupportedGrantType);
+    }
+    let (client_id, secret) = match basic {
+        Some(basic) => {
+            // One authentication method per request (RFC 6749 section 2.3); the same
+            // credentials repeated in the body are tolerated, different ones are not.
+            if params.client_id.as_ref().is_some_and(|id| *id != basic.client_id) {
+                return Err(OAuthError::parameter("client_id"));
+            }
+            if params.client_secret.as_ref().is_some_and(|s| s != &basic.client_secret) {
+                return Err(OAuthError::parameter("client_secret"));
+            }
+            (basic.client_id, Some(basic.client_secret))
+        }
+        None => {
+            let id = params.client_id.ok_or_else(|| OAuthError::parameter("client_id"))?;
+            (id, params.client_secret)
+        }
+    };
+    let scope = params.scope.ok_or_else(|| OAuthError::parameter("scope"))?;
+    let invalid_client = OAuthError::InvalidClient {
+        used_authorization_header,
+    };
+    let client = snapshot.clients.get(&client_id);
+    let authenticated = match (client, &secret) {
+        (Some(c), Some(s)) => c.accepts(s.expose(), now) && !c.disabled,
+        _ => false,
+    };
+    let Some(client) = client.filter(|_| authenticated) else {
+        return Err(invalid_client);
+    };
+    let mut granted: Vec<String> = Vec::new();
+    for s in scope.split(' ').filter(|s| !s.is_empty()) {
+        if !scopes::is_known(s) || !client.scopes.iter().any(|c| c == s) {
+            return Err(OAuthError::InvalidScope { scope: s.to_owned() });
+        }
+        if !granted.iter().any(|g| g == s) {
+            granted.push(s.to_owned());
+        }
+    }
+    if granted.is_empty() {
+        return Err(OAuthError::parameter("scope"));
+    }
+    Ok(Grant { client_id, scopes: granted })
+}
+
+/// The claims of a token for `grant`, issued at `now`.
+pub fn claims_for(grant: &Grant, issuer: &str, audience: &str, now: DateTime<Utc>) -> AccessTokenClaims {
+    let iat = now.timestamp();
+    AccessTokenClaims {
+        iss: issuer.to_owned(),
+        sub: grant.client_id.clone(),
+        client_id: grant.client_id.clone(),
+        aud: audience.to_owned(),
+        scope: grant.scopes.join(" "),
+        iat,
+        nbf: iat,
+        exp: iat + TOKEN_TTL_SECS,
+        jti: uuid::Uuid::new_v4().simple().to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(body: &str) -> Result<TokenParams, OAuthError> {
+        parse_params(BodyKind::Json, body.as_bytes())
+    }
+
+    #[test]
+    fn json_and_form_bodies_give_the_same_parameters() {
+        let a = json(r#"{"grant_type":"client_credentials","client_id":"c","client_secret":"s","scope":"x y","extra":1}"#).unwrap();
+        let b = parse_params(BodyKind::Form, b"grant_type=client_credentials&client_id=c&client_secret=s&scope=x+y&extra=1").unwrap();
+        assert_eq!(a, b);
+        assert_eq!(a.scope.as_deref(), Some("x y"));
+    }
+
+    #[test]
+    fn a_repeated_parameter_is_named() {
+        assert_eq!(json(r#"{"scope":"a","scope":"b"}"#), Err(OAuthError::parameter("scope")));
+        assert_eq!(
+            parse_params(BodyKind::Form, b"client_id=a&client_id=b"),
+            Err(OAuthError::parameter("client_id"))
+        );
+    }
+
+    #[test]
+    fn a_non_string_parameter_is_named() {
+        assert_eq!(json(r#"{"client_id":42}"#), Err(OAuthError::parameter("client_id")));
+        assert_eq!(json(r#"{"scope":["a"]}"#), Err(OAuthError::parameter("scope")));
+    }
+
+    #[test]
+    fn malformed_json_is_an_invalid_request() {
+        for body in ["{", "[1]", "\"x\"", "{} {}", "nul"] {
+            assert!(matches!(json(body), Err(OAuthError::InvalidRequest { .. })), "{body}");
+        }
+    }
+
+    #[test]
+    fn content_types_are_matched_on_their_essence() {
+        assert_eq!(body_kind(Some("application/json; charset=utf-8"), b""), Ok(BodyKind::Json));
+        assert_eq!(body_kind(Some("Application/X-WWW-Form-Urlencoded"), b""), Ok(BodyKind::Form));
+        assert!(body_kind(Some("text/plain"), b"").is_err());
+        assert_eq!(body_kind(None, b" {}"), Ok(BodyKind::Json));
+        assert_eq!(body_kind(None, b"a=b"), Ok(BodyKind::Form));
+    }
+
+    #[test]
+    fn basic_credentials_are_decoded_and_unescaped() {
+        let h = format!("Basic {}", STANDARD.encode("my%20id:p%3Ass"));
+        let c = parse_basic(&h).unwrap().unwrap();
+        assert_eq!(c.client_id, "my id");
+        assert_eq!(c.client_secret.expose(), "p:ss");
+        assert!(parse_basic("Bearer abc").unwrap().is_none());
+        assert!(parse_basic("Basic !!!").is_err());
+        assert!(parse_basic(&format!("Basic {}", STANDARD.encode("nocolon"))).is_err());
+    }
+}

@@ -1,0 +1,57 @@
+//! The access token both services agree on (RFC 9068 profile).
+
+use serde::{Deserialize, Serialize};
+
+/// Lifetime of every access token, in seconds (spec section 8).
+pub const TOKEN_TTL_SECS: i64 = 900;
+
+/// The JOSE `typ` header of an access token (RFC 9068 section 2.1).
+pub const ACCESS_TOKEN_TYP: &str = "at+jwt";
+
+/// Leeway on `exp` and `nbf` a resource server may allow for clock skew.
+pub const CLOCK_LEEWAY_SECS: u64 = 30;
+
+/// Scope names partners can be granted (spec section 5.3).
+pub mod scopes {
+    /// Creating case referral data.
+    pub const REFERRAL_CREATE: &str = "enquiry:referral:create";
+    /// Creating cases through the enquiry intake method.
+    pub const CASE_INTAKE_CREATE: &str = "enquiry:case:intake:create";
+    /// Every scope the authorization server knows.
+    pub const ALL: [&str; 2] = [REFERRAL_CREATE, CASE_INTAKE_CREATE];
+
+    /// Whether `scope` is one the authorization server knows.
+    pub fn is_known(scope: &str) -> bool {
+        ALL.contains(&scope)
+    }
+}
+
+/// Claims of an access token; timestamps are integer seconds since the epoch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessTokenClaims {
+    /// Issuer: the authorization server's URL.
+    pub iss: String,
+    /// Subject: the client the token was issued to.
+    pub sub: String,
+    /// The client the token was issued to (RFC 9068 section 2.2).
+    pub client_id: String,
+    /// Audience: the resource servers the token is meant for.
+    pub aud: String,
+    /// Granted scopes, space-separated.
+    pub scope: String,
+    /// Issued at.
+    pub iat: i64,
+    /// Not valid before.
+    pub nbf: i64,
+    /// Expires at.
+    pub exp: i64,
+    /// Unique token identifier.
+    pub jti: String,
+}
+
+impl AccessTokenClaims {
+    /// Whether the token grants `scope`.
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scope.split(' ').any(|s| s == scope)
+    }
+}

@@ -1,0 +1,101 @@
+//! Database connection set-up shared by both services: SQLite for the embedded default,
+//! PostgreSQL in production, with the same timeouts on both.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+
+/// How long a query may wait for a pooled connection before the request fails fast.
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long one statement may run on PostgreSQL.
+pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connects to `url` (`sqlite://...` or `postgres://...`), creating the SQLite file's
+/// directory when it does not exist yet.
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+    if let Some(dir) = sqlite_parent_dir(url) {
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create the database directory {dir}"))?;
+    }
+    let mut opts = ConnectOptions::new(url.to_owned());
+    opts.max_connections(max_connections)
+        .min_connections(1)
+        .connect_timeout(ACQUIRE_TIMEOUT)
+        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .idle_timeout(Duration::from_secs(300))
+        .sqlx_logging(false)
+        .map_sqlx_sqlite_opts(|o| {
+            // WAL lets readers run beside the one writer; the busy timeout makes writers
+            // from several processes (the CLI beside a running server) queue, not fail.
+            o.journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(5))
+                .foreign_keys(true)
+        });
+    if url.starts_with("postgres") {
+        opts.statement_timeout(STATEMENT_TIMEOUT);
+    }
+    Database::connect(opts)
+        .await
+        .with_context(|| format!("cannot connect to the database at {}", redact_url(url)))
+}
+
+/// The directory of a file-backed SQLite URL, if `url` is one.
+fn sqlite_parent_dir(url: &str) -> Option<String> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.trim_start_matches("//");
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return None;
+    }
+    let parent = std::path::Path::new(path).parent()?;
+    let parent = parent.to_str()?;
+    (!parent.is_empty()).then(|| parent.to_owned())
+}
+
+/// `url` with any password replaced, fit for logs and errors.
+pub fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_parent_dir_is_found_for_relative_and_absolute_paths() {
+        assert_eq!(
+            sqlite_parent_dir("sqlite://data/auth.db?mode=rwc").as_deref(),
+            Some("data")
+        );
+        assert_eq!(
+            sqlite_parent_dir("sqlite:///tmp/x/a.db").as_deref(),
+            Some("/tmp/x")
+        );
+        assert_eq!(sqlite_parent_dir("sqlite::memory:"), None);
+        assert_eq!(sqlite_parent_dir("postgres://localhost/test"), None);
+    }
+
+    #[test]
+    fn passwords_are_redacted_from_urls() {
+        assert_eq!(
+            redact_url("postgres://app:s3cret@db:5432/auth"),
+            "postgres://app:***@db:5432/auth"
+        );
+        assert_eq!(
+            redact_url("postgres://root@127.0.0.1/test"),
+            "postgres://root@127.0.0.1/test"
+        );
+    }
+}

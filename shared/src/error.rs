@@ -1,0 +1,35 @@
+//! JSON error bodies both services answer with.
+
+use poem_openapi::Object;
+use serde::{Deserialize, Serialize};
+
+/// `{"message": "..."}`: the body of every non-OAuth error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
+pub struct MessageBody {
+    /// What went wrong, for people.
+    pub message: String,
+}
+
+impl MessageBody {
+    /// A body with the given message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+}
+
+/// An OAuth 2.0 error body (RFC 6749 section 5.2) in the wire format partners already parse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
+pub struct OAuthErrorBody {
+    /// The RFC 6749 error code, e.g. `invalid_client`.
+    pub error: String,
+    /// A human-readable explanation.
+    pub error_description: String,
+    /// What to check to fix the request, where there is something specific.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub hint: Option<String>,
+    /// The same text as `error_description`.
+    pub message: String,
+}
