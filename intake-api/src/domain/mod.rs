@@ -1,0 +1,1 @@
+//! Domain types: every value past the HTTP edge is parsed into one of these.
