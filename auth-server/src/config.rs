@@ -10,7 +10,12 @@ use crate::keys::KeyEncryptionKey;
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Address and port to listen on.
-    #[arg(long, env = "AUTH_BIND", default_value = "127.0.0.1:8081", global = true)]
+    #[arg(
+        long,
+        env = "AUTH_BIND",
+        default_value = "127.0.0.1:8081",
+        global = true
+    )]
     pub bind: String,
     /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
     #[arg(
@@ -22,16 +27,36 @@ pub struct Config {
     )]
     pub database_url: String,
     /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
-    #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081", global = true)]
+    #[arg(
+        long,
+        env = "AUTH_ISSUER",
+        default_value = "http://127.0.0.1:8081",
+        global = true
+    )]
     pub issuer: String,
     /// Audience: the `aud` of every token.
-    #[arg(long, env = "AUTH_AUDIENCE", default_value = "partner-intake", global = true)]
+    #[arg(
+        long,
+        env = "AUTH_AUDIENCE",
+        default_value = "partner-intake",
+        global = true
+    )]
     pub audience: String,
     /// How long resource servers may cache the JWKS, in seconds.
-    #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS", default_value_t = 300, global = true)]
+    #[arg(
+        long,
+        env = "AUTH_JWKS_MAX_AGE_SECS",
+        default_value_t = 300,
+        global = true
+    )]
     pub jwks_max_age_secs: u64,
     /// Base64 of 32 random bytes; when set, private keys are encrypted at rest with it.
-    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true, global = true)]
+    #[arg(
+        long,
+        env = "AUTH_KEY_ENCRYPTION_KEY",
+        hide_env_values = true,
+        global = true
+    )]
     pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
@@ -57,7 +82,9 @@ impl Config {
 
     /// A configuration for tests and embedding: every default, with these overrides.
     pub fn with_database(database_url: impl Into<String>) -> Self {
-        Cli::parse_from(["auth-server"]).config.with_db(database_url)
+        Cli::parse_from(["auth-server"])
+            .config
+            .with_db(database_url)
     }
 
     fn with_db(mut self, url: impl Into<String>) -> Self {

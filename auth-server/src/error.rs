@@ -52,7 +52,9 @@ impl OAuthError {
     /// The HTTP status it is answered with.
     pub fn status(&self) -> u16 {
         match self {
-            Self::InvalidRequest { .. } | Self::UnsupportedGrantType | Self::InvalidScope { .. } => 400,
+            Self::InvalidRequest { .. }
+            | Self::UnsupportedGrantType
+            | Self::InvalidScope { .. } => 400,
             Self::BodyTooLarge => 413,
             Self::InvalidClient { .. } => 401,
             Self::ServerError => 500,
@@ -74,7 +76,9 @@ impl OAuthError {
     /// The JSON body.
     pub fn body(&self) -> OAuthErrorBody {
         let (error, description, hint) = match self {
-            Self::InvalidRequest { hint } => ("invalid_request", INVALID_REQUEST, Some(hint.clone())),
+            Self::InvalidRequest { hint } => {
+                ("invalid_request", INVALID_REQUEST, Some(hint.clone()))
+            }
             Self::BodyTooLarge => (
                 "invalid_request",
                 INVALID_REQUEST,
@@ -109,11 +113,38 @@ mod tests {
     #[test]
     fn every_error_maps_to_its_status_and_code() {
         let cases = [
-            (OAuthError::parameter("client_id"), 400, "invalid_request", Some("Check the `client_id` parameter")),
-            (OAuthError::UnsupportedGrantType, 400, "unsupported_grant_type", Some("Check that all required parameters have been provided")),
-            (OAuthError::InvalidClient { used_authorization_header: false }, 401, "invalid_client", None),
-            (OAuthError::InvalidScope { scope: "x".into() }, 400, "invalid_scope", Some("Check the `x` scope")),
-            (OAuthError::BodyTooLarge, 413, "invalid_request", Some("The request body must not exceed 8 KiB")),
+            (
+                OAuthError::parameter("client_id"),
+                400,
+                "invalid_request",
+                Some("Check the `client_id` parameter"),
+            ),
+            (
+                OAuthError::UnsupportedGrantType,
+                400,
+                "unsupported_grant_type",
+                Some("Check that all required parameters have been provided"),
+            ),
+            (
+                OAuthError::InvalidClient {
+                    used_authorization_header: false,
+                },
+                401,
+                "invalid_client",
+                None,
+            ),
+            (
+                OAuthError::InvalidScope { scope: "x".into() },
+                400,
+                "invalid_scope",
+                Some("Check the `x` scope"),
+            ),
+            (
+                OAuthError::BodyTooLarge,
+                413,
+                "invalid_request",
+                Some("The request body must not exceed 8 KiB"),
+            ),
             (OAuthError::ServerError, 500, "server_error", None),
         ];
         for (err, status, code, hint) in cases {

@@ -120,7 +120,8 @@ pub struct GeneratedKey {
 
 /// Generates a new RSA-2048 signing key.
 pub fn generate_key() -> anyhow::Result<GeneratedKey> {
-    let pair = KeyPair::generate(KeySize::Rsa2048).map_err(|_| anyhow!("RSA key generation failed"))?;
+    let pair =
+        KeyPair::generate(KeySize::Rsa2048).map_err(|_| anyhow!("RSA key generation failed"))?;
     let der = pair
         .as_der()
         .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
@@ -338,10 +339,14 @@ mod tests {
     #[test]
     fn sealed_keys_open_only_with_the_same_kek_and_kid() {
         let kek = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([7u8; 32]))).unwrap();
-        let other = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
+        let other =
+            KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
         let sealed = seal_private_key(Some(&kek), "kid1", b"private").unwrap();
         assert!(!sealed.contains(&STANDARD.encode(b"private")));
-        assert_eq!(open_private_key(Some(&kek), "kid1", &sealed).unwrap(), b"private");
+        assert_eq!(
+            open_private_key(Some(&kek), "kid1", &sealed).unwrap(),
+            b"private"
+        );
         assert!(open_private_key(Some(&other), "kid1", &sealed).is_err());
         assert!(open_private_key(Some(&kek), "kid2", &sealed).is_err());
         assert!(open_private_key(None, "kid1", &sealed).is_err());
@@ -356,7 +361,8 @@ mod tests {
     #[test]
     fn a_signed_token_verifies_with_jsonwebtoken_against_the_jwk() {
         let generated = generate_key().unwrap();
-        let key = LoadedKey::new(generated.kid.clone(), t(0), t(0), generated.pkcs8.expose()).unwrap();
+        let key =
+            LoadedKey::new(generated.kid.clone(), t(0), t(0), generated.pkcs8.expose()).unwrap();
         let claims = serde_json::json!({"sub": "c1", "exp": 4_000_000_000i64});
         let jwt = key.sign_jwt(&claims).unwrap();
         let header = jsonwebtoken::decode_header(&jwt).unwrap();

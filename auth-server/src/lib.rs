@@ -33,7 +33,12 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Client(c) => cli::client(&cli.config, c).await,
-        Command::Key(k) => cli::key(&cli.config, k).await,
+        Command::Client(c) => print(&cli::client(&cli.config, c).await?),
+        Command::Key(k) => print(&cli::key(&cli.config, k).await?),
     }
+}
+
+fn print(value: &serde_json::Value) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
 }

@@ -63,7 +63,11 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
         tokio::time::timeout(Duration::from_secs(2), db.ping()).await,
         Ok(Ok(()))
     );
-    let key_ok = state.registry.snapshot().signing_key(chrono::Utc::now()).is_some();
+    let key_ok = state
+        .registry
+        .snapshot()
+        .signing_key(chrono::Utc::now())
+        .is_some();
     readiness(&[("database", db_ok), ("signing_key", key_ok)])
 }
 
@@ -78,8 +82,11 @@ impl Application {
     /// Connects to the database, migrates it, makes sure a signing key exists, loads the
     /// clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        intake_shared::telemetry::metrics_handle();
         let db = intake_shared::db::connect(&config.database_url, 10).await?;
-        migration::run(&db).await.context("database migration failed")?;
+        migration::run(&db)
+            .await
+            .context("database migration failed")?;
         let kek = config.kek()?;
         if let Some(kid) = store::ensure_signing_key(&db, kek.as_ref()).await? {
             tracing::info!(%kid, "created the first signing key");
@@ -113,7 +120,10 @@ impl Application {
 
     /// Serves until `shutdown` resolves, then finishes in-flight requests (bounded) and
     /// closes the database pool.
-    pub async fn run_until(self, shutdown: impl Future<Output = ()> + Send + 'static) -> anyhow::Result<()> {
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
         let state = self.state;
         let watcher = tokio::spawn(state.registry.clone().watch());
         let api = api_service(state.clone());

@@ -17,7 +17,13 @@ use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
 use crate::{secrets, store};
 
 /// How often running servers look for changes made by the CLI or another replica.
-pub const REVISION_POLL: Duration = Duration::from_millis(250);
+pub const REVISION_POLL: Duration = Duration::from_millis(100);
+
+/// How long a change takes, at most, to reach every running server (a few polls, to
+/// ride out a slow query). Operator commands return only after it, so what they print
+/// is already true everywhere, and a key rotated with no publish-ahead starts signing
+/// on every replica at the same instant.
+pub const PROPAGATION: Duration = Duration::from_millis(600);
 
 /// What the token endpoint needs to know about a client.
 #[derive(Debug, Clone)]
@@ -86,7 +92,10 @@ pub struct Registry {
 
 impl Registry {
     /// Loads the first snapshot; fails when no key can be loaded.
-    pub async fn load(db: DatabaseConnection, kek: Option<KeyEncryptionKey>) -> anyhow::Result<Self> {
+    pub async fn load(
+        db: DatabaseConnection,
+        kek: Option<KeyEncryptionKey>,
+    ) -> anyhow::Result<Self> {
         let registry = Self {
             current: RwLock::new(Arc::new(Snapshot::default())),
             db,
@@ -125,7 +134,9 @@ impl Registry {
                 continue;
             }
             let parsed = keys::open_private_key(self.kek.as_ref(), &row.kid, &row.private_key)
-                .and_then(|der| LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der));
+                .and_then(|der| {
+                    LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der)
+                });
             match parsed {
                 Ok(k) => loaded.push(Arc::new(k)),
                 Err(e) => tracing::error!(kid = %row.kid, error = %e, "signing key skipped"),
@@ -147,7 +158,10 @@ impl Registry {
             })
             .collect();
         for s in client_secret::Entity::find().all(&self.db).await? {
-            if let (Some(c), Some(hash)) = (clients.get_mut(&s.client_id), secrets::decode_hash(&s.secret_hash)) {
+            if let (Some(c), Some(hash)) = (
+                clients.get_mut(&s.client_id),
+                secrets::decode_hash(&s.secret_hash),
+            ) {
                 c.secrets.push((hash, s.expires_at));
             }
         }
@@ -164,7 +178,12 @@ impl Registry {
         let mut failing = false;
         loop {
             tokio::time::sleep(REVISION_POLL).await;
-            let outcome = match tokio::time::timeout(Duration::from_secs(5), store::current_revision(&self.db)).await {
+            let outcome = match tokio::time::timeout(
+                Duration::from_secs(5),
+                store::current_revision(&self.db),
+            )
+            .await
+            {
                 Ok(Ok(r)) if r == self.snapshot().revision => Ok(false),
                 Ok(Ok(_)) => self.reload().await.map(|_| true),
                 Ok(Err(e)) => Err(e),
@@ -177,12 +196,17 @@ impl Registry {
                         failing = false;
                     }
                     if reloaded {
-                        metrics::counter!("auth_registry_reloads_total", "outcome" => "ok").increment(1);
-                        tracing::info!(revision = self.snapshot().revision, "clients and keys reloaded");
+                        metrics::counter!("auth_registry_reloads_total", "outcome" => "ok")
+                            .increment(1);
+                        tracing::info!(
+                            revision = self.snapshot().revision,
+                            "clients and keys reloaded"
+                        );
                     }
                 }
                 Err(e) => {
-                    metrics::counter!("auth_registry_reloads_total", "outcome" => "error").increment(1);
+                    metrics::counter!("auth_registry_reloads_total", "outcome" => "error")
+                        .increment(1);
                     if !failing {
                         tracing::warn!(error = %e, "cannot check for client and key changes; serving from the last snapshot");
                         failing = true;

@@ -233,7 +233,10 @@ pub async fn rotate_secret(
 }
 
 /// Disables a client: it gets no more tokens (tokens already issued run out on their own).
-pub async fn disable_client(db: &DatabaseConnection, client_id: &str) -> anyhow::Result<client::Model> {
+pub async fn disable_client(
+    db: &DatabaseConnection,
+    client_id: &str,
+) -> anyhow::Result<client::Model> {
     let txn = db.begin().await?;
     let found = find_client(&txn, client_id).await?;
     let now = Utc::now();

@@ -28,7 +28,9 @@ impl TokenParams {
         let slot_was_set = match name {
             "grant_type" => std::mem::replace(&mut self.grant_type, value).is_some(),
             "client_id" => std::mem::replace(&mut self.client_id, value).is_some(),
-            "client_secret" => std::mem::replace(&mut self.client_secret, value.map(Secret::new)).is_some(),
+            "client_secret" => {
+                std::mem::replace(&mut self.client_secret, value.map(Secret::new)).is_some()
+            }
             "scope" => std::mem::replace(&mut self.scope, value).is_some(),
             _ => return Ok(()),
         };
@@ -52,14 +54,24 @@ pub enum BodyKind {
 pub fn body_kind(content_type: Option<&str>, body: &[u8]) -> Result<BodyKind, OAuthError> {
     let Some(ct) = content_type else {
         let first = body.iter().find(|b| !b.is_ascii_whitespace());
-        return Ok(if first == Some(&b'{') { BodyKind::Json } else { BodyKind::Form });
+        return Ok(if first == Some(&b'{') {
+            BodyKind::Json
+        } else {
+            BodyKind::Form
+        });
     };
-    let essence = ct.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
     match essence.as_str() {
         "application/json" => Ok(BodyKind::Json),
         "application/x-www-form-urlencoded" => Ok(BodyKind::Form),
         _ => Err(OAuthError::InvalidRequest {
-            hint: "Send the parameters as application/json or application/x-www-form-urlencoded".into(),
+            hint: "Send the parameters as application/json or application/x-www-form-urlencoded"
+                .into(),
         }),
     }
 }
@@ -105,26 +117,36 @@ fn parse_json(body: &[u8]) -> Result<TokenParams, OAuthError> {
         }
         fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
             let mut params = TokenParams::default();
+            let mut first_error = None;
+            // The whole object is read even after an error, so a malformed tail is still
+            // reported as malformed JSON rather than as a parameter problem.
             while let Some(name) = map.next_key::<String>()? {
                 let value: serde_json::Value = map.next_value()?;
-                if !matches!(name.as_str(), "grant_type" | "client_id" | "client_secret" | "scope") {
+                if first_error.is_some()
+                    || !matches!(
+                        name.as_str(),
+                        "grant_type" | "client_id" | "client_secret" | "scope"
+                    )
+                {
                     continue;
                 }
                 let value = match value {
-                    serde_json::Value::Null => None,
-                    serde_json::Value::String(s) if s.is_empty() => None,
-                    serde_json::Value::String(s) => Some(s),
-                    _ => return Ok(Err(OAuthError::parameter(&name))),
+                    serde_json::Value::Null => Ok(None),
+                    serde_json::Value::String(s) if s.is_empty() => Ok(None),
+                    serde_json::Value::String(s) => Ok(Some(s)),
+                    _ => Err(OAuthError::parameter(&name)),
                 };
-                if let Err(e) = params.set(&name, value) {
-                    return Ok(Err(e));
+                if let Err(e) = value.and_then(|v| params.set(&name, v)) {
+                    first_error = Some(e);
                 }
             }
-            Ok(Ok(params))
+            Ok(first_error.map_or(Ok(params), Err))
         }
     }
     let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed = (&mut de).deserialize_map(ParamsVisitor).map_err(|_| malformed_json())?;
+    let parsed = (&mut de)
+        .deserialize_map(ParamsVisitor)
+        .map_err(|_| malformed_json())?;
     de.end().map_err(|_| malformed_json())?;
     parsed
 }
@@ -191,16 +213,26 @@ pub fn authorize(
         Some(basic) => {
             // One authentication method per request (RFC 6749 section 2.3); the same
             // credentials repeated in the body are tolerated, different ones are not.
-            if params.client_id.as_ref().is_some_and(|id| *id != basic.client_id) {
+            if params
+                .client_id
+                .as_ref()
+                .is_some_and(|id| *id != basic.client_id)
+            {
                 return Err(OAuthError::parameter("client_id"));
             }
-            if params.client_secret.as_ref().is_some_and(|s| s != &basic.client_secret) {
+            if params
+                .client_secret
+                .as_ref()
+                .is_some_and(|s| s != &basic.client_secret)
+            {
                 return Err(OAuthError::parameter("client_secret"));
             }
             (basic.client_id, Some(basic.client_secret))
         }
         None => {
-            let id = params.client_id.ok_or_else(|| OAuthError::parameter("client_id"))?;
+            let id = params
+                .client_id
+                .ok_or_else(|| OAuthError::parameter("client_id"))?;
             (id, params.client_secret)
         }
     };
@@ -219,7 +251,9 @@ pub fn authorize(
     let mut granted: Vec<String> = Vec::new();
     for s in scope.split(' ').filter(|s| !s.is_empty()) {
         if !scopes::is_known(s) || !client.scopes.iter().any(|c| c == s) {
-            return Err(OAuthError::InvalidScope { scope: s.to_owned() });
+            return Err(OAuthError::InvalidScope {
+                scope: s.to_owned(),
+            });
         }
         if !granted.iter().any(|g| g == s) {
             granted.push(s.to_owned());
@@ -228,11 +262,19 @@ pub fn authorize(
     if granted.is_empty() {
         return Err(OAuthError::parameter("scope"));
     }
-    Ok(Grant { client_id, scopes: granted })
+    Ok(Grant {
+        client_id,
+        scopes: granted,
+    })
 }
 
 /// The claims of a token for `grant`, issued at `now`.
-pub fn claims_for(grant: &Grant, issuer: &str, audience: &str, now: DateTime<Utc>) -> AccessTokenClaims {
+pub fn claims_for(
+    grant: &Grant,
+    issuer: &str,
+    audience: &str,
+    now: DateTime<Utc>,
+) -> AccessTokenClaims {
     let iat = now.timestamp();
     AccessTokenClaims {
         iss: issuer.to_owned(),
@@ -258,14 +300,21 @@ mod tests {
     #[test]
     fn json_and_form_bodies_give_the_same_parameters() {
         let a = json(r#"{"grant_type":"client_credentials","client_id":"c","client_secret":"s","scope":"x y","extra":1}"#).unwrap();
-        let b = parse_params(BodyKind::Form, b"grant_type=client_credentials&client_id=c&client_secret=s&scope=x+y&extra=1").unwrap();
+        let b = parse_params(
+            BodyKind::Form,
+            b"grant_type=client_credentials&client_id=c&client_secret=s&scope=x+y&extra=1",
+        )
+        .unwrap();
         assert_eq!(a, b);
         assert_eq!(a.scope.as_deref(), Some("x y"));
     }
 
     #[test]
     fn a_repeated_parameter_is_named() {
-        assert_eq!(json(r#"{"scope":"a","scope":"b"}"#), Err(OAuthError::parameter("scope")));
+        assert_eq!(
+            json(r#"{"scope":"a","scope":"b"}"#),
+            Err(OAuthError::parameter("scope"))
+        );
         assert_eq!(
             parse_params(BodyKind::Form, b"client_id=a&client_id=b"),
             Err(OAuthError::parameter("client_id"))
@@ -274,21 +323,36 @@ mod tests {
 
     #[test]
     fn a_non_string_parameter_is_named() {
-        assert_eq!(json(r#"{"client_id":42}"#), Err(OAuthError::parameter("client_id")));
-        assert_eq!(json(r#"{"scope":["a"]}"#), Err(OAuthError::parameter("scope")));
+        assert_eq!(
+            json(r#"{"client_id":42}"#),
+            Err(OAuthError::parameter("client_id"))
+        );
+        assert_eq!(
+            json(r#"{"scope":["a"]}"#),
+            Err(OAuthError::parameter("scope"))
+        );
     }
 
     #[test]
     fn malformed_json_is_an_invalid_request() {
         for body in ["{", "[1]", "\"x\"", "{} {}", "nul"] {
-            assert!(matches!(json(body), Err(OAuthError::InvalidRequest { .. })), "{body}");
+            assert!(
+                matches!(json(body), Err(OAuthError::InvalidRequest { .. })),
+                "{body}"
+            );
         }
     }
 
     #[test]
     fn content_types_are_matched_on_their_essence() {
-        assert_eq!(body_kind(Some("application/json; charset=utf-8"), b""), Ok(BodyKind::Json));
-        assert_eq!(body_kind(Some("Application/X-WWW-Form-Urlencoded"), b""), Ok(BodyKind::Form));
+        assert_eq!(
+            body_kind(Some("application/json; charset=utf-8"), b""),
+            Ok(BodyKind::Json)
+        );
+        assert_eq!(
+            body_kind(Some("Application/X-WWW-Form-Urlencoded"), b""),
+            Ok(BodyKind::Form)
+        );
         assert!(body_kind(Some("text/plain"), b"").is_err());
         assert_eq!(body_kind(None, b" {}"), Ok(BodyKind::Json));
         assert_eq!(body_kind(None, b"a=b"), Ok(BodyKind::Form));

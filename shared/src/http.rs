@@ -34,7 +34,11 @@ pub async fn shutdown_signal() {
 /// `GET /healthz`: the process is up and answering.
 #[handler]
 pub fn healthz() -> Response {
-    (StatusCode::OK, poem::web::Json(serde_json::json!({"status": "ok"}))).into_response()
+    (
+        StatusCode::OK,
+        poem::web::Json(serde_json::json!({"status": "ok"})),
+    )
+        .into_response()
 }
 
 /// `GET /metrics`: every metric of this process, in the Prometheus text format.

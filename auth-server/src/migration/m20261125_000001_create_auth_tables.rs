@@ -126,7 +126,9 @@ impl MigrationTrait for Migration {
             ClientSecrets::Table.into_iden(),
             Clients::Table.into_iden(),
         ] {
-            manager.drop_table(Table::drop().table(t).to_owned()).await?;
+            manager
+                .drop_table(Table::drop().table(t).to_owned())
+                .await?;
         }
         Ok(())
     }

@@ -61,7 +61,12 @@ impl DiscoveryApi {
     ///
     /// Cache it for the `max-age` it is served with; refetch early when a token carries a
     /// `kid` you do not know.
-    #[oai(path = "/.well-known/jwks.json", method = "get", operation_id = "getJwks", tag = "ApiTags::Discovery")]
+    #[oai(
+        path = "/.well-known/jwks.json",
+        method = "get",
+        operation_id = "getJwks",
+        tag = "ApiTags::Discovery"
+    )]
     async fn jwks(&self) -> JwksResponse {
         let snapshot = self.state.registry.snapshot();
         let keys = snapshot
@@ -93,7 +98,10 @@ impl DiscoveryApi {
                 "client_secret_basic".into(),
                 "client_secret_post".into(),
             ],
-            scopes_supported: intake_shared::claims::scopes::ALL.iter().map(|s| s.to_string()).collect(),
+            scopes_supported: intake_shared::claims::scopes::ALL
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             response_types_supported: vec![],
         })
     }

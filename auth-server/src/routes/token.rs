@@ -8,7 +8,9 @@ use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
 use poem_openapi::types::Type;
-use poem_openapi::{ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
+};
 
 use crate::error::OAuthError;
 use crate::startup::AppState;
@@ -113,7 +115,10 @@ pub enum TokenResponse {
     ),
     /// `invalid_request`, `unsupported_grant_type` or `invalid_scope`.
     #[oai(status = 400)]
-    BadRequest(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+    BadRequest(
+        Json<OAuthErrorBody>,
+        #[oai(header = "Cache-Control")] String,
+    ),
     /// `invalid_client`: unknown client, wrong or expired secret, or a disabled client.
     #[oai(status = 401)]
     Unauthorized(
@@ -123,10 +128,16 @@ pub enum TokenResponse {
     ),
     /// The body is larger than 8 KiB.
     #[oai(status = 413)]
-    PayloadTooLarge(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+    PayloadTooLarge(
+        Json<OAuthErrorBody>,
+        #[oai(header = "Cache-Control")] String,
+    ),
     /// An unexpected failure on the server's side.
     #[oai(status = 500)]
-    ServerError(Json<OAuthErrorBody>, #[oai(header = "Cache-Control")] String),
+    ServerError(
+        Json<OAuthErrorBody>,
+        #[oai(header = "Cache-Control")] String,
+    ),
 }
 
 const NO_STORE: &str = "no-store";
@@ -163,12 +174,18 @@ impl TokenApi {
     /// Authenticate with `client_id` and `client_secret` in the body (client_secret_post)
     /// or in an `Authorization: Basic` header (client_secret_basic). Cache the token and
     /// ask for a new one about 30 seconds before `expires_in` runs out.
-    #[oai(path = "/oauth/token", method = "post", operation_id = "issueToken", tag = "ApiTags::OAuth")]
+    #[oai(
+        path = "/oauth/token",
+        method = "post",
+        operation_id = "issueToken",
+        tag = "ApiTags::OAuth"
+    )]
     async fn token(&self, req: &Request, body: TokenRequestBody) -> TokenResponse {
         match self.issue(req, body) {
             Ok(resp) => resp,
             Err(e) => {
-                metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason()).increment(1);
+                metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason())
+                    .increment(1);
                 tracing::info!(reason = e.reason(), "token request refused");
                 e.into()
             }
@@ -196,12 +213,18 @@ impl TokenApi {
             tracing::error!("no signing key is active");
             OAuthError::ServerError
         })?;
-        let claims = token::claims_for(&grant, &self.state.config.issuer, &self.state.config.audience, now);
+        let claims = token::claims_for(
+            &grant,
+            &self.state.config.issuer,
+            &self.state.config.audience,
+            now,
+        );
         let access_token = key.sign_jwt(&claims).map_err(|e| {
             tracing::error!(error = %e, kid = %key.kid, "signing failed");
             OAuthError::ServerError
         })?;
-        metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone()).increment(1);
+        metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone())
+            .increment(1);
         tracing::info!(client_id = %grant.client_id, kid = %key.kid, jti = %claims.jti, scope = %claims.scope, "access token issued");
         Ok(TokenResponse::Ok(
             Json(AccessTokenResponse {

@@ -1,0 +1,103 @@
+//! Client management: secret rotation with grace, disabling, and what `client list` shows.
+
+use std::time::Duration;
+
+use auth_server::config::ClientCommand;
+
+use crate::helpers::{Backend, TestApp, eventually};
+use crate::on_both_backends;
+
+async fn after_a_secret_rotation_both_secrets_work_until_the_grace_ends(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let out = app
+        .auth
+        .client_cmd(ClientCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 3600,
+        })
+        .await
+        .unwrap();
+    let new_secret = out["client_secret"].as_str().unwrap().to_owned();
+    assert_ne!(new_secret, app.client_secret);
+    assert!(out["previous_secret_valid_until"].is_string());
+    let new_works = eventually(Duration::from_secs(3), || async {
+        (app.try_token(&app.client_id, &new_secret).await.0 == 200).then_some(())
+    })
+    .await;
+    assert!(new_works.is_some(), "new secret refused");
+    assert_eq!(
+        app.try_token(&app.client_id, &app.client_secret).await.0,
+        200
+    );
+
+    // A second rotation without grace ends both earlier secrets at once.
+    let out = app
+        .auth
+        .client_cmd(ClientCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 0,
+        })
+        .await
+        .unwrap();
+    let newest = out["client_secret"].as_str().unwrap().to_owned();
+    let switched = eventually(Duration::from_secs(5), || async {
+        let old = app.try_token(&app.client_id, &app.client_secret).await.0;
+        let mid = app.try_token(&app.client_id, &new_secret).await.0;
+        let cur = app.try_token(&app.client_id, &newest).await.0;
+        (old == 401 && mid == 401 && cur == 200).then_some(())
+    })
+    .await;
+    assert!(switched.is_some(), "expired secrets still accepted");
+}
+
+async fn a_disabled_client_gets_no_token_within_seconds(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    assert_eq!(
+        app.try_token(&app.client_id, &app.client_secret).await.0,
+        200
+    );
+    app.auth
+        .client_cmd(ClientCommand::Disable {
+            client_id: app.client_id.clone(),
+        })
+        .await
+        .unwrap();
+    let refused = eventually(Duration::from_secs(5), || async {
+        (app.try_token(&app.client_id, &app.client_secret).await.0 == 401).then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "disabled client still gets tokens");
+}
+
+async fn client_list_never_shows_a_secret(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let list = app.auth.client_cmd(ClientCommand::List).await.unwrap();
+    let text = list.to_string();
+    assert!(!text.contains(&app.client_secret));
+    let entry = &list[0];
+    assert_eq!(entry["client_id"], app.client_id.as_str());
+    assert_eq!(entry["scopes"], serde_json::json!([crate::helpers::INTAKE]));
+    assert_eq!(entry["disabled"], false);
+    let unknown = app
+        .auth
+        .client_cmd(ClientCommand::RotateSecret {
+            client_id: "nope".into(),
+            grace_secs: 1,
+        })
+        .await;
+    assert!(unknown.is_err());
+    let bad_scope = app
+        .auth
+        .client_cmd(ClientCommand::Create {
+            name: "x".into(),
+            scopes: "admin".into(),
+        })
+        .await;
+    assert!(bad_scope.is_err());
+}
+
+on_both_backends!(
+    after_a_secret_rotation_both_secrets_work_until_the_grace_ends,
+    a_disabled_client_gets_no_token_within_seconds,
+    client_list_never_shows_a_secret,
+);

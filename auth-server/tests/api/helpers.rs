@@ -1,0 +1,147 @@
+//! Starting a fresh auth-server per test and talking to it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+pub use test_support::{AuthServer, Backend, TestDb, eventually, kid_of};
+
+/// Runs an async test body once on SQLite and once on PostgreSQL.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::helpers::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+
+/// The intake scope, which test clients are given.
+pub const INTAKE: &str = "enquiry:case:intake:create";
+
+/// A server on a fresh database, with a client holding the intake scope.
+pub struct TestApp {
+    /// The server.
+    pub auth: AuthServer,
+    /// Its database (kept alive for the test).
+    pub db: TestDb,
+    /// A registered client's id.
+    pub client_id: String,
+    /// That client's secret.
+    pub client_secret: String,
+    /// An HTTP client.
+    pub http: reqwest::Client,
+}
+
+impl TestApp {
+    pub async fn spawn(backend: Backend) -> Self {
+        let db = TestDb::new(backend, "auth").await;
+        let auth = AuthServer::start(&db.url, |_| {})
+            .await
+            .expect("auth-server starts");
+        let (client_id, client_secret) = auth.create_client(INTAKE).await;
+        Self {
+            auth,
+            db,
+            client_id,
+            client_secret,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.auth.base_url())
+    }
+
+    /// POSTs a JSON body to the token endpoint.
+    pub async fn token_json(&self, body: Value) -> reqwest::Response {
+        self.http
+            .post(self.url("/oauth/token"))
+            .json(&body)
+            .send()
+            .await
+            .expect("request")
+    }
+
+    /// The body of a client_secret_post request for this app's client.
+    pub fn post_body(&self, scope: &str) -> Value {
+        serde_json::json!({
+            "grant_type": "client_credentials",
+            "client_id": self.client_id,
+            "client_secret": self.client_secret,
+            "scope": scope,
+        })
+    }
+
+    /// Status and body of a token request with the given credentials.
+    pub async fn try_token(&self, id: &str, secret: &str) -> (u16, Value) {
+        let resp = self
+            .token_json(serde_json::json!({
+                "grant_type": "client_credentials",
+                "client_id": id,
+                "client_secret": secret,
+                "scope": INTAKE,
+            }))
+            .await;
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("JSON body"))
+    }
+
+    pub async fn jwks(&self) -> Value {
+        self.http
+            .get(self.url("/.well-known/jwks.json"))
+            .send()
+            .await
+            .expect("jwks")
+            .json()
+            .await
+            .expect("jwks json")
+    }
+
+    pub async fn published_kids(&self) -> Vec<String> {
+        self.jwks().await["keys"]
+            .as_array()
+            .expect("keys")
+            .iter()
+            .map(|k| k["kid"].as_str().expect("kid").to_owned())
+            .collect()
+    }
+
+    /// Verifies `jwt` against the JWKS the server publishes now, the way a resource server would.
+    pub async fn verify(&self, jwt: &str) -> Result<Value, String> {
+        let jwks: jsonwebtoken::jwk::JwkSet =
+            serde_json::from_value(self.jwks().await).map_err(|e| e.to_string())?;
+        let kid = kid_of(jwt);
+        let jwk = jwks
+            .find(&kid)
+            .ok_or_else(|| format!("kid {kid} not published"))?;
+        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
+        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        v.set_audience(&[self.auth.config.audience.as_str()]);
+        v.set_issuer(&[self.auth.config.issuer()]);
+        jsonwebtoken::decode::<Value>(jwt, &key, &v)
+            .map(|d| d.claims)
+            .map_err(|e| e.to_string())
+    }
+
+    /// Waits until new tokens are signed with `kid`.
+    pub async fn wait_for_signing_kid(&self, kid: &str) -> bool {
+        eventually(Duration::from_secs(3), || async {
+            let t = self
+                .auth
+                .token(&self.client_id, &self.client_secret, INTAKE)
+                .await;
+            (kid_of(&t) == kid).then_some(())
+        })
+        .await
+        .is_some()
+    }
+}

@@ -1,0 +1,172 @@
+//! Signing-key rotation and revocation never break a valid token, and replicas agree.
+
+use std::time::Duration;
+
+use auth_server::config::KeyCommand;
+use sea_orm::{ConnectionTrait, Database};
+
+use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
+use crate::on_both_backends;
+
+async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let old_token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    let old_kid = kid_of(&old_token);
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .unwrap();
+    let new_kid = rotated["kid"].as_str().unwrap().to_owned();
+    assert_ne!(new_kid, old_kid);
+    assert_eq!(rotated["state"], "active");
+    assert!(app.wait_for_signing_kid(&new_kid).await, "new kid not used");
+    let kids = app.published_kids().await;
+    assert!(
+        kids.contains(&old_kid) && kids.contains(&new_kid),
+        "{kids:?}"
+    );
+    app.verify(&old_token)
+        .await
+        .expect("old token still verifies");
+    let listed = app.auth.key_cmd(KeyCommand::List).await.unwrap();
+    let old = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == old_kid.as_str())
+        .unwrap();
+    assert_eq!(old["state"], "retired");
+    assert!(old["unpublish_at"].is_string());
+}
+
+async fn a_key_rotated_with_publish_ahead_is_published_before_it_signs(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let old_kid = kid_of(
+        &app.auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await,
+    );
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: None,
+        })
+        .await
+        .unwrap();
+    let new_kid = rotated["kid"].as_str().unwrap().to_owned();
+    assert_eq!(rotated["state"], "pending");
+    let published = eventually(Duration::from_secs(3), || async {
+        app.published_kids().await.contains(&new_kid).then_some(())
+    })
+    .await;
+    assert!(published.is_some(), "pending key not published");
+    // It does not sign before its time (the JWKS max-age, 300 s by default).
+    for _ in 0..3 {
+        let t = app
+            .auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await;
+        assert_eq!(kid_of(&t), old_kid);
+    }
+}
+
+async fn a_revoked_key_leaves_the_jwks_and_a_new_one_signs(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    let kid = kid_of(&token);
+    let out = app
+        .auth
+        .key_cmd(KeyCommand::Revoke { kid: kid.clone() })
+        .await
+        .unwrap();
+    let replacement = out["replacement_kid"]
+        .as_str()
+        .expect("replacement")
+        .to_owned();
+    let gone = eventually(Duration::from_secs(3), || async {
+        (!app.published_kids().await.contains(&kid)).then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "revoked key still published");
+    assert!(
+        app.verify(&token).await.is_err(),
+        "token of a revoked key verifies"
+    );
+    assert!(app.wait_for_signing_kid(&replacement).await);
+    let again = app.auth.key_cmd(KeyCommand::Revoke { kid }).await;
+    assert!(again.is_err(), "revoking twice should fail");
+}
+
+async fn two_servers_on_one_database_agree_on_the_signing_key_after_rotation(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let second = AuthServer::start(&app.db.url, |_| {}).await.unwrap();
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .unwrap();
+    let new_kid = rotated["kid"].as_str().unwrap().to_owned();
+    for server in [&app.auth, &second] {
+        let seen = eventually(Duration::from_secs(3), || async {
+            let t = server
+                .token(&app.client_id, &app.client_secret, INTAKE)
+                .await;
+            (kid_of(&t) == new_kid).then_some(())
+        })
+        .await;
+        assert!(seen.is_some(), "a replica kept the old key");
+    }
+}
+
+async fn private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set(backend: Backend) {
+    let db = test_support::TestDb::new(backend, "auth").await;
+    let kek = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // 32 bytes
+    let auth = AuthServer::start(&db.url, |c| {
+        c.key_encryption_key = Some(kek.parse().unwrap());
+    })
+    .await
+    .unwrap();
+    let (id, secret) = auth.create_client(INTAKE).await;
+    auth.token(&id, &secret, INTAKE).await;
+    let conn = Database::connect(db.url.as_str()).await.unwrap();
+    let rows = conn
+        .query_all_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            "SELECT private_key FROM signing_keys",
+        ))
+        .await
+        .unwrap();
+    assert!(!rows.is_empty());
+    for row in rows {
+        let stored: String = row.try_get("", "private_key").unwrap();
+        assert!(stored.starts_with("aes256gcm:"), "stored in the clear");
+    }
+    auth.server.stop().await;
+    let without = AuthServer::start(&db.url, |_| {}).await;
+    let err = without
+        .err()
+        .expect("starts without the key-encryption key")
+        .to_string();
+    assert!(err.contains("no signing key"), "{err}");
+}
+
+on_both_backends!(
+    rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify,
+    a_key_rotated_with_publish_ahead_is_published_before_it_signs,
+    a_revoked_key_leaves_the_jwks_and_a_new_one_signs,
+    two_servers_on_one_database_agree_on_the_signing_key_after_rotation,
+    private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set,
+);

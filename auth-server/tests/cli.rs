@@ -1,0 +1,100 @@
+//! The operator command line, driven as a separate process the way operators use it.
+
+use std::process::Command;
+
+use serde_json::Value;
+use test_support::{Backend, TestDb};
+
+fn auth_server(db: &TestDb, args: &[&str]) -> (bool, Value, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .args(args)
+        .env("AUTH_DATABASE_URL", &db.url)
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("auth-server runs");
+    let stdout = String::from_utf8(out.stdout).expect("utf-8 stdout");
+    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
+    let json = if out.status.success() {
+        serde_json::from_str(&stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {stdout}"))
+    } else {
+        Value::Null
+    };
+    (out.status.success(), json, stderr)
+}
+
+async fn the_commands_print_json_and_keep_secrets_off_stderr(backend: Backend) {
+    let db = TestDb::new(backend, "authcli").await;
+    let (ok, created, stderr) = auth_server(
+        &db,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Acme",
+            "--scopes",
+            "enquiry:case:intake:create enquiry:referral:create",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    let id = created["client_id"].as_str().unwrap().to_owned();
+    let secret = created["client_secret"].as_str().unwrap().to_owned();
+    assert!(secret.len() >= 43);
+    assert_eq!(
+        created["scopes"],
+        serde_json::json!(["enquiry:case:intake:create", "enquiry:referral:create"])
+    );
+    assert!(!stderr.contains(&secret), "secret on stderr");
+
+    let (ok, listed, _) = auth_server(&db, &["client", "list"]);
+    assert!(ok);
+    assert_eq!(listed[0]["client_id"], id.as_str());
+    assert!(!listed.to_string().contains(&secret));
+
+    let (ok, rotated, stderr) =
+        auth_server(&db, &["client", "rotate-secret", &id, "--grace-secs", "60"]);
+    assert!(ok);
+    let new_secret = rotated["client_secret"].as_str().unwrap();
+    assert!(!stderr.contains(new_secret));
+    assert!(rotated["previous_secret_valid_until"].is_string());
+
+    let (ok, keys, _) = auth_server(&db, &["key", "list"]);
+    assert!(ok);
+    assert_eq!(
+        keys.as_array().unwrap().len(),
+        1,
+        "first key made by client create"
+    );
+    assert_eq!(keys[0]["state"], "active");
+    for field in ["kid", "created_at", "activates_at"] {
+        assert!(keys[0][field].is_string(), "{field}");
+    }
+
+    let (ok, rotated, _) = auth_server(&db, &["key", "rotate", "--publish-ahead-secs", "120"]);
+    assert!(ok);
+    assert_eq!(rotated["state"], "pending");
+
+    let (ok, disabled, _) = auth_server(&db, &["client", "disable", &id]);
+    assert!(ok);
+    assert_eq!(disabled["disabled"], true);
+
+    let (ok, _, stderr) = auth_server(&db, &["client", "disable", "no-such-client"]);
+    assert!(!ok);
+    assert!(stderr.contains("no client with id"), "{stderr}");
+    let (ok, _, stderr) = auth_server(
+        &db,
+        &["client", "create", "--name", "x", "--scopes", "admin"],
+    );
+    assert!(!ok);
+    assert!(stderr.contains("unknown scope"), "{stderr}");
+}
+
+#[tokio::test]
+async fn the_commands_print_json_and_keep_secrets_off_stderr_on_sqlite() {
+    the_commands_print_json_and_keep_secrets_off_stderr(Backend::Sqlite).await
+}
+
+#[tokio::test]
+async fn the_commands_print_json_and_keep_secrets_off_stderr_on_postgres() {
+    the_commands_print_json_and_keep_secrets_off_stderr(Backend::Postgres).await
+}

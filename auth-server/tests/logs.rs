@@ -1,0 +1,76 @@
+//! Secrets never reach the logs, whatever the request and however verbose the logging.
+
+use std::io::Write;
+use std::sync::{Arc, Mutex};
+
+use base64::Engine;
+use test_support::{AuthServer, Backend, TestDb};
+
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::TRACE)
+        .json()
+        .with_current_span(true)
+        .with_writer(move || writer.clone())
+        .init();
+
+    let db = TestDb::new(Backend::Sqlite, "authlogs").await;
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (id, secret) = auth.create_client("enquiry:case:intake:create").await;
+    let http = reqwest::Client::new();
+    let url = format!("{}/oauth/token", auth.base_url());
+    let wrong = format!("{secret}x");
+    for s in [&secret, &wrong] {
+        http.post(&url)
+            .json(&serde_json::json!({"grant_type": "client_credentials", "client_id": id, "client_secret": s, "scope": "enquiry:case:intake:create"}))
+            .send()
+            .await
+            .unwrap();
+        let basic = base64::engine::general_purpose::STANDARD.encode(format!("{id}:{s}"));
+        http.post(&url)
+            .header("authorization", format!("Basic {basic}"))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", "enquiry:referral:create"),
+            ])
+            .send()
+            .await
+            .unwrap();
+    }
+    let rotated = auth
+        .client_cmd(auth_server::config::ClientCommand::RotateSecret {
+            client_id: id.clone(),
+            grace_secs: 10,
+        })
+        .await
+        .unwrap();
+    let new_secret = rotated["client_secret"].as_str().unwrap().to_owned();
+    auth.token(&id, &new_secret, "enquiry:case:intake:create")
+        .await;
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    assert!(
+        logs.contains("access token issued"),
+        "logging was not captured"
+    );
+    assert!(logs.contains(&id), "client id should be logged");
+    for s in [&secret, &wrong, &new_secret] {
+        assert!(!logs.contains(s.as_str()), "a secret reached the logs");
+    }
+}

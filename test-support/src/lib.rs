@@ -1,0 +1,310 @@
+//! Test helpers shared by the services' integration tests: a fresh database per test on
+//! SQLite or PostgreSQL, and the real auth-server started in-process on port 0.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database};
+use tokio::sync::oneshot;
+
+/// Which database a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// A SQLite file in a fresh temporary directory.
+    Sqlite,
+    /// A fresh database on the PostgreSQL server at `TEST_POSTGRES_URL`.
+    Postgres,
+}
+
+/// Where the PostgreSQL tests create their databases. The tests fail (never skip) when
+/// this server does not answer.
+pub fn postgres_admin_url() -> String {
+    std::env::var("TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
+}
+
+/// A database that exists for one test and is removed when dropped.
+pub struct TestDb {
+    /// URL to connect to it.
+    pub url: String,
+    cleanup: Cleanup,
+}
+
+enum Cleanup {
+    Dir(PathBuf),
+    Postgres { admin_url: String, name: String },
+}
+
+impl TestDb {
+    /// Creates an empty database; `prefix` names it after the service under test.
+    pub async fn new(backend: Backend, prefix: &str) -> Self {
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        match backend {
+            Backend::Sqlite => {
+                let dir = std::env::temp_dir().join(format!("{prefix}-test-{id}"));
+                std::fs::create_dir_all(&dir).expect("temporary directory");
+                let url = format!("sqlite://{}/{prefix}.db?mode=rwc", dir.display());
+                Self {
+                    url,
+                    cleanup: Cleanup::Dir(dir),
+                }
+            }
+            Backend::Postgres => {
+                let admin_url = postgres_admin_url();
+                let name = format!("{prefix}_test_{id}").replace('-', "_");
+                let admin = Database::connect(admin_url.as_str()).await.unwrap_or_else(|e| {
+                    panic!("PostgreSQL at TEST_POSTGRES_URL ({admin_url}) is required by this test: {e}")
+                });
+                admin
+                    .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
+                    .await
+                    .expect("create test database");
+                let _ = admin.close().await;
+                let url = replace_database(&admin_url, &name);
+                Self {
+                    url,
+                    cleanup: Cleanup::Postgres { admin_url, name },
+                }
+            }
+        }
+    }
+}
+
+/// `url` pointing at database `name` instead.
+fn replace_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
+    let host_end = base[scheme_end..]
+        .find('/')
+        .map(|i| scheme_end + i)
+        .unwrap_or(base.len());
+    let mut out = format!("{}/{name}", &base[..host_end]);
+    if let Some(q) = query {
+        out.push('?');
+        out.push_str(q);
+    }
+    out
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        match &self.cleanup {
+            Cleanup::Dir(dir) => {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            Cleanup::Postgres { admin_url, name } => {
+                let (admin_url, name) = (admin_url.clone(), name.clone());
+                // Drop runs inside the test's runtime: use a thread with its own.
+                let _ = std::thread::spawn(move || {
+                    let rt = tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                        .expect("runtime");
+                    rt.block_on(async {
+                        if let Ok(admin) = Database::connect(admin_url.as_str()).await {
+                            let _ = admin
+                                .execute_unprepared(&format!(
+                                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
+                                ))
+                                .await;
+                            let _ = admin.close().await;
+                        }
+                    });
+                })
+                .join();
+            }
+        }
+    }
+}
+
+/// A running in-process server that stops when told or dropped.
+pub struct Running {
+    /// The port it listens on.
+    pub port: u16,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+}
+
+impl Running {
+    /// Spawns `serve(shutdown)` on the current runtime.
+    pub fn spawn<F, Fut>(port: u16, serve: F) -> Self
+    where
+        F: FnOnce(oneshot::Receiver<()>) -> Fut,
+        Fut: Future<Output = anyhow::Result<()>> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let handle = tokio::spawn(serve(rx));
+        Self {
+            port,
+            stop: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the server and waits until it has shut down.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(30), h).await;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            h.abort();
+        }
+    }
+}
+
+/// A real auth-server on port 0 over a database of its own (or a shared one).
+pub struct AuthServer {
+    /// The server.
+    pub server: Running,
+    /// Its configuration (the CLI commands use it too).
+    pub config: auth_server::config::Config,
+}
+
+impl AuthServer {
+    /// Starts an auth-server on `database_url`, with `configure` applied to the defaults.
+    pub async fn start(
+        database_url: &str,
+        configure: impl FnOnce(&mut auth_server::config::Config),
+    ) -> anyhow::Result<Self> {
+        let mut config = auth_server::config::Config::with_database(database_url);
+        config.bind = "127.0.0.1:0".into();
+        configure(&mut config);
+        let app = auth_server::startup::Application::build(config.clone()).await?;
+        let port = app.port();
+        let server = Running::spawn(port, move |rx| async move {
+            app.run_until(async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Ok(Self { server, config })
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> String {
+        self.server.base_url()
+    }
+
+    /// Runs an operator `client` command against the same database; returns its output.
+    pub async fn client_cmd(
+        &self,
+        command: auth_server::config::ClientCommand,
+    ) -> anyhow::Result<serde_json::Value> {
+        auth_server::cli::client(&self.config, command).await
+    }
+
+    /// Runs an operator `key` command against the same database; returns its output.
+    pub async fn key_cmd(
+        &self,
+        command: auth_server::config::KeyCommand,
+    ) -> anyhow::Result<serde_json::Value> {
+        auth_server::cli::key(&self.config, command).await
+    }
+
+    /// Registers a client with `scopes`; returns `(client_id, client_secret)`.
+    pub async fn create_client(&self, scopes: &str) -> (String, String) {
+        let out = self
+            .client_cmd(auth_server::config::ClientCommand::Create {
+                name: "Test Partner".into(),
+                scopes: scopes.into(),
+            })
+            .await
+            .expect("client create");
+        (
+            out["client_id"].as_str().expect("client_id").to_owned(),
+            out["client_secret"]
+                .as_str()
+                .expect("client_secret")
+                .to_owned(),
+        )
+    }
+
+    /// Gets an access token with client_secret_post; panics unless it is issued.
+    pub async fn token(&self, client_id: &str, client_secret: &str, scope: &str) -> String {
+        let resp = reqwest::Client::new()
+            .post(format!("{}/oauth/token", self.base_url()))
+            .json(&serde_json::json!({
+                "grant_type": "client_credentials",
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "scope": scope,
+            }))
+            .send()
+            .await
+            .expect("token request");
+        assert_eq!(resp.status(), 200, "token request refused");
+        let body: serde_json::Value = resp.json().await.expect("token body");
+        body["access_token"]
+            .as_str()
+            .expect("access_token")
+            .to_owned()
+    }
+}
+
+/// Polls `check` until it returns `Some` or `timeout` passes.
+pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    loop {
+        if let Some(v) = check().await {
+            return Some(v);
+        }
+        if start.elapsed() > timeout {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The `kid` in a JWT's header.
+pub fn kid_of(jwt: &str) -> String {
+    let header = jwt.split('.').next().unwrap_or_default();
+    let bytes = base64_url_decode(header);
+    let v: serde_json::Value = serde_json::from_slice(&bytes).expect("JWT header JSON");
+    v["kid"].as_str().expect("kid").to_owned()
+}
+
+fn base64_url_decode(s: &str) -> Vec<u8> {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(s)
+        .expect("base64url")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_database_name_is_swapped_in_a_postgres_url() {
+        assert_eq!(
+            replace_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
+            "postgres://postgres@127.0.0.1:5432/x"
+        );
+        assert_eq!(
+            replace_database("postgres://u:p@h/db?sslmode=disable", "y"),
+            "postgres://u:p@h/y?sslmode=disable"
+        );
+        assert_eq!(replace_database("postgres://h", "z"), "postgres://h/z");
+    }
+}
