@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use intake_shared::http::{SHUTDOWN_GRACE, healthz, metrics, readiness, shutdown_signal};
+use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
 use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
 use poem::web::Data;
@@ -135,7 +135,7 @@ impl Application {
             .nest("/docs", docs)
             .at("/healthz", get(healthz))
             .at("/readyz", get(readyz))
-            .at("/metrics", get(metrics))
+            .at("/metrics", get(ops::metrics))
             .data(state.clone())
             .with(RequestTelemetry::new("auth-server", ROUTES));
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");

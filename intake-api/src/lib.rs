@@ -1,4 +1,41 @@
 //! The intake-api: verifies partners' bearer tokens, validates enquiries, creates or updates
 //! cases that activate after a delay, and attaches eligibility-engine products.
 
+pub mod auth;
+pub mod cli;
+pub mod config;
 pub mod domain;
+pub mod entity;
+pub mod jwks;
+pub mod migration;
+pub mod routes;
+pub mod startup;
+pub mod store;
+
+use config::{Cli, Command};
+
+/// Runs the binary's command line: `serve` (the default), `migrate`, `case show`.
+pub async fn run(cli: Cli) -> anyhow::Result<()> {
+    intake_shared::telemetry::init_tracing(cli.config.log_format);
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            startup::Application::build(cli.config)
+                .await?
+                .run_until_stopped()
+                .await
+        }
+        Command::Migrate => {
+            let db = intake_shared::db::connect(&cli.config.database_url, 1).await?;
+            migration::run(&db).await?;
+            tracing::info!("migrations applied");
+            Ok(())
+        }
+        Command::Case(c) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&cli::case(&cli.config, c).await?)?
+            );
+            Ok(())
+        }
+    }
+}

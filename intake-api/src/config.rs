@@ -1,0 +1,232 @@
+//! Configuration: environment variables with matching command-line flags.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use intake_shared::Secret;
+use intake_shared::telemetry::LogFormat;
+
+/// The intake-api's settings; every one has a default that runs locally.
+#[derive(Debug, Clone, Args)]
+pub struct Config {
+    /// Address and port to listen on.
+    #[arg(
+        long,
+        env = "INTAKE_BIND",
+        default_value = "127.0.0.1:8082",
+        global = true
+    )]
+    pub bind: String,
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "INTAKE_DATABASE_URL",
+        default_value = "sqlite://data/intake.db?mode=rwc",
+        hide_env_values = true,
+        global = true
+    )]
+    pub database_url: String,
+    /// Where the auth-server publishes its signing keys.
+    #[arg(
+        long,
+        env = "INTAKE_JWKS_URL",
+        default_value = "http://127.0.0.1:8081/.well-known/jwks.json",
+        global = true
+    )]
+    pub jwks_url: String,
+    /// The `iss` every access token must carry.
+    #[arg(
+        long,
+        env = "INTAKE_ISSUER",
+        default_value = "http://127.0.0.1:8081",
+        global = true
+    )]
+    pub issuer: String,
+    /// The `aud` every access token must carry.
+    #[arg(
+        long,
+        env = "INTAKE_AUDIENCE",
+        default_value = "partner-intake",
+        global = true
+    )]
+    pub audience: String,
+    /// Seconds between a case's creation and its activation.
+    #[arg(
+        long,
+        env = "INTAKE_ACTIVATION_DELAY_SECS",
+        default_value_t = 900,
+        global = true
+    )]
+    pub activation_delay_secs: u64,
+    /// The two brands as `id=customer-portal-URL` pairs, comma-separated.
+    #[arg(
+        long,
+        env = "INTAKE_BRANDS",
+        default_value = "brand_a=https://portal.brand-a.example/continue,brand_b=https://portal.brand-b.example/continue",
+        global = true
+    )]
+    pub brands: String,
+    /// Lifetime of a customer redirect link, in seconds.
+    #[arg(
+        long,
+        env = "INTAKE_REDIRECT_TTL_SECS",
+        default_value_t = 86_400,
+        global = true
+    )]
+    pub redirect_ttl_secs: u64,
+    /// Redis URL for limits shared between replicas; in-process limits without it.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
+    pub redis_url: Option<Secret<String>>,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    pub log_format: LogFormat,
+    /// How often the activation worker looks for due cases, in milliseconds.
+    #[arg(
+        long,
+        env = "INTAKE_ACTIVATION_POLL_MS",
+        default_value_t = 1000,
+        global = true
+    )]
+    pub activation_poll_ms: u64,
+}
+
+impl Config {
+    /// Every default, on the given database: for tests and embedding.
+    pub fn with_database(database_url: impl Into<String>) -> Self {
+        let mut config = Cli::parse_from(["intake-api"]).config;
+        config.database_url = database_url.into();
+        config
+    }
+
+    /// The activation delay.
+    pub fn activation_delay(&self) -> Duration {
+        Duration::from_secs(self.activation_delay_secs)
+    }
+
+    /// The issuer as tokens carry it (no trailing slash).
+    pub fn issuer(&self) -> &str {
+        self.issuer.trim_end_matches('/')
+    }
+}
+
+/// A brand and where its customers continue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BrandConfig {
+    /// Lower-case identifier partners send as `brand`.
+    pub id: String,
+    /// Base URL of the brand's customer portal; a redirect link cannot be made without it.
+    pub portal_url: Option<reqwest::Url>,
+}
+
+/// Parses `INTAKE_BRANDS`: exactly two `id=url` pairs with distinct lower-case ids. A pair
+/// with an empty URL configures a brand whose redirect links cannot be made yet.
+pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
+    let mut brands: Vec<BrandConfig> = Vec::new();
+    for pair in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, url) = pair.split_once('=').unwrap_or((pair, ""));
+        let id = id.trim();
+        if id.is_empty()
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+        {
+            anyhow::bail!(
+                "INTAKE_BRANDS: brand id {id:?} must be lower-case letters, digits, '_' or '-'"
+            );
+        }
+        if brands.iter().any(|b| b.id == id) {
+            anyhow::bail!("INTAKE_BRANDS: brand {id:?} is listed twice");
+        }
+        let url = url.trim();
+        let portal_url = if url.is_empty() {
+            None
+        } else {
+            let parsed = reqwest::Url::parse(url).map_err(|e| {
+                anyhow::anyhow!("INTAKE_BRANDS: portal URL of {id:?} is invalid: {e}")
+            })?;
+            if !matches!(parsed.scheme(), "http" | "https") {
+                anyhow::bail!("INTAKE_BRANDS: portal URL of {id:?} must be http or https");
+            }
+            Some(parsed)
+        };
+        brands.push(BrandConfig {
+            id: id.to_owned(),
+            portal_url,
+        });
+    }
+    if brands.len() != 2 {
+        anyhow::bail!(
+            "INTAKE_BRANDS must name exactly two brands, found {}",
+            brands.len()
+        );
+    }
+    Ok(brands)
+}
+
+/// The intake-api: partner enquiry intake.
+#[derive(Debug, Parser)]
+#[command(name = "intake-api", version, about)]
+pub struct Cli {
+    /// Settings shared by every command.
+    #[command(flatten)]
+    pub config: Config,
+    /// What to do; `serve` when omitted.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Commands of the intake-api binary.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the HTTP server and the activation worker (the default).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Look at cases.
+    #[command(subcommand)]
+    Case(CaseCommand),
+}
+
+/// `intake-api case ...`
+#[derive(Debug, Subcommand)]
+pub enum CaseCommand {
+    /// Print one case as JSON.
+    Show {
+        /// The case reference.
+        reference: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_brands_parse() {
+        let brands = parse_brands(&Config::with_database("sqlite::memory:").brands).unwrap();
+        assert_eq!(brands[0].id, "brand_a");
+        assert_eq!(
+            brands[1].portal_url.as_ref().unwrap().as_str(),
+            "https://portal.brand-b.example/continue"
+        );
+    }
+
+    #[test]
+    fn brand_lists_are_checked() {
+        assert!(parse_brands("a=https://a.example").is_err(), "one brand");
+        assert!(
+            parse_brands("a=https://a.example,a=https://b.example").is_err(),
+            "twice"
+        );
+        assert!(
+            parse_brands("A=https://a.example,b=https://b.example").is_err(),
+            "upper case"
+        );
+        assert!(
+            parse_brands("a=ftp://a.example,b=https://b.example").is_err(),
+            "scheme"
+        );
+        let ok = parse_brands("a=https://a.example, b=").unwrap();
+        assert_eq!(ok[1].portal_url, None);
+    }
+}

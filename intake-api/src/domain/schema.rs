@@ -1,0 +1,321 @@
+//! OpenAPI descriptions of the request bodies.
+//!
+//! These types only document the wire format: bodies are parsed by `enquiry::parse_enquiry`,
+//! which reports every problem at once in our own error shape. The enums are the domain's own,
+//! so the documented wire names cannot drift from the parsed ones.
+
+use std::borrow::Cow;
+
+use poem_openapi::{
+    Object,
+    registry::{MetaSchema, MetaSchemaRef},
+    types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
+};
+use serde_json::Value;
+use uuid::Uuid;
+
+use super::enquiry::{
+    ApplicationType, CreditIssue, Email, EmploymentStatus, MortgagePurpose, MortgageScheme,
+    PurchaseType, RemortgageReason, Stage,
+};
+
+/// The enquiry a partner submits (spec 2.2). Conditional fields are required only when their
+/// condition holds, and ignored otherwise.
+#[derive(Debug, Clone, Object)]
+pub struct EnquiryRequest {
+    /// One of the configured brand identifiers (lower case).
+    pub brand: String,
+    /// Applicant first name.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub first_name: String,
+    /// Applicant last name.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub last_name: String,
+    /// Applicant e-mail address (at most 254 characters); compared trimmed and case-insensitively.
+    pub email: Email,
+    /// Applicant mobile phone number: an optional leading `+` and 7 to 15 digits; spaces,
+    /// hyphens and brackets are ignored.
+    #[oai(validator(pattern = r"^[ ()-]*\+?(?:[ ()-]*[0-9]){7,15}[ ()-]*$"))]
+    pub mobile_number: String,
+    /// Applicant date of birth, `YYYY-MM-DD`, before today.
+    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
+    pub date_of_birth: String,
+    /// Applicant accepts the terms of submission; must be `true`.
+    pub terms_agreement: bool,
+    /// How far the applicant has got with finding a property.
+    pub stage: Stage,
+    /// Whether there is one applicant or several.
+    pub application_type: ApplicationType,
+    /// Status of the primary applicant.
+    pub employment_status: EmploymentStatus,
+    /// Combined estimated income of all applicants.
+    #[oai(validator(minimum(value = "0")))]
+    pub total_annual_income: f64,
+    /// What the mortgage is for; decides which conditional fields are required.
+    pub mortgage_purpose: MortgagePurpose,
+    /// Whether the applicants have any adverse credit history.
+    pub has_credit_issues: bool,
+    /// Required when `has_credit_issues` is true: the kinds of adverse credit history.
+    #[oai(validator(min_items = 1, max_items = 20))]
+    pub credit_issues: Option<Vec<CreditIssue>>,
+    /// Required when `mortgage_purpose` is `purchase`.
+    pub purchase_type: Option<PurchaseType>,
+    /// Required when `purchase_type` is `first_time_buyer`.
+    pub mortgage_scheme: Option<MortgageScheme>,
+    /// Required when `mortgage_purpose` is `purchase`: approximate value of the new property or
+    /// estimated budget.
+    #[oai(validator(minimum(value = "0")))]
+    pub new_property_value: Option<f64>,
+    /// Required when `mortgage_purpose` is `purchase`: approximate combined deposit of the
+    /// applicants.
+    #[oai(validator(minimum(value = "0")))]
+    pub deposit_amount: Option<f64>,
+    /// Required when `mortgage_purpose` is `remortgage`.
+    pub remortgage_reason: Option<RemortgageReason>,
+    /// Required when `mortgage_purpose` is `remortgage`: approximate value of the remortgaged
+    /// property.
+    #[oai(validator(minimum(value = "0")))]
+    pub current_property_value: Option<f64>,
+    /// Required when `mortgage_purpose` is `remortgage`: approximate amount left on the existing
+    /// mortgage.
+    #[oai(validator(minimum(value = "0")))]
+    pub outstanding_mortgage_amount: Option<f64>,
+    /// Required when `remortgage_reason` is `borrow_more_money`: approximate extra amount to
+    /// borrow.
+    #[oai(validator(minimum(value = "0")))]
+    pub additional_borrowing_amount: Option<f64>,
+    /// Required when `remortgage_reason` is `release_money`: approximate amount to release.
+    #[oai(validator(minimum(value = "0")))]
+    pub release_borrowing_amount: Option<f64>,
+    /// Product identifier obtained from the eligibility engine.
+    pub product_uuid: Option<Uuid>,
+    /// Consent to a credit check by a credit reference agency.
+    #[oai(default)]
+    pub credit_check_consent: bool,
+    /// Applicant addresses; when present, at least one.
+    #[oai(validator(min_items = 1, max_items = 20))]
+    pub addresses: Option<Vec<AddressRequest>>,
+}
+
+/// One applicant address.
+#[derive(Debug, Clone, Object)]
+pub struct AddressRequest {
+    /// First address line.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub line_1: String,
+    /// Second address line.
+    #[oai(validator(max_length = 255))]
+    pub line_2: Option<String>,
+    /// Third address line.
+    #[oai(validator(max_length = 255))]
+    pub line_3: Option<String>,
+    /// Town or city.
+    #[oai(validator(max_length = 255))]
+    pub town_city: Option<String>,
+    /// County.
+    #[oai(validator(max_length = 255))]
+    pub county: Option<String>,
+    /// Country.
+    #[oai(validator(max_length = 255))]
+    pub country: Option<String>,
+    /// Postcode.
+    #[oai(validator(min_length = 1, max_length = 16))]
+    pub postcode: String,
+    /// Date the applicant moved in, `YYYY-MM-DD`.
+    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
+    pub date_moved_in: Option<String>,
+    /// Date the applicant moved out, `YYYY-MM-DD`, not before `date_moved_in`.
+    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
+    pub date_moved_out: Option<String>,
+}
+
+/// The body of the attach endpoint (spec 4.3).
+#[derive(Debug, Clone, Object)]
+#[oai(rename = "AttachRequest")]
+pub struct AttachRequestBody {
+    /// Applicant e-mail address; it must already have been added by a successful enquiry.
+    pub email: Email,
+    /// Product identifier obtained from the eligibility engine.
+    pub product_uuid: Uuid,
+}
+
+// `Email` is documented as `format: email` rather than a bare string.
+impl Type for Email {
+    const IS_REQUIRED: bool = true;
+    type RawValueType = Self;
+    type RawElementValueType = Self;
+
+    fn name() -> Cow<'static, str> {
+        "string_email".into()
+    }
+
+    fn schema_ref() -> MetaSchemaRef {
+        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "email")))
+    }
+
+    fn as_raw_value(&self) -> Option<&Self::RawValueType> {
+        Some(self)
+    }
+
+    fn raw_element_iter<'a>(
+        &'a self,
+    ) -> Box<dyn Iterator<Item = &'a Self::RawElementValueType> + 'a> {
+        Box::new(self.as_raw_value().into_iter())
+    }
+}
+
+impl ParseFromJSON for Email {
+    fn parse_from_json(value: Option<Value>) -> ParseResult<Self> {
+        match value.unwrap_or_default() {
+            Value::String(raw) => Email::parse(&raw).map_err(ParseError::custom),
+            other => Err(ParseError::expected_type(other)),
+        }
+    }
+}
+
+impl ToJSON for Email {
+    fn to_json(&self) -> Option<Value> {
+        Some(Value::String(self.as_str().to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Debug;
+
+    use poem_openapi::{registry::Registry, validation::Pattern, validation::Validator};
+    use serde::{Serialize, de::DeserializeOwned};
+
+    use super::*;
+    use crate::domain::enquiry::MobileNumber;
+
+    fn schema<T: Type>() -> MetaSchema {
+        let mut registry = Registry::new();
+        T::register(&mut registry);
+        registry
+            .schemas
+            .remove(&*T::name())
+            .unwrap_or(MetaSchema::ANY)
+    }
+
+    fn property(schema: &MetaSchema, name: &str) -> MetaSchema {
+        match schema.properties.iter().find(|(key, _)| *key == name) {
+            Some((_, MetaSchemaRef::Inline(meta))) => (**meta).clone(),
+            _ => MetaSchema::ANY,
+        }
+    }
+
+    /// The documented names must be exactly the names the parser accepts and serializes.
+    fn assert_wire_names_agree<T>()
+    where
+        T: Type + ParseFromJSON + Serialize + DeserializeOwned + PartialEq + Debug,
+    {
+        let items = schema::<T>().enum_items;
+        assert!(!items.is_empty(), "{} has no documented items", T::name());
+        for item in items {
+            let parsed: Option<T> = serde_json::from_value(item.clone()).ok();
+            assert_eq!(
+                parsed.as_ref().and_then(|v| serde_json::to_value(v).ok()),
+                Some(item.clone())
+            );
+            assert_eq!(T::parse_from_json(Some(item)).ok(), parsed);
+        }
+    }
+
+    #[test]
+    fn documented_enum_names_are_the_parsed_wire_names() {
+        assert_wire_names_agree::<Stage>();
+        assert_wire_names_agree::<ApplicationType>();
+        assert_wire_names_agree::<EmploymentStatus>();
+        assert_wire_names_agree::<MortgagePurpose>();
+        assert_wire_names_agree::<CreditIssue>();
+        assert_wire_names_agree::<PurchaseType>();
+        assert_wire_names_agree::<MortgageScheme>();
+        assert_wire_names_agree::<RemortgageReason>();
+        assert_eq!(
+            schema::<EmploymentStatus>().enum_items,
+            [
+                "employed",
+                "self_employed",
+                "company_director",
+                "contractor",
+                "cis_worker",
+                "retired",
+                "unemployed"
+            ]
+            .map(Value::from)
+        );
+    }
+
+    #[test]
+    fn only_the_always_required_fields_are_documented_as_required() {
+        assert_eq!(
+            schema::<EnquiryRequest>().required,
+            [
+                "brand",
+                "first_name",
+                "last_name",
+                "email",
+                "mobile_number",
+                "date_of_birth",
+                "terms_agreement",
+                "stage",
+                "application_type",
+                "employment_status",
+                "total_annual_income",
+                "mortgage_purpose",
+                "has_credit_issues",
+            ]
+        );
+        assert_eq!(schema::<AddressRequest>().required, ["line_1", "postcode"]);
+        assert_eq!(
+            schema::<AttachRequestBody>().required,
+            ["email", "product_uuid"]
+        );
+    }
+
+    #[test]
+    fn documented_rules_match_the_parser() {
+        let enquiry = schema::<EnquiryRequest>();
+        assert_eq!(property(&enquiry, "email").format, Some("email"));
+        assert_eq!(property(&enquiry, "deposit_amount").minimum, Some(0.0));
+        assert_eq!(
+            property(&enquiry, "credit_check_consent").default,
+            Some(Value::Bool(false))
+        );
+        assert_eq!(property(&enquiry, "addresses").min_items, Some(1));
+
+        let mobile = property(&enquiry, "mobile_number")
+            .pattern
+            .unwrap_or_default();
+        // `Pattern` wants a `'static` regex, as the derive gives it; leaking in a test is harmless.
+        let pattern = Pattern::new(Box::leak(mobile.into_boxed_str()));
+        for sample in [
+            "+44 (0)7700-900123",
+            "1234567",
+            "123456",
+            "+1234567890123456",
+            "44+7700900",
+        ] {
+            assert_eq!(
+                pattern.check(&sample.to_owned()),
+                MobileNumber::parse(sample).is_ok(),
+                "pattern and parser disagree on {sample:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn email_is_documented_and_parsed_as_an_email() {
+        assert_eq!(
+            Email::parse_from_json(Some(Value::from(" A@B.CO "))).ok(),
+            Email::parse("a@b.co").ok()
+        );
+        assert!(Email::parse_from_json(Some(Value::from("a@b"))).is_err());
+        assert!(Email::parse_from_json(Some(Value::from(3))).is_err());
+        assert_eq!(
+            Email::parse("a@b.co").ok().and_then(|e| e.to_json()),
+            Some(Value::from("a@b.co"))
+        );
+    }
+}

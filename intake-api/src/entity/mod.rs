@@ -1,0 +1,6 @@
+//! Database tables of the intake-api.
+
+pub mod case;
+pub mod case_event;
+pub mod redirect_token;
+pub mod submission;

@@ -1,0 +1,4 @@
+//! HTTP routes of the intake-api.
+
+pub mod extract;
+pub mod intake;

@@ -1,0 +1,403 @@
+//! Everything the intake-api reads from and writes to its database. Each change and the
+//! event describing it are written in one transaction.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, SqlErr, TransactionTrait, TryInsertResult,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::domain::enquiry::{Email, Enquiry};
+use crate::entity::{case, case_event, redirect_token, submission};
+
+/// Whether a submission made a new case or updated one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// A new case.
+    Created,
+    /// An existing case, updated.
+    Updated,
+}
+
+/// The result of an accepted enquiry.
+#[derive(Debug, Clone)]
+pub struct Submitted {
+    /// Created or updated.
+    pub outcome: Outcome,
+    /// The case reference.
+    pub reference: String,
+}
+
+/// A new case reference: 12 random digits, so references reveal nothing about volume.
+fn new_reference() -> String {
+    let mut bytes = [0u8; 8];
+    // Falling back to a UUID's randomness keeps this infallible.
+    if aws_lc_rs::rand::fill(&mut bytes).is_err() {
+        bytes.copy_from_slice(&Uuid::new_v4().as_bytes()[..8]);
+    }
+    let n = u64::from_le_bytes(bytes) % 900_000_000_000 + 100_000_000_000;
+    n.to_string()
+}
+
+fn event(
+    case_id: Uuid,
+    kind: &str,
+    client_id: Option<&str>,
+    detail: Option<serde_json::Value>,
+    at: DateTime<Utc>,
+) -> case_event::ActiveModel {
+    case_event::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        case_id: Set(case_id),
+        kind: Set(kind.to_owned()),
+        client_id: Set(client_id.map(str::to_owned)),
+        detail: Set(detail),
+        created_at: Set(at),
+    }
+}
+
+/// Creates the case for the enquiry's brand and e-mail, or applies the enquiry to the
+/// existing one; the submission is stored as sent either way.
+pub async fn submit_enquiry(
+    db: &DatabaseConnection,
+    enquiry: &Enquiry,
+    raw_body: &str,
+    client_id: &str,
+    activation_delay: Duration,
+) -> Result<Submitted, DbErr> {
+    let enquiry_json = serde_json::to_value(enquiry)
+        .map_err(|e| DbErr::Custom(format!("enquiry encoding: {e}")))?;
+    // A reference collision (one in ~10^11) fails the insert on its unique key: try anew.
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        match try_submit(
+            db,
+            enquiry,
+            &enquiry_json,
+            raw_body,
+            client_id,
+            activation_delay,
+        )
+        .await
+        {
+            Err(e)
+                if attempts < 3
+                    && matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(ref m)) if m.contains("reference")) =>
+            {
+                continue;
+            }
+            other => return other,
+        }
+    }
+}
+
+async fn try_submit(
+    db: &DatabaseConnection,
+    enquiry: &Enquiry,
+    enquiry_json: &serde_json::Value,
+    raw_body: &str,
+    client_id: &str,
+    activation_delay: Duration,
+) -> Result<Submitted, DbErr> {
+    let now = Utc::now();
+    let brand = enquiry.brand.as_str();
+    let email = enquiry.email.as_str();
+    let txn = db.begin().await?;
+    let new_id = Uuid::new_v4();
+    let reference = new_reference();
+    let activates_at = now
+        + chrono::Duration::from_std(activation_delay)
+            .map_err(|e| DbErr::Custom(format!("activation delay: {e}")))?;
+    // The unique (brand, email) key decides between create and update, so two first
+    // submissions racing each other make one case, not two.
+    let inserted = case::Entity::insert(case::ActiveModel {
+        id: Set(new_id),
+        reference: Set(reference.clone()),
+        brand: Set(brand.to_owned()),
+        email: Set(email.to_owned()),
+        status: Set(case::STATUS_PENDING.to_owned()),
+        enquiry: Set(enquiry_json.clone()),
+        product_uuid: Set(enquiry.product_uuid),
+        created_at: Set(now),
+        updated_at: Set(now),
+        activates_at: Set(activates_at),
+        activated_at: Set(None),
+    })
+    .on_conflict_do_nothing_on([case::Column::Brand, case::Column::Email])
+    .exec(&txn)
+    .await?;
+    let (case_id, reference, outcome) = match inserted {
+        TryInsertResult::Inserted(_) => (new_id, reference, Outcome::Created),
+        TryInsertResult::Conflicted | TryInsertResult::Empty => {
+            let existing = case::Entity::find()
+                .filter(case::Column::Brand.eq(brand))
+                .filter(case::Column::Email.eq(email))
+                .one(&txn)
+                .await?
+                .ok_or_else(|| DbErr::RecordNotFound("case vanished during update".into()))?;
+            let mut update = case::Entity::update_many()
+                .col_expr(case::Column::Enquiry, Expr::value(enquiry_json.clone()))
+                .col_expr(case::Column::UpdatedAt, Expr::value(now))
+                .filter(case::Column::Id.eq(existing.id));
+            // An enquiry without a product leaves an attached one in place.
+            if let Some(product) = enquiry.product_uuid {
+                update = update.col_expr(case::Column::ProductUuid, Expr::value(product));
+            }
+            update.exec(&txn).await?;
+            (existing.id, existing.reference, Outcome::Updated)
+        }
+    };
+    submission::Entity::insert(submission::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        case_id: Set(case_id),
+        client_id: Set(client_id.to_owned()),
+        received_at: Set(now),
+        payload: Set(raw_body.to_owned()),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    let kind = match outcome {
+        Outcome::Created => "created",
+        Outcome::Updated => "updated",
+    };
+    case_event::Entity::insert(event(case_id, kind, Some(client_id), None, now))
+        .exec_without_returning(&txn)
+        .await?;
+    txn.commit().await?;
+    Ok(Submitted { outcome, reference })
+}
+
+/// A case that has just become active.
+#[derive(Debug, Clone)]
+pub struct Activated {
+    /// Its brand.
+    pub brand: String,
+    /// How late the activation was.
+    pub lag: Duration,
+}
+
+/// Activates every case that is due. One statement claims the due rows, so replicas
+/// running this at once never activate a case twice; the events go in the same
+/// transaction, so none is lost either.
+pub async fn activate_due(db: &DatabaseConnection) -> Result<Vec<Activated>, DbErr> {
+    let now = Utc::now();
+    let txn = db.begin().await?;
+    let activated = case::Entity::update_many()
+        .col_expr(case::Column::Status, Expr::value(case::STATUS_ACTIVE))
+        .col_expr(case::Column::ActivatedAt, Expr::value(now))
+        .filter(case::Column::Status.eq(case::STATUS_PENDING))
+        .filter(case::Column::ActivatesAt.lte(now))
+        .exec_with_returning(&txn)
+        .await?;
+    if !activated.is_empty() {
+        case_event::Entity::insert_many(
+            activated
+                .iter()
+                .map(|c| event(c.id, "activated", None, None, now)),
+        )
+        .exec_without_returning(&txn)
+        .await?;
+    }
+    txn.commit().await?;
+    Ok(activated
+        .into_iter()
+        .map(|c| Activated {
+            lag: (now - c.activates_at).to_std().unwrap_or_default(),
+            brand: c.brand,
+        })
+        .collect())
+}
+
+/// The case attach applies to: the most recently updated one for the e-mail, any brand.
+pub async fn latest_case_for_email(
+    db: &DatabaseConnection,
+    email: &Email,
+) -> Result<Option<case::Model>, DbErr> {
+    case::Entity::find()
+        .filter(case::Column::Email.eq(email.as_str()))
+        .order_by_desc(case::Column::UpdatedAt)
+        .one(db)
+        .await
+}
+
+/// A fresh single-use token for a redirect link, and the hash stored for it.
+pub fn new_redirect_token() -> Result<(String, String), DbErr> {
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| DbErr::Custom("no randomness".into()))?;
+    let token = URL_SAFE_NO_PAD.encode(bytes);
+    Ok((token.clone(), hash_token(&token)))
+}
+
+/// How a redirect token is stored: SHA-256, base64url. The token is 256 random bits, so a
+/// plain hash is enough to make a stolen table useless.
+pub fn hash_token(token: &str) -> String {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, token.as_bytes());
+    URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// Records the product on the case and stores the redirect token's hash.
+pub async fn attach_product(
+    db: &DatabaseConnection,
+    case_id: Uuid,
+    product_uuid: Uuid,
+    token_hash: String,
+    ttl: Duration,
+    client_id: &str,
+) -> Result<(), DbErr> {
+    let now = Utc::now();
+    let expires_at =
+        now + chrono::Duration::from_std(ttl).map_err(|e| DbErr::Custom(format!("ttl: {e}")))?;
+    let txn = db.begin().await?;
+    redirect_token::Entity::insert(redirect_token::ActiveModel {
+        id: Set(Uuid::new_v4()),
+        case_id: Set(case_id),
+        token_hash: Set(token_hash),
+        product_uuid: Set(product_uuid),
+        created_at: Set(now),
+        expires_at: Set(expires_at),
+        used_at: Set(None),
+    })
+    .exec_without_returning(&txn)
+    .await?;
+    case::Entity::update_many()
+        .col_expr(case::Column::ProductUuid, Expr::value(product_uuid))
+        .col_expr(case::Column::UpdatedAt, Expr::value(now))
+        .filter(case::Column::Id.eq(case_id))
+        .exec(&txn)
+        .await?;
+    let detail = serde_json::json!({"product_uuid": product_uuid});
+    case_event::Entity::insert(event(
+        case_id,
+        "product_attached",
+        Some(client_id),
+        Some(detail),
+        now,
+    ))
+    .exec_without_returning(&txn)
+    .await?;
+    txn.commit().await
+}
+
+/// Redeems a redirect token: valid once, before it expires. Returns the case it continues.
+pub async fn redeem_redirect_token<C: ConnectionTrait>(
+    db: &C,
+    token: &str,
+) -> Result<Option<Uuid>, DbErr> {
+    let now = Utc::now();
+    let used = redirect_token::Entity::update_many()
+        .col_expr(redirect_token::Column::UsedAt, Expr::value(now))
+        .filter(redirect_token::Column::TokenHash.eq(hash_token(token)))
+        .filter(redirect_token::Column::UsedAt.is_null())
+        .filter(redirect_token::Column::ExpiresAt.gt(now))
+        .exec_with_returning(db)
+        .await?;
+    Ok(used.first().map(|t| t.case_id))
+}
+
+/// A case as `intake-api case show` prints it.
+#[derive(Debug, Serialize)]
+pub struct CaseView {
+    /// The reference.
+    pub reference: String,
+    /// The brand.
+    pub brand: String,
+    /// `pending_activation` or `active`.
+    pub status: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it becomes (or became) active.
+    pub activates_at: DateTime<Utc>,
+    /// When it became active.
+    pub activated_at: Option<DateTime<Utc>>,
+    /// The attached eligibility-engine product.
+    pub product_uuid: Option<Uuid>,
+    /// How many enquiries were accepted for it.
+    pub submissions: u64,
+    /// Its history, oldest first.
+    pub events: Vec<EventView>,
+}
+
+/// One entry of a case's history.
+#[derive(Debug, Serialize)]
+pub struct EventView {
+    /// What happened.
+    pub kind: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The partner that caused it.
+    pub client_id: Option<String>,
+}
+
+/// Looks a case up by reference, with its submission count and history.
+pub async fn show_case(
+    db: &DatabaseConnection,
+    reference: &str,
+) -> Result<Option<CaseView>, DbErr> {
+    let Some(c) = case::Entity::find()
+        .filter(case::Column::Reference.eq(reference))
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let submissions = submission::Entity::find()
+        .filter(submission::Column::CaseId.eq(c.id))
+        .count(db)
+        .await?;
+    let events = case_event::Entity::find()
+        .filter(case_event::Column::CaseId.eq(c.id))
+        .order_by_asc(case_event::Column::CreatedAt)
+        .all(db)
+        .await?
+        .into_iter()
+        .map(|e| EventView {
+            kind: e.kind,
+            at: e.created_at,
+            client_id: e.client_id,
+        })
+        .collect();
+    Ok(Some(CaseView {
+        reference: c.reference,
+        brand: c.brand,
+        status: c.status,
+        created_at: c.created_at,
+        updated_at: c.updated_at,
+        activates_at: c.activates_at,
+        activated_at: c.activated_at,
+        product_uuid: c.product_uuid,
+        submissions,
+        events,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_are_twelve_digits_and_differ() {
+        let a = new_reference();
+        let b = new_reference();
+        assert_eq!(a.len(), 12);
+        assert!(a.bytes().all(|c| c.is_ascii_digit()));
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn redirect_tokens_are_stored_only_as_hashes() {
+        let (token, hash) = new_redirect_token().unwrap();
+        assert_ne!(token, hash);
+        assert_eq!(hash_token(&token), hash);
+        assert_eq!(token.len(), 43);
+    }
+}
