@@ -1,9 +1,180 @@
-//! Runs the whole stack in one process for local use: `cargo run --release`.
+//! The whole stack in one process for local use: `cargo run --release`.
+//!
+//! Both services run as they do in production (the intake-api fetches the auth-server's
+//! JWKS over loopback HTTP), on SQLite files under `./data/`, with no Redis. On first start
+//! a demo partner client is created and its credentials written to `data/demo-client.json`.
 
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context;
+use auth_server::config::ClientCommand;
 use clap::Parser;
+use serde_json::{Value, json};
+
+const DEMO_FILE: &str = "data/demo-client.json";
+const DEMO_SCOPE: &str = "enquiry:case:intake:create";
+
+/// Reuses the demo client of an earlier start when it still exists; otherwise makes one.
+async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Value> {
+    if let Ok(text) = std::fs::read_to_string(DEMO_FILE) {
+        if let Ok(saved) = serde_json::from_str::<Value>(&text) {
+            let clients = auth_server::cli::client(config, ClientCommand::List).await?;
+            let known = clients.as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["client_id"] == saved["client_id"] && c["disabled"] == false)
+            });
+            if known {
+                return Ok(saved);
+            }
+        }
+    }
+    let created = auth_server::cli::client(
+        config,
+        ClientCommand::Create {
+            name: "Demo partner".into(),
+            scopes: DEMO_SCOPE.into(),
+        },
+    )
+    .await?;
+    write_private(Path::new(DEMO_FILE), &serde_json::to_vec_pretty(&created)?)?;
+    Ok(created)
+}
+
+/// Writes a file only its owner can read: it holds a client secret.
+fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        options.mode(0o600);
+        // An existing file keeps its mode on open: tighten it too.
+        if path.exists() {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+        }
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(bytes)?;
+    Ok(())
+}
+
+fn example_enquiry() -> Value {
+    json!({
+        "brand": "brand_a",
+        "first_name": "Alex",
+        "last_name": "Morgan",
+        "email": "alex.morgan@example.com",
+        "mobile_number": "07700 900123",
+        "date_of_birth": "1988-04-12",
+        "terms_agreement": true,
+        "stage": "researching",
+        "application_type": "single",
+        "employment_status": "employed",
+        "total_annual_income": 52000,
+        "mortgage_purpose": "purchase",
+        "has_credit_issues": false,
+        "purchase_type": "first_time_buyer",
+        "mortgage_scheme": "no",
+        "new_property_value": 280000,
+        "deposit_amount": 28000
+    })
+}
+
+fn banner(demo: &Value, auth_url: &str, intake_url: &str) -> String {
+    let token_body = json!({
+        "grant_type": "client_credentials",
+        "client_id": demo["client_id"],
+        "client_secret": demo["client_secret"],
+        "scope": DEMO_SCOPE,
+    });
+    let attach = json!({"email": "alex.morgan@example.com", "product_uuid": "3f0c5b8e-2d7a-4c1e-9b6f-8a2e4d1c7b90"});
+    format!(
+        r#"
+Partner Intake is running.
+  auth-server: {auth_url}   (docs: {auth_url}/docs)
+  intake-api:  {intake_url}   (docs: {intake_url}/docs)
+
+Demo partner (saved in {DEMO_FILE}):
+  client_id:     {id}
+  client_secret: {secret}
+
+1. Get a token:
+TOKEN=$(curl -s {auth_url}/oauth/token -H 'Content-Type: application/json' -d '{token_body}' | sed -E 's/.*"access_token":"([^"]+)".*/\1/')
+
+2. Submit an enquiry:
+curl -s {intake_url}/partners/external/intake -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{enquiry}'
+
+3. Attach a product:
+curl -s {intake_url}/partners/external/intake/attach -H "Authorization: Bearer $TOKEN" -H 'Content-Type: application/json' -d '{attach}'
+"#,
+        id = demo["client_id"].as_str().unwrap_or_default(),
+        secret = demo["client_secret"].as_str().unwrap_or_default(),
+        enquiry = example_enquiry(),
+    )
+}
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let cli = auth_server::config::Cli::parse_from(["auth-server"]);
-    auth_server::run(cli).await
+    // Each service reads its own environment variables, exactly as its binary does.
+    let auth_config = auth_server::config::Cli::parse_from(["auth-server"]).config;
+    let intake_config = intake_api::config::Cli::parse_from(["intake-api"]).config;
+    intake_shared::telemetry::init_tracing(auth_config.log_format);
+
+    let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
+    let demo = demo_client(&auth_config).await?;
+    let intake = intake_api::startup::Application::build(intake_config.clone()).await?;
+    let auth_url = format!(
+        "http://{}",
+        auth_config.bind.replace(":0", &format!(":{}", auth.port()))
+    );
+    let intake_url = format!(
+        "http://{}",
+        intake_config
+            .bind
+            .replace(":0", &format!(":{}", intake.port()))
+    );
+    println!("{}", banner(&demo, &auth_url, &intake_url));
+
+    // One signal stops both services; each finishes its in-flight requests first.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        intake_shared::http::shutdown_signal().await;
+        let _ = stop_tx.send(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let (a, i) = tokio::join!(
+        auth.run_until(stopped(stop_rx.clone())),
+        intake.run_until(stopped(stop_rx))
+    );
+    a.and(i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_example_enquiry_is_valid() {
+        let today = chrono::Utc::now().date_naive();
+        let parsed =
+            intake_api::domain::parse_enquiry(&example_enquiry(), &["brand_a", "brand_b"], today);
+        assert!(parsed.is_ok(), "{parsed:?}");
+    }
+
+    #[test]
+    fn the_banner_carries_ready_to_paste_commands() {
+        let demo = json!({"client_id": "id-1", "client_secret": "s3cret"});
+        let text = banner(&demo, "http://127.0.0.1:8081", "http://127.0.0.1:8082");
+        assert!(text.contains("\"client_id\":\"id-1\""));
+        assert!(text.contains("curl -s http://127.0.0.1:8082/partners/external/intake "));
+        assert!(text.contains("/partners/external/intake/attach"));
+    }
 }

@@ -258,6 +258,56 @@ impl AuthServer {
     }
 }
 
+/// A real intake-api on port 0, verifying tokens against `jwks_url`.
+pub struct IntakeServer {
+    /// The server.
+    pub server: Running,
+    /// Its configuration.
+    pub config: intake_api::config::Config,
+}
+
+impl IntakeServer {
+    /// Starts an intake-api on `database_url`, with `configure` applied to the defaults
+    /// (which include the JWKS URL, issuer and audience of `auth`).
+    pub async fn start(
+        database_url: &str,
+        auth: &AuthServer,
+        configure: impl FnOnce(&mut intake_api::config::Config),
+    ) -> anyhow::Result<Self> {
+        let mut config = intake_api::config::Config::with_database(database_url);
+        config.bind = "127.0.0.1:0".into();
+        config.jwks_url = format!("{}/.well-known/jwks.json", auth.base_url());
+        config.issuer = auth.config.issuer().to_owned();
+        config.audience = auth.config.audience.clone();
+        configure(&mut config);
+        let app = intake_api::startup::Application::build(config.clone()).await?;
+        let port = app.port();
+        let server = Running::spawn(port, move |rx| async move {
+            app.run_until(async {
+                let _ = rx.await;
+            })
+            .await
+        });
+        Ok(Self { server, config })
+    }
+
+    /// The server's base URL.
+    pub fn base_url(&self) -> String {
+        self.server.base_url()
+    }
+
+    /// Waits until `/readyz` answers 200 (JWKS loaded, database reachable).
+    pub async fn wait_ready(&self) -> bool {
+        let url = format!("{}/readyz", self.base_url());
+        eventually(Duration::from_secs(10), || async {
+            let r = reqwest::get(&url).await.ok()?;
+            (r.status() == 200).then_some(())
+        })
+        .await
+        .is_some()
+    }
+}
+
 /// Polls `check` until it returns `Some` or `timeout` passes.
 pub async fn eventually<T, F, Fut>(timeout: Duration, mut check: F) -> Option<T>
 where
