@@ -1,0 +1,3 @@
+-- Each service owns its database.
+CREATE DATABASE auth;
+CREATE DATABASE intake;
