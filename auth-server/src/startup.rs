@@ -126,6 +126,10 @@ impl Application {
     ) -> anyhow::Result<()> {
         let state = self.state;
         let watcher = tokio::spawn(state.registry.clone().watch());
+        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use(
+            "auth-server",
+            state.registry.db().clone(),
+        ));
         let api = api_service(state.clone());
         let spec = api.spec_endpoint();
         let docs = api.swagger_ui();
@@ -143,6 +147,7 @@ impl Application {
             .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
             .await;
         watcher.abort();
+        pool_gauges.abort();
         let _ = state.registry.db().clone().close().await;
         tracing::info!("auth-server stopped");
         result.context("server failed")

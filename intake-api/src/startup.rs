@@ -188,6 +188,7 @@ impl Application {
         let state = self.state;
         let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher());
         let activator = tokio::spawn(activation_worker(state.clone()));
+        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use("intake-api", state.db.clone()));
         let api = api_service(state.clone());
         let spec = api.spec_endpoint();
         let docs = api.swagger_ui();
@@ -206,6 +207,7 @@ impl Application {
             .await;
         refresher.abort();
         activator.abort();
+        pool_gauges.abort();
         let _ = state.db.clone().close().await;
         tracing::info!("intake-api stopped");
         result.context("server failed")
