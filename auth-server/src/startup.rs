@@ -9,6 +9,7 @@ use anyhow::Context;
 use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
 use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, Route, Server, get, handler};
 use poem_openapi::OpenApiService;
@@ -141,6 +142,9 @@ impl Application {
             .at("/readyz", get(readyz))
             .at("/metrics", get(ops::metrics))
             .data(state.clone())
+            // Browsers may call the token endpoint cross-origin (the intake-api's docs page
+            // does): no cookies are involved, so any origin is safe.
+            .with(Cors::new().allow_credentials(false))
             .with(RequestTelemetry::new("auth-server", ROUTES));
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
         let result = Server::new_with_acceptor(self.acceptor)

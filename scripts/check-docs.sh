@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Loads each service's /docs page in headless Chromium and checks the interactive page
+# rendered the API's operations. Starts the one-process stack (target/debug/partner-intake,
+# or target/release/ when given --release) on free ports in a temporary directory.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+profile=debug
+[ "${1:-}" = "--release" ] && profile=release
+bin="$PWD/target/$profile/partner-intake"
+[ -x "$bin" ] || { echo "$bin not built: cargo build${1:+ $1}" >&2; exit 1; }
+chrome=$(command -v chromium || command -v chromium-browser || true)
+[ -n "$chrome" ] || { echo "chromium is not installed (Debian: apt-get install chromium)" >&2; exit 1; }
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+auth_port=$(free_port); intake_port=$(free_port)
+work=$(mktemp -d)
+cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
+trap cleanup EXIT
+(cd "$work" && AUTH_BIND=127.0.0.1:$auth_port INTAKE_BIND=127.0.0.1:$intake_port \
+    AUTH_ISSUER=http://127.0.0.1:$auth_port INTAKE_ISSUER=http://127.0.0.1:$auth_port \
+    INTAKE_JWKS_URL=http://127.0.0.1:$auth_port/.well-known/jwks.json \
+    "$bin" > stack.log 2>&1) &
+pid=$!
+for _ in $(seq 1 60); do
+    curl -fsS "http://127.0.0.1:$intake_port/readyz" >/dev/null 2>&1 && break
+    sleep 0.5
+done
+
+render() { # url -> rendered DOM on stdout
+    "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$work/profile-$RANDOM" --virtual-time-budget=10000 \
+        --dump-dom "$1" 2>/dev/null
+}
+
+fail=0
+check() { # name, url, text the rendered page must contain...
+    local name=$1 url=$2; shift 2
+    local dom
+    dom=$(render "$url")
+    for want in "$@"; do
+        if ! grep -qF -- "$want" <<<"$dom"; then
+            echo "FAIL $name: '$want' not rendered at $url" >&2
+            fail=1
+        fi
+    done
+    [ $fail -eq 0 ] && echo "ok   $name: $url rendered"
+}
+check auth-server "http://127.0.0.1:$auth_port/docs" "opblock-summary-path" "data-path=\"/oauth/token\"" "data-path=\"/.well-known/jwks.json\""
+check intake-api "http://127.0.0.1:$intake_port/docs" "opblock-summary-path" "data-path=\"/partners/external/intake\"" "data-path=\"/partners/external/intake/attach\"" "btn authorize"
+exit $fail
