@@ -64,6 +64,30 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
     pub log_format: LogFormat,
+    /// Token requests allowed per client id and source address per window.
+    #[arg(
+        long,
+        env = "AUTH_TOKEN_RATE_LIMIT",
+        default_value_t = 600,
+        global = true
+    )]
+    pub token_rate_limit: u32,
+    /// Failed client authentications allowed per client id and source address per window.
+    #[arg(
+        long,
+        env = "AUTH_FAILED_AUTH_LIMIT",
+        default_value_t = 10,
+        global = true
+    )]
+    pub failed_auth_limit: u32,
+    /// The rate-limit window, in seconds.
+    #[arg(
+        long,
+        env = "AUTH_RATE_WINDOW_SECS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub rate_window_secs: u64,
 }
 
 impl Config {

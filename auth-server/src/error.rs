@@ -7,6 +7,7 @@ const UNSUPPORTED_GRANT_TYPE: &str =
     "The authorization grant type is not supported by the authorization server.";
 const INVALID_CLIENT: &str = "Client authentication failed";
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
+const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
 /// Why a token request was refused.
@@ -39,6 +40,12 @@ pub enum OAuthError {
     /// Something failed on our side; details are in the log, not the response.
     #[error("server_error")]
     ServerError,
+    /// Too many requests, or too many failed authentications, from this client and address.
+    #[error("too_many_requests")]
+    TooManyRequests {
+        /// Seconds until the limit resets.
+        retry_after_secs: u64,
+    },
 }
 
 impl OAuthError {
@@ -58,6 +65,7 @@ impl OAuthError {
             Self::BodyTooLarge => 413,
             Self::InvalidClient { .. } => 401,
             Self::ServerError => 500,
+            Self::TooManyRequests { .. } => 429,
         }
     }
 
@@ -70,6 +78,7 @@ impl OAuthError {
             Self::InvalidClient { .. } => "invalid_client",
             Self::InvalidScope { .. } => "invalid_scope",
             Self::ServerError => "server_error",
+            Self::TooManyRequests { .. } => "too_many_requests",
         }
     }
 
@@ -96,6 +105,11 @@ impl OAuthError {
                 Some(format!("Check the `{scope}` scope")),
             ),
             Self::ServerError => ("server_error", SERVER_ERROR, None),
+            Self::TooManyRequests { retry_after_secs } => (
+                "too_many_requests",
+                TOO_MANY_REQUESTS,
+                Some(format!("Retry after {retry_after_secs} seconds")),
+            ),
         };
         OAuthErrorBody {
             error: error.to_owned(),
@@ -146,6 +160,14 @@ mod tests {
                 Some("The request body must not exceed 8 KiB"),
             ),
             (OAuthError::ServerError, 500, "server_error", None),
+            (
+                OAuthError::TooManyRequests {
+                    retry_after_secs: 7,
+                },
+                429,
+                "too_many_requests",
+                Some("Retry after 7 seconds"),
+            ),
         ];
         for (err, status, code, hint) in cases {
             let body = err.body();

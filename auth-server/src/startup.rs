@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
+use intake_shared::ratelimit::{Decision, Limit, RateLimiter};
 use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
 use poem::middleware::Cors;
@@ -26,6 +27,55 @@ pub struct AppState {
     pub config: Config,
     /// Clients and keys.
     pub registry: Arc<Registry>,
+    /// Token-endpoint rate limits.
+    pub limits: TokenLimits,
+}
+
+/// The token endpoint's limits: requests, and (more tightly) failed authentications, per
+/// client id and source address.
+pub struct TokenLimits {
+    limiter: RateLimiter,
+    requests: Limit,
+    failures: Limit,
+}
+
+impl TokenLimits {
+    fn new(config: &Config) -> anyhow::Result<Self> {
+        Ok(Self {
+            limiter: RateLimiter::new("auth-server", config.redis_url.as_ref())?,
+            requests: Limit::per(config.token_rate_limit, config.rate_window_secs),
+            failures: Limit::per(config.failed_auth_limit, config.rate_window_secs),
+        })
+    }
+
+    /// Counts a token request.
+    pub async fn hit_request(&self, key: &str) -> Decision {
+        self.limiter.hit(key, self.requests).await
+    }
+
+    /// Whether one more failed authentication would be over the limit.
+    pub async fn peek_failures(&self, key: &str) -> Decision {
+        self.limiter.peek(key, self.failures).await
+    }
+
+    /// Counts a failed authentication.
+    pub async fn hit_failure(&self, key: &str) {
+        self.limiter.hit(key, self.failures).await;
+    }
+
+    /// Turns a refusal into the endpoint's error.
+    pub fn check(&self, decision: Decision) -> Result<(), crate::error::OAuthError> {
+        match decision {
+            Decision::Allowed => Ok(()),
+            limited => {
+                metrics::counter!("ratelimit_refused_total", "service" => "auth-server")
+                    .increment(1);
+                Err(crate::error::OAuthError::TooManyRequests {
+                    retry_after_secs: limited.retry_after_secs(),
+                })
+            }
+        }
+    }
 }
 
 /// Every path the server answers, for metric labels.
@@ -93,6 +143,7 @@ impl Application {
             tracing::info!(%kid, "created the first signing key");
         }
         let registry = Arc::new(Registry::load(db, kek).await?);
+        let limits = TokenLimits::new(&config)?;
         let acceptor = TcpListener::bind(config.bind.clone())
             .into_acceptor()
             .await
@@ -105,7 +156,11 @@ impl Application {
         Ok(Self {
             acceptor,
             port,
-            state: Arc::new(AppState { config, registry }),
+            state: Arc::new(AppState {
+                config,
+                registry,
+                limits,
+            }),
         })
     }
 

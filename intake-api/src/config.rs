@@ -80,6 +80,17 @@ pub struct Config {
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
     pub log_format: LogFormat,
+    /// Intake requests allowed per partner (client id) per window.
+    #[arg(long, env = "INTAKE_RATE_LIMIT", default_value_t = 1200, global = true)]
+    pub rate_limit: u32,
+    /// The rate-limit window, in seconds.
+    #[arg(
+        long,
+        env = "INTAKE_RATE_WINDOW_SECS",
+        default_value_t = 60,
+        global = true
+    )]
+    pub rate_window_secs: u64,
     /// How often the activation worker looks for due cases, in milliseconds.
     #[arg(
         long,

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
+use intake_shared::ratelimit::{Limit, RateLimiter};
 use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
 use poem::web::Data;
@@ -33,9 +34,16 @@ pub struct AppState {
     pub db: DatabaseConnection,
     /// Bearer-token verification.
     pub verifier: Verifier,
+    /// Per-partner request limits.
+    pub limiter: RateLimiter,
 }
 
 impl AppState {
+    /// The per-partner limit.
+    pub fn partner_limit(&self) -> Limit {
+        Limit::per(self.config.rate_limit, self.config.rate_window_secs)
+    }
+
     /// The brand identifiers partners may send.
     pub fn brand_ids(&self) -> Vec<&str> {
         self.brands.iter().map(|b| b.id.as_str()).collect()
@@ -148,6 +156,7 @@ impl Application {
             .context("database migration failed")?;
         let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
         let verifier = Verifier::new(jwks, &issuer, &config.audience);
+        let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         let acceptor = TcpListener::bind(config.bind.clone())
             .into_acceptor()
             .await
@@ -165,6 +174,7 @@ impl Application {
                 brands,
                 db,
                 verifier,
+                limiter,
             }),
         })
     }
@@ -188,7 +198,10 @@ impl Application {
         let state = self.state;
         let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher());
         let activator = tokio::spawn(activation_worker(state.clone()));
-        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use("intake-api", state.db.clone()));
+        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use(
+            "intake-api",
+            state.db.clone(),
+        ));
         let api = api_service(state.clone());
         let spec = api.spec_endpoint();
         let docs = api.swagger_ui();

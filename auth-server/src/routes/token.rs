@@ -132,6 +132,13 @@ pub enum TokenResponse {
         Json<OAuthErrorBody>,
         #[oai(header = "Cache-Control")] String,
     ),
+    /// Too many requests, or too many failed authentications, from this client and address.
+    #[oai(status = 429)]
+    TooManyRequests(
+        Json<OAuthErrorBody>,
+        #[oai(header = "Cache-Control")] String,
+        #[oai(header = "Retry-After")] u64,
+    ),
     /// An unexpected failure on the server's side.
     #[oai(status = 500)]
     ServerError(
@@ -156,6 +163,9 @@ impl From<OAuthError> for TokenResponse {
             ),
             OAuthError::BodyTooLarge => Self::PayloadTooLarge(body, cc),
             OAuthError::ServerError => Self::ServerError(body, cc),
+            OAuthError::TooManyRequests { retry_after_secs } => {
+                Self::TooManyRequests(body, cc, retry_after_secs)
+            }
             _ => Self::BadRequest(body, cc),
         }
     }
@@ -181,7 +191,7 @@ impl TokenApi {
         tag = "ApiTags::OAuth"
     )]
     async fn token(&self, req: &Request, body: TokenRequestBody) -> TokenResponse {
-        match self.issue(req, body) {
+        match self.issue(req, body).await {
             Ok(resp) => resp,
             Err(e) => {
                 metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason())
@@ -194,7 +204,11 @@ impl TokenApi {
 }
 
 impl TokenApi {
-    fn issue(&self, req: &Request, body: TokenRequestBody) -> Result<TokenResponse, OAuthError> {
+    async fn issue(
+        &self,
+        req: &Request,
+        body: TokenRequestBody,
+    ) -> Result<TokenResponse, OAuthError> {
         let bytes = body.bytes?;
         let kind: BodyKind = token::body_kind(body.content_type.as_deref(), &bytes)?;
         let params = token::parse_params(kind, &bytes)?;
@@ -205,9 +219,34 @@ impl TokenApi {
             })?)?,
             None => None,
         };
+        let claimed_id = basic
+            .as_ref()
+            .map(|b| b.client_id.as_str())
+            .or(params.client_id.as_deref())
+            .unwrap_or_default();
+        let source = req
+            .remote_addr()
+            .as_socket_addr()
+            .map(|a| a.ip().to_string())
+            .unwrap_or_default();
+        let limits = &self.state.limits;
+        let failures_key = format!("token-failures:{claimed_id}:{source}");
+        // A brute-force guard: once too many authentications failed, refuse before checking.
+        limits.check(limits.peek_failures(&failures_key).await)?;
+        limits.check(
+            limits
+                .hit_request(&format!("token:{claimed_id}:{source}"))
+                .await,
+        )?;
         let now = Utc::now();
         let snapshot = self.state.registry.snapshot();
-        let grant = token::authorize(params, basic, authorization.is_some(), &snapshot, now)?;
+        let grant = match token::authorize(params, basic, authorization.is_some(), &snapshot, now) {
+            Err(e @ OAuthError::InvalidClient { .. }) => {
+                limits.hit_failure(&failures_key).await;
+                return Err(e);
+            }
+            other => other?,
+        };
         intake_shared::telemetry::record_client_id(&grant.client_id);
         let key = snapshot.signing_key(now).ok_or_else(|| {
             tracing::error!("no signing key is active");

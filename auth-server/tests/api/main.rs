@@ -4,4 +4,5 @@ mod helpers;
 
 mod clients;
 mod keys;
+mod limits;
 mod token;

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use intake_shared::claims::{AccessTokenClaims, scopes};
 use intake_shared::error::MessageBody;
+use intake_shared::ratelimit::Decision;
 use poem::http::StatusCode;
 use poem::web::Json as PoemJson;
 use poem::{IntoResponse, Request, RequestBody};
@@ -125,6 +126,21 @@ impl<'a> ApiExtractor<'a> for Partner {
         {
             Ok(claims) => {
                 intake_shared::telemetry::record_client_id(&claims.client_id);
+                let decision = state
+                    .limiter
+                    .hit(
+                        &format!("intake:{}", claims.client_id),
+                        state.partner_limit(),
+                    )
+                    .await;
+                if decision != Decision::Allowed {
+                    metrics::counter!("ratelimit_refused_total", "service" => "intake-api")
+                        .increment(1);
+                    let mut r = message(StatusCode::TOO_MANY_REQUESTS, "Too Many Attempts.");
+                    r.headers_mut()
+                        .insert("retry-after", decision.retry_after_secs().into());
+                    return Err(poem::Error::from_response(r));
+                }
                 Ok(Partner(claims))
             }
             Err(e) => {

@@ -60,6 +60,9 @@ pub enum IntakeResponse {
     /// The enquiry is invalid; every problem is listed by field.
     #[oai(status = 422)]
     Invalid(Json<ValidationErrorBody>),
+    /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
+    #[oai(status = 429)]
+    TooManyRequests(Json<MessageBody>, #[oai(header = "Retry-After")] u64),
     /// The database is unavailable; retry after the given seconds.
     #[oai(status = 503)]
     Unavailable(Json<MessageBody>, #[oai(header = "Retry-After")] u32),
@@ -97,6 +100,9 @@ pub enum AttachResponse {
     /// the customer to the customer dashboard instead.
     #[oai(status = 500)]
     Failed(Json<MessageBody>),
+    /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
+    #[oai(status = 429)]
+    TooManyRequests(Json<MessageBody>, #[oai(header = "Retry-After")] u64),
     /// The database is unavailable; retry after the given seconds.
     #[oai(status = 503)]
     Unavailable(Json<MessageBody>, #[oai(header = "Retry-After")] u32),

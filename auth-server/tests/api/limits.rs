@@ -1,0 +1,115 @@
+//! Rate limits on the token endpoint: per client and address, failed authentications more
+//! tightly, shared between replicas through Redis, and still enforced when Redis fails.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, TestDb};
+
+fn redis_url() -> String {
+    std::env::var("TEST_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+}
+
+async fn post(base: &str, id: &str, secret: &str) -> (u16, Option<String>, Value) {
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/oauth/token"))
+        .json(&json!({"grant_type": "client_credentials", "client_id": id, "client_secret": secret, "scope": INTAKE}))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    let retry = resp
+        .headers()
+        .get("retry-after")
+        .map(|v| v.to_str().unwrap().to_owned());
+    (status, retry, resp.json().await.unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_over_the_limit_get_429_with_retry_after() {
+    let db = TestDb::new(Backend::Sqlite, "authlimit").await;
+    let auth = AuthServer::start(&db.url, |c| c.token_rate_limit = 3)
+        .await
+        .unwrap();
+    let (id, secret) = auth.create_client(INTAKE).await;
+    for _ in 0..3 {
+        assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 200);
+    }
+    let (status, retry, body) = post(&auth.base_url(), &id, &secret).await;
+    assert_eq!(status, 429);
+    let retry: u64 = retry.expect("Retry-After").parse().unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert_eq!(body["error"], "too_many_requests");
+    assert_eq!(body["message"], "Too Many Attempts.");
+    assert_eq!(body["error_description"], body["message"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_authentications_lock_out_even_the_right_secret() {
+    let db = TestDb::new(Backend::Sqlite, "authbrute").await;
+    let auth = AuthServer::start(&db.url, |c| c.failed_auth_limit = 2)
+        .await
+        .unwrap();
+    let (id, secret) = auth.create_client(INTAKE).await;
+    assert_eq!(post(&auth.base_url(), &id, "guess-1").await.0, 401);
+    assert_eq!(post(&auth.base_url(), &id, "guess-2").await.0, 401);
+    assert_eq!(post(&auth.base_url(), &id, "guess-3").await.0, 429);
+    assert_eq!(
+        post(&auth.base_url(), &id, &secret).await.0,
+        429,
+        "guard must hold for the right secret too"
+    );
+}
+
+async fn replicas_sharing_redis_enforce_one_limit(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let redis: intake_shared::Secret<String> = redis_url().parse().unwrap();
+    let a = AuthServer::start(&app.db.url, |c| {
+        c.token_rate_limit = 4;
+        c.redis_url = Some(redis.clone());
+    })
+    .await
+    .unwrap();
+    let b = AuthServer::start(&app.db.url, |c| {
+        c.token_rate_limit = 4;
+        c.redis_url = Some(redis.clone());
+    })
+    .await
+    .unwrap();
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let base = if i % 2 == 0 {
+            a.base_url()
+        } else {
+            b.base_url()
+        };
+        statuses.push(post(&base, &app.client_id, &app.client_secret).await.0);
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 429, 429]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_redis_unreachable_the_limit_is_kept_in_process() {
+    let db = TestDb::new(Backend::Sqlite, "authnoredis").await;
+    let auth = AuthServer::start(&db.url, |c| {
+        c.token_rate_limit = 2;
+        c.redis_url = Some("redis://127.0.0.1:1".parse().unwrap());
+    })
+    .await
+    .unwrap();
+    let (id, secret) = auth.create_client(INTAKE).await;
+    assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 200);
+    assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 200);
+    assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 429);
+    let metrics = reqwest::get(format!("{}/metrics", auth.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("ratelimit_redis_errors_total"),
+        "Redis failure not counted"
+    );
+}
+
+crate::on_both_backends!(replicas_sharing_redis_enforce_one_limit);
