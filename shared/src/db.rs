@@ -69,6 +69,29 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Publishes the pool's use as gauges every few seconds, until the task is aborted.
+pub async fn report_pool_use(service: &'static str, db: DatabaseConnection) {
+    use sea_orm::DatabaseBackend;
+    loop {
+        let (size, idle) = match db.get_database_backend() {
+            DatabaseBackend::Postgres => {
+                let p = db.get_postgres_connection_pool();
+                (p.size(), p.num_idle() as u32)
+            }
+            DatabaseBackend::Sqlite => {
+                let p = db.get_sqlite_connection_pool();
+                (p.size(), p.num_idle() as u32)
+            }
+            _ => return,
+        };
+        metrics::gauge!("db_pool_connections", "service" => service, "state" => "in_use")
+            .set(f64::from(size.saturating_sub(idle)));
+        metrics::gauge!("db_pool_connections", "service" => service, "state" => "idle")
+            .set(f64::from(idle));
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,28 +120,5 @@ mod tests {
             redact_url("postgres://root@127.0.0.1/test"),
             "postgres://root@127.0.0.1/test"
         );
-    }
-}
-
-/// Publishes the pool's use as gauges every few seconds, until the task is aborted.
-pub async fn report_pool_use(service: &'static str, db: DatabaseConnection) {
-    use sea_orm::DatabaseBackend;
-    loop {
-        let (size, idle) = match db.get_database_backend() {
-            DatabaseBackend::Postgres => {
-                let p = db.get_postgres_connection_pool();
-                (p.size(), p.num_idle() as u32)
-            }
-            DatabaseBackend::Sqlite => {
-                let p = db.get_sqlite_connection_pool();
-                (p.size(), p.num_idle() as u32)
-            }
-            _ => return,
-        };
-        metrics::gauge!("db_pool_connections", "service" => service, "state" => "in_use")
-            .set(f64::from(size.saturating_sub(idle)));
-        metrics::gauge!("db_pool_connections", "service" => service, "state" => "idle")
-            .set(f64::from(idle));
-        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
     }
 }
