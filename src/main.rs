@@ -17,16 +17,16 @@ const DEMO_SCOPE: &str = "enquiry:case:intake:create";
 
 /// Reuses the demo client of an earlier start when it still exists; otherwise makes one.
 async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Value> {
-    if let Ok(text) = std::fs::read_to_string(DEMO_FILE) {
-        if let Ok(saved) = serde_json::from_str::<Value>(&text) {
-            let clients = auth_server::cli::client(config, ClientCommand::List).await?;
-            let known = clients.as_array().is_some_and(|cs| {
-                cs.iter()
-                    .any(|c| c["client_id"] == saved["client_id"] && c["disabled"] == false)
-            });
-            if known {
-                return Ok(saved);
-            }
+    if let Ok(text) = std::fs::read_to_string(DEMO_FILE)
+        && let Ok(saved) = serde_json::from_str::<Value>(&text)
+    {
+        let clients = auth_server::cli::client(config, ClientCommand::List).await?;
+        let known = clients.as_array().is_some_and(|cs| {
+            cs.iter()
+                .any(|c| c["client_id"] == saved["client_id"] && c["disabled"] == false)
+        });
+        if known {
+            return Ok(saved);
         }
     }
     let created = auth_server::cli::client(
