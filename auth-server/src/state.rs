@@ -178,17 +178,17 @@ impl Registry {
         let mut failing = false;
         loop {
             tokio::time::sleep(REVISION_POLL).await;
-            let outcome = match tokio::time::timeout(
-                Duration::from_secs(5),
-                store::current_revision(&self.db),
-            )
-            .await
-            {
-                Ok(Ok(r)) if r == self.snapshot().revision => Ok(false),
-                Ok(Ok(_)) => self.reload().await.map(|_| true),
-                Ok(Err(e)) => Err(e),
-                Err(_) => Err(anyhow::anyhow!("timed out")),
+            let check = async {
+                let revision = store::current_revision(&self.db).await?;
+                if revision == self.snapshot().revision {
+                    return Ok(false);
+                }
+                self.reload().await.map(|_| true)
             };
+            // The whole check is bounded: a database that stops answering must not stall it.
+            let outcome = tokio::time::timeout(Duration::from_secs(5), check)
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("timed out")));
             match outcome {
                 Ok(reloaded) => {
                     if failing {

@@ -17,6 +17,16 @@ use uuid::Uuid;
 use crate::domain::enquiry::{Email, Enquiry};
 use crate::entity::{case, case_event, redirect_token, submission};
 
+/// The longest one unit of database work may take: past it the request answers 503
+/// instead of hanging on a database that stopped answering.
+pub const DB_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn bounded<T>(work: impl std::future::Future<Output = Result<T, DbErr>>) -> Result<T, DbErr> {
+    tokio::time::timeout(DB_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| Err(DbErr::Custom("database operation timed out".into())))
+}
+
 /// Whether a submission made a new case or updated one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -188,6 +198,10 @@ pub struct Activated {
 /// running this at once never activate a case twice; the events go in the same
 /// transaction, so none is lost either.
 pub async fn activate_due(db: &DatabaseConnection) -> Result<Vec<Activated>, DbErr> {
+    bounded(activate_due_now(db)).await
+}
+
+async fn activate_due_now(db: &DatabaseConnection) -> Result<Vec<Activated>, DbErr> {
     let now = Utc::now();
     let txn = db.begin().await?;
     let activated = case::Entity::update_many()
@@ -221,11 +235,13 @@ pub async fn latest_case_for_email(
     db: &DatabaseConnection,
     email: &Email,
 ) -> Result<Option<case::Model>, DbErr> {
-    case::Entity::find()
-        .filter(case::Column::Email.eq(email.as_str()))
-        .order_by_desc(case::Column::UpdatedAt)
-        .one(db)
-        .await
+    bounded(
+        case::Entity::find()
+            .filter(case::Column::Email.eq(email.as_str()))
+            .order_by_desc(case::Column::UpdatedAt)
+            .one(db),
+    )
+    .await
 }
 
 /// A fresh single-use token for a redirect link, and the hash stored for it.
@@ -245,6 +261,25 @@ pub fn hash_token(token: &str) -> String {
 
 /// Records the product on the case and stores the redirect token's hash.
 pub async fn attach_product(
+    db: &DatabaseConnection,
+    case_id: Uuid,
+    product_uuid: Uuid,
+    token_hash: String,
+    ttl: Duration,
+    client_id: &str,
+) -> Result<(), DbErr> {
+    bounded(attach_product_now(
+        db,
+        case_id,
+        product_uuid,
+        token_hash,
+        ttl,
+        client_id,
+    ))
+    .await
+}
+
+async fn attach_product_now(
     db: &DatabaseConnection,
     case_id: Uuid,
     product_uuid: Uuid,

@@ -1,6 +1,8 @@
 //! Test helpers shared by the services' integration tests: a fresh database per test on
 //! SQLite or PostgreSQL, and the real auth-server started in-process on port 0.
 
+pub mod proxy;
+
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};

@@ -1,0 +1,256 @@
+//! Fault drills: the database path cut under write load, and SIGTERM under load. In both,
+//! every request that was acknowledged must be in the database afterwards.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sea_orm::{ConnectionTrait, Database, Statement};
+use serde_json::{Value, json};
+use test_support::proxy::TcpProxy;
+use test_support::{AuthServer, Backend, IntakeServer, TestDb, eventually, postgres_admin_url};
+use tokio::sync::Mutex;
+
+const SCOPE: &str = "enquiry:case:intake:create";
+
+fn enquiry(email: &str) -> Value {
+    json!({
+        "brand": "brand_a", "first_name": "Ada", "last_name": "Lovelace", "email": email,
+        "mobile_number": "07700900123", "date_of_birth": "1985-06-01", "terms_agreement": true,
+        "stage": "researching", "application_type": "single", "employment_status": "employed",
+        "total_annual_income": 60000, "mortgage_purpose": "remortgage", "has_credit_issues": false,
+        "remortgage_reason": "get_better_rate", "current_property_value": 350000,
+        "outstanding_mortgage_amount": 120000
+    })
+}
+
+/// `url` with its host and port replaced by `127.0.0.1:port`.
+fn via_port(url: &str, port: u16) -> String {
+    let scheme_end = url.find("://").expect("scheme") + 3;
+    let at = url[scheme_end..]
+        .find('@')
+        .map(|i| scheme_end + i + 1)
+        .unwrap_or(scheme_end);
+    let host_end = url[at..].find('/').map(|i| at + i).unwrap_or(url.len());
+    format!("{}127.0.0.1:{port}{}", &url[..at], &url[host_end..])
+}
+
+fn postgres_addr() -> std::net::SocketAddr {
+    let url = postgres_admin_url();
+    let scheme_end = url.find("://").unwrap() + 3;
+    let at = url[scheme_end..]
+        .find('@')
+        .map(|i| scheme_end + i + 1)
+        .unwrap_or(scheme_end);
+    let host_end = url[at..].find('/').map(|i| at + i).unwrap_or(url.len());
+    let host_port = &url[at..host_end];
+    let host_port = if host_port.contains(':') {
+        host_port.to_owned()
+    } else {
+        format!("{host_port}:5432")
+    };
+    let host_port = host_port.replace("localhost", "127.0.0.1");
+    host_port.parse().expect("PostgreSQL address")
+}
+
+async fn stored_references(db_url: &str) -> HashSet<String> {
+    let db = Database::connect(db_url).await.unwrap();
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            "SELECT reference FROM cases",
+        ))
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| r.try_get::<String>("", "reference").unwrap())
+        .collect()
+}
+
+type Outcomes = Arc<Mutex<Vec<(u16, Option<String>, Duration)>>>;
+
+/// Sends unique enquiries from `workers` tasks until `until`, recording every outcome.
+async fn write_load(
+    base: String,
+    token: String,
+    workers: usize,
+    until: Instant,
+    outcomes: Outcomes,
+) {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let mut tasks = Vec::new();
+    for w in 0..workers {
+        let (http, base, token, outcomes) =
+            (http.clone(), base.clone(), token.clone(), outcomes.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut i = 0;
+            while Instant::now() < until {
+                i += 1;
+                let started = Instant::now();
+                let resp = http
+                    .post(format!("{base}/partners/external/intake"))
+                    .bearer_auth(&token)
+                    .json(&enquiry(&format!("load-{w}-{i}@example.com")))
+                    .send()
+                    .await;
+                let outcome = match resp {
+                    Ok(r) => {
+                        let status = r.status().as_u16();
+                        let body: Value = r.json().await.unwrap_or(Value::Null);
+                        (
+                            status,
+                            body["reference"].as_str().map(str::to_owned),
+                            started.elapsed(),
+                        )
+                    }
+                    // A connection that failed was not acknowledged.
+                    Err(_) => (0, None, started.elapsed()),
+                };
+                outcomes.lock().await.push(outcome);
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_acknowledged() {
+    let auth_db = TestDb::new(Backend::Sqlite, "faultauth").await;
+    let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
+    let (id, secret) = auth.create_client(SCOPE).await;
+    let token = auth.token(&id, &secret, SCOPE).await;
+    let intake_db = TestDb::new(Backend::Postgres, "faultintake").await;
+    let proxy = TcpProxy::start(postgres_addr()).await.unwrap();
+    let intake = IntakeServer::start(&via_port(&intake_db.url, proxy.port), &auth, |_| {})
+        .await
+        .unwrap();
+    assert!(intake.wait_ready().await);
+
+    let outcomes: Outcomes = Arc::default();
+    let until = Instant::now() + Duration::from_secs(6);
+    let load = tokio::spawn(write_load(
+        intake.base_url(),
+        token,
+        6,
+        until,
+        outcomes.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.cut();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ready_during_cut = reqwest::get(format!("{}/readyz", intake.base_url()))
+        .await
+        .unwrap()
+        .status();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    proxy.restore();
+    load.await.unwrap();
+
+    assert_eq!(
+        ready_during_cut, 503,
+        "/readyz must say not ready while the database is away"
+    );
+    let outcomes = outcomes.lock().await.clone();
+    let statuses: HashSet<u16> = outcomes.iter().map(|o| o.0).collect();
+    assert!(
+        statuses.is_subset(&HashSet::from([201, 503])),
+        "unexpected statuses {statuses:?}"
+    );
+    assert!(
+        outcomes.iter().any(|o| o.0 == 503),
+        "the cut was not noticed"
+    );
+    let slowest = outcomes.iter().map(|o| o.2).max().unwrap();
+    assert!(
+        slowest < Duration::from_secs(10),
+        "a request hung for {slowest:?}"
+    );
+    // Recovered by itself: the last requests succeeded again.
+    assert_eq!(
+        outcomes.last().unwrap().0,
+        201,
+        "no recovery after the database returned"
+    );
+    let acknowledged: HashSet<String> = outcomes
+        .iter()
+        .filter(|o| o.0 == 201)
+        .filter_map(|o| o.1.clone())
+        .collect();
+    let stored = stored_references(&intake_db.url).await;
+    let lost: Vec<_> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    assert!(acknowledged.len() > 10, "too little load to mean anything");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknowledged() {
+    let auth_db = TestDb::new(Backend::Sqlite, "termauth").await;
+    let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
+    let (id, secret) = auth.create_client(SCOPE).await;
+    let token = auth.token(&id, &secret, SCOPE).await;
+    let intake_db = TestDb::new(Backend::Postgres, "termintake").await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_intake-api"))
+        .arg("serve")
+        .env("INTAKE_BIND", format!("127.0.0.1:{port}"))
+        .env("INTAKE_DATABASE_URL", &intake_db.url)
+        .env(
+            "INTAKE_JWKS_URL",
+            format!("{}/.well-known/jwks.json", auth.base_url()),
+        )
+        .env("RUST_LOG", "warn")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    let ready = eventually(Duration::from_secs(20), || async {
+        let r = reqwest::get(format!("{base}/readyz")).await.ok()?;
+        (r.status() == 200).then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "intake-api did not become ready");
+
+    let outcomes: Outcomes = Arc::default();
+    let until = Instant::now() + Duration::from_secs(3);
+    let load = tokio::spawn(write_load(base, token, 6, until, outcomes.clone()));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let pid = child.id().unwrap().to_string();
+    let killed = tokio::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .await
+        .unwrap();
+    assert!(killed.success());
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    load.await.unwrap();
+
+    assert!(status.success(), "intake-api exited with {status}");
+    let outcomes = outcomes.lock().await.clone();
+    let acknowledged: HashSet<String> = outcomes
+        .iter()
+        .filter(|o| o.0 == 201)
+        .filter_map(|o| o.1.clone())
+        .collect();
+    assert!(acknowledged.len() > 10, "too little load to mean anything");
+    let stored = stored_references(&intake_db.url).await;
+    let lost: Vec<_> = acknowledged.difference(&stored).collect();
+    assert!(lost.is_empty(), "acknowledged but not stored: {lost:?}");
+    // After the signal, requests are refused at the connection (not answered with errors).
+    let statuses: HashSet<u16> = outcomes.iter().map(|o| o.0).collect();
+    assert!(
+        statuses.is_subset(&HashSet::from([0, 201])),
+        "unexpected statuses {statuses:?}"
+    );
+}
