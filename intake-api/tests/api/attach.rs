@@ -1,0 +1,187 @@
+//! Attaching a product: a redirect link on the brand's portal carrying a fresh token that is
+//! stored only as a hash, and every error with its exact body.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    ATTACH, Backend, PRODUCT, TestApp, event_kinds, fresh_email, invalid, message,
+    remortgage_enquiry,
+};
+use crate::on_both_backends;
+
+const OTHER_PRODUCT: &str = "0b0f5d3e-3c1a-4c5e-9d7e-2f6a1b8c9d01";
+
+/// The token of a redirect link, after checking the link is `portal` with only a `token`.
+fn token_of(body: &Value, portal: &str) -> String {
+    let keys: Vec<&String> = body.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["redirect"], "{body}");
+    let url = reqwest::Url::parse(body["redirect"].as_str().expect("redirect is a string"))
+        .expect("redirect is a URL");
+    let mut bare = url.clone();
+    bare.set_query(None);
+    assert_eq!(bare.as_str(), portal);
+    let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    assert_eq!(pairs.len(), 1, "{url}");
+    assert_eq!(pairs[0].0, "token", "{url}");
+    let token = pairs[0].1.clone();
+    assert!(
+        token.len() >= 32
+            && token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+        "token {token:?} is not a long base64url string"
+    );
+    token
+}
+
+async fn attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let reference = app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let portal = "https://portal.brand-a.example/continue";
+
+    let first = app
+        .attach(&format!("  {}  ", email.to_uppercase()), OTHER_PRODUCT)
+        .await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    let first = token_of(&first.body, portal);
+    let second = app.attach(&email, OTHER_PRODUCT).await;
+    assert_eq!(second.status, 200, "{:?}", second.body);
+    let second = token_of(&second.body, portal);
+    assert_ne!(first, second, "a token was reused");
+
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["product_uuid"], OTHER_PRODUCT);
+    assert_eq!(
+        event_kinds(&case),
+        ["created", "product_attached", "product_attached"]
+    );
+
+    // An update without a product leaves the attached one in place.
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["product_uuid"], OTHER_PRODUCT);
+
+    let mut stored = app
+        .intake_column("SELECT token_hash FROM redirect_tokens", "token_hash")
+        .await;
+    stored.sort();
+    for token in [&first, &second] {
+        assert!(
+            stored.iter().all(|s| !s.contains(token.as_str())),
+            "raw token stored"
+        );
+    }
+    let mut hashes = [&first, &second].map(|t| intake_api::store::hash_token(t));
+    hashes.sort();
+    assert_eq!(stored, hashes);
+}
+
+async fn attach_uses_the_most_recently_updated_case_of_any_brand(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    app.submit(&remortgage_enquiry("brand_b", &email)).await;
+    let reply = app.attach(&email, PRODUCT).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    token_of(&reply.body, "https://portal.brand-b.example/continue");
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let reply = app.attach(&email, PRODUCT).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    token_of(&reply.body, "https://portal.brand-a.example/continue");
+}
+
+async fn attach_for_an_email_without_a_case_is_404(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    app.submit(&remortgage_enquiry("brand_a", "known@example.com"))
+        .await;
+    let reply = app.attach("unknown@example.com", PRODUCT).await;
+    assert_eq!(reply.status, 404);
+    assert_eq!(reply.body, message("Case not found"));
+}
+
+async fn attach_with_a_bad_email_or_product_uuid_is_422(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let bad_email = "The email field must be a valid email address.";
+    let bad_uuid = "The product uuid field must be a valid UUID.";
+    let cases = [
+        (
+            "email without at sign",
+            json!({"email": "john", "product_uuid": PRODUCT}),
+            json!({"email": [bad_email]}),
+        ),
+        (
+            "product uuid that is no uuid",
+            json!({"email": email, "product_uuid": "nope"}),
+            json!({"product_uuid": [bad_uuid]}),
+        ),
+        (
+            "product uuid without hyphens",
+            json!({"email": email, "product_uuid": PRODUCT.replace('-', "")}),
+            json!({"product_uuid": [bad_uuid]}),
+        ),
+        (
+            "product uuid as a number",
+            json!({"email": email, "product_uuid": 7}),
+            json!({"product_uuid": ["The product uuid field must be a string."]}),
+        ),
+        (
+            "both missing",
+            json!({}),
+            json!({
+                "email": ["The email field is required."],
+                "product_uuid": ["The product uuid field is required."],
+            }),
+        ),
+    ];
+    for (name, body, errors) in cases {
+        let reply = app.post(ATTACH, Some(&app.bearer()), &body).await;
+        assert_eq!(reply.status, 422, "{name}: {:?}", reply.body);
+        assert_eq!(reply.body, invalid(errors), "{name}");
+    }
+    let reply = app
+        .post_raw(ATTACH, Some(&app.bearer()), b"email=x".to_vec())
+        .await;
+    assert_eq!(reply.status, 400);
+    assert_eq!(reply.body, message("The request body must be valid JSON."));
+    let stored = app
+        .intake_column("SELECT token_hash FROM redirect_tokens", "token_hash")
+        .await;
+    assert!(stored.is_empty(), "a refused attach stored a token");
+}
+
+async fn attach_for_a_brand_without_a_portal_url_is_500_and_stores_nothing(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.brands = "brand_a=https://portal.brand-a.example/continue,brand_b=".into();
+    })
+    .await;
+    let email = fresh_email();
+    let reference = app.submit(&remortgage_enquiry("brand_b", &email)).await;
+    let reply = app.attach(&email, PRODUCT).await;
+    assert_eq!(reply.status, 500);
+    assert_eq!(reply.body, message("Failed to generate redirect link"));
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["product_uuid"], Value::Null);
+    assert_eq!(event_kinds(&case), ["created"]);
+    let stored = app
+        .intake_column("SELECT token_hash FROM redirect_tokens", "token_hash")
+        .await;
+    assert!(stored.is_empty(), "a failed attach stored a token");
+
+    // The other brand is unaffected.
+    let email = fresh_email();
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let reply = app.attach(&email, PRODUCT).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    token_of(&reply.body, "https://portal.brand-a.example/continue");
+}
+
+on_both_backends!(
+    attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash,
+    attach_uses_the_most_recently_updated_case_of_any_brand,
+    attach_for_an_email_without_a_case_is_404,
+    attach_with_a_bad_email_or_product_uuid_is_422,
+    attach_for_a_brand_without_a_portal_url_is_500_and_stores_nothing,
+);

@@ -1,0 +1,130 @@
+//! Creating and updating cases: one case per brand and e-mail address, whatever the letter case,
+//! the surrounding spaces or the concurrency.
+
+use serde_json::{Value, json};
+use tokio::task::JoinSet;
+
+use crate::helpers::{
+    Backend, ENQUIRY, TestApp, event_kinds, post_raw, purchase_enquiry, remortgage_enquiry,
+};
+use crate::on_both_backends;
+
+/// The reference of a `Case created` / `Case updated` body, checked to be a string of digits.
+fn reference_of(body: &Value) -> String {
+    let reference = body["reference"].as_str().expect("reference is a string");
+    assert!(
+        !reference.is_empty() && reference.bytes().all(|b| b.is_ascii_digit()),
+        "reference {reference:?} is not a string of digits"
+    );
+    reference.to_owned()
+}
+
+async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_one(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let first = purchase_enquiry("brand_a", "Jane.Doe@Example.com");
+    let created = app.enquiry(&first).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let reference = reference_of(&created.body);
+    assert_eq!(
+        created.body,
+        json!({"message": "Case created", "reference": reference})
+    );
+
+    let second = remortgage_enquiry("brand_a", "  JANE.DOE@example.COM ");
+    let updated = app.enquiry(&second).await;
+    assert_eq!(updated.status, 200, "{:?}", updated.body);
+    assert_eq!(
+        updated.body,
+        json!({"message": "Case updated", "reference": reference})
+    );
+
+    let other_brand = purchase_enquiry("brand_b", "jane.doe@example.com");
+    let other = app.enquiry(&other_brand).await;
+    assert_eq!(other.status, 201, "{:?}", other.body);
+    let other_reference = reference_of(&other.body);
+    assert_ne!(other_reference, reference);
+    assert_eq!(
+        other.body,
+        json!({"message": "Case created", "reference": other_reference})
+    );
+
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["reference"], reference.as_str());
+    assert_eq!(case["brand"], "brand_a");
+    assert_eq!(case["status"], "pending_activation");
+    assert_eq!(case["submissions"], 2);
+    assert_eq!(event_kinds(&case), ["created", "updated"]);
+    for event in case["events"].as_array().expect("events") {
+        assert_eq!(event["client_id"], app.client_id.as_str());
+    }
+    let case = app.case_show(&other_reference).await;
+    assert_eq!(case["brand"], "brand_b");
+    assert_eq!(case["status"], "pending_activation");
+    assert_eq!(case["submissions"], 1);
+    assert_eq!(event_kinds(&case), ["created"]);
+
+    // Every submission is kept exactly as sent.
+    let mut payloads = app
+        .intake_column("SELECT payload FROM submissions", "payload")
+        .await;
+    payloads.sort();
+    let mut sent = [first, second, other_brand].map(|b| b.to_string()).to_vec();
+    sent.sort();
+    assert_eq!(payloads, sent);
+}
+
+async fn twenty_concurrent_first_submissions_make_exactly_one_case(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let body = purchase_enquiry("brand_a", "race@example.com").to_string();
+    let mut requests = JoinSet::new();
+    for _ in 0..20 {
+        let (http, url, bearer, body) = (
+            app.http.clone(),
+            app.url(ENQUIRY),
+            app.bearer(),
+            body.clone(),
+        );
+        requests
+            .spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
+    }
+    let replies = requests.join_all().await;
+    let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 201).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        19,
+        "{statuses:?}"
+    );
+    let reference = reference_of(&replies[0].body);
+    for reply in &replies {
+        let message = if reply.status == 201 {
+            "Case created"
+        } else {
+            "Case updated"
+        };
+        assert_eq!(
+            reply.body,
+            json!({"message": message, "reference": reference})
+        );
+    }
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["submissions"], 20);
+    let kinds = event_kinds(&case);
+    assert_eq!(kinds.iter().filter(|k| *k == "created").count(), 1);
+    assert_eq!(kinds.iter().filter(|k| *k == "updated").count(), 19);
+    let cases = app
+        .intake_column("SELECT reference FROM cases", "reference")
+        .await;
+    assert_eq!(cases, [reference]);
+}
+
+on_both_backends!(
+    the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_one,
+    twenty_concurrent_first_submissions_make_exactly_one_case,
+);

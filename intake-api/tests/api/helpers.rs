@@ -1,0 +1,628 @@
+//! Starting a real auth-server and intake-api on fresh databases, talking to them over HTTP,
+//! building enquiries, and forging tokens and key servers for the attacks the verifier must stop.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use aws_lc_rs::rsa::{KeyPair, KeySize};
+use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use intake_api::config::{CaseCommand, Config};
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler};
+use sea_orm::{ConnectionTrait, Database, Statement};
+use serde_json::{Value, json};
+pub use test_support::{AuthServer, Backend, IntakeServer, Running, TestDb, eventually, kid_of};
+
+/// Runs an async test body once on SQLite and once on PostgreSQL.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::helpers::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+
+/// Runs an async test body on SQLite only: for behaviour that never touches the database.
+#[macro_export]
+macro_rules! on_sqlite {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::helpers::Backend::Sqlite).await
+                }
+            }
+        )*
+    };
+}
+
+/// The scope the intake endpoints require.
+pub const INTAKE: &str = "enquiry:case:intake:create";
+/// A scope that exists but does not open the intake endpoints.
+pub const REFERRAL: &str = "enquiry:referral:create";
+/// The enquiry endpoint.
+pub const ENQUIRY: &str = "/partners/external/intake";
+/// The attach endpoint.
+pub const ATTACH: &str = "/partners/external/intake/attach";
+/// A well-formed product identifier.
+pub const PRODUCT: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+
+/// Status, body and challenge of one HTTP answer.
+#[derive(Debug)]
+pub struct Reply {
+    /// The status code.
+    pub status: u16,
+    /// The body as JSON (a JSON string holding the raw text when it is not JSON).
+    pub body: Value,
+    /// The `WWW-Authenticate` header, if any.
+    pub challenge: Option<String>,
+}
+
+impl Reply {
+    /// Reads a response to the end.
+    pub async fn read(resp: reqwest::Response) -> Self {
+        let status = resp.status().as_u16();
+        let challenge = resp
+            .headers()
+            .get("www-authenticate")
+            .map(|v| v.to_str().expect("ASCII challenge").to_owned());
+        let text = resp.text().await.expect("response body");
+        let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
+        Self {
+            status,
+            body,
+            challenge,
+        }
+    }
+}
+
+/// The auth-server and the intake-api, each on a fresh database, with a partner holding the
+/// intake scope and a token for it.
+pub struct TestApp {
+    /// The auth-server.
+    pub auth: AuthServer,
+    /// The intake-api.
+    pub intake: IntakeServer,
+    /// The auth-server's database (kept alive for the test).
+    pub auth_db: TestDb,
+    /// The intake-api's database (kept alive for the test).
+    pub intake_db: TestDb,
+    /// The partner's client id.
+    pub client_id: String,
+    /// The partner's client secret.
+    pub client_secret: String,
+    /// A token with the intake scope.
+    pub token: String,
+    /// An HTTP client.
+    pub http: reqwest::Client,
+    /// The counting relay the intake-api fetches the JWKS through, when started with one.
+    pub relay: Option<KeyServer>,
+}
+
+impl TestApp {
+    /// Starts both services with the default configuration.
+    pub async fn spawn(backend: Backend) -> Self {
+        Self::spawn_with(backend, |_| {}).await
+    }
+
+    /// Starts both services, with `configure` applied to the intake-api's configuration.
+    pub async fn spawn_with(backend: Backend, configure: impl FnOnce(&mut Config)) -> Self {
+        Self::build(backend, false, configure).await
+    }
+
+    /// Starts both services, the intake-api fetching the JWKS through a counting relay.
+    pub async fn spawn_with_relay(backend: Backend) -> Self {
+        Self::build(backend, true, |_| {}).await
+    }
+
+    async fn build(backend: Backend, relay: bool, configure: impl FnOnce(&mut Config)) -> Self {
+        let auth_db = TestDb::new(backend, "auth").await;
+        let auth = AuthServer::start(&auth_db.url, |_| {})
+            .await
+            .expect("auth-server starts");
+        let relay = if relay {
+            let upstream = format!("{}/.well-known/jwks.json", auth.base_url());
+            Some(KeyServer::start(KeySource::Upstream(upstream)).await)
+        } else {
+            None
+        };
+        let relay_url = relay.as_ref().map(|r| r.url.clone());
+        let intake_db = TestDb::new(backend, "intake").await;
+        let intake = IntakeServer::start(&intake_db.url, &auth, |c| {
+            if let Some(url) = relay_url {
+                c.jwks_url = url;
+            }
+            configure(c);
+        })
+        .await
+        .expect("intake-api starts");
+        assert!(intake.wait_ready().await, "intake-api never became ready");
+        let (client_id, client_secret) = auth.create_client(&format!("{INTAKE} {REFERRAL}")).await;
+        let token = auth.token(&client_id, &client_secret, INTAKE).await;
+        Self {
+            auth,
+            intake,
+            auth_db,
+            intake_db,
+            client_id,
+            client_secret,
+            token,
+            http: reqwest::Client::new(),
+            relay,
+        }
+    }
+
+    /// Another intake-api on the same database and auth-server, `configure` applied.
+    pub async fn second_intake(&self, configure: impl FnOnce(&mut Config)) -> IntakeServer {
+        let intake = IntakeServer::start(&self.intake_db.url, &self.auth, configure)
+            .await
+            .expect("second intake-api starts");
+        assert!(intake.wait_ready().await, "second intake-api never ready");
+        intake
+    }
+
+    /// `Bearer <token>` for this app's token.
+    pub fn bearer(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// The intake-api URL of `path`.
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.intake.base_url())
+    }
+
+    /// POSTs raw bytes as JSON to the intake-api with the given `Authorization` header.
+    pub async fn post_raw(&self, path: &str, authorization: Option<&str>, body: Vec<u8>) -> Reply {
+        post_raw(&self.http, &self.url(path), authorization, body).await
+    }
+
+    /// POSTs a JSON body to the intake-api with the given `Authorization` header.
+    pub async fn post(&self, path: &str, authorization: Option<&str>, body: &Value) -> Reply {
+        self.post_raw(path, authorization, body.to_string().into_bytes())
+            .await
+    }
+
+    /// Submits an enquiry with this app's token.
+    pub async fn enquiry(&self, body: &Value) -> Reply {
+        self.post(ENQUIRY, Some(&self.bearer()), body).await
+    }
+
+    /// Submits an enquiry to another intake-api instance with this app's token.
+    pub async fn enquiry_on(&self, intake: &IntakeServer, body: &Value) -> Reply {
+        let url = format!("{}{ENQUIRY}", intake.base_url());
+        let body = body.to_string().into_bytes();
+        post_raw(&self.http, &url, Some(&self.bearer()), body).await
+    }
+
+    /// Attaches a product with this app's token.
+    pub async fn attach(&self, email: &str, product: &str) -> Reply {
+        let body = json!({"email": email, "product_uuid": product});
+        self.post(ATTACH, Some(&self.bearer()), &body).await
+    }
+
+    /// Submits an enquiry that must be accepted; returns its reference.
+    pub async fn submit(&self, body: &Value) -> String {
+        let reply = self.enquiry(body).await;
+        assert!(
+            reply.status == 201 || reply.status == 200,
+            "enquiry refused: {reply:?}"
+        );
+        reply.body["reference"]
+            .as_str()
+            .expect("reference")
+            .to_owned()
+    }
+
+    /// What `intake-api case show REFERENCE` prints.
+    pub async fn case_show(&self, reference: &str) -> Value {
+        case_show(&self.intake.config, reference).await
+    }
+
+    /// Runs `sql` on the intake-api's database; returns `column` of every row as text.
+    pub async fn intake_column(&self, sql: &str, column: &str) -> Vec<String> {
+        query_column(&self.intake_db.url, sql, column).await
+    }
+
+    /// The auth-server's current signing key, able to sign whatever a test needs.
+    pub async fn real_signer(&self) -> Signer {
+        Signer::from_auth_db(&self.auth_db.url, &kid_of(&self.token)).await
+    }
+
+    /// Claims of a valid access token for this app's partner, issued now.
+    pub fn claims(&self) -> Value {
+        let now = chrono::Utc::now().timestamp();
+        json!({
+            "iss": self.auth.config.issuer(),
+            "sub": self.client_id,
+            "client_id": self.client_id,
+            "aud": self.auth.config.audience,
+            "scope": INTAKE,
+            "iat": now,
+            "nbf": now,
+            "exp": now + 900,
+            "jti": uuid::Uuid::new_v4().simple().to_string(),
+        })
+    }
+}
+
+/// POSTs raw bytes as `application/json` to `url` with the given `Authorization` header.
+pub async fn post_raw(
+    http: &reqwest::Client,
+    url: &str,
+    authorization: Option<&str>,
+    body: Vec<u8>,
+) -> Reply {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body);
+    if let Some(value) = authorization {
+        request = request.header("authorization", value);
+    }
+    Reply::read(request.send().await.expect("request sent")).await
+}
+
+/// What `intake-api case show REFERENCE` prints, run in-process with `config`.
+pub async fn case_show(config: &Config, reference: &str) -> Value {
+    intake_api::cli::case(
+        config,
+        CaseCommand::Show {
+            reference: reference.to_owned(),
+        },
+    )
+    .await
+    .expect("case show")
+}
+
+/// The kinds of a case's events, oldest first, from `case show` output.
+pub fn event_kinds(case: &Value) -> Vec<String> {
+    case["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["kind"].as_str().expect("kind").to_owned())
+        .collect()
+}
+
+/// Runs `sql` on the database at `url`; returns `column` of every row as text.
+pub async fn query_column(url: &str, sql: &str, column: &str) -> Vec<String> {
+    let conn = Database::connect(url).await.expect("database");
+    let rows = conn
+        .query_all_raw(Statement::from_string(conn.get_database_backend(), sql))
+        .await
+        .expect("query");
+    let values = rows
+        .iter()
+        .map(|row| row.try_get::<String>("", column).expect("text column"))
+        .collect();
+    let _ = conn.close().await;
+    values
+}
+
+/// `{"message": text}`.
+pub fn message(text: &str) -> Value {
+    json!({ "message": text })
+}
+
+/// The 422 body listing `errors`.
+pub fn invalid(errors: Value) -> Value {
+    json!({"message": "The given data was invalid.", "errors": errors})
+}
+
+/// `base` with the top-level keys of `patch` replaced (a `null` in `patch` is sent as null).
+pub fn with(mut base: Value, patch: Value) -> Value {
+    if let (Some(base), Value::Object(patch)) = (base.as_object_mut(), patch) {
+        base.extend(patch);
+    }
+    base
+}
+
+/// A complete address.
+pub fn address() -> Value {
+    json!({
+        "line_1": "1 High Street",
+        "town_city": "Leeds",
+        "postcode": "LS1 1AA",
+        "date_moved_in": "2015-01-01",
+        "date_moved_out": "2020-01-01"
+    })
+}
+
+/// A valid purchase enquiry by a first-time buyer with credit issues, every field filled.
+pub fn purchase_enquiry(brand: &str, email: &str) -> Value {
+    json!({
+        "brand": brand,
+        "first_name": "Jane",
+        "last_name": "Doe",
+        "email": email,
+        "mobile_number": "+44 7700 900123",
+        "date_of_birth": "1990-05-17",
+        "terms_agreement": true,
+        "stage": "offer_accepted",
+        "application_type": "single",
+        "employment_status": "employed",
+        "total_annual_income": 52000.5,
+        "mortgage_purpose": "purchase",
+        "purchase_type": "first_time_buyer",
+        "mortgage_scheme": "shared_ownership",
+        "new_property_value": 250000,
+        "deposit_amount": 25000,
+        "has_credit_issues": true,
+        "credit_issues": ["ccj", "late_payments_non_mortgage"],
+        "product_uuid": PRODUCT,
+        "credit_check_consent": true,
+        "addresses": [address()]
+    })
+}
+
+/// A valid remortgage enquiry that borrows more money, without optional fields.
+pub fn remortgage_enquiry(brand: &str, email: &str) -> Value {
+    json!({
+        "brand": brand,
+        "first_name": "John",
+        "last_name": "Smith",
+        "email": email,
+        "mobile_number": "07700900123",
+        "date_of_birth": "1980-12-31",
+        "terms_agreement": true,
+        "stage": "researching",
+        "application_type": "multi_applicant",
+        "employment_status": "self_employed",
+        "total_annual_income": 0,
+        "mortgage_purpose": "remortgage",
+        "remortgage_reason": "borrow_more_money",
+        "current_property_value": 400000,
+        "outstanding_mortgage_amount": 150000.75,
+        "additional_borrowing_amount": 30000,
+        "has_credit_issues": false
+    })
+}
+
+/// A fresh e-mail address, so tests never share a case by accident.
+pub fn fresh_email() -> String {
+    format!("applicant-{}@example.com", uuid::Uuid::new_v4().simple())
+}
+
+/// base64url without padding, as JWS uses it.
+pub fn b64(bytes: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// A compact JWS from its three parts.
+pub fn compact(header: &Value, claims: &Value, signature: &[u8]) -> String {
+    format!(
+        "{}.{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes()),
+        b64(signature)
+    )
+}
+
+/// An RSA key that signs JWS with any header: the auth-server's own (read from its database)
+/// or a foreign one.
+pub struct Signer {
+    /// The kid the key is published under, or its thumbprint for a foreign key.
+    pub kid: String,
+    pair: KeyPair,
+}
+
+impl Signer {
+    /// The auth-server's key `kid`, read from `signing_keys` (stored as `pkcs8:<base64>`
+    /// when no key-encryption key is configured).
+    pub async fn from_auth_db(auth_db_url: &str, kid: &str) -> Self {
+        let sql = format!("SELECT private_key FROM signing_keys WHERE kid = '{kid}'");
+        let stored = query_column(auth_db_url, &sql, "private_key").await;
+        let stored = stored.first().expect("the signing key is stored");
+        let pkcs8 = STANDARD
+            .decode(
+                stored
+                    .strip_prefix("pkcs8:")
+                    .expect("key stored in the clear"),
+            )
+            .expect("base64 key");
+        Self {
+            kid: kid.to_owned(),
+            pair: KeyPair::from_pkcs8(&pkcs8).expect("PKCS#8 key"),
+        }
+    }
+
+    /// A new RSA-2048 key that the auth-server has never seen, under its thumbprint.
+    pub fn foreign() -> Self {
+        let pair = KeyPair::generate(KeySize::Rsa2048).expect("RSA key generation");
+        let mut signer = Self {
+            kid: String::new(),
+            pair,
+        };
+        let jwk = signer.jwk();
+        signer.kid = auth_server::keys::thumbprint(
+            jwk["n"].as_str().expect("n"),
+            jwk["e"].as_str().expect("e"),
+        );
+        signer
+    }
+
+    /// The public key as a JWK with this signer's kid.
+    pub fn jwk(&self) -> Value {
+        let public = self.pair.public_key();
+        json!({
+            "kty": "RSA",
+            "use": "sig",
+            "alg": "RS256",
+            "kid": self.kid,
+            "n": b64(public.modulus().big_endian_without_leading_zero()),
+            "e": b64(public.exponent().big_endian_without_leading_zero()),
+        })
+    }
+
+    /// The public key's DER bytes (PKCS#1 RSAPublicKey).
+    pub fn public_key_der(&self) -> Vec<u8> {
+        self.pair.public_key().as_ref().to_vec()
+    }
+
+    /// The header the auth-server puts on its tokens, with this signer's kid.
+    pub fn header(&self) -> Value {
+        json!({"alg": "RS256", "typ": "at+jwt", "kid": self.kid})
+    }
+
+    /// Signs `header` and `claims` with RS256 whatever the header says.
+    pub fn sign(&self, header: &Value, claims: &Value) -> String {
+        let signing_input = format!(
+            "{}.{}",
+            b64(header.to_string().as_bytes()),
+            b64(claims.to_string().as_bytes())
+        );
+        let mut signature = vec![0u8; self.pair.public_modulus_len()];
+        self.pair
+            .sign(
+                &RSA_PKCS1_SHA256,
+                &aws_lc_rs::rand::SystemRandom::new(),
+                signing_input.as_bytes(),
+                &mut signature,
+            )
+            .expect("RSA signature");
+        format!("{signing_input}.{}", b64(&signature))
+    }
+}
+
+/// The port of a listener that was bound and closed: nothing answers there until a test
+/// starts a server on it.
+pub fn unused_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+/// Starts an intake-api whose keys come from `jwks_url` (nothing needs to answer there yet),
+/// with the auth-server's default issuer and audience.
+pub async fn start_intake(
+    database_url: &str,
+    jwks_url: &str,
+    configure: impl FnOnce(&mut Config),
+) -> IntakeServer {
+    let mut config = Config::with_database(database_url);
+    config.bind = "127.0.0.1:0".into();
+    config.jwks_url = jwks_url.to_owned();
+    configure(&mut config);
+    let app = intake_api::startup::Application::build(config.clone())
+        .await
+        .expect("intake-api starts");
+    let port = app.port();
+    let server = Running::spawn(port, move |rx| async move {
+        app.run_until(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    IntakeServer { server, config }
+}
+
+/// What a [`KeyServer`] answers with.
+#[derive(Clone)]
+pub enum KeySource {
+    /// Forwards every request to this JWKS URL and relays status, `Cache-Control` and body.
+    Upstream(String),
+    /// Always answers this JWKS.
+    Fixed(Value),
+}
+
+struct KeyServerState {
+    source: KeySource,
+    hits: AtomicUsize,
+    http: reqwest::Client,
+}
+
+#[handler]
+async fn serve_jwks(state: Data<&Arc<KeyServerState>>) -> Response {
+    state.hits.fetch_add(1, Ordering::SeqCst);
+    match &state.source {
+        KeySource::Fixed(jwks) => Response::builder()
+            .header("cache-control", "public, max-age=300")
+            .content_type("application/json")
+            .body(jwks.to_string()),
+        KeySource::Upstream(url) => match state.http.get(url).send().await {
+            Ok(resp) => {
+                let status = resp.status().as_u16();
+                let cache_control = resp
+                    .headers()
+                    .get("cache-control")
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or_default()
+                    .to_owned();
+                let body = resp.bytes().await.unwrap_or_default();
+                Response::builder()
+                    .status(poem::http::StatusCode::from_u16(status).expect("status"))
+                    .header("cache-control", cache_control)
+                    .content_type("application/json")
+                    .body(body.to_vec())
+            }
+            Err(_) => poem::http::StatusCode::BAD_GATEWAY.into_response(),
+        },
+    }
+}
+
+/// A JWKS endpoint started by a test, counting the requests it receives: a relay in front of
+/// the auth-server, or a key server of an attacker's.
+pub struct KeyServer {
+    /// Its JWKS URL.
+    pub url: String,
+    state: Arc<KeyServerState>,
+    _server: Running,
+}
+
+impl KeyServer {
+    /// Starts one on port 0.
+    pub async fn start(source: KeySource) -> Self {
+        let acceptor = TcpListener::bind("127.0.0.1:0")
+            .into_acceptor()
+            .await
+            .expect("bind key server");
+        let port = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+            .expect("key server port");
+        let state = Arc::new(KeyServerState {
+            source,
+            hits: AtomicUsize::new(0),
+            http: reqwest::Client::new(),
+        });
+        let app = Route::new()
+            .at("/.well-known/jwks.json", get(serve_jwks))
+            .data(state.clone());
+        let server = Running::spawn(port, move |rx| async move {
+            Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(
+                    app,
+                    async {
+                        let _ = rx.await;
+                    },
+                    None,
+                )
+                .await?;
+            Ok(())
+        });
+        Self {
+            url: format!("http://127.0.0.1:{port}/.well-known/jwks.json"),
+            state,
+            _server: server,
+        }
+    }
+
+    /// How many requests it has received.
+    pub fn hits(&self) -> usize {
+        self.state.hits.load(Ordering::SeqCst)
+    }
+}

@@ -1,0 +1,186 @@
+//! The intake-api's JWKS cache: new keys are picked up on first sight, unknown kids never cause
+//! a stampede, and the auth-server being down neither breaks valid tokens nor readiness.
+
+use std::time::{Duration, Instant};
+
+use auth_server::config::KeyCommand;
+use serde_json::json;
+use tokio::task::JoinSet;
+
+use crate::helpers::{
+    AuthServer, Backend, ENQUIRY, INTAKE, TestApp, TestDb, b64, eventually, fresh_email, kid_of,
+    message, post_raw, purchase_enquiry, start_intake, unused_port,
+};
+use crate::on_both_backends;
+
+async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path(
+    backend: Backend,
+) {
+    let app = TestApp::spawn_with_relay(backend).await;
+    let relay = app.relay.as_ref().expect("relay");
+    let fetches_at_start = relay.hits();
+    assert_eq!(fetches_at_start, 1, "one scheduled fetch at start-up");
+    let old_kid = kid_of(&app.token);
+    let rotated_at = Instant::now();
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .expect("key rotate");
+    let new_kid = rotated["kid"].as_str().expect("kid").to_owned();
+    assert_ne!(new_kid, old_kid);
+    let new_token = eventually(Duration::from_secs(5), || async {
+        let t = app
+            .auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await;
+        (kid_of(&t) == new_kid).then_some(t)
+    })
+    .await
+    .expect("the auth-server signs with the new key");
+
+    let bearer = format!("Bearer {new_token}");
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    let reply = app.post(ENQUIRY, Some(&bearer), &body).await;
+    assert_eq!(reply.status, 201, "new key refused: {:?}", reply.body);
+    // Well before the JWKS max-age (300 s), through exactly one unknown-kid fetch.
+    assert!(rotated_at.elapsed() < Duration::from_secs(30));
+    assert_eq!(relay.hits(), fetches_at_start + 1);
+    // Tokens of the old key still work.
+    let reply = app
+        .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    assert_eq!(reply.status, 201, "old key refused: {:?}", reply.body);
+}
+
+/// A token whose header names `kid` (and is otherwise plausible), with a garbage signature.
+fn token_with_kid(kid: &str) -> String {
+    let header = json!({"alg": "RS256", "typ": "at+jwt", "kid": kid});
+    let claims = json!({"sub": "nobody"});
+    format!(
+        "{}.{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes()),
+        b64(&[7u8; 256])
+    )
+}
+
+/// Sends 50 requests at once, each with a new random kid; all must get 401 invalid_token.
+async fn unknown_kid_storm(app: &TestApp) {
+    let mut requests = JoinSet::new();
+    for _ in 0..50 {
+        let kid = uuid::Uuid::new_v4().to_string();
+        let (http, url) = (app.http.clone(), app.url(ENQUIRY));
+        let bearer = format!("Bearer {}", token_with_kid(&kid));
+        let body = purchase_enquiry("brand_a", &fresh_email())
+            .to_string()
+            .into_bytes();
+        requests.spawn(async move { post_raw(&http, &url, Some(&bearer), body).await });
+    }
+    for reply in requests.join_all().await {
+        assert_eq!(reply.status, 401, "{:?}", reply.body);
+        assert_eq!(reply.body, message("Unauthenticated."));
+        assert_eq!(
+            reply.challenge.as_deref(),
+            Some(r#"Bearer error="invalid_token""#)
+        );
+    }
+}
+
+async fn a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown(backend: Backend) {
+    let app = TestApp::spawn_with_relay(backend).await;
+    let relay = app.relay.as_ref().expect("relay");
+    let before = relay.hits();
+    unknown_kid_storm(&app).await;
+    assert_eq!(relay.hits(), before + 1, "fetches for the first storm");
+    unknown_kid_storm(&app).await;
+    assert_eq!(
+        relay.hits(),
+        before + 1,
+        "fetches for a second storm within the cooldown"
+    );
+    // Known keys are unaffected.
+    let reply = app
+        .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+}
+
+async fn tokens_already_issued_are_accepted_while_the_auth_server_is_down(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let bearer = app.bearer();
+    let second = format!(
+        "Bearer {}",
+        app.auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await
+    );
+    let auth_url = app.auth.base_url();
+    app.auth.server.stop().await;
+    assert!(
+        app.http.get(&auth_url).send().await.is_err(),
+        "the auth-server still answers"
+    );
+    let url = format!("{}{ENQUIRY}", app.intake.base_url());
+    for bearer in [&bearer, &second] {
+        let body = purchase_enquiry("brand_a", &fresh_email()).to_string();
+        let reply = post_raw(&app.http, &url, Some(bearer), body.into_bytes()).await;
+        assert_eq!(reply.status, 201, "{:?}", reply.body);
+    }
+    // An unknown kid now makes a fetch that fails; the keys in hand stay in use.
+    let unknown = format!("Bearer {}", token_with_kid("unknown"));
+    let body = purchase_enquiry("brand_a", &fresh_email()).to_string();
+    let reply = post_raw(&app.http, &url, Some(&unknown), body.into_bytes()).await;
+    assert_eq!(reply.status, 401);
+    let body = purchase_enquiry("brand_a", &fresh_email()).to_string();
+    let reply = post_raw(&app.http, &url, Some(&bearer), body.into_bytes()).await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+    let ready = app
+        .http
+        .get(format!("{}/readyz", app.intake.base_url()))
+        .send()
+        .await
+        .expect("readyz");
+    assert_eq!(ready.status(), 200);
+}
+
+async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(backend: Backend) {
+    let port = unused_port();
+    let intake_db = TestDb::new(backend, "intake").await;
+    let jwks_url = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
+    let intake = start_intake(&intake_db.url, &jwks_url, |_| {}).await;
+    let readyz = format!("{}/readyz", intake.base_url());
+    let http = reqwest::Client::new();
+    // Several retries of the initial fetch have failed by now.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let resp = http.get(&readyz).send().await.expect("readyz");
+    assert_eq!(resp.status(), 503);
+    let body: serde_json::Value = resp.json().await.expect("JSON body");
+    assert_eq!(
+        body,
+        json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing"}})
+    );
+
+    let auth_db = TestDb::new(backend, "auth").await;
+    let auth = AuthServer::start(&auth_db.url, |c| c.bind = format!("127.0.0.1:{port}"))
+        .await
+        .expect("auth-server starts on the reserved port");
+    assert!(intake.wait_ready().await, "never became ready");
+    let resp = http.get(&readyz).send().await.expect("readyz");
+    assert_eq!(resp.status(), 200);
+    let (id, secret) = auth.create_client(INTAKE).await;
+    let bearer = format!("Bearer {}", auth.token(&id, &secret, INTAKE).await);
+    let body = purchase_enquiry("brand_a", &fresh_email()).to_string();
+    let url = format!("{}{ENQUIRY}", intake.base_url());
+    let reply = post_raw(&http, &url, Some(&bearer), body.into_bytes()).await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+}
+
+on_both_backends!(
+    a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path,
+    a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown,
+    tokens_already_issued_are_accepted_while_the_auth_server_is_down,
+    an_intake_api_started_before_the_auth_server_is_ready_once_it_answers,
+);
