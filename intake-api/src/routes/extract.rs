@@ -52,7 +52,14 @@ pub fn auth_error_response(e: AuthError) -> poem::Response {
             r
         }
         AuthError::InsufficientScope => {
-            message(StatusCode::FORBIDDEN, "Invalid scope(s) provided.")
+            let mut r = message(StatusCode::FORBIDDEN, "Invalid scope(s) provided.");
+            r.headers_mut().insert(
+                "www-authenticate",
+                r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#
+                    .parse()
+                    .expect("static header"),
+            );
+            r
         }
     }
 }

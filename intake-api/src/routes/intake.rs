@@ -53,7 +53,10 @@ pub enum IntakeResponse {
     ),
     /// The token lacks `enquiry:case:intake:create`: `{"message":"Invalid scope(s) provided."}`.
     #[oai(status = 403)]
-    Forbidden(Json<MessageBody>),
+    Forbidden(
+        Json<MessageBody>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
     /// The body is larger than 64 KiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<MessageBody>),
@@ -85,7 +88,10 @@ pub enum AttachResponse {
     ),
     /// The token lacks `enquiry:case:intake:create`.
     #[oai(status = 403)]
-    Forbidden(Json<MessageBody>),
+    Forbidden(
+        Json<MessageBody>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
     /// No case for this e-mail address: `{"message":"Case not found"}`. Send the customer
     /// to the enquiry form instead.
     #[oai(status = 404)]

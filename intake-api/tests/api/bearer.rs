@@ -138,7 +138,12 @@ async fn every_bearer_failure_gets_its_exact_status_body_and_challenge(backend: 
                 Expect::Accepted => (accepted, None),
                 Expect::NoToken => (401, Some("Bearer")),
                 Expect::InvalidToken => (401, Some(r#"Bearer error="invalid_token""#)),
-                Expect::Forbidden => (403, None),
+                Expect::Forbidden => (
+                    403,
+                    Some(
+                        r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#,
+                    ),
+                ),
             };
             let body_ok = match expect {
                 Expect::Accepted => true,
@@ -146,7 +151,7 @@ async fn every_bearer_failure_gets_its_exact_status_body_and_challenge(backend: 
                 Expect::Forbidden => reply.body == message("Invalid scope(s) provided."),
             };
             let challenge_ok = match expect {
-                Expect::Forbidden | Expect::Accepted => true,
+                Expect::Accepted => true,
                 _ => reply.challenge.as_deref() == challenge,
             };
             if reply.status != status || !body_ok || !challenge_ok {
