@@ -7,7 +7,7 @@ use intake_shared::error::OAuthErrorBody;
 use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
-use poem_openapi::types::Type;
+use poem_openapi::types::{Example, Type};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
 };
@@ -92,8 +92,72 @@ impl<'a> ApiExtractor<'a> for TokenRequestBody {
     }
 }
 
+/// Defines an OAuth error body type for one status, with a typical instance as its OpenAPI
+/// example; the wire shape is that of every OAuth error.
+macro_rules! oauth_error_body {
+    ($(#[$meta:meta])* $name:ident = $example:expr) => {
+        $(#[$meta])*
+        #[derive(Debug, Object)]
+        #[oai(example)]
+        pub struct $name {
+            /// The RFC 6749 error code.
+            pub error: String,
+            /// A human-readable explanation.
+            pub error_description: String,
+            /// What to check, where there is something specific.
+            #[oai(skip_serializing_if_is_none)]
+            pub hint: Option<String>,
+            /// The same text as `error_description`.
+            pub message: String,
+        }
+
+        impl Example for $name {
+            fn example() -> Self {
+                $example.body().into()
+            }
+        }
+
+        impl From<OAuthErrorBody> for $name {
+            fn from(b: OAuthErrorBody) -> Self {
+                Self {
+                    error: b.error,
+                    error_description: b.error_description,
+                    hint: b.hint,
+                    message: b.message,
+                }
+            }
+        }
+    };
+}
+
+oauth_error_body!(
+    /// `invalid_request`, `unsupported_grant_type` or `invalid_scope`.
+    BadRequestBody = OAuthError::parameter("client_id")
+);
+oauth_error_body!(
+    /// `invalid_client`.
+    InvalidClientBody = OAuthError::InvalidClient {
+        used_authorization_header: false
+    }
+);
+oauth_error_body!(
+    /// The body is over 8 KiB.
+    TooLargeBody = OAuthError::BodyTooLarge
+);
+oauth_error_body!(
+    /// Over the rate limit or the failed-authentication limit.
+    TooManyRequestsBody = OAuthError::TooManyRequests {
+        retry_after_secs: 30
+    }
+);
+oauth_error_body!(
+    /// An unexpected failure.
+    ServerErrorBody = OAuthError::ServerError
+);
+
 /// A successful token response (RFC 6749 section 5.1).
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct AccessTokenResponse {
     /// Always `Bearer`.
     pub token_type: String,
@@ -101,6 +165,16 @@ pub struct AccessTokenResponse {
     pub expires_in: i64,
     /// An RS256-signed JWT.
     pub access_token: String,
+}
+
+impl Example for AccessTokenResponse {
+    fn example() -> Self {
+        Self {
+            token_type: "Bearer".into(),
+            expires_in: intake_shared::claims::TOKEN_TTL_SECS,
+            access_token: "eyJ0eXAiOiJhdCtqd3QiLCJhbGciOiJSUzI1NiIsImtpZCI6Ii4uLiJ9.eyJpc3MiOiIuLi4ifQ.c2lnbmF0dXJl".into(),
+        }
+    }
 }
 
 /// Responses of the token endpoint.
@@ -116,33 +190,30 @@ pub enum TokenResponse {
     /// `invalid_request`, `unsupported_grant_type` or `invalid_scope`.
     #[oai(status = 400)]
     BadRequest(
-        Json<OAuthErrorBody>,
+        Json<BadRequestBody>,
         #[oai(header = "Cache-Control")] String,
     ),
     /// `invalid_client`: unknown client, wrong or expired secret, or a disabled client.
     #[oai(status = 401)]
     Unauthorized(
-        Json<OAuthErrorBody>,
+        Json<InvalidClientBody>,
         #[oai(header = "Cache-Control")] String,
         #[oai(header = "WWW-Authenticate")] Option<String>,
     ),
     /// The body is larger than 8 KiB.
     #[oai(status = 413)]
-    PayloadTooLarge(
-        Json<OAuthErrorBody>,
-        #[oai(header = "Cache-Control")] String,
-    ),
+    PayloadTooLarge(Json<TooLargeBody>, #[oai(header = "Cache-Control")] String),
     /// Too many requests, or too many failed authentications, from this client and address.
     #[oai(status = 429)]
     TooManyRequests(
-        Json<OAuthErrorBody>,
+        Json<TooManyRequestsBody>,
         #[oai(header = "Cache-Control")] String,
         #[oai(header = "Retry-After")] u64,
     ),
     /// An unexpected failure on the server's side.
     #[oai(status = 500)]
     ServerError(
-        Json<OAuthErrorBody>,
+        Json<ServerErrorBody>,
         #[oai(header = "Cache-Control")] String,
     ),
 }
@@ -151,22 +222,22 @@ const NO_STORE: &str = "no-store";
 
 impl From<OAuthError> for TokenResponse {
     fn from(e: OAuthError) -> Self {
-        let body = Json(e.body());
+        let body = e.body();
         let cc = NO_STORE.to_owned();
         match e {
             OAuthError::InvalidClient {
                 used_authorization_header,
             } => Self::Unauthorized(
-                body,
+                Json(body.into()),
                 cc,
                 used_authorization_header.then(|| r#"Basic realm="OAuth""#.to_owned()),
             ),
-            OAuthError::BodyTooLarge => Self::PayloadTooLarge(body, cc),
-            OAuthError::ServerError => Self::ServerError(body, cc),
+            OAuthError::BodyTooLarge => Self::PayloadTooLarge(Json(body.into()), cc),
+            OAuthError::ServerError => Self::ServerError(Json(body.into()), cc),
             OAuthError::TooManyRequests { retry_after_secs } => {
-                Self::TooManyRequests(body, cc, retry_after_secs)
+                Self::TooManyRequests(Json(body.into()), cc, retry_after_secs)
             }
-            _ => Self::BadRequest(body, cc),
+            _ => Self::BadRequest(Json(body.into()), cc),
         }
     }
 }

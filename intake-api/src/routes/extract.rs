@@ -6,7 +6,6 @@ use std::marker::PhantomData;
 use std::sync::{Arc, OnceLock};
 
 use intake_shared::claims::{AccessTokenClaims, scopes};
-use intake_shared::error::MessageBody;
 use intake_shared::ratelimit::Decision;
 use poem::http::StatusCode;
 use poem::web::Json as PoemJson;
@@ -19,6 +18,9 @@ use poem_openapi::types::Type;
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
 
 use crate::auth::AuthError;
+use crate::routes::bodies::{
+    InvalidScope, NotJson, TooLarge, TooManyAttempts, Unauthenticated, Unreadable,
+};
 use crate::startup::AppState;
 
 /// Name of the security scheme in the OpenAPI document.
@@ -30,21 +32,21 @@ pub const MAX_BODY_BYTES: usize = 64 * 1024;
 /// The token URL shown in the OpenAPI document, set once from the configured issuer.
 pub static TOKEN_URL: OnceLock<&'static str> = OnceLock::new();
 
-fn message(status: StatusCode, text: &str) -> poem::Response {
-    (status, PoemJson(MessageBody::new(text))).into_response()
+fn message<T: poem_openapi::types::ToJSON + Default>(status: StatusCode) -> poem::Response {
+    (status, PoemJson(T::default().to_json())).into_response()
 }
 
 /// The answer to a request that is not authenticated or not allowed.
 pub fn auth_error_response(e: AuthError) -> poem::Response {
     match e {
         AuthError::Missing => {
-            let mut r = message(StatusCode::UNAUTHORIZED, "Unauthenticated.");
+            let mut r = message::<Unauthenticated>(StatusCode::UNAUTHORIZED);
             r.headers_mut()
                 .insert("www-authenticate", "Bearer".parse().expect("static header"));
             r
         }
         AuthError::Invalid(_) => {
-            let mut r = message(StatusCode::UNAUTHORIZED, "Unauthenticated.");
+            let mut r = message::<Unauthenticated>(StatusCode::UNAUTHORIZED);
             r.headers_mut().insert(
                 "www-authenticate",
                 r#"Bearer error="invalid_token""#.parse().expect("static header"),
@@ -52,7 +54,7 @@ pub fn auth_error_response(e: AuthError) -> poem::Response {
             r
         }
         AuthError::InsufficientScope => {
-            let mut r = message(StatusCode::FORBIDDEN, "Invalid scope(s) provided.");
+            let mut r = message::<InvalidScope>(StatusCode::FORBIDDEN);
             r.headers_mut().insert(
                 "www-authenticate",
                 r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#
@@ -143,7 +145,7 @@ impl<'a> ApiExtractor<'a> for Partner {
                 if decision != Decision::Allowed {
                     metrics::counter!("ratelimit_refused_total", "service" => "intake-api")
                         .increment(1);
-                    let mut r = message(StatusCode::TOO_MANY_REQUESTS, "Too Many Attempts.");
+                    let mut r = message::<TooManyAttempts>(StatusCode::TOO_MANY_REQUESTS);
                     r.headers_mut()
                         .insert("retry-after", decision.retry_after_secs().into());
                     return Err(poem::Error::from_response(r));
@@ -204,25 +206,14 @@ impl<'a, T: Type> ApiExtractor<'a> for LenientJson<T> {
                 .into_bytes_limit(MAX_BODY_BYTES)
                 .await
                 .map_err(|e| match e {
-                    poem::error::ReadBodyError::PayloadTooLarge => {
-                        poem::Error::from_response(message(
-                            StatusCode::PAYLOAD_TOO_LARGE,
-                            "The request body must not exceed 64 KiB.",
-                        ))
-                    }
-                    _ => poem::Error::from_response(message(
-                        StatusCode::BAD_REQUEST,
-                        "The request body could not be read.",
-                    )),
+                    poem::error::ReadBodyError::PayloadTooLarge => poem::Error::from_response(
+                        message::<TooLarge>(StatusCode::PAYLOAD_TOO_LARGE),
+                    ),
+                    _ => poem::Error::from_response(message::<Unreadable>(StatusCode::BAD_REQUEST)),
                 })?,
             Err(_) => Default::default(),
         };
-        let not_json = || {
-            poem::Error::from_response(message(
-                StatusCode::BAD_REQUEST,
-                "The request body must be valid JSON.",
-            ))
-        };
+        let not_json = || poem::Error::from_response(message::<NotJson>(StatusCode::BAD_REQUEST));
         let raw = String::from_utf8(bytes.to_vec()).map_err(|_| not_json())?;
         let value = serde_json::from_str(&raw).map_err(|_| not_json())?;
         Ok(Self {
@@ -235,11 +226,28 @@ impl<'a, T: Type> ApiExtractor<'a> for LenientJson<T> {
 
 /// `{"message": "The given data was invalid.", "errors": {...}}`
 #[derive(Debug, poem_openapi::Object)]
+#[oai(example)]
 pub struct ValidationErrorBody {
     /// Always "The given data was invalid.".
     pub message: String,
     /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`).
     pub errors: BTreeMap<String, Vec<String>>,
+}
+
+impl poem_openapi::types::Example for ValidationErrorBody {
+    fn example() -> Self {
+        let mut errors = crate::domain::ValidationErrors::default();
+        errors.add("email", "The email field must be a valid email address.");
+        errors.add(
+            "credit_issues.0",
+            "The selected credit issues.0 is invalid.",
+        );
+        errors.add(
+            "addresses.1.postcode",
+            "The addresses.1.postcode field is required.",
+        );
+        Self::new(errors)
+    }
 }
 
 impl ValidationErrorBody {

@@ -2,11 +2,12 @@
 
 use std::sync::Arc;
 
-use intake_shared::error::MessageBody;
 use poem_openapi::payload::Json;
+use poem_openapi::types::Example;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
 use crate::domain::{AttachRequestBody, EnquiryRequest, parse_attach, parse_enquiry};
+use crate::routes::bodies::*;
 use crate::routes::extract::{LenientJson, Partner, ValidationErrorBody};
 use crate::startup::AppState;
 use crate::store::{self, Outcome};
@@ -19,6 +20,7 @@ enum ApiTags {
 
 /// `{"message": "Case created" | "Case updated", "reference": "..."}`
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct CaseResponse {
     /// `Case created` or `Case updated`.
     pub message: String,
@@ -26,11 +28,29 @@ pub struct CaseResponse {
     pub reference: String,
 }
 
+impl Example for CaseResponse {
+    fn example() -> Self {
+        Self {
+            message: "Case created".into(),
+            reference: "418290357116".into(),
+        }
+    }
+}
+
 /// `{"redirect": "https://..."}`
 #[derive(Debug, Object)]
+#[oai(example)]
 pub struct RedirectResponse {
     /// Link to send the customer to: the brand's portal, with a single-use token.
     pub redirect: String,
+}
+
+impl Example for RedirectResponse {
+    fn example() -> Self {
+        Self {
+            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
 }
 
 /// Responses of the enquiry endpoint.
@@ -44,31 +64,31 @@ pub enum IntakeResponse {
     Updated(Json<CaseResponse>),
     /// The body is not JSON.
     #[oai(status = 400)]
-    BadRequest(Json<MessageBody>),
+    BadRequest(Json<NotJson>),
     /// No valid bearer token: `{"message":"Unauthenticated."}`.
     #[oai(status = 401)]
     Unauthorized(
-        Json<MessageBody>,
+        Json<Unauthenticated>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// The token lacks `enquiry:case:intake:create`: `{"message":"Invalid scope(s) provided."}`.
     #[oai(status = 403)]
     Forbidden(
-        Json<MessageBody>,
+        Json<InvalidScope>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// The body is larger than 64 KiB.
     #[oai(status = 413)]
-    PayloadTooLarge(Json<MessageBody>),
+    PayloadTooLarge(Json<TooLarge>),
     /// The enquiry is invalid; every problem is listed by field.
     #[oai(status = 422)]
     Invalid(Json<ValidationErrorBody>),
     /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
     #[oai(status = 429)]
-    TooManyRequests(Json<MessageBody>, #[oai(header = "Retry-After")] u64),
+    TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
     /// The database is unavailable; retry after the given seconds.
     #[oai(status = 503)]
-    Unavailable(Json<MessageBody>, #[oai(header = "Retry-After")] u32),
+    Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
 
 /// Responses of the attach endpoint.
@@ -79,46 +99,46 @@ pub enum AttachResponse {
     Ok(Json<RedirectResponse>),
     /// The body is not JSON.
     #[oai(status = 400)]
-    BadRequest(Json<MessageBody>),
+    BadRequest(Json<NotJson>),
     /// No valid bearer token: `{"message":"Unauthenticated."}`.
     #[oai(status = 401)]
     Unauthorized(
-        Json<MessageBody>,
+        Json<Unauthenticated>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// The token lacks `enquiry:case:intake:create`.
     #[oai(status = 403)]
     Forbidden(
-        Json<MessageBody>,
+        Json<InvalidScope>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// No case for this e-mail address: `{"message":"Case not found"}`. Send the customer
     /// to the enquiry form instead.
     #[oai(status = 404)]
-    NotFound(Json<MessageBody>),
+    NotFound(Json<CaseNotFound>),
     /// The body is larger than 64 KiB.
     #[oai(status = 413)]
-    PayloadTooLarge(Json<MessageBody>),
+    PayloadTooLarge(Json<TooLarge>),
     /// `email` or `product_uuid` is invalid.
     #[oai(status = 422)]
     Invalid(Json<ValidationErrorBody>),
     /// The link could not be made: `{"message":"Failed to generate redirect link"}`. Send
     /// the customer to the customer dashboard instead.
     #[oai(status = 500)]
-    Failed(Json<MessageBody>),
+    Failed(Json<RedirectFailed>),
     /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
     #[oai(status = 429)]
-    TooManyRequests(Json<MessageBody>, #[oai(header = "Retry-After")] u64),
+    TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
     /// The database is unavailable; retry after the given seconds.
     #[oai(status = 503)]
-    Unavailable(Json<MessageBody>, #[oai(header = "Retry-After")] u32),
+    Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
 
 const RETRY_AFTER_SECS: u32 = 5;
 
-fn unavailable(e: &sea_orm::DbErr) -> Json<MessageBody> {
+fn unavailable(e: &sea_orm::DbErr) -> Json<Unavailable> {
     tracing::error!(error = %e, "database unavailable");
-    Json(MessageBody::new("Service temporarily unavailable"))
+    Json(Unavailable::default())
 }
 
 /// The partner intake endpoints.
@@ -202,7 +222,7 @@ impl IntakeApi {
         };
         let case = match store::latest_case_for_email(&state.db, &request.email).await {
             Ok(Some(c)) => c,
-            Ok(None) => return AttachResponse::NotFound(Json(MessageBody::new("Case not found"))),
+            Ok(None) => return AttachResponse::NotFound(Json(CaseNotFound::default())),
             Err(e) => return AttachResponse::Unavailable(unavailable(&e), RETRY_AFTER_SECS),
         };
         match state
@@ -217,7 +237,7 @@ impl IntakeApi {
             }
             Err(e) => {
                 tracing::error!(error = %format!("{e:#}"), reference = %case.reference, brand = %case.brand, "failed to generate redirect link");
-                AttachResponse::Failed(Json(MessageBody::new("Failed to generate redirect link")))
+                AttachResponse::Failed(Json(RedirectFailed::default()))
             }
         }
     }

@@ -1,4 +1,5 @@
 //! HTTP routes of the intake-api.
 
+pub mod bodies;
 pub mod extract;
 pub mod intake;
