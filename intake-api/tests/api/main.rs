@@ -8,4 +8,5 @@ mod attach;
 mod bearer;
 mod cases;
 mod jwks;
+mod replicas;
 mod validation;
