@@ -189,9 +189,8 @@ impl RateLimiter {
             );
         }
         state.down_since = Some(Instant::now());
-        if what == "connect" {
-            state.conn = None;
-        }
+        // Start over with a fresh connection next time rather than trust a broken one.
+        state.conn = None;
     }
 
     fn local_add(&self, key: &str, limit: Limit, n: u32) -> (u64, Duration) {

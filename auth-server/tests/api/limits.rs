@@ -113,3 +113,71 @@ async fn with_redis_unreachable_the_limit_is_kept_in_process() {
 }
 
 crate::on_both_backends!(replicas_sharing_redis_enforce_one_limit);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it_returns() {
+    let redis_addr: std::net::SocketAddr = redis_url()
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .replace("localhost", "127.0.0.1")
+        .parse()
+        .expect("TEST_REDIS_URL as redis://HOST:PORT");
+    let proxy = test_support::proxy::TcpProxy::start(redis_addr)
+        .await
+        .unwrap();
+    let through_proxy: intake_shared::Secret<String> =
+        format!("redis://127.0.0.1:{}", proxy.port).parse().unwrap();
+    let db = TestDb::new(Backend::Sqlite, "authredisfail").await;
+    let limited = |c: &mut auth_server::config::Config| {
+        c.token_rate_limit = 3;
+        c.redis_url = Some(through_proxy.clone());
+    };
+    let a = AuthServer::start(&db.url, limited).await.unwrap();
+    let b = AuthServer::start(&db.url, limited).await.unwrap();
+    let (id, secret) = a.create_client(INTAKE).await;
+
+    // Shared through Redis: two on one replica and one on the other spend the limit.
+    assert_eq!(post(&a.base_url(), &id, &secret).await.0, 200);
+    assert_eq!(post(&a.base_url(), &id, &secret).await.0, 200);
+    assert_eq!(post(&b.base_url(), &id, &secret).await.0, 200);
+    assert_eq!(post(&b.base_url(), &id, &secret).await.0, 429);
+
+    // Redis gone: each replica keeps serving under its own in-process limit.
+    proxy.cut();
+    let (id2, secret2) = a.create_client(INTAKE).await;
+    let on_a: Vec<u16> = futures_statuses(&a.base_url(), &id2, &secret2, 4).await;
+    let on_b: Vec<u16> = futures_statuses(&b.base_url(), &id2, &secret2, 4).await;
+    assert_eq!(on_a, [200, 200, 200, 429], "replica a without Redis");
+    assert_eq!(on_b, [200, 200, 200, 429], "replica b without Redis");
+    let metrics = reqwest::get(format!("{}/metrics", a.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("ratelimit_redis_errors_total"),
+        "Redis failure not counted"
+    );
+
+    // Redis back: after the retry period the replicas count together again.
+    proxy.restore();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    let (id3, secret3) = a.create_client(INTAKE).await;
+    assert_eq!(post(&a.base_url(), &id3, &secret3).await.0, 200);
+    assert_eq!(post(&b.base_url(), &id3, &secret3).await.0, 200);
+    assert_eq!(post(&a.base_url(), &id3, &secret3).await.0, 200);
+    assert_eq!(
+        post(&b.base_url(), &id3, &secret3).await.0,
+        429,
+        "limit not shared again"
+    );
+}
+
+async fn futures_statuses(base: &str, id: &str, secret: &str, n: usize) -> Vec<u16> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        out.push(post(base, id, secret).await.0);
+    }
+    out
+}
