@@ -6,13 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
+use intake_shared::http::{self as ops, readiness, shutdown_signal};
 use intake_shared::ratelimit::{Decision, Limit, RateLimiter};
 use intake_shared::telemetry::RequestTelemetry;
-use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::listener::TcpAcceptor;
 use poem::middleware::Cors;
 use poem::web::Data;
-use poem::{EndpointExt, Response, Route, Server, get, handler};
+use poem::{EndpointExt, Response, handler};
 use poem_openapi::OpenApiService;
 
 use crate::config::Config;
@@ -144,15 +144,7 @@ impl Application {
         }
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
-        let acceptor = TcpListener::bind(config.bind.clone())
-            .into_acceptor()
-            .await
-            .with_context(|| format!("cannot listen on {}", config.bind))?;
-        let port = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-            .context("listener has no socket address")?;
+        let (acceptor, port) = ops::bind(&config.bind).await?;
         Ok(Self {
             acceptor,
             port,
@@ -186,25 +178,14 @@ impl Application {
             "auth-server",
             state.registry.db().clone(),
         ));
-        let api = api_service(state.clone());
-        let spec = api.spec_endpoint();
-        let docs = api.swagger_ui();
-        let app = Route::new()
-            .nest("/", api)
-            .at("/openapi.json", spec)
-            .nest("/docs", docs)
-            .at("/healthz", get(healthz))
-            .at("/readyz", get(readyz))
-            .at("/metrics", get(ops::metrics))
+        let app = ops::service_routes(api_service(state.clone()), readyz)
             .data(state.clone())
             // Browsers may call the token endpoint cross-origin (the intake-api's docs page
             // does): no cookies are involved, so any origin is safe.
             .with(Cors::new().allow_credentials(false))
             .with(RequestTelemetry::new("auth-server", ROUTES));
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
-        let result = Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
-            .await;
+        let result = ops::serve(self.acceptor, app, shutdown).await;
         watcher.abort();
         pool_gauges.abort();
         let _ = state.registry.db().clone().close().await;

@@ -6,12 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
-use intake_shared::http::{self as ops, SHUTDOWN_GRACE, healthz, readiness, shutdown_signal};
+use intake_shared::http::{self as ops, readiness, shutdown_signal};
 use intake_shared::ratelimit::{Limit, RateLimiter};
 use intake_shared::telemetry::RequestTelemetry;
-use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::listener::TcpAcceptor;
 use poem::web::Data;
-use poem::{EndpointExt, Response, Route, Server, get, handler};
+use poem::{EndpointExt, Response, handler};
 use poem_openapi::OpenApiService;
 use sea_orm::DatabaseConnection;
 use uuid::Uuid;
@@ -157,15 +157,7 @@ impl Application {
         let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
         let verifier = Verifier::new(jwks, &issuer, &config.audience);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
-        let acceptor = TcpListener::bind(config.bind.clone())
-            .into_acceptor()
-            .await
-            .with_context(|| format!("cannot listen on {}", config.bind))?;
-        let port = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-            .context("listener has no socket address")?;
+        let (acceptor, port) = ops::bind(&config.bind).await?;
         Ok(Self {
             acceptor,
             port,
@@ -202,22 +194,11 @@ impl Application {
             "intake-api",
             state.db.clone(),
         ));
-        let api = api_service(state.clone());
-        let spec = api.spec_endpoint();
-        let docs = api.swagger_ui();
-        let app = Route::new()
-            .nest("/", api)
-            .at("/openapi.json", spec)
-            .nest("/docs", docs)
-            .at("/healthz", get(healthz))
-            .at("/readyz", get(readyz))
-            .at("/metrics", get(ops::metrics))
+        let app = ops::service_routes(api_service(state.clone()), readyz)
             .data(state.clone())
             .with(RequestTelemetry::new("intake-api", ROUTES));
         tracing::info!(port = self.port, "intake-api listening");
-        let result = Server::new_with_acceptor(self.acceptor)
-            .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
-            .await;
+        let result = ops::serve(self.acceptor, app, shutdown).await;
         refresher.abort();
         activator.abort();
         pool_gauges.abort();

@@ -69,6 +69,24 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
+/// Applies `M`'s pending migrations. On PostgreSQL they run in one transaction under an
+/// advisory lock (`lock_id`, one per service), so replicas starting together do not race.
+pub async fn migrate<M: sea_orm_migration::MigratorTrait>(
+    db: &DatabaseConnection,
+    lock_id: i64,
+) -> Result<(), sea_orm::DbErr> {
+    use sea_orm::{ConnectionTrait, DatabaseBackend, TransactionTrait};
+    if db.get_database_backend() == DatabaseBackend::Postgres {
+        let txn = db.begin().await?;
+        txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({lock_id})"))
+            .await?;
+        M::up(&txn, None).await?;
+        txn.commit().await
+    } else {
+        M::up(db, None).await
+    }
+}
+
 /// Publishes the pool's use as gauges every few seconds, until the task is aborted.
 pub async fn report_pool_use(service: &'static str, db: DatabaseConnection) {
     use sea_orm::DatabaseBackend;

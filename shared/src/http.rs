@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use poem::http::StatusCode;
-use poem::{IntoResponse, Response, handler};
+use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
+use poem::{Endpoint, IntoResponse, Response, Route, Server, get, handler};
+use poem_openapi::{OpenApi, OpenApiService};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -63,4 +65,47 @@ pub fn readiness(checks: &[(&'static str, bool)]) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, poem::web::Json(body)).into_response()
+}
+
+/// Binds the listening socket; returns it with the port actually bound (for port 0).
+pub async fn bind(addr: &str) -> anyhow::Result<(TcpAcceptor, u16)> {
+    use anyhow::Context;
+    let acceptor = TcpListener::bind(addr.to_owned())
+        .into_acceptor()
+        .await
+        .with_context(|| format!("cannot listen on {addr}"))?;
+    let port = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+        .context("listener has no socket address")?;
+    Ok((acceptor, port))
+}
+
+/// A service's routes: its API, `/openapi.json`, `/docs`, and the operational endpoints.
+pub fn service_routes<T, R>(api: OpenApiService<T, ()>, readyz: R) -> Route
+where
+    T: OpenApi + 'static,
+    R: Endpoint + 'static,
+{
+    let spec = api.spec_endpoint();
+    let docs = api.swagger_ui();
+    Route::new()
+        .nest("/", api)
+        .at("/openapi.json", spec)
+        .nest("/docs", docs)
+        .at("/healthz", get(healthz))
+        .at("/readyz", get(readyz))
+        .at("/metrics", get(metrics))
+}
+
+/// Serves `app` until `shutdown` resolves, then lets in-flight requests finish (bounded).
+pub async fn serve(
+    acceptor: TcpAcceptor,
+    app: impl Endpoint + 'static,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    Server::new_with_acceptor(acceptor)
+        .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
+        .await
 }

@@ -1,6 +1,6 @@
 //! Schema migrations, run at start-up and by `auth-server migrate`.
 
-use sea_orm::{ConnectionTrait, DatabaseBackend, DatabaseConnection, TransactionTrait};
+use sea_orm::DatabaseConnection;
 use sea_orm_migration::prelude::*;
 
 mod m20261125_000001_create_auth_tables;
@@ -15,16 +15,7 @@ impl MigratorTrait for Migrator {
     }
 }
 
-/// Applies pending migrations. On PostgreSQL they run in one transaction under an
-/// advisory lock, so replicas starting together do not race each other.
+/// Applies pending migrations (see [`intake_shared::db::migrate`]).
 pub async fn run(db: &DatabaseConnection) -> Result<(), DbErr> {
-    if db.get_database_backend() == DatabaseBackend::Postgres {
-        let txn = db.begin().await?;
-        txn.execute_unprepared("SELECT pg_advisory_xact_lock(7206114001)")
-            .await?;
-        Migrator::up(&txn, None).await?;
-        txn.commit().await
-    } else {
-        Migrator::up(db, None).await
-    }
+    intake_shared::db::migrate::<Migrator>(db, 7206114001).await
 }
