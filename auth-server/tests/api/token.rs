@@ -200,6 +200,28 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
         let resp = app.http.get(app.url(path)).send().await.unwrap();
         assert_eq!(resp.status(), 200, "{path}");
     }
+    let echoed = app
+        .http
+        .get(app.url("/healthz"))
+        .header("x-request-id", "partner-req-42")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(echoed.headers()["x-request-id"], "partner-req-42");
+    let generated = app.http.get(app.url("/healthz")).send().await.unwrap();
+    let id = generated.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32, "{id}");
+    let hostile = app
+        .http
+        .get(app.url("/healthz"))
+        .header("x-request-id", "bad id with spaces")
+        .send()
+        .await
+        .unwrap();
+    assert_ne!(hostile.headers()["x-request-id"], "bad id with spaces");
     let metrics = app
         .http
         .get(app.url("/metrics"))
