@@ -19,7 +19,7 @@ use crate::entity::{case, case_event, redirect_token, submission};
 
 /// The longest one unit of database work may take: past it the request answers 503
 /// instead of hanging on a database that stopped answering.
-pub const DB_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DB_TIMEOUT: Duration = Duration::from_secs(8);
 
 async fn bounded<T>(work: impl std::future::Future<Output = Result<T, DbErr>>) -> Result<T, DbErr> {
     tokio::time::timeout(DB_TIMEOUT, work)

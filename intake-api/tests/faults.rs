@@ -167,7 +167,7 @@ async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_ackn
     );
     let slowest = outcomes.iter().map(|o| o.2).max().unwrap();
     assert!(
-        slowest < Duration::from_secs(10),
+        slowest < Duration::from_secs(15),
         "a request hung for {slowest:?}"
     );
     // Recovered by itself: the last requests succeeded again.

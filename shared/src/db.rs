@@ -8,7 +8,7 @@ use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection};
 
 /// How long a query may wait for a pooled connection before the request fails fast.
-pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(3);
+pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long one statement may run on PostgreSQL.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 

@@ -171,6 +171,17 @@ impl Drop for Running {
     }
 }
 
+/// Sends the services' logs to stderr when `TEST_LOG` is set (e.g. `TEST_LOG=debug`), to
+/// see why a test failed; quiet otherwise.
+fn init_test_logging() {
+    if let Ok(filter) = std::env::var("TEST_LOG") {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
+}
+
 /// A real auth-server on port 0 over a database of its own (or a shared one).
 pub struct AuthServer {
     /// The server.
@@ -185,6 +196,7 @@ impl AuthServer {
         database_url: &str,
         configure: impl FnOnce(&mut auth_server::config::Config),
     ) -> anyhow::Result<Self> {
+        init_test_logging();
         let mut config = auth_server::config::Config::with_database(database_url);
         config.bind = "127.0.0.1:0".into();
         configure(&mut config);
