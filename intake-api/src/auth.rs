@@ -28,6 +28,21 @@ pub enum AuthError {
     InsufficientScope,
 }
 
+/// What an `Authorization` header states about its token before any key or clock is consulted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParsedToken<'a> {
+    /// The compact JWT, trimmed, at most `MAX_TOKEN_BYTES` long.
+    pub token: &'a str,
+    /// The JOSE header's `alg`, as the token claims it.
+    pub alg: String,
+    /// The JOSE header's `typ`, if any.
+    pub typ: Option<String>,
+    /// The JOSE header's `kid`, if any.
+    pub kid: Option<String>,
+    /// Whether the JOSE header lists critical extensions (`crit` present and not null).
+    pub crit: bool,
+}
+
 #[derive(Deserialize)]
 struct JoseHeader {
     alg: String,
@@ -65,32 +80,32 @@ impl Verifier {
         authorization: Option<&[u8]>,
         required_scope: &str,
     ) -> Result<AccessTokenClaims, AuthError> {
-        let token = bearer_token(authorization)?;
-        let header = jose_header(token)?;
+        let parsed = parse_bearer(authorization)?;
         // The algorithm is ours to choose, never the token's: RS256 only.
-        if header.alg != "RS256" {
+        if parsed.alg != "RS256" {
             return Err(AuthError::Invalid("algorithm"));
         }
-        let typ_ok = header.typ.as_deref().is_some_and(|t| {
+        let typ_ok = parsed.typ.as_deref().is_some_and(|t| {
             t.eq_ignore_ascii_case(ACCESS_TOKEN_TYP) || t.eq_ignore_ascii_case("application/at+jwt")
         });
         if !typ_ok {
             return Err(AuthError::Invalid("typ"));
         }
         // No extension is understood here, so a critical one must be refused (RFC 7515 4.1.11).
-        if header.crit.is_some() {
+        if parsed.crit {
             return Err(AuthError::Invalid("crit"));
         }
         // jku, x5u and jwk headers are never read: keys come only from our JWKS.
-        let kid = header.kid.ok_or(AuthError::Invalid("kid_missing"))?;
+        let kid = parsed.kid.ok_or(AuthError::Invalid("kid_missing"))?;
         let key = self
             .jwks
             .key_for(&kid)
             .await
             .ok_or(AuthError::Invalid("kid_unknown"))?;
-        let claims = jsonwebtoken::decode::<AccessTokenClaims>(token, &key, &self.validation)
-            .map_err(|e| AuthError::Invalid(classify(&e)))?
-            .claims;
+        let claims =
+            jsonwebtoken::decode::<AccessTokenClaims>(parsed.token, &key, &self.validation)
+                .map_err(|e| AuthError::Invalid(classify(&e)))?
+                .claims;
         if !claims.has_scope(required_scope) {
             return Err(AuthError::InsufficientScope);
         }
@@ -109,6 +124,21 @@ fn classify(e: &jsonwebtoken::errors::Error) -> &'static str {
         ErrorKind::MissingRequiredClaim(_) => "claims",
         _ => "malformed",
     }
+}
+
+/// Reads the bearer token and its JOSE header from an `Authorization` value, without verifying it.
+///
+/// Kept pure and synchronous so the parsing of hostile headers can be fuzzed on its own.
+pub fn parse_bearer(authorization: Option<&[u8]>) -> Result<ParsedToken<'_>, AuthError> {
+    let token = bearer_token(authorization)?;
+    let header = jose_header(token)?;
+    Ok(ParsedToken {
+        token,
+        alg: header.alg,
+        typ: header.typ,
+        kid: header.kid,
+        crit: header.crit.is_some(),
+    })
 }
 
 fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, AuthError> {

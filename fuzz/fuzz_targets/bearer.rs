@@ -1,0 +1,34 @@
+//! Hostile `Authorization` headers: any bytes a client sends must be refused or read without a
+//! panic, before a key or the JWKS is ever consulted.
+
+#![no_main]
+
+use intake_api::auth::{AuthError, MAX_TOKEN_BYTES, parse_bearer};
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    match parse_bearer(Some(data)) {
+        Ok(parsed) => {
+            let header = std::str::from_utf8(data).expect("only UTF-8 headers carry a token");
+            let token = parsed.token;
+            assert!(!token.is_empty() && token.len() <= MAX_TOKEN_BYTES);
+            assert_eq!(token.trim(), token);
+            assert_eq!(token.split('.').count(), 3, "{token:?}");
+            // The token is the header's own text after a `Bearer` scheme, never something rebuilt.
+            let scheme = header
+                .trim_start()
+                .get(..6)
+                .expect("a scheme before the token");
+            assert!(scheme.eq_ignore_ascii_case("bearer"));
+            assert!(header.trim_end().ends_with(token));
+        }
+        Err(AuthError::Missing) => {}
+        Err(AuthError::Invalid(reason)) => {
+            assert!(
+                ["header", "too_long", "malformed"].contains(&reason),
+                "{reason}"
+            );
+        }
+        Err(AuthError::InsufficientScope) => panic!("scope is not known before verification"),
+    }
+});

@@ -1,0 +1,167 @@
+//! Hostile request bodies: whatever JSON arrives, the enquiry and attach parsers must answer
+//! without panicking, and their answers must keep the promises the rest of the service relies on.
+
+#![no_main]
+
+use chrono::NaiveDate;
+use intake_api::domain::{
+    Enquiry, Mortgage, PurchaseType, RemortgageReason, ValidationErrors, parse_attach,
+    parse_enquiry,
+};
+use libfuzzer_sys::fuzz_target;
+use serde_json::Value;
+
+const BRANDS: &[&str] = &["brand_a", "brand_b"];
+/// Mirrors the parser's own cap on arrays; an error path with a larger index means it read past it.
+const MAX_ITEMS: usize = 20;
+
+/// Every field name an enquiry error may be reported under (spec 2.2).
+const ENQUIRY_FIELDS: &[&str] = &[
+    "brand",
+    "first_name",
+    "last_name",
+    "email",
+    "mobile_number",
+    "date_of_birth",
+    "terms_agreement",
+    "stage",
+    "application_type",
+    "employment_status",
+    "total_annual_income",
+    "mortgage_purpose",
+    "has_credit_issues",
+    "credit_issues",
+    "purchase_type",
+    "mortgage_scheme",
+    "new_property_value",
+    "deposit_amount",
+    "remortgage_reason",
+    "current_property_value",
+    "outstanding_mortgage_amount",
+    "additional_borrowing_amount",
+    "release_borrowing_amount",
+    "product_uuid",
+    "credit_check_consent",
+    "addresses",
+];
+
+const ADDRESS_FIELDS: &[&str] = &[
+    "line_1",
+    "line_2",
+    "line_3",
+    "town_city",
+    "county",
+    "country",
+    "postcode",
+    "date_moved_in",
+    "date_moved_out",
+];
+
+fuzz_target!(|data: &[u8]| {
+    // Bytes that are not JSON never reach the parsers: the HTTP layer refuses them first.
+    let Ok(body) = serde_json::from_slice::<Value>(data) else {
+        return;
+    };
+    let today = NaiveDate::from_ymd_opt(2025, 6, 15).expect("a calendar date");
+    match parse_enquiry(&body, BRANDS, today) {
+        Ok(enquiry) => check_enquiry(&enquiry, &body, today),
+        Err(errors) => check_errors(&errors, is_enquiry_path),
+    }
+    match parse_attach(&body) {
+        Ok(request) => {
+            let sent = body["product_uuid"]
+                .as_str()
+                .expect("product_uuid was a string");
+            // Only the hyphenated form is accepted, so the canonical form is what was sent.
+            assert_eq!(
+                request.product_uuid.hyphenated().to_string(),
+                sent.trim().to_ascii_lowercase()
+            );
+            let wire = serde_json::to_value(&request).expect("an attach request serializes");
+            assert_eq!(serde_json::from_value(wire).ok(), Some(request));
+        }
+        Err(errors) => check_errors(&errors, |path| path == "email" || path == "product_uuid"),
+    }
+});
+
+/// The promises an accepted enquiry makes to the code past the handler.
+fn check_enquiry(enquiry: &Enquiry, body: &Value, today: NaiveDate) {
+    assert_eq!(body["terms_agreement"], Value::Bool(true));
+    assert!(BRANDS.contains(&enquiry.brand.as_str()));
+    assert!(enquiry.date_of_birth < today);
+    for name in [&enquiry.first_name, &enquiry.last_name] {
+        assert!(!name.is_empty() && name.trim() == name && name.chars().count() <= 255);
+    }
+    let mut amounts = vec![enquiry.total_annual_income];
+    match &enquiry.mortgage {
+        Mortgage::Purchase(p) => {
+            let first_time = p.purchase_type == PurchaseType::FirstTimeBuyer;
+            assert_eq!(p.mortgage_scheme.is_some(), first_time);
+            amounts.extend([p.new_property_value, p.deposit_amount]);
+        }
+        Mortgage::Remortgage(r) => {
+            let borrowing = r.remortgage_reason == RemortgageReason::BorrowMoreMoney;
+            let releasing = r.remortgage_reason == RemortgageReason::ReleaseMoney;
+            assert_eq!(r.additional_borrowing_amount.is_some(), borrowing);
+            assert_eq!(r.release_borrowing_amount.is_some(), releasing);
+            amounts.extend([r.current_property_value, r.outstanding_mortgage_amount]);
+            amounts.extend(r.additional_borrowing_amount);
+            amounts.extend(r.release_borrowing_amount);
+        }
+    }
+    assert!(amounts.iter().all(|a| a.is_finite() && *a >= 0.0));
+    if let Some(issues) = &enquiry.credit_issues {
+        assert!((1..=MAX_ITEMS).contains(&issues.len()));
+    }
+    assert_eq!(
+        enquiry.has_credit_issues(),
+        body["has_credit_issues"] == true
+    );
+    if let Some(addresses) = &enquiry.addresses {
+        assert!((1..=MAX_ITEMS).contains(&addresses.len()));
+        for address in addresses {
+            assert!(!address.line_1.is_empty() && !address.postcode.is_empty());
+            assert!(address.postcode.chars().count() <= 16);
+            if let (Some(moved_in), Some(moved_out)) =
+                (address.date_moved_in, address.date_moved_out)
+            {
+                assert!(moved_in <= moved_out);
+            }
+        }
+    }
+    // Stored enquiries are read back with serde, so what was accepted must survive the trip.
+    let wire = serde_json::to_value(enquiry).expect("an enquiry serializes");
+    let back: Enquiry = serde_json::from_value(wire).expect("a serialized enquiry deserializes");
+    assert_eq!(&back, enquiry);
+}
+
+/// A rejection always names at least one field, only fields the schema has, each with a message.
+fn check_errors(errors: &ValidationErrors, known: impl Fn(&str) -> bool) {
+    assert!(!errors.is_empty());
+    for (path, messages) in errors.as_map() {
+        assert!(known(path), "unexpected error path {path:?}");
+        assert!(!messages.is_empty(), "no message for {path:?}");
+        for message in messages {
+            // Messages are built from the path alone, never from the value that was sent.
+            assert!(
+                message.starts_with("The ") && message.ends_with('.'),
+                "{message:?}"
+            );
+            assert!(
+                message.contains(&path.replace('_', " ")),
+                "{path:?}: {message:?}"
+            );
+        }
+    }
+}
+
+/// `field`, `credit_issues.N`, `addresses.N` or `addresses.N.field`, with N below the array cap.
+fn is_enquiry_path(path: &str) -> bool {
+    let index = |n: &str| n.parse::<usize>().is_ok_and(|n| n < MAX_ITEMS);
+    match path.split('.').collect::<Vec<_>>()[..] {
+        [field] => ENQUIRY_FIELDS.contains(&field),
+        ["credit_issues", n] | ["addresses", n] => index(n),
+        ["addresses", n, field] => index(n) && ADDRESS_FIELDS.contains(&field),
+        _ => false,
+    }
+}
