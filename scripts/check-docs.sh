@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=debug
 [ "${1:-}" = "--release" ] && profile=release
-bin="$PWD/target/$profile/partner-intake"
+bin="${CARGO_TARGET_DIR:-$PWD/target}/$profile/partner-intake"
 [ -x "$bin" ] || { echo "$bin not built: cargo build${1:+ $1}" >&2; exit 1; }
 chrome=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$chrome" ] || { echo "chromium is not installed (Debian: apt-get install chromium)" >&2; exit 1; }

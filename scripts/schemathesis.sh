@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 profile=debug
 if [ "${1:-}" = "--release" ]; then profile=release; shift; fi
 examples=${1:-50}
-bin="$PWD/target/$profile/partner-intake"
+bin="${CARGO_TARGET_DIR:-$PWD/target}/$profile/partner-intake"
 [ -x "$bin" ] || { echo "$bin not built" >&2; exit 1; }
 command -v schemathesis >/dev/null || pip install -q 'schemathesis>=4,<5'
 
