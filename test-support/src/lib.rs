@@ -10,6 +10,42 @@ use std::time::{Duration, Instant};
 use sea_orm::{ConnectionTrait, Database};
 use tokio::sync::oneshot;
 
+/// Runs each named async test body (taking a [`Backend`]) once on SQLite and once on
+/// PostgreSQL, as `NAME::sqlite` and `NAME::postgres`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::Backend::Sqlite).await
+                }
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn postgres() {
+                    super::$name($crate::Backend::Postgres).await
+                }
+            }
+        )*
+    };
+}
+
+/// Runs each named async test body on SQLite only: for behaviour that never touches the
+/// database.
+#[macro_export]
+macro_rules! on_sqlite {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn sqlite() {
+                    super::$name($crate::Backend::Sqlite).await
+                }
+            }
+        )*
+    };
+}
+
 /// Which database a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use auth_server::config::ClientCommand;
 
 use crate::helpers::{Backend, TestApp, eventually};
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 async fn after_a_secret_rotation_both_secrets_work_until_the_grace_ends(backend: Backend) {
     let app = TestApp::spawn(backend).await;

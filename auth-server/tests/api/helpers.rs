@@ -5,25 +5,6 @@ use std::time::Duration;
 use serde_json::Value;
 pub use test_support::{AuthServer, Backend, TestDb, eventually, kid_of};
 
-/// Runs an async test body once on SQLite and once on PostgreSQL.
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn sqlite() {
-                    super::$name($crate::helpers::Backend::Sqlite).await
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn postgres() {
-                    super::$name($crate::helpers::Backend::Postgres).await
-                }
-            }
-        )*
-    };
-}
-
 /// The intake scope, which test clients are given.
 pub const INTAKE: &str = "enquiry:case:intake:create";
 

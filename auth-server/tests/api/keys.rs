@@ -6,7 +6,7 @@ use auth_server::config::KeyCommand;
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify(
     backend: Backend,

@@ -112,7 +112,7 @@ async fn with_redis_unreachable_the_limit_is_kept_in_process() {
     );
 }
 
-crate::on_both_backends!(replicas_sharing_redis_enforce_one_limit);
+test_support::on_both_backends!(replicas_sharing_redis_enforce_one_limit);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it_returns() {

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, INTAKE, TestApp};
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 const INVALID_REQUEST: &str = "The request is missing a required parameter, includes an invalid parameter value, includes a parameter more than once, or is otherwise malformed.";
 

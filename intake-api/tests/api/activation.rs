@@ -10,7 +10,7 @@ use crate::helpers::{
     Backend, IntakeServer, TestApp, case_show, event_kinds, eventually, fresh_email,
     purchase_enquiry, remortgage_enquiry,
 };
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 fn time(case: &Value, field: &str) -> DateTime<Utc> {
     case[field]

@@ -7,7 +7,7 @@ use crate::helpers::{
     ATTACH, Backend, PRODUCT, TestApp, event_kinds, fresh_email, invalid, message,
     remortgage_enquiry,
 };
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 const OTHER_PRODUCT: &str = "0b0f5d3e-3c1a-4c5e-9d7e-2f6a1b8c9d01";
 

@@ -10,7 +10,7 @@ use crate::helpers::{
     ATTACH, Backend, ENQUIRY, KeyServer, KeySource, REFERRAL, Signer, TestApp, b64, compact,
     fresh_email, message, purchase_enquiry, remortgage_enquiry, with,
 };
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 /// What a request with a given `Authorization` header must get.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

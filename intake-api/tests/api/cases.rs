@@ -7,7 +7,7 @@ use tokio::task::JoinSet;
 use crate::helpers::{
     Backend, ENQUIRY, TestApp, event_kinds, post_raw, purchase_enquiry, remortgage_enquiry,
 };
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 /// The reference of a `Case created` / `Case updated` body, checked to be a string of digits.
 fn reference_of(body: &Value) -> String {

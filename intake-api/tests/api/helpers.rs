@@ -16,40 +16,6 @@ use sea_orm::{ConnectionTrait, Database, Statement};
 use serde_json::{Value, json};
 pub use test_support::{AuthServer, Backend, IntakeServer, Running, TestDb, eventually, kid_of};
 
-/// Runs an async test body once on SQLite and once on PostgreSQL.
-#[macro_export]
-macro_rules! on_both_backends {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn sqlite() {
-                    super::$name($crate::helpers::Backend::Sqlite).await
-                }
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn postgres() {
-                    super::$name($crate::helpers::Backend::Postgres).await
-                }
-            }
-        )*
-    };
-}
-
-/// Runs an async test body on SQLite only: for behaviour that never touches the database.
-#[macro_export]
-macro_rules! on_sqlite {
-    ($($name:ident),* $(,)?) => {
-        $(
-            mod $name {
-                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-                async fn sqlite() {
-                    super::$name($crate::helpers::Backend::Sqlite).await
-                }
-            }
-        )*
-    };
-}
-
 /// The scope the intake endpoints require.
 pub const INTAKE: &str = "enquiry:case:intake:create";
 /// A scope that exists but does not open the intake endpoints.

@@ -11,7 +11,7 @@ use crate::helpers::{
     AuthServer, Backend, ENQUIRY, INTAKE, TestApp, TestDb, b64, eventually, fresh_email, kid_of,
     message, post_raw, purchase_enquiry, start_intake, unused_port,
 };
-use crate::on_both_backends;
+use test_support::on_both_backends;
 
 async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path(
     backend: Backend,

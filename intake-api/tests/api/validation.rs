@@ -9,7 +9,7 @@ use crate::helpers::{
     Backend, ENQUIRY, TestApp, address, fresh_email, invalid, message, purchase_enquiry,
     remortgage_enquiry, with,
 };
-use crate::{on_both_backends, on_sqlite};
+use test_support::{on_both_backends, on_sqlite};
 
 /// `base` without the top-level field `key`.
 fn without(mut base: Value, key: &str) -> Value {
