@@ -1,0 +1,247 @@
+# shellcheck shell=bash disable=SC2154
+# Writes bench/RESULTS.md from the measurements bench/run.sh collected; sourced by run.sh,
+# which defines DATA, the helpers (med, rounds, rec, calc) and the variables used here.
+
+# Per-round ratio of key $1's rps to limit key $2's metric $3, recorded as metric "ratio".
+record_ratios() {
+    local r ours limit
+    for r in $(seq "$ROUNDS"); do
+        ours=$(awk -F'\t' -v k="$1" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
+        limit=$(awk -F'\t' -v k="$2" -v r="$r" -v m="$3" '$1 == k && $2 == r && $3 == m { print $4 }' "$DATA")
+        [[ -n $ours && -n $limit ]] && rec "$1" "$r" ratio "$(calc "$ours / $limit")"
+    done
+    return 0
+}
+
+# "met" when $1 $2 $3 holds (e.g. 0.9 >= 0.85), else "**not met**".
+verdict() {
+    if [[ $1 == n/a ]]; then
+        echo "n/a"
+    elif awk "BEGIN { exit !($1 $2 $3) }"; then
+        echo "met"
+    else
+        echo "**not met**"
+    fi
+}
+
+version_of() { "$@" 2>&1 | head -1 || true; }
+
+write_report() {
+    local method c key
+    for method in post basic; do
+        for c in "${TOKEN_CONNS[@]}"; do record_ratios "token_${method}_$c" rsa2048 sign_per_s; done
+    done
+    record_ratios intake_create pg_create rps
+    record_ratios intake_update pg_update rps
+    record_ratios attach pg_attach rps
+    for key in intake_create intake_update; do
+        local r cpu
+        for r in $(seq "$ROUNDS"); do
+            cpu=$(awk -F'\t' -v k="$key" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_req_intake-api" { print $4 }' "$DATA")
+            [[ -n $cpu ]] && rec "$key" "$r" bearer_share "$(calc "$BEARER_NS / 1000 / $cpu" 4)"
+        done
+    done
+
+    # Per round: openssl's CPU per signature over the service's CPU per token, a ratio that
+    # holds however busy the machine is.
+    for method in post basic; do
+        for c in "${TOKEN_CONNS[@]}"; do
+            key="token_${method}_$c"
+            local r sign token
+            for r in $(seq "$ROUNDS"); do
+                sign=$(awk -F'\t' -v r="$r" '$1 == "rsa2048" && $2 == r && $3 == "cpu_us_per_sign" { print $4 }' "$DATA")
+                token=$(awk -F'\t' -v k="$key" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_req_auth-server" { print $4 }' "$DATA")
+                [[ -n $sign && -n $token ]] && rec "$key" "$r" cpu_ratio "$(calc "$sign / $token")"
+            done
+        done
+    done
+
+    # openssl is the only thing of ours running while it measures: whatever share of the
+    # cores it did not get went to other work on the machine.
+    local quiet min_share
+    min_share=$(awk -F'\t' '$1 == "rsa2048" && $3 == "cpu_share" { print $4 }' "$DATA" | sort -g | head -1)
+    if awk -v l="${LOAD_AT_START%% *}" -v s="$min_share" 'BEGIN { exit !(l < 0.5 && s >= 0.9) }'; then
+        quiet="The machine was quiet: 1-minute load average ${LOAD_AT_START%% *} at the start, and openssl got at least $(calc "$min_share * 100" 0)% of the cores in every round."
+    else
+        quiet="**The machine was busy with other work during the run** (1-minute load average ${LOAD_AT_START%% *} at the start; openssl, running alone of ours, got only $(calc "$min_share * 100" 0)% of the cores in its worst round, by round: $(rounds rsa2048 cpu_share)). Throughputs are lower and noisier than on an idle machine; each ratio's limit was measured beside it, but other work comes and goes, so the token endpoint's CPU-time ratio is the steadier figure."
+    fi
+
+    cat <<EOF
+# Benchmark results
+
+Written by \`bench/run.sh\` (issue 6) on $STARTED_AT, in $SECS-second measurements, $ROUNDS
+interleaved rounds (limit, ours, limit, ours, ...). Every figure is the median over the rounds;
+every ratio is the median of the per-round ratios, each taken against the limit measured in
+the same round. $quiet
+
+## Machine
+
+| | |
+|---|---|
+| cores | $CORES ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')) |
+| memory | $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) |
+| kernel | $(uname -sr) |
+| load average (1, 5, 15 min) | $LOAD_AT_START at the start, $LOAD_AT_END at the end |
+
+## Versions
+
+| | |
+|---|---|
+| rustc | $(version_of rustc --version) |
+| wrk | $(version_of wrk --version | sed -E 's/ Copyright.*//') |
+| openssl | $(version_of openssl version) |
+| PostgreSQL | $(psql_admin -c 'SHOW server_version' 2>/dev/null) (server), $(version_of pgbench --version) |
+| commit | $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && [[ -n $(git status --porcelain 2>/dev/null) ]] && echo " with uncommitted changes") |
+
+Load generators on the same machine as the services: wrk with $THREADS threads, pgbench with
+\`-j $THREADS\`. Services: release build, PostgreSQL at 127.0.0.1, \`RUST_LOG=info\`,
+\`LOG_FORMAT=json\` to a file ($LOG_LINES log lines written during the run), rate limits raised
+out of the way, no Redis (in-process rate-limit counters).
+
+## 1. Token endpoint
+
+Limit: \`openssl speed -multi $CORES rsa2048\`: **$(med rsa2048 sign_per_s) signatures/s** (rounds: $(rounds rsa2048 sign_per_s)).
+
+| authentication | connections | tokens/s | p50 ms | p99 ms | ratio to RSA limit | auth-server CPU per token | CPU-time ratio | wrk's share of the CPU | tokens/s by round |
+|---|---|---|---|---|---|---|---|---|---|
+EOF
+    for method in post basic; do
+        for c in "${TOKEN_CONNS[@]}"; do
+            key="token_${method}_$c"
+            echo "| client_secret_$method | $c | $(med "$key" rps) | $(med "$key" p50_ms) | $(med "$key" p99_ms) | **$(med "$key" ratio)** | $(med "$key" cpu_us_per_req_auth-server) µs | $(med "$key" cpu_ratio) | $(med "$key" wrk_cpu_share) | $(rounds "$key" rps) |"
+        done
+    done
+    cat <<EOF
+
+openssl spent $(med rsa2048 cpu_us_per_sign) µs of CPU per signature (rounds: $(rounds rsa2048 cpu_us_per_sign)); the auth-server's
+CPU per token includes its own signature (aws-lc) and everything else a token request costs.
+The CPU-time ratio is the first over the second: the token rate the auth-server would reach,
+as a share of openssl's, if both had the same cores to themselves. It depends less on other
+work than the throughput ratio does, though contention (caches, a busy host) makes every
+operation cost more CPU too. wrk's share is the part of all cores' time the load generator
+itself used, which the auth-server did not have. In a closed loop, mean latency is
+connections / throughput, so at 64 connections the p50 cannot be below 64 / (tokens/s).
+
+## 2. Intake create and update
+
+pgbench runs \`bench/intake.sql\`: the transaction one intake request writes (same tables and
+indexes, the same statements in the same order, one commit), prepared as sqlx prepares them,
+$INTAKE_CONNS clients. Create: a new e-mail each time; update: one e-mail, as the wrk load.
+
+| workload | req/s | p50 ms | p99 ms | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio to pgbench | intake-api CPU per request | req/s by round | pgbench tx/s by round |
+|---|---|---|---|---|---|---|---|---|---|---|
+EOF
+    for key in create update; do
+        echo "| $key | $(med "intake_$key" rps) | $(med "intake_$key" p50_ms) | $(med "intake_$key" p99_ms) | $(med "pg_$key" rps) | $(med "pg_$key" p50_ms) | $(med "pg_$key" p99_ms) | **$(med "intake_$key" ratio)** | $(med "intake_$key" cpu_us_per_req_intake-api) µs | $(rounds "intake_$key" rps) | $(rounds "pg_$key" rps) |"
+    done
+    cat <<EOF
+
+wrk counted $CREATE_RESPONSES create responses; $CREATED_CASES cases with those e-mail
+addresses are in the database (the difference: requests in flight when wrk stopped).
+
+## 3. Attach
+
+Attach requests cycle through $((ATTACH_POOL * THREADS)) cases made by the first create round; pgbench
+runs \`bench/attach.sql\` (the case lookup, then the redirect token, case update and event in
+one transaction) over the same cases.
+
+| | req/s | p50 ms | p99 ms | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio to pgbench | intake-api CPU per request | req/s by round |
+|---|---|---|---|---|---|---|---|---|---|
+| attach | $(med attach rps) | $(med attach p50_ms) | $(med attach p99_ms) | $(med pg_attach rps) | $(med pg_attach p50_ms) | $(med pg_attach p99_ms) | **$(med attach ratio)** | $(med attach cpu_us_per_req_intake-api) µs | $(rounds attach rps) |
+
+## 4. Bearer verification
+
+\`Verifier::authenticate\` on a valid token with a warm JWKS cache (criterion,
+\`intake-api/benches/bearer.rs\`, against a real auth-server in-process): median
+**$(calc "$BEARER_NS / 1000" 1) µs** ($BEARER_LINE).
+
+Share of an intake request's CPU (that time over the intake-api's CPU time per request,
+from /proc/PID/stat during the load above): **$(calc "$(med intake_create bearer_share) * 100" 1)%**
+for create, **$(calc "$(med intake_update bearer_share) * 100" 1)%** for update.
+
+## 5. Resident memory
+
+| service | idle (VmRSS before load) | after the load (VmRSS) | peak (VmHWM) |
+|---|---|---|---|
+| auth-server | $MEM_IDLE_AUTH MiB | $MEM_AFTER_AUTH MiB | $MEM_PEAK_AUTH MiB |
+| intake-api | $MEM_IDLE_INTAKE MiB | $MEM_AFTER_INTAKE MiB | $MEM_PEAK_INTAKE MiB |
+
+## Targets
+
+| target (issue 6) | measured | |
+|---|---|---|
+EOF
+    for method in post basic; do
+        for c in "${TOKEN_CONNS[@]}"; do
+            key="token_${method}_$c"
+            echo "| token endpoint ≥ 0.85 of the RSA-2048 limit (client_secret_$method, $c connections) | $(med "$key" ratio) (CPU-time ratio $(med "$key" cpu_ratio)) | $(verdict "$(med "$key" ratio)" '>=' 0.85) |"
+        done
+        echo "| token endpoint p99 < 50 ms at 64 connections (client_secret_$method) | $(med "token_${method}_64" p99_ms) ms | $(verdict "$(med "token_${method}_64" p99_ms)" '<' 50) |"
+    done
+    for key in create update; do
+        echo "| intake $key ≥ 0.7 of pgbench | $(med "intake_$key" ratio) | $(verdict "$(med "intake_$key" ratio)" '>=' 0.7) |"
+        echo "| intake $key p99 < 25 ms at 32 connections | $(med "intake_$key" p99_ms) ms | $(verdict "$(med "intake_$key" p99_ms)" '<' 25) |"
+    done
+    for key in create update; do
+        local share
+        share=$(med "intake_$key" bearer_share)
+        echo "| bearer verification < 5% of an intake $key request's CPU | $(calc "$share * 100" 1)% | $(verdict "$share" '<' 0.05) |"
+    done
+    echo "| auth-server < 64 MiB idle | $MEM_IDLE_AUTH MiB | $(verdict "$MEM_IDLE_AUTH" '<' 64) |"
+    echo "| auth-server < 160 MiB peak | $MEM_PEAK_AUTH MiB | $(verdict "$MEM_PEAK_AUTH" '<' 160) |"
+    echo "| intake-api < 64 MiB idle | $MEM_IDLE_INTAKE MiB | $(verdict "$MEM_IDLE_INTAKE" '<' 64) |"
+    echo "| intake-api < 160 MiB peak | $MEM_PEAK_INTAKE MiB | $(verdict "$MEM_PEAK_INTAKE" '<' 160) |"
+    cat <<EOF
+
+## Reading the numbers
+
+- wrk and pgbench are closed loops: each connection sends its next request when the last one
+  is answered, so mean latency is connections / throughput (Little's law). At 64 connections
+  the token endpoint's mean latency cannot be under 64 / (tokens/s), nor the intake's under
+  32 / (req/s) at 32 connections: the p99 targets need throughput first.
+- The load generator runs on the same $CORES cores as the services and PostgreSQL, so CPU the
+  services spend per request is CPU PostgreSQL does not get; pgbench has no service beside
+  it. The CPU per request columns show that cost.
+- The intake-api's CPU per request includes its background work (the activation worker's
+  one query a second, the JWKS refresher); with the default 900-second activation delay no
+  case made here activates during a run of the default length.
+EOF
+    if ((${#PROFILED[@]})); then
+        cat <<EOF
+
+## Where the CPU goes
+
+\`perf record -F 999 -p PID\` (cpu-clock samples) on one extra $SECS-second run of each load,
+outside the measurements above; each service's samples by crate (\`bench/crates.awk\`), then
+by function.
+EOF
+        local p
+        for p in "${PROFILED[@]}"; do
+            printf '\n### %s (%s)\n\n```\n' "$p" "$([[ $p == token* ]] && echo auth-server || echo intake-api)"
+            cat "$WORK/profile-$p.txt"
+            printf '```\n'
+        done
+    fi
+    # The key-encryption key is per run and secret: the command shows how to make one.
+    # shellcheck disable=SC2016
+    cat <<EOF
+
+## Commands
+
+\`\`\`sh
+BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS bench/run.sh     # all of the below
+$BUILD_CMD
+$BEARER_CMD
+# services (ports, databases and the key-encryption key are per run):
+$(printf '%s ' "${AUTH_ENV[@]}" | sed -E 's/AUTH_KEY_ENCRYPTION_KEY=[^ ]+/AUTH_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)/')RUST_LOG=info LOG_FORMAT=json target/release/auth-server serve 2>auth-server.log
+$(printf '%s ' "${INTAKE_ENV[@]}")RUST_LOG=info LOG_FORMAT=json target/release/intake-api serve 2>intake-api.log
+target/release/auth-server client create --name "Bench Partner" --scopes "$SCOPE"
+# measurements (the Lua scripts read the credentials and token from the environment):
+$(sed "s#PORT#$AUTH_PORT#; s#:$AUTH_PORT/partners#:$INTAKE_PORT/partners#" "$COMMANDS")
+\`\`\`
+
+pgbench's \`-D\` variables: \`enquiry\` is the enquiry JSON as the intake-api stored it for a
+seeded case, \`payload\` the request body (bench/enquiry.json), \`client\` the client id;
+\`-l\` writes the per-transaction log the percentiles come from.
+EOF
+}

@@ -1,0 +1,514 @@
+#!/usr/bin/env bash
+# The benchmark suite of issue 6: builds release, starts the auth-server and the intake-api
+# on fresh PostgreSQL databases, and measures each figure against a limit measured in the same
+# run on the same machine, interleaved (limit, ours, limit, ours, ...), reported as medians in
+# bench/RESULTS.md.
+#
+#   bench/run.sh                      # full run, about 7 minutes after the build
+#   BENCH_SECS=2 bench/run.sh         # a quick check that everything works
+#
+# Settings (environment):
+#   BENCH_SECS      seconds per measurement (default 10)
+#   BENCH_ROUNDS    interleaved rounds per figure (default 3, at least 3 for a real run)
+#   BENCH_PG_URL    PostgreSQL admin URL (default postgres://postgres@127.0.0.1:5432/postgres);
+#                   must point at 127.0.0.1 or localhost, the user must be able to create databases
+#   BENCH_AUTH_PORT, BENCH_INTAKE_PORT   ports for the services (default 18081, 18082)
+#   BENCH_RESULTS   where to write the report (default bench/RESULTS.md)
+#   BENCH_KEEP=1    keep the work directory (service logs, raw wrk/pgbench output)
+#   BENCH_PROFILE=0 skip the perf profiles (taken when perf works)
+#
+# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
+# packages are installed with apt-get when running as root. Only 127.0.0.1 is ever contacted.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BENCH_DIR=$ROOT/bench
+SECS=${BENCH_SECS:-10}
+ROUNDS=${BENCH_ROUNDS:-3}
+PG_URL=${BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+AUTH_PORT=${BENCH_AUTH_PORT:-18081}
+INTAKE_PORT=${BENCH_INTAKE_PORT:-18082}
+RESULTS=${BENCH_RESULTS:-$BENCH_DIR/RESULTS.md}
+TARGET_DIR=${CARGO_TARGET_DIR:-$ROOT/target}
+CORES=$(nproc)
+# wrk and pgbench each get one thread per core: the load generator shares the machine.
+THREADS=$CORES
+INTAKE_CONNS=32
+TOKEN_CONNS=(32 64)
+SCOPE="enquiry:case:intake:create"
+AUTH_URL="http://127.0.0.1:$AUTH_PORT"
+INTAKE_URL="http://127.0.0.1:$INTAKE_PORT"
+RUN_ID="$(date +%s)_$$"
+AUTH_DB="bench_auth_$RUN_ID"
+INTAKE_DB="bench_intake_$RUN_ID"
+
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+    log "error: $*"
+    exit 1
+}
+
+[[ $SECS =~ ^[0-9]+$ && $SECS -ge 1 ]] || die "BENCH_SECS must be a whole number of seconds"
+[[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive number"
+
+# ---------------------------------------------------------------------------------------------
+# Tools
+
+ensure_tools() {
+    local missing=()
+    command -v wrk >/dev/null || missing+=(wrk)
+    command -v pgbench >/dev/null || missing+=(postgresql-client)
+    command -v psql >/dev/null || missing+=(postgresql-client)
+    command -v openssl >/dev/null || missing+=(openssl)
+    command -v curl >/dev/null || missing+=(curl)
+    command -v cargo >/dev/null || die "cargo is needed (a Rust toolchain, see README.md)"
+    if ((${#missing[@]})); then
+        if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
+            log "installing ${missing[*]} with apt-get"
+            apt-get update -qq >/dev/null
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+        else
+            die "missing tools: ${missing[*]} (Debian packages; install them and rerun)"
+        fi
+    fi
+}
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL
+
+# The host of BENCH_PG_URL: traffic goes to this machine only.
+pg_host=$(sed -E 's#^[a-z]+://([^@/]*@)?([^:/?]+).*#\2#' <<<"$PG_URL")
+case $pg_host in
+127.0.0.1 | localhost) ;;
+*) die "BENCH_PG_URL must point at 127.0.0.1 or localhost, not $pg_host" ;;
+esac
+[[ $PG_URL =~ ^postgres(ql)?://[^/]+/[^?]* ]] || die "BENCH_PG_URL must be postgres://USER@127.0.0.1:PORT/DB"
+
+# BENCH_PG_URL with another database name.
+db_url() { sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\1/$1#" <<<"$PG_URL"; }
+
+psql_admin() { psql "$PG_URL" -v ON_ERROR_STOP=1 -qAt "$@"; }
+
+# ---------------------------------------------------------------------------------------------
+# Clean-up: whatever happens, stop what was started and drop what was created.
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/partner-intake-bench.XXXXXX")
+PIDS=()
+DBS=()
+
+cleanup() {
+    local status=$?
+    trap - EXIT INT TERM
+    for pid in "${PIDS[@]}"; do
+        kill -TERM "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        for _ in $(seq 50); do
+            kill -0 "$pid" 2>/dev/null || break
+            sleep 0.2
+        done
+        kill -KILL "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    done
+    for db in "${DBS[@]}"; do
+        psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 ||
+            log "could not drop database $db"
+    done
+    if [[ ${BENCH_KEEP:-0} == 1 ]]; then
+        log "work directory kept: $WORK"
+    else
+        rm -rf "$WORK"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------------------------------------
+# Measurements are kept as "key round metric value" lines in $DATA.
+
+DATA=$WORK/data.tsv
+: >"$DATA"
+COMMANDS=$WORK/commands.txt
+: >"$COMMANDS"
+
+rec() { printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$DATA"; }
+
+# The median of one metric over the rounds.
+med() {
+    awk -F'\t' -v k="$1" -v m="$2" '$1 == k && $3 == m { print $4 }' "$DATA" | sort -g |
+        awk '{ a[NR] = $1 } END { if (NR == 0) print "n/a"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'
+}
+
+# The values of one metric, round by round.
+rounds() {
+    awk -F'\t' -v k="$1" -v m="$2" '$1 == k && $3 == m { printf "%s%s", sep, $4; sep = ", " }' "$DATA"
+}
+
+# Records each command once, as it was run (secrets and tokens stay in the environment).
+note_cmd() { grep -qxF -- "$*" "$COMMANDS" || printf '%s\n' "$*" >>"$COMMANDS"; }
+
+# Arithmetic on decimals.
+calc() { awk "BEGIN { x = $1; printf \"%.${2:-3}f\", x }"; }
+
+# CPU seconds (user + system) used so far by process $1.
+proc_cpu() {
+    local ticks
+    ticks=$(sed -E 's/^.*\) //' "/proc/$1/stat" | awk '{ print $12 + $13 }')
+    calc "$ticks / $(getconf CLK_TCK)" 3
+}
+
+# CPU seconds used by this shell's finished children (wrk, pgbench, openssl, ...). `times`
+# must run in this shell, not in a $(...) subshell, so it writes to a file.
+children_cpu() {
+    times >"$WORK/times.txt"
+    awk 'NR == 2 {
+        s = 0
+        for (i = 1; i <= 2; i++) { split($i, p, "m"); sub("s", "", p[2]); s += p[1] * 60 + p[2] }
+        printf "%.3f", s }' "$WORK/times.txt" >"$WORK/children_cpu.txt"
+}
+
+# A /proc/PID/status field in MiB.
+mem_mib() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/status"; }
+
+# ---------------------------------------------------------------------------------------------
+# Load generators
+
+# Runs wrk; records rps, p50_ms, p99_ms and, for each PID given after --, its CPU seconds per
+# request. Fails the run when any response was an error: a benchmark of refusals is no benchmark.
+run_wrk() {
+    local key=$1 round=$2 conns=$3 script=$4 path=$5
+    shift 5
+    local pids=()
+    [[ ${1:-} == -- ]] && shift && pids=("$@")
+    local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() c0 c1
+    for p in "${pids[@]}"; do cpu_before+=("$(proc_cpu "$p")"); done
+    children_cpu
+    c0=$(cat "$WORK/children_cpu.txt")
+    note_cmd "wrk -t$THREADS -c$conns -d${SECS}s --timeout 10s -s bench/$script http://127.0.0.1:PORT$path"
+    wrk -t"$THREADS" -c"$conns" -d"${SECS}s" --timeout 10s -s "$BENCH_DIR/$script" \
+        "http://127.0.0.1:$(port_of "$path")$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
+    children_cpu
+    c1=$(cat "$WORK/children_cpu.txt")
+    for p in "${pids[@]}"; do cpu_after+=("$(proc_cpu "$p")"); done
+    local line
+    line=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
+    local requests rps p50 p99 status_errors socket_errors
+    requests=$(field requests "$line")
+    rps=$(field rps "$line")
+    p50=$(field p50_ms "$line")
+    p99=$(field p99_ms "$line")
+    status_errors=$(field status_errors "$line")
+    socket_errors=$(field socket_errors "$line")
+    if ((status_errors > 0 || socket_errors > 0 || requests == 0)); then
+        die "$key round $round: $status_errors error statuses, $socket_errors socket errors out of $requests requests (see $out)"
+    fi
+    rec "$key" "$round" requests "$requests"
+    rec "$key" "$round" rps "$rps"
+    rec "$key" "$round" p50_ms "$p50"
+    rec "$key" "$round" p99_ms "$p99"
+    rec "$key" "$round" wrk_cpu_share "$(calc "($c1 - $c0) / ($SECS * $CORES)")"
+    local i
+    for i in "${!pids[@]}"; do
+        rec "$key" "$round" "cpu_us_per_req_${PROC_NAME[${pids[$i]}]}" \
+            "$(calc "(${cpu_after[$i]} - ${cpu_before[$i]}) * 1000000 / $requests" 1)"
+    done
+    log "$key round $round: $rps req/s, p50 $p50 ms, p99 $p99 ms"
+}
+
+port_of() { [[ $1 == /oauth/* ]] && echo "$AUTH_PORT" || echo "$INTAKE_PORT"; }
+field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
+
+# Runs pgbench with bench/$script against the intake database; records tps, p50_ms, p99_ms
+# from its per-transaction log.
+run_pgbench() {
+    local key=$1 round=$2 script=$3
+    shift 3
+    local out=$WORK/pgbench-$key-$round.txt prefix=$WORK/pgblog-$key-$round
+    local shown=() arg
+    for arg in "$@"; do
+        # The long values are shown as the shell variables they came from.
+        # shellcheck disable=SC2016
+        case $arg in
+        enquiry=*) shown+=('enquiry="$ENQUIRY_JSON"') ;;
+        payload=*) shown+=('payload="$PAYLOAD_JSON"') ;;
+        client=*) shown+=('client="$CLIENT_ID"') ;;
+        tag=r*) [[ $script == intake.sql ]] && shown+=('tag=r$ROUND') || shown+=("$arg") ;;
+        *) shown+=("$arg") ;;
+        esac
+    done
+    note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f bench/$script ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
+    (cd "$WORK" && pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
+        -f "$BENCH_DIR/$script" "$@" -l --log-prefix="$prefix" "$(db_url "$INTAKE_DB")") \
+        >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
+    local tps
+    tps=$(awk '/^tps = / { printf "%.1f", $3 }' "$out")
+    [[ -n $tps ]] || die "pgbench printed no tps: $(cat "$out")"
+    grep -q 'number of failed transactions: 0 ' "$out" ||
+        ! grep -q 'number of failed transactions' "$out" ||
+        die "pgbench: failed transactions (see $out)"
+    # Per-transaction log: client, transaction, latency (us), ...
+    local pct
+    pct=$(cat "$prefix".* | awk '{ print $3 }' | sort -n |
+        awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000 }')
+    rm -f "$prefix".*
+    rec "$key" "$round" rps "$tps"
+    rec "$key" "$round" p50_ms "${pct% *}"
+    rec "$key" "$round" p99_ms "${pct#* }"
+    log "$key round $round: $tps tx/s, p50 ${pct% *} ms, p99 ${pct#* } ms"
+}
+
+# openssl's RSA-2048 signing rate on every core: the token endpoint's ceiling.
+run_openssl() {
+    local round=$1
+    local out=$WORK/openssl-$round.txt
+    note_cmd "openssl speed -multi $CORES -seconds $SECS rsa2048"
+    local c0 c1 signs
+    children_cpu
+    c0=$(cat "$WORK/children_cpu.txt")
+    openssl speed -multi "$CORES" -seconds "$SECS" rsa2048 >"$out" 2>&1 || die "openssl speed failed"
+    children_cpu
+    c1=$(cat "$WORK/children_cpu.txt")
+    signs=$(awk '/^rsa 2048 bits/ { print $6 }' "$out")
+    [[ -n $signs ]] || die "openssl printed no rsa2048 sign/s: $(tail -5 "$out")"
+    rec rsa2048 "$round" sign_per_s "$signs"
+    # openssl speed verifies for as long as it signed: half its CPU time went to signing.
+    rec rsa2048 "$round" cpu_us_per_sign "$(calc "($c1 - $c0) / 2 * 1000000 / ($signs * $SECS)" 1)"
+    # Nothing of ours runs beside openssl: the share of the cores it got is what others left.
+    rec rsa2048 "$round" cpu_share "$(calc "($c1 - $c0) / (2 * $SECS * $CORES)" 2)"
+    log "rsa2048 round $round: $signs sign/s"
+}
+
+# ---------------------------------------------------------------------------------------------
+# Services
+
+declare -A PROC_NAME
+
+# The services see only the settings given here: none inherited from the caller's
+# environment, and no Redis.
+UNSET_ENV=(-u REDIS_URL)
+for var in $(compgen -e | grep -E '^(AUTH|INTAKE)_' || true); do UNSET_ENV+=(-u "$var"); done
+
+# Starts a service binary in the background with its log in $WORK; sets STARTED_PID.
+start_service() {
+    local name=$1
+    shift
+    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "$TARGET_DIR/release/$name" serve \
+        >>"$WORK/$name.log" 2>&1 &
+    STARTED_PID=$!
+    PIDS+=("$STARTED_PID")
+    PROC_NAME[$STARTED_PID]=$name
+}
+
+wait_ready() {
+    local url=$1 pid=$2
+    for _ in $(seq 150); do
+        kill -0 "$pid" 2>/dev/null || die "$url: the service exited (log: $(tail -5 "$WORK"/*.log))"
+        [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/readyz") == 200 ]] && return 0
+        sleep 0.2
+    done
+    die "$url did not become ready"
+}
+
+port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+# A fresh access token, with client_secret_post.
+get_token() {
+    curl -sf "$AUTH_URL/oauth/token" -H 'Content-Type: application/json' \
+        -d "{\"grant_type\":\"client_credentials\",\"client_id\":\"$BENCH_CLIENT_ID\",\"client_secret\":\"$BENCH_CLIENT_SECRET\",\"scope\":\"$SCOPE\"}" |
+        sed -E 's/.*"access_token":"([^"]+)".*/\1/'
+}
+
+# POSTs one enquiry for $1 through the service (creates its case); prints the status.
+post_enquiry() {
+    local body
+    body=$(enquiry_json "$1")
+    curl -s -o /dev/null -w '%{http_code}' "$INTAKE_URL/partners/external/intake" \
+        -H 'Content-Type: application/json' -H "Authorization: Bearer $BENCH_TOKEN" -d "$body"
+}
+
+# The enquiry bench/enquiry.lua sends, for e-mail $1.
+enquiry_json() { sed "s/EMAIL/$1/" "$BENCH_DIR/enquiry.json" | tr -d '\n'; }
+
+# ---------------------------------------------------------------------------------------------
+# The run
+
+ensure_tools
+STARTED_AT=$(date -u '+%Y-%m-%d %H:%M UTC')
+LOAD_AT_START=$(cut -d' ' -f1-3 /proc/loadavg)
+log "work directory $WORK; load average $LOAD_AT_START"
+port_free "$AUTH_PORT" || die "port $AUTH_PORT is in use (set BENCH_AUTH_PORT)"
+port_free "$INTAKE_PORT" || die "port $INTAKE_PORT is in use (set BENCH_INTAKE_PORT)"
+psql_admin -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG_URL"
+
+log "building release binaries"
+BUILD_CMD="cargo build --release -j2 -p auth-server -p intake-api"
+BEARER_CMD="cargo bench -j2 -p intake-api --bench bearer"
+(cd "$ROOT" && $BUILD_CMD) >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
+(cd "$ROOT" && $BEARER_CMD --no-run) >>"$WORK/build.log" 2>&1 ||
+    die "bench build failed: $(tail -20 "$WORK/build.log")"
+
+# 4. Bearer verification, while nothing else of ours runs.
+log "bearer verification micro-benchmark"
+(cd "$ROOT" && $BEARER_CMD) >"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
+estimates=$TARGET_DIR/criterion/authenticate_valid_token_warm_cache/new/estimates.json
+BEARER_NS=$(sed -nE 's/.*"median":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' "$estimates")
+[[ -n $BEARER_NS ]] || die "no median in $estimates"
+BEARER_LINE=$(grep -A1 'authenticate_valid_token_warm_cache' "$WORK/criterion.txt" | grep -m1 -o 'time: .*' || true)
+log "bearer: median $(calc "$BEARER_NS / 1000" 1) us ($BEARER_LINE)"
+
+log "creating databases $AUTH_DB and $INTAKE_DB"
+for db in "$AUTH_DB" "$INTAKE_DB"; do
+    psql_admin -c "CREATE DATABASE \"$db\"" >/dev/null
+    DBS+=("$db")
+done
+
+AUTH_ENV=(
+    AUTH_BIND="127.0.0.1:$AUTH_PORT"
+    AUTH_DATABASE_URL="$(db_url "$AUTH_DB")"
+    AUTH_ISSUER="$AUTH_URL"
+    AUTH_KEY_ENCRYPTION_KEY="$(openssl rand -base64 32)"
+    # Out of the way: one client from one address makes every request here.
+    AUTH_TOKEN_RATE_LIMIT=1000000000
+    AUTH_FAILED_AUTH_LIMIT=1000000000
+)
+INTAKE_ENV=(
+    INTAKE_BIND="127.0.0.1:$INTAKE_PORT"
+    INTAKE_DATABASE_URL="$(db_url "$INTAKE_DB")"
+    INTAKE_JWKS_URL="$AUTH_URL/.well-known/jwks.json"
+    INTAKE_ISSUER="$AUTH_URL"
+    INTAKE_RATE_LIMIT=1000000000
+)
+
+log "starting the services"
+start_service auth-server "${AUTH_ENV[@]}"
+AUTH_PID=$STARTED_PID
+wait_ready "$AUTH_URL" "$AUTH_PID"
+start_service intake-api "${INTAKE_ENV[@]}"
+INTAKE_PID=$STARTED_PID
+wait_ready "$INTAKE_URL" "$INTAKE_PID"
+
+client_json=$(env "${UNSET_ENV[@]}" "${AUTH_ENV[@]}" RUST_LOG=warn "$TARGET_DIR/release/auth-server" \
+    client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
+BENCH_CLIENT_ID=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$client_json" | head -1)
+BENCH_CLIENT_SECRET=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$client_json" | head -1)
+[[ -n $BENCH_CLIENT_ID && -n $BENCH_CLIENT_SECRET ]] || die "client create printed no credentials"
+BENCH_BASIC=$(printf '%s:%s' "$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" | openssl base64 -A)
+export BENCH_DIR BENCH_CLIENT_ID BENCH_CLIENT_SECRET BENCH_BASIC
+BENCH_TOKEN=$(get_token)
+[[ $BENCH_TOKEN == *.*.* ]] || die "no access token"
+
+# Seeds: the case the update load hits, the one pgbench's update hits, and one create so the
+# stored enquiry JSON can be handed to pgbench exactly as the service writes it.
+UPDATE_EMAIL=update@bench.example.com
+PG_UPDATE_EMAIL=pgbench-update@bench.example.com
+for email in "$UPDATE_EMAIL" "$PG_UPDATE_EMAIL"; do
+    [[ $(post_enquiry "$email") == 201 ]] || die "seeding the case for $email failed"
+done
+ENQUIRY_JSON=$(psql "$(db_url "$INTAKE_DB")" -qAt -c \
+    "SELECT enquiry::text FROM cases WHERE email = '$PG_UPDATE_EMAIL'")
+PAYLOAD_JSON=$(enquiry_json "$PG_UPDATE_EMAIL")
+
+sleep 2
+MEM_IDLE_AUTH=$(mem_mib "$AUTH_PID" VmRSS)
+MEM_IDLE_INTAKE=$(mem_mib "$INTAKE_PID" VmRSS)
+log "idle VmRSS: auth-server $MEM_IDLE_AUTH MiB, intake-api $MEM_IDLE_INTAKE MiB"
+
+# 1. Token endpoint against openssl's RSA-2048 signing rate.
+for r in $(seq "$ROUNDS"); do
+    run_openssl "$r"
+    for method in post basic; do
+        for c in "${TOKEN_CONNS[@]}"; do
+            run_wrk "token_${method}_$c" "$r" "$c" "token_$method.lua" /oauth/token -- "$AUTH_PID"
+        done
+    done
+done
+
+# 2. Intake create and update against the same transaction run by pgbench.
+PG_VARS=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$BENCH_CLIENT_ID")
+for r in $(seq "$ROUNDS"); do
+    BENCH_TOKEN=$(get_token)
+    export BENCH_TOKEN
+    run_pgbench pg_create "$r" intake.sql -D create=1 -D "tag=r$r" "${PG_VARS[@]}"
+    export BENCH_TAG="r$r"
+    run_wrk intake_create "$r" "$INTAKE_CONNS" intake_create.lua \
+        /partners/external/intake -- "$INTAKE_PID"
+    run_pgbench pg_update "$r" intake.sql -D create=0 -D "email=$PG_UPDATE_EMAIL" "${PG_VARS[@]}"
+    export BENCH_EMAIL=$UPDATE_EMAIL
+    run_wrk intake_update "$r" "$INTAKE_CONNS" intake_update.lua \
+        /partners/external/intake -- "$INTAKE_PID"
+done
+
+# Every create response counted must be a case in the database (a few more may exist: requests
+# still in flight when wrk stopped).
+CREATE_RESPONSES=$(awk -F'\t' '$1 == "intake_create" && $3 == "requests" { s += $4 } END { print s }' "$DATA")
+CREATED_CASES=$(psql "$(db_url "$INTAKE_DB")" -qAt -c "SELECT count(*) FROM cases WHERE email LIKE 'c-r%'")
+((CREATED_CASES >= CREATE_RESPONSES)) ||
+    die "wrk counted $CREATE_RESPONSES create responses but only $CREATED_CASES cases exist"
+
+# 3. Attach, over cases the first create round made, against the same transaction in pgbench.
+ATTACH_POOL=$(($(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA") / (2 * THREADS)))
+((ATTACH_POOL > 5000)) && ATTACH_POOL=5000
+((ATTACH_POOL < 1)) && ATTACH_POOL=1
+for r in $(seq "$ROUNDS"); do
+    BENCH_TOKEN=$(get_token)
+    export BENCH_TOKEN
+    run_pgbench pg_attach "$r" attach.sql -D tag=r1 -D "pool=$ATTACH_POOL" -D "threads=$THREADS" -D "client=$BENCH_CLIENT_ID"
+    export BENCH_TAG=r1 BENCH_POOL=$ATTACH_POOL
+    run_wrk attach "$r" "$INTAKE_CONNS" attach.lua \
+        /partners/external/intake/attach -- "$INTAKE_PID"
+done
+
+# Where the CPU goes: one extra, unmeasured run each of the token and create loads under perf.
+PROFILED=()
+if [[ ${BENCH_PROFILE:-1} == 1 ]] && command -v perf >/dev/null &&
+    perf record -q -o "$WORK/perf-check.data" -- true >/dev/null 2>&1; then
+    profile() {
+        local key=$1 pid=$2
+        shift 2
+        log "profiling $key"
+        perf record -q -F 999 -p "$pid" -o "$WORK/perf-$key.data" -- sleep "$SECS" >/dev/null 2>&1 &
+        local perf_pid=$!
+        PIDS+=("$perf_pid")
+        run_wrk "profile_$key" 1 "$@"
+        wait "$perf_pid" || true
+        local bin=${PROC_NAME[$pid]} symbols=$WORK/perf-$key.txt
+        perf report -i "$WORK/perf-$key.data" --no-children --sort dso,sym --stdio -g none \
+            2>/dev/null | grep '%' | grep -v '^#' >"$symbols" || true
+        {
+            echo "by crate (self time; kernel and libc as a whole):"
+            awk -v bin="$bin" -f "$BENCH_DIR/crates.awk" "$symbols" | sort -rn | head -16
+            echo
+            echo "by function (over 1%):"
+            awk '{ p = $1; sub(/%/, "", p) } p >= 1' "$symbols" | head -25 | cut -c1-150
+        } >"$WORK/profile-$key.txt"
+        PROFILED+=("$key")
+    }
+    BENCH_TOKEN=$(get_token)
+    export BENCH_TOKEN BENCH_TAG=profile
+    profile token_post_64 "$AUTH_PID" 64 token_post.lua /oauth/token
+    profile intake_create "$INTAKE_PID" "$INTAKE_CONNS" intake_create.lua /partners/external/intake
+elif [[ ${BENCH_PROFILE:-1} == 1 ]]; then
+    log "perf is not usable here: no profiles in the report"
+fi
+
+sleep 2
+# 5. Resident memory: after the load, and the peak (high-water mark) over the whole run.
+MEM_AFTER_AUTH=$(mem_mib "$AUTH_PID" VmRSS)
+MEM_AFTER_INTAKE=$(mem_mib "$INTAKE_PID" VmRSS)
+MEM_PEAK_AUTH=$(mem_mib "$AUTH_PID" VmHWM)
+MEM_PEAK_INTAKE=$(mem_mib "$INTAKE_PID" VmHWM)
+LOAD_AT_END=$(cut -d' ' -f1-3 /proc/loadavg)
+grep -q '"level":"ERROR"' "$WORK/intake-api.log" "$WORK/auth-server.log" &&
+    log "warning: the services logged errors during the run"
+LOG_LINES=$(cat "$WORK/auth-server.log" "$WORK/intake-api.log" | wc -l)
+
+# ---------------------------------------------------------------------------------------------
+# The report
+
+# shellcheck source=bench/report.sh
+source "$BENCH_DIR/report.sh"
+write_report >"$RESULTS.tmp"
+mv "$RESULTS.tmp" "$RESULTS"
+log "wrote $RESULTS"
