@@ -202,6 +202,8 @@ EOF
 - The load generator runs on the same $CORES cores as the services and PostgreSQL, so CPU the
   services spend per request is CPU PostgreSQL does not get; pgbench has no service beside
   it. The CPU per request columns show that cost.
+- PostgreSQL has \`ssl = $(psql_admin -c 'SHOW ssl' 2>/dev/null)\`: the intake-api (sqlx) and pgbench (libpq) both
+  connect with sslmode=prefer, so both pay for the same TLS over loopback, or neither does.
 - The intake-api's CPU per request includes its background work (the activation worker's
   one query a second, the JWKS refresher); with the default 900-second activation delay no
   case made here activates during a run of the default length.
@@ -230,8 +232,8 @@ EOF
 
 \`\`\`sh
 BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS bench/run.sh     # all of the below
-$BUILD_CMD
-$BEARER_CMD
+${BUILD_CMD[*]}
+${BEARER_CMD[*]}
 # services (ports, databases and the key-encryption key are per run):
 $(printf '%s ' "${AUTH_ENV[@]}" | sed -E 's/AUTH_KEY_ENCRYPTION_KEY=[^ ]+/AUTH_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)/')RUST_LOG=info LOG_FORMAT=json target/release/auth-server serve 2>auth-server.log
 $(printf '%s ' "${INTAKE_ENV[@]}")RUST_LOG=info LOG_FORMAT=json target/release/intake-api serve 2>intake-api.log

@@ -14,7 +14,8 @@
 #                   must point at 127.0.0.1 or localhost, the user must be able to create databases
 #   BENCH_AUTH_PORT, BENCH_INTAKE_PORT   ports for the services (default 18081, 18082)
 #   BENCH_RESULTS   where to write the report (default bench/RESULTS.md)
-#   BENCH_KEEP=1    keep the work directory (service logs, raw wrk/pgbench output)
+#   BENCH_KEEP=1    keep the work directory (service logs, raw wrk/pgbench output); a
+#                   failed run always keeps it
 #   BENCH_PROFILE=0 skip the perf profiles (taken when perf works)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
@@ -22,6 +23,7 @@
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
 BENCH_DIR=$ROOT/bench
 SECS=${BENCH_SECS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -42,7 +44,9 @@ RUN_ID="$(date +%s)_$$"
 AUTH_DB="bench_auth_$RUN_ID"
 INTAKE_DB="bench_intake_$RUN_ID"
 
-log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+# Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
+exec 3>&2
+log() { printf '[bench %s] %s\n' "$(date +%H:%M:%S)" "$*" >&3; }
 die() {
     log "error: $*"
     exit 1
@@ -95,10 +99,23 @@ psql_admin() { psql "$PG_URL" -v ON_ERROR_STOP=1 -qAt "$@"; }
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/partner-intake-bench.XXXXXX")
 PIDS=()
 DBS=()
+CHILD=
+
+# Runs a command in the background and waits for it, so that a signal reaches the trap at
+# once rather than when the command ends; the clean-up stops the command.
+run_child() {
+    "$@" &
+    CHILD=$!
+    local rc=0
+    wait "$CHILD" || rc=$?
+    CHILD=
+    return "$rc"
+}
 
 cleanup() {
     local status=$?
     trap - EXIT INT TERM
+    [[ -n $CHILD ]] && kill -TERM "$CHILD" 2>/dev/null
     for pid in "${PIDS[@]}"; do
         kill -TERM "$pid" 2>/dev/null || true
     done
@@ -114,7 +131,8 @@ cleanup() {
         psql_admin -c "DROP DATABASE IF EXISTS \"$db\" WITH (FORCE)" >/dev/null 2>&1 ||
             log "could not drop database $db"
     done
-    if [[ ${BENCH_KEEP:-0} == 1 ]]; then
+    # A failed run keeps its logs and raw output for a look.
+    if [[ ${BENCH_KEEP:-0} == 1 || $status == 1 ]]; then
         log "work directory kept: $WORK"
     else
         rm -rf "$WORK"
@@ -122,8 +140,8 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'log "interrupted"; exit 130' INT
+trap 'log "terminated"; exit 143' TERM
 
 # ---------------------------------------------------------------------------------------------
 # Measurements are kept as "key round metric value" lines in $DATA.
@@ -187,7 +205,7 @@ run_wrk() {
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
     note_cmd "wrk -t$THREADS -c$conns -d${SECS}s --timeout 10s -s bench/$script http://127.0.0.1:PORT$path"
-    wrk -t"$THREADS" -c"$conns" -d"${SECS}s" --timeout 10s -s "$BENCH_DIR/$script" \
+    run_child wrk -t"$THREADS" -c"$conns" -d"${SECS}s" --timeout 10s -s "$BENCH_DIR/$script" \
         "http://127.0.0.1:$(port_of "$path")$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
@@ -239,8 +257,8 @@ run_pgbench() {
         esac
     done
     note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f bench/$script ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
-    (cd "$WORK" && pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
-        -f "$BENCH_DIR/$script" "$@" -l --log-prefix="$prefix" "$(db_url "$INTAKE_DB")") \
+    run_child pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
+        -f "$BENCH_DIR/$script" "$@" -l --log-prefix="$prefix" "$(db_url "$INTAKE_DB")" \
         >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
     local tps
     tps=$(awk '/^tps = / { printf "%.1f", $3 }' "$out")
@@ -267,7 +285,7 @@ run_openssl() {
     local c0 c1 signs
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
-    openssl speed -multi "$CORES" -seconds "$SECS" rsa2048 >"$out" 2>&1 || die "openssl speed failed"
+    run_child openssl speed -multi "$CORES" -seconds "$SECS" rsa2048 >"$out" 2>&1 || die "openssl speed failed"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
     signs=$(awk '/^rsa 2048 bits/ { print $6 }' "$out")
@@ -343,15 +361,15 @@ port_free "$INTAKE_PORT" || die "port $INTAKE_PORT is in use (set BENCH_INTAKE_P
 psql_admin -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG_URL"
 
 log "building release binaries"
-BUILD_CMD="cargo build --release -j2 -p auth-server -p intake-api"
-BEARER_CMD="cargo bench -j2 -p intake-api --bench bearer"
-(cd "$ROOT" && $BUILD_CMD) >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
-(cd "$ROOT" && $BEARER_CMD --no-run) >>"$WORK/build.log" 2>&1 ||
+BUILD_CMD=(cargo build --release -j2 -p auth-server -p intake-api)
+BEARER_CMD=(cargo bench -j2 -p intake-api --bench bearer)
+run_child "${BUILD_CMD[@]}" >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
+run_child "${BEARER_CMD[@]}" --no-run >>"$WORK/build.log" 2>&1 ||
     die "bench build failed: $(tail -20 "$WORK/build.log")"
 
 # 4. Bearer verification, while nothing else of ours runs.
 log "bearer verification micro-benchmark"
-(cd "$ROOT" && $BEARER_CMD) >"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
+run_child "${BEARER_CMD[@]}" >"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
 estimates=$TARGET_DIR/criterion/authenticate_valid_token_warm_cache/new/estimates.json
 BEARER_NS=$(sed -nE 's/.*"median":\{"confidence_interval":\{[^}]*\},"point_estimate":([0-9.eE+-]+).*/\1/p' "$estimates")
 [[ -n $BEARER_NS ]] || die "no median in $estimates"
