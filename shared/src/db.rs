@@ -25,6 +25,9 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         .connect_timeout(ACQUIRE_TIMEOUT)
         .acquire_timeout(ACQUIRE_TIMEOUT)
         .idle_timeout(Duration::from_secs(300))
+        // No ping before every checkout: it is a round trip per request. A connection that
+        // died meanwhile fails its query instead (answered 503) and leaves the pool.
+        .test_before_acquire(false)
         .sqlx_logging(false)
         .map_sqlx_sqlite_opts(|o| {
             // WAL lets readers run beside the one writer; the busy timeout makes writers
