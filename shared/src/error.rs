@@ -3,22 +3,6 @@
 use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
 
-/// `{"message": "..."}`: the body of every non-OAuth error.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
-pub struct MessageBody {
-    /// What went wrong, for people.
-    pub message: String,
-}
-
-impl MessageBody {
-    /// A body with the given message.
-    pub fn new(message: impl Into<String>) -> Self {
-        Self {
-            message: message.into(),
-        }
-    }
-}
-
 /// An OAuth 2.0 error body (RFC 6749 section 5.2) in the wire format partners already parse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
 pub struct OAuthErrorBody {

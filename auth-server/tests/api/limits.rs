@@ -100,12 +100,7 @@ async fn with_redis_unreachable_the_limit_is_kept_in_process() {
     assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 200);
     assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 200);
     assert_eq!(post(&auth.base_url(), &id, &secret).await.0, 429);
-    let metrics = reqwest::get(format!("{}/metrics", auth.base_url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&auth.base_url()).await;
     assert!(
         metrics.contains("ratelimit_redis_errors_total"),
         "Redis failure not counted"
@@ -145,16 +140,11 @@ async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it
     // Redis gone: each replica keeps serving under its own in-process limit.
     proxy.cut();
     let (id2, secret2) = a.create_client(INTAKE).await;
-    let on_a: Vec<u16> = futures_statuses(&a.base_url(), &id2, &secret2, 4).await;
-    let on_b: Vec<u16> = futures_statuses(&b.base_url(), &id2, &secret2, 4).await;
+    let on_a: Vec<u16> = statuses(&a.base_url(), &id2, &secret2, 4).await;
+    let on_b: Vec<u16> = statuses(&b.base_url(), &id2, &secret2, 4).await;
     assert_eq!(on_a, [200, 200, 200, 429], "replica a without Redis");
     assert_eq!(on_b, [200, 200, 200, 429], "replica b without Redis");
-    let metrics = reqwest::get(format!("{}/metrics", a.base_url()))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = metrics_text(&a.base_url()).await;
     assert!(
         metrics.contains("ratelimit_redis_errors_total"),
         "Redis failure not counted"
@@ -174,7 +164,18 @@ async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it
     );
 }
 
-async fn futures_statuses(base: &str, id: &str, secret: &str, n: usize) -> Vec<u16> {
+/// What the server's `/metrics` shows now.
+async fn metrics_text(base: &str) -> String {
+    reqwest::get(format!("{base}/metrics"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap()
+}
+
+/// Statuses of `n` token requests in a row.
+async fn statuses(base: &str, id: &str, secret: &str, n: usize) -> Vec<u16> {
     let mut out = Vec::new();
     for _ in 0..n {
         out.push(post(base, id, secret).await.0);
