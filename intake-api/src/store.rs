@@ -7,9 +7,10 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, SqlErr, TransactionTrait, TryInsertResult,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr,
+    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, SqlErr, Statement, TransactionTrait,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -88,14 +89,14 @@ pub async fn submit_enquiry(
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match try_submit(
+        match bounded(try_submit(
             db,
             enquiry,
             &enquiry_json,
             raw_body,
             client_id,
             activation_delay,
-        )
+        ))
         .await
         {
             Err(e)
@@ -109,6 +110,43 @@ pub async fn submit_enquiry(
     }
 }
 
+/// What one accepted enquiry writes on PostgreSQL, as one statement and so one round trip
+/// and one implicit transaction: the case upserted on its unique (brand, email) key (two
+/// first submissions racing each other make one case, not two), the submission as sent and
+/// the event. A case keeps its id on update, so `id = $1` tells a creation. An enquiry
+/// without a product leaves an attached one in place. `bench/intake.sql` runs this same
+/// statement in pgbench.
+const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
+    INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
+        "created_at", "updated_at", "activates_at", "activated_at")
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, NULL)
+    ON CONFLICT ("brand", "email") DO UPDATE SET
+        "enquiry" = excluded."enquiry",
+        "updated_at" = excluded."updated_at",
+        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")
+    RETURNING "id", "reference"
+), submitted AS (
+    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload")
+    SELECT $10, "id", $11, $8, $12 FROM upserted
+), logged AS (
+    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+    SELECT $13, "id", CASE WHEN "id" = $1 THEN 'created' ELSE 'updated' END, $11, NULL, $8
+    FROM upserted
+)
+SELECT "id", "reference" FROM upserted"#;
+
+/// One submission's values, as both ways of writing it need them.
+struct NewSubmission<'a> {
+    case_id: Uuid,
+    reference: String,
+    enquiry: &'a Enquiry,
+    enquiry_json: &'a serde_json::Value,
+    raw_body: &'a str,
+    client_id: &'a str,
+    now: DateTime<Utc>,
+    activates_at: DateTime<Utc>,
+}
+
 async fn try_submit(
     db: &DatabaseConnection,
     enquiry: &Enquiry,
@@ -118,71 +156,110 @@ async fn try_submit(
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
     let now = Utc::now();
-    let brand = enquiry.brand.as_str();
-    let email = enquiry.email.as_str();
+    let new = NewSubmission {
+        case_id: Uuid::new_v4(),
+        reference: new_reference(),
+        enquiry,
+        enquiry_json,
+        raw_body,
+        client_id,
+        now,
+        activates_at: now
+            + chrono::Duration::from_std(activation_delay)
+                .map_err(|e| DbErr::Custom(format!("activation delay: {e}")))?,
+    };
+    let (case_id, reference) = match db.get_database_backend() {
+        DbBackend::Postgres => upsert_in_one_statement(db, &new).await?,
+        _ => upsert_in_transaction(db, &new).await?,
+    };
+    let outcome = if case_id == new.case_id {
+        Outcome::Created
+    } else {
+        Outcome::Updated
+    };
+    Ok(Submitted { outcome, reference })
+}
+
+async fn upsert_in_one_statement(
+    db: &DatabaseConnection,
+    new: &NewSubmission<'_>,
+) -> Result<(Uuid, String), DbErr> {
+    let statement = Statement::from_sql_and_values(
+        DbBackend::Postgres,
+        SUBMIT_POSTGRES,
+        [
+            new.case_id.into(),
+            new.reference.as_str().into(),
+            new.enquiry.brand.as_str().into(),
+            new.enquiry.email.as_str().into(),
+            case::STATUS_PENDING.into(),
+            new.enquiry_json.clone().into(),
+            new.enquiry.product_uuid.into(),
+            new.now.into(),
+            new.activates_at.into(),
+            Uuid::new_v4().into(),
+            new.client_id.into(),
+            new.raw_body.into(),
+            Uuid::new_v4().into(),
+        ],
+    );
+    let row = db
+        .query_one_raw(statement)
+        .await?
+        .ok_or(DbErr::RecordNotInserted)?;
+    Ok((row.try_get("", "id")?, row.try_get("", "reference")?))
+}
+
+/// The same writes for databases without data-modifying CTEs (SQLite): the upsert, then
+/// the submission and the event, in one transaction.
+async fn upsert_in_transaction(
+    db: &DatabaseConnection,
+    new: &NewSubmission<'_>,
+) -> Result<(Uuid, String), DbErr> {
     let txn = db.begin().await?;
-    let new_id = Uuid::new_v4();
-    let reference = new_reference();
-    let activates_at = now
-        + chrono::Duration::from_std(activation_delay)
-            .map_err(|e| DbErr::Custom(format!("activation delay: {e}")))?;
-    // The unique (brand, email) key decides between create and update, so two first
-    // submissions racing each other make one case, not two.
-    let inserted = case::Entity::insert(case::ActiveModel {
-        id: Set(new_id),
-        reference: Set(reference.clone()),
-        brand: Set(brand.to_owned()),
-        email: Set(email.to_owned()),
+    let upserted = case::Entity::insert(case::ActiveModel {
+        id: Set(new.case_id),
+        reference: Set(new.reference.clone()),
+        brand: Set(new.enquiry.brand.as_str().to_owned()),
+        email: Set(new.enquiry.email.as_str().to_owned()),
         status: Set(case::STATUS_PENDING.to_owned()),
-        enquiry: Set(enquiry_json.clone()),
-        product_uuid: Set(enquiry.product_uuid),
-        created_at: Set(now),
-        updated_at: Set(now),
-        activates_at: Set(activates_at),
+        enquiry: Set(new.enquiry_json.clone()),
+        product_uuid: Set(new.enquiry.product_uuid),
+        created_at: Set(new.now),
+        updated_at: Set(new.now),
+        activates_at: Set(new.activates_at),
         activated_at: Set(None),
     })
-    .on_conflict_do_nothing_on([case::Column::Brand, case::Column::Email])
-    .exec(&txn)
+    .on_conflict(
+        OnConflict::columns([case::Column::Brand, case::Column::Email])
+            .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
+            .value(
+                case::Column::ProductUuid,
+                Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
+            )
+            .to_owned(),
+    )
+    .exec_with_returning(&txn)
     .await?;
-    let (case_id, reference, outcome) = match inserted {
-        TryInsertResult::Inserted(_) => (new_id, reference, Outcome::Created),
-        TryInsertResult::Conflicted | TryInsertResult::Empty => {
-            let existing = case::Entity::find()
-                .filter(case::Column::Brand.eq(brand))
-                .filter(case::Column::Email.eq(email))
-                .one(&txn)
-                .await?
-                .ok_or_else(|| DbErr::RecordNotFound("case vanished during update".into()))?;
-            let mut update = case::Entity::update_many()
-                .col_expr(case::Column::Enquiry, Expr::value(enquiry_json.clone()))
-                .col_expr(case::Column::UpdatedAt, Expr::value(now))
-                .filter(case::Column::Id.eq(existing.id));
-            // An enquiry without a product leaves an attached one in place.
-            if let Some(product) = enquiry.product_uuid {
-                update = update.col_expr(case::Column::ProductUuid, Expr::value(product));
-            }
-            update.exec(&txn).await?;
-            (existing.id, existing.reference, Outcome::Updated)
-        }
-    };
     submission::Entity::insert(submission::ActiveModel {
         id: Set(Uuid::new_v4()),
-        case_id: Set(case_id),
-        client_id: Set(client_id.to_owned()),
-        received_at: Set(now),
-        payload: Set(raw_body.to_owned()),
+        case_id: Set(upserted.id),
+        client_id: Set(new.client_id.to_owned()),
+        received_at: Set(new.now),
+        payload: Set(new.raw_body.to_owned()),
     })
     .exec_without_returning(&txn)
     .await?;
-    let kind = match outcome {
-        Outcome::Created => "created",
-        Outcome::Updated => "updated",
+    let kind = if upserted.id == new.case_id {
+        "created"
+    } else {
+        "updated"
     };
-    case_event::Entity::insert(event(case_id, kind, Some(client_id), None, now))
+    case_event::Entity::insert(event(upserted.id, kind, Some(new.client_id), None, new.now))
         .exec_without_returning(&txn)
         .await?;
     txn.commit().await?;
-    Ok(Submitted { outcome, reference })
+    Ok((upserted.id, upserted.reference))
 }
 
 /// A case that has just become active.

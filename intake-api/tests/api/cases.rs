@@ -50,6 +50,19 @@ async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_
         json!({"message": "Case created", "reference": other_reference})
     );
 
+    // The update applied the second enquiry to the case.
+    let stored = app
+        .intake_column(
+            &format!(
+                "SELECT CAST(enquiry AS TEXT) AS e FROM cases WHERE reference = '{reference}'"
+            ),
+            "e",
+        )
+        .await;
+    let stored: Value = serde_json::from_str(&stored[0]).expect("stored enquiry is JSON");
+    assert_eq!(stored["first_name"], "John");
+    assert_eq!(stored["stage"], "researching");
+
     let case = app.case_show(&reference).await;
     assert_eq!(case["reference"], reference.as_str());
     assert_eq!(case["brand"], "brand_a");
