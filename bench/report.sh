@@ -38,7 +38,9 @@ write_report() {
         local r cpu
         for r in $(seq "$ROUNDS"); do
             cpu=$(awk -F'\t' -v k="$key" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_req_intake-api" { print $4 }' "$DATA")
-            [[ -n $cpu ]] && rec "$key" "$r" bearer_share "$(calc "$BEARER_NS / 1000 / $cpu" 4)"
+            [[ -n $cpu ]] || continue
+            rec "$key" "$r" bearer_share "$(calc "$BEARER_NS / 1000 / $cpu" 4)"
+            rec "$key" "$r" bearer_first_share "$(calc "$BEARER_FIRST_NS / 1000 / $cpu" 4)"
         done
     done
 
@@ -152,12 +154,22 @@ one transaction) over the same cases.
 ## 4. Bearer verification
 
 \`Verifier::authenticate\` on a valid token with a warm JWKS cache (criterion,
-\`intake-api/benches/bearer.rs\`, against a real auth-server in-process): median
-**$(calc "$BEARER_NS / 1000" 1) µs** ($BEARER_LINE).
+\`intake-api/benches/bearer.rs\`, against a real auth-server in-process), median:
 
-Share of an intake request's CPU (that time over the intake-api's CPU time per request,
-from /proc/PID/stat during the load above): **$(calc "$(med intake_create bearer_share) * 100" 1)%**
-for create, **$(calc "$(med intake_update bearer_share) * 100" 1)%** for update.
+- a token seen for the first time (header checks, RSA-2048 signature, claims):
+  **$(calc "$BEARER_FIRST_NS / 1000" 1) µs** ($BEARER_FIRST_LINE);
+- a token seen before (the verified token is remembered until it expires, while the key
+  that verified it is still the one in the JWKS): **$(calc "$BEARER_NS / 1000" 2) µs**
+  ($BEARER_LINE).
+
+Partners reuse a token for its 15 minutes, as the load here does, so the second is the
+per-request cost; the first is paid once per token. Share of an intake request's CPU (that
+time over the intake-api's CPU time per request, from /proc/PID/stat during the load above):
+
+| | create | update |
+|---|---|---|
+| seen before | **$(calc "$(med intake_create bearer_share) * 100" 2)%** | **$(calc "$(med intake_update bearer_share) * 100" 2)%** |
+| first sight | $(calc "$(med intake_create bearer_first_share) * 100" 1)% | $(calc "$(med intake_update bearer_first_share) * 100" 1)% |
 
 ## 5. Resident memory
 
@@ -185,7 +197,9 @@ EOF
     for key in create update; do
         local share
         share=$(med "intake_$key" bearer_share)
-        echo "| bearer verification < 5% of an intake $key request's CPU | $(calc "$share * 100" 1)% | $(verdict "$share" '<' 0.05) |"
+        echo "| bearer verification < 5% of an intake $key request's CPU (token seen before) | $(calc "$share * 100" 2)% | $(verdict "$share" '<' 0.05) |"
+        share=$(med "intake_$key" bearer_first_share)
+        echo "| the same, for a token's first request | $(calc "$share * 100" 1)% | $(verdict "$share" '<' 0.05) |"
     done
     echo "| auth-server < 64 MiB idle | $MEM_IDLE_AUTH MiB | $(verdict "$MEM_IDLE_AUTH" '<' 64) |"
     echo "| auth-server < 160 MiB peak | $MEM_PEAK_AUTH MiB | $(verdict "$MEM_PEAK_AUTH" '<' 160) |"

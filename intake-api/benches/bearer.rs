@@ -1,5 +1,6 @@
 //! Bearer verification cost: `Verifier::authenticate` on a valid token with a warm JWKS
-//! cache, against a real auth-server started in-process (run by `bench/run.sh`).
+//! cache, against a real auth-server started in-process (run by `bench/run.sh`): a token
+//! seen for the first time (the RSA verification) and one seen before (remembered).
 
 use std::hint::black_box;
 use std::pin::pin;
@@ -18,6 +19,7 @@ struct Fixture {
     _db: TestDb,
     _auth: AuthServer,
     verifier: Verifier,
+    first_sight: Verifier,
     authorization: String,
 }
 
@@ -33,11 +35,15 @@ async fn fixture() -> Fixture {
     );
     // Warm the cache once, as the background refresher does; no fetch happens while measuring.
     jwks.refresh("schedule").await.expect("JWKS fetch");
-    let verifier = Verifier::new(jwks, auth.config.issuer(), &auth.config.audience);
+    let verifier = Verifier::new(jwks.clone(), auth.config.issuer(), &auth.config.audience);
+    // Remembering nothing, this one verifies the signature every time.
+    let first_sight =
+        Verifier::new(jwks, auth.config.issuer(), &auth.config.audience).with_verified_capacity(0);
     Fixture {
         _db: db,
         _auth: auth,
         verifier,
+        first_sight,
         authorization: format!("Bearer {token}"),
     }
 }
@@ -56,18 +62,22 @@ fn bearer(c: &mut Criterion) {
             .authenticate(Some(header), scopes::CASE_INTAKE_CREATE),
     )
     .expect("the token verifies");
-    c.bench_function("authenticate_valid_token_warm_cache", |b| {
-        b.iter(|| {
-            let verify = f
-                .verifier
-                .authenticate(black_box(Some(header)), scopes::CASE_INTAKE_CREATE);
-            // Polled once, without an executor: with a warm cache nothing waits.
-            match pin!(verify).poll(&mut Context::from_waker(Waker::noop())) {
-                Poll::Ready(claims) => claims.expect("the token verifies"),
-                Poll::Pending => panic!("a warm JWKS cache must not wait"),
-            }
-        })
-    });
+    for (name, verifier) in [
+        ("authenticate_valid_token_first_sight", &f.first_sight),
+        ("authenticate_valid_token_seen_before", &f.verifier),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter(|| {
+                let verify =
+                    verifier.authenticate(black_box(Some(header)), scopes::CASE_INTAKE_CREATE);
+                // Polled once, without an executor: with a warm cache nothing waits.
+                match pin!(verify).poll(&mut Context::from_waker(Waker::noop())) {
+                    Poll::Ready(claims) => claims.expect("the token verifies"),
+                    Poll::Pending => panic!("a warm JWKS cache must not wait"),
+                }
+            })
+        });
+    }
     drop(f);
     rt.shutdown_timeout(Duration::from_secs(5));
 }

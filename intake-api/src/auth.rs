@@ -1,12 +1,13 @@
 //! Bearer-token verification: RS256 against the cached JWKS, nothing taken on the
 //! token's own say-so.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use intake_shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
-use jsonwebtoken::{Algorithm, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 use serde::Deserialize;
 
 use crate::jwks::JwksCache;
@@ -51,10 +52,26 @@ struct JoseHeader {
     crit: Option<serde_json::Value>,
 }
 
+/// How many verified tokens are remembered by default. Partners reuse a token for its
+/// whole lifetime, so a few per partner covers every one of them; only tokens whose
+/// signature verified get in, so the bound is against surprises, not attackers.
+pub const VERIFIED_TOKENS: usize = 4096;
+
+/// A token whose signature and claims verified, and the key that verified it.
+struct Verified {
+    claims: Arc<AccessTokenClaims>,
+    key: Arc<DecodingKey>,
+    kid: String,
+}
+
 /// Verifies tokens for one issuer and audience.
 pub struct Verifier {
     jwks: Arc<JwksCache>,
     validation: Validation,
+    /// Verified tokens by their exact text, so a partner's next request with the same token
+    /// costs a lookup instead of an RSA verification.
+    verified: RwLock<HashMap<String, Verified>>,
+    capacity: usize,
 }
 
 impl Verifier {
@@ -66,7 +83,18 @@ impl Verifier {
         validation.set_issuer(&[issuer]);
         validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
-        Self { jwks, validation }
+        Self {
+            jwks,
+            validation,
+            verified: RwLock::new(HashMap::new()),
+            capacity: VERIFIED_TOKENS,
+        }
+    }
+
+    /// Remembers up to `capacity` verified tokens (0: verify the signature of every request).
+    pub fn with_verified_capacity(mut self, capacity: usize) -> Self {
+        self.capacity = capacity;
+        self
     }
 
     /// The key cache.
@@ -79,8 +107,33 @@ impl Verifier {
         &self,
         authorization: Option<&[u8]>,
         required_scope: &str,
-    ) -> Result<AccessTokenClaims, AuthError> {
-        let parsed = parse_bearer(authorization)?;
+    ) -> Result<Arc<AccessTokenClaims>, AuthError> {
+        let token = bearer_token(authorization)?;
+        let claims = match self.remembered(token) {
+            Some(claims) => claims,
+            None => self.verify(token).await?,
+        };
+        if !claims.has_scope(required_scope) {
+            return Err(AuthError::InsufficientScope);
+        }
+        Ok(claims)
+    }
+
+    /// A token verified before, while it is still within its lifetime and the key that
+    /// verified it is still the one published under its kid: a key dropped from the JWKS
+    /// (or replaced by a refresh) sends its tokens through full verification again.
+    fn remembered(&self, token: &str) -> Option<Arc<AccessTokenClaims>> {
+        let verified = self.verified.read().unwrap_or_else(|e| e.into_inner());
+        let entry = verified.get(token)?;
+        if !within_lifetime(&entry.claims, chrono::Utc::now().timestamp()) {
+            return None;
+        }
+        let current = self.jwks.lookup(&entry.kid)?;
+        Arc::ptr_eq(&current, &entry.key).then(|| entry.claims.clone())
+    }
+
+    async fn verify(&self, token: &str) -> Result<Arc<AccessTokenClaims>, AuthError> {
+        let parsed = parse_bearer_token(token)?;
         // The algorithm is ours to choose, never the token's: RS256 only.
         if parsed.alg != "RS256" {
             return Err(AuthError::Invalid("algorithm"));
@@ -102,15 +155,48 @@ impl Verifier {
             .key_for(&kid)
             .await
             .ok_or(AuthError::Invalid("kid_unknown"))?;
-        let claims =
-            jsonwebtoken::decode::<AccessTokenClaims>(parsed.token, &key, &self.validation)
+        let claims = Arc::new(
+            jsonwebtoken::decode::<AccessTokenClaims>(token, &key, &self.validation)
                 .map_err(|e| AuthError::Invalid(classify(&e)))?
-                .claims;
-        if !claims.has_scope(required_scope) {
-            return Err(AuthError::InsufficientScope);
-        }
+                .claims,
+        );
+        self.remember(token, &claims, key, kid);
         Ok(claims)
     }
+
+    fn remember(
+        &self,
+        token: &str,
+        claims: &Arc<AccessTokenClaims>,
+        key: Arc<DecodingKey>,
+        kid: String,
+    ) {
+        if self.capacity == 0 {
+            return;
+        }
+        let mut verified = self.verified.write().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= self.capacity {
+            let now = chrono::Utc::now().timestamp();
+            verified.retain(|_, v| within_lifetime(&v.claims, now));
+            if verified.len() >= self.capacity {
+                verified.clear();
+            }
+        }
+        verified.insert(
+            token.to_owned(),
+            Verified {
+                claims: claims.clone(),
+                key,
+                kid,
+            },
+        );
+    }
+}
+
+/// The lifetime check jsonwebtoken applies, with the same leeway.
+fn within_lifetime(claims: &AccessTokenClaims, now: i64) -> bool {
+    let leeway = CLOCK_LEEWAY_SECS as i64;
+    claims.exp >= now - leeway && claims.nbf <= now + leeway
 }
 
 fn classify(e: &jsonwebtoken::errors::Error) -> &'static str {
@@ -130,7 +216,10 @@ fn classify(e: &jsonwebtoken::errors::Error) -> &'static str {
 ///
 /// Kept pure and synchronous so the parsing of hostile headers can be fuzzed on its own.
 pub fn parse_bearer(authorization: Option<&[u8]>) -> Result<ParsedToken<'_>, AuthError> {
-    let token = bearer_token(authorization)?;
+    parse_bearer_token(bearer_token(authorization)?)
+}
+
+fn parse_bearer_token(token: &str) -> Result<ParsedToken<'_>, AuthError> {
     let header = jose_header(token)?;
     Ok(ParsedToken {
         token,
@@ -174,6 +263,54 @@ fn jose_header(token: &str) -> Result<JoseHeader, AuthError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn claims(exp: i64) -> Arc<AccessTokenClaims> {
+        Arc::new(AccessTokenClaims {
+            iss: "iss".into(),
+            sub: "c".into(),
+            client_id: "c".into(),
+            aud: "aud".into(),
+            scope: "s".into(),
+            iat: exp - 900,
+            nbf: exp - 900,
+            exp,
+            jti: "j".into(),
+        })
+    }
+
+    #[test]
+    fn the_lifetime_check_has_jsonwebtokens_leeway() {
+        let leeway = CLOCK_LEEWAY_SECS as i64;
+        let now = 1_800_000_000;
+        assert!(within_lifetime(&claims(now), now));
+        assert!(within_lifetime(&claims(now - leeway), now));
+        assert!(!within_lifetime(&claims(now - leeway - 1), now));
+        let mut early = (*claims(now + 900)).clone();
+        early.nbf = now + leeway + 1;
+        assert!(!within_lifetime(&early, now));
+    }
+
+    #[test]
+    fn remembered_tokens_stay_within_capacity_dropping_expired_ones_first() {
+        let jwks = Arc::new(JwksCache::new("http://127.0.0.1:9/jwks.json").unwrap());
+        let verifier = Verifier::new(jwks, "iss", "aud").with_verified_capacity(2);
+        let key = Arc::new(DecodingKey::from_secret(b"k"));
+        let now = chrono::Utc::now().timestamp();
+        let len = || verifier.verified.read().unwrap().len();
+        verifier.remember("expired", &claims(now - 3600), key.clone(), "k".into());
+        verifier.remember("a", &claims(now + 600), key.clone(), "k".into());
+        assert_eq!(len(), 2);
+        // Full: the expired token makes room.
+        verifier.remember("b", &claims(now + 600), key.clone(), "k".into());
+        assert_eq!(len(), 2);
+        assert!(!verifier.verified.read().unwrap().contains_key("expired"));
+        // Full of live tokens: start over rather than grow.
+        verifier.remember("c", &claims(now + 600), key.clone(), "k".into());
+        assert_eq!(len(), 1);
+        let off = Verifier::new(verifier.jwks.clone(), "iss", "aud").with_verified_capacity(0);
+        off.remember("a", &claims(now + 600), key, "k".into());
+        assert_eq!(off.verified.read().unwrap().len(), 0);
+    }
 
     #[test]
     fn only_bearer_headers_carry_a_token() {

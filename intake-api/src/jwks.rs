@@ -108,7 +108,8 @@ impl JwksCache {
         self.loaded.load(Ordering::Acquire)
     }
 
-    fn lookup(&self, kid: &str) -> Option<Arc<DecodingKey>> {
+    /// The key for `kid` in the current set, without fetching.
+    pub fn lookup(&self, kid: &str) -> Option<Arc<DecodingKey>> {
         self.keys
             .read()
             .unwrap_or_else(|e| e.into_inner())

@@ -67,7 +67,7 @@ pub fn auth_error_response(e: AuthError) -> poem::Response {
 }
 
 /// A partner whose bearer token verified and carries `enquiry:case:intake:create`.
-pub struct Partner(pub AccessTokenClaims);
+pub struct Partner(pub Arc<AccessTokenClaims>);
 
 impl<'a> ApiExtractor<'a> for Partner {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];

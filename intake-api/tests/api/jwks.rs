@@ -55,6 +55,52 @@ async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown
     assert_eq!(reply.status, 201, "old key refused: {:?}", reply.body);
 }
 
+/// Verified tokens are remembered, but never past their key: once a key is revoked and the
+/// JWKS no longer has it, a token it signed is refused even though it was accepted before.
+async fn a_revoked_keys_tokens_are_refused_even_after_being_accepted(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let old_kid = kid_of(&app.token);
+    for _ in 0..2 {
+        let reply = app
+            .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+            .await;
+        assert_eq!(reply.status, 201, "{:?}", reply.body);
+    }
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .expect("key rotate");
+    let new_kid = rotated["kid"].as_str().expect("kid").to_owned();
+    let new_token = eventually(Duration::from_secs(5), || async {
+        let t = app
+            .auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await;
+        (kid_of(&t) == new_kid).then_some(t)
+    })
+    .await
+    .expect("the auth-server signs with the new key");
+    app.auth
+        .key_cmd(KeyCommand::Revoke {
+            kid: old_kid.clone(),
+        })
+        .await
+        .expect("key revoke");
+    // The new key's first token makes the intake-api fetch the JWKS, now without the old key.
+    let bearer = format!("Bearer {new_token}");
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    let reply = app.post(ENQUIRY, Some(&bearer), &body).await;
+    assert_eq!(reply.status, 201, "new key refused: {:?}", reply.body);
+    let reply = app
+        .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    assert_eq!(reply.status, 401, "revoked key accepted: {:?}", reply.body);
+    assert_eq!(reply.body, message("Unauthenticated."));
+}
+
 /// A token whose header names `kid` (and is otherwise plausible), with a garbage signature.
 fn token_with_kid(kid: &str) -> String {
     let header = json!({"alg": "RS256", "typ": "at+jwt", "kid": kid});
@@ -180,6 +226,7 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
 
 on_both_backends!(
     a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path,
+    a_revoked_keys_tokens_are_refused_even_after_being_accepted,
     a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown,
     tokens_already_issued_are_accepted_while_the_auth_server_is_down,
     an_intake_api_started_before_the_auth_server_is_ready_once_it_answers,
