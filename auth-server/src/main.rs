@@ -1,5 +1,10 @@
 use clap::Parser;
 
+// glibc malloc took a sixth of a request's CPU under load; mimalloc's thread-local
+// free lists make the many small per-request allocations cheap.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = auth_server::config::Cli::parse();
