@@ -65,11 +65,32 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
         .await;
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    // One line per request; an issuance is recorded on it, with the client, key and jti.
+    let lines: Vec<serde_json::Value> = logs
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("each log line is JSON"))
+        .collect();
+    let issued: Vec<_> = lines
+        .iter()
+        .filter(|l| l["span"]["outcome"] == "token_issued")
+        .collect();
+    assert_eq!(issued.len(), 2, "two tokens were issued: {logs}");
+    for line in issued {
+        assert_eq!(line["fields"]["message"], "request finished");
+        assert_eq!(line["span"]["client_id"], id.as_str());
+        assert_eq!(line["fields"]["status"], 200);
+        assert!(line["span"]["jti"].as_str().is_some_and(|j| j.len() == 32));
+        assert!(line["span"]["kid"].as_str().is_some());
+        assert_eq!(line["span"]["scope"], "enquiry:case:intake:create");
+    }
+    let refused = lines
+        .iter()
+        .filter(|l| l["span"]["reason"] == "invalid_client")
+        .count();
     assert!(
-        logs.contains("access token issued"),
-        "logging was not captured"
+        refused >= 2,
+        "refusals are logged with their reason: {logs}"
     );
-    assert!(logs.contains(&id), "client id should be logged");
     for s in [&secret, &wrong, &new_secret] {
         assert!(!logs.contains(s.as_str()), "a secret reached the logs");
     }

@@ -121,6 +121,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .find(|r| **r == req.uri().path())
             .copied()
             .unwrap_or("other");
+        // Handlers fill in the empty fields (`record`), so each request is one log line.
         let span = tracing::info_span!(
             "request",
             service = self.service,
@@ -128,6 +129,13 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             method = %method,
             route,
             client_id = tracing::field::Empty,
+            outcome = tracing::field::Empty,
+            reason = tracing::field::Empty,
+            kid = tracing::field::Empty,
+            jti = tracing::field::Empty,
+            scope = tracing::field::Empty,
+            reference = tracing::field::Empty,
+            brand = tracing::field::Empty,
         );
         async move {
             let mut resp = match self.inner.call(req).await {
@@ -156,5 +164,12 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
 
 /// Records the authenticated client on the current request's log line.
 pub fn record_client_id(client_id: &str) {
-    tracing::Span::current().record("client_id", client_id);
+    record("client_id", client_id);
+}
+
+/// Records a field on the current request's log line: `outcome`, `reason`, `kid`, `jti`,
+/// `scope`, `reference` or `brand` (the fields [`RequestTelemetry`] declares; others are
+/// ignored).
+pub fn record(field: &'static str, value: &str) {
+    tracing::Span::current().record(field, value);
 }

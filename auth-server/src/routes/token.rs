@@ -267,7 +267,8 @@ impl TokenApi {
             Err(e) => {
                 metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason())
                     .increment(1);
-                tracing::info!(reason = e.reason(), "token request refused");
+                intake_shared::telemetry::record("outcome", "refused");
+                intake_shared::telemetry::record("reason", e.reason());
                 e.into()
             }
         }
@@ -335,7 +336,15 @@ impl TokenApi {
         })?;
         metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone())
             .increment(1);
-        tracing::info!(client_id = %grant.client_id, kid = %key.kid, jti = %claims.jti, scope = %claims.scope, "access token issued");
+        // The audit record of the issuance is the request's own log line.
+        for (field, value) in [
+            ("outcome", "token_issued"),
+            ("kid", key.kid.as_str()),
+            ("jti", claims.jti.as_str()),
+            ("scope", claims.scope.as_str()),
+        ] {
+            intake_shared::telemetry::record(field, value);
+        }
         Ok(TokenResponse::Ok(
             Json(AccessTokenResponse {
                 token_type: "Bearer".into(),

@@ -159,7 +159,8 @@ impl<'a> ApiExtractor<'a> for Partner {
                     AuthError::InsufficientScope => "scope",
                 };
                 metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
-                tracing::info!(reason, "request not authenticated");
+                intake_shared::telemetry::record("outcome", "unauthenticated");
+                intake_shared::telemetry::record("reason", reason);
                 Err(poem::Error::from_response(auth_error_response(e)))
             }
         }

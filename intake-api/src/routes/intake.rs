@@ -136,6 +136,14 @@ pub enum AttachResponse {
 
 const RETRY_AFTER_SECS: u32 = 5;
 
+/// What happened to a case, on the request's log line.
+fn record_case(outcome: &str, reference: &str, brand: &str) {
+    use intake_shared::telemetry::record;
+    record("outcome", outcome);
+    record("reference", reference);
+    record("brand", brand);
+}
+
 fn unavailable(e: &sea_orm::DbErr) -> Json<Unavailable> {
     tracing::error!(error = %e, "database unavailable");
     Json(Unavailable::default())
@@ -184,7 +192,7 @@ impl IntakeApi {
                 let label = if created { "created" } else { "updated" };
                 metrics::counter!("intake_cases_total", "brand" => enquiry.brand.as_str().to_owned(), "outcome" => label)
                     .increment(1);
-                tracing::info!(reference = %s.reference, brand = enquiry.brand.as_str(), outcome = label, "enquiry accepted");
+                record_case(label, &s.reference, enquiry.brand.as_str());
                 let body = Json(CaseResponse {
                     message: message.into(),
                     reference: s.reference,
@@ -232,7 +240,7 @@ impl IntakeApi {
             Ok(url) => {
                 metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
                     .increment(1);
-                tracing::info!(reference = %case.reference, brand = %case.brand, "product attached");
+                record_case("product_attached", &case.reference, &case.brand);
                 AttachResponse::Ok(Json(RedirectResponse { redirect: url }))
             }
             Err(e) => {
