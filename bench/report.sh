@@ -126,9 +126,10 @@ connections / throughput, so at 64 connections the p50 cannot be below 64 / (tok
 
 ## 2. Intake create and update
 
-pgbench runs \`bench/intake.sql\`: the transaction one intake request writes (same tables and
-indexes, the same statements in the same order, one commit), prepared as sqlx prepares them,
-$INTAKE_CONNS clients. Create: a new e-mail each time; update: one e-mail, as the wrk load.
+pgbench runs \`bench/intake.sql\`: the statement one intake request sends on PostgreSQL (the
+case upserted on its unique key, the submission and the event inserted in the same statement,
+committed on its own), prepared as sqlx prepares it, $INTAKE_CONNS clients. Create: a new
+e-mail each time; update: one e-mail, as the wrk load.
 
 | workload | req/s | p50 ms | p99 ms | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio to pgbench | intake-api CPU per request | req/s by round | pgbench tx/s by round |
 |---|---|---|---|---|---|---|---|---|---|---|
