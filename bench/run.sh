@@ -406,6 +406,9 @@ INTAKE_ENV=(
     INTAKE_JWKS_URL="$AUTH_URL/.well-known/jwks.json"
     INTAKE_ISSUER="$AUTH_URL"
     INTAKE_RATE_LIMIT=1000000000
+    # PostgreSQL shares these cores: a pool of about twice their number keeps them busy
+    # without queueing on locks and the CPU (the default, 10, suits a database host of its own).
+    INTAKE_DATABASE_MAX_CONNECTIONS=$((2 * CORES + 2))
 )
 
 log "starting the services"

@@ -26,6 +26,16 @@ pub struct Config {
         global = true
     )]
     pub database_url: String,
+    /// Most database connections the server holds (PostgreSQL's `max_connections` must
+    /// cover every replica's pool).
+    #[arg(
+        long,
+        env = "INTAKE_DATABASE_MAX_CONNECTIONS",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u32).range(1..=1000),
+        global = true
+    )]
+    pub database_max_connections: u32,
     /// Where the auth-server publishes its signing keys.
     #[arg(
         long,

@@ -150,7 +150,8 @@ impl Application {
         let brands = parse_brands(&config.brands)?;
         let issuer = config.issuer().to_owned();
         let _ = TOKEN_URL.set(Box::leak(format!("{issuer}/oauth/token").into_boxed_str()));
-        let db = intake_shared::db::connect(&config.database_url, 10).await?;
+        let db = intake_shared::db::connect(&config.database_url, config.database_max_connections)
+            .await?;
         migration::run(&db)
             .await
             .context("database migration failed")?;
