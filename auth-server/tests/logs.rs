@@ -26,6 +26,7 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
     tracing_subscriber::fmt()
         .with_max_level(tracing::Level::TRACE)
         .json()
+        .flatten_event(true)
         .with_current_span(true)
         .with_writer(move || writer.clone())
         .init();
@@ -72,20 +73,22 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
         .collect();
     let issued: Vec<_> = lines
         .iter()
-        .filter(|l| l["span"]["outcome"] == "token_issued")
+        .filter(|l| l["outcome"] == "token_issued")
         .collect();
     assert_eq!(issued.len(), 2, "two tokens were issued: {logs}");
     for line in issued {
-        assert_eq!(line["fields"]["message"], "request finished");
-        assert_eq!(line["span"]["client_id"], id.as_str());
-        assert_eq!(line["fields"]["status"], 200);
-        assert!(line["span"]["jti"].as_str().is_some_and(|j| j.len() == 32));
-        assert!(line["span"]["kid"].as_str().is_some());
-        assert_eq!(line["span"]["scope"], "enquiry:case:intake:create");
+        assert_eq!(line["message"], "request finished");
+        assert_eq!(line["client_id"], id.as_str());
+        assert_eq!(line["status"], 200);
+        assert_eq!(line["route"], "/oauth/token");
+        assert!(line["request_id"].as_str().is_some_and(|r| r.len() == 32));
+        assert!(line["jti"].as_str().is_some_and(|j| j.len() == 32));
+        assert!(line["kid"].as_str().is_some());
+        assert_eq!(line["scope"], "enquiry:case:intake:create");
     }
     let refused = lines
         .iter()
-        .filter(|l| l["span"]["reason"] == "invalid_client")
+        .filter(|l| l["reason"] == "invalid_client")
         .count();
     assert!(
         refused >= 2,

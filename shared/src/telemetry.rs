@@ -1,12 +1,12 @@
 //! Logs and metrics, set up once per process.
 
+use std::cell::RefCell;
 use std::sync::OnceLock;
 use std::time::Instant;
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use poem::http::HeaderValue;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response, Result};
-use tracing::Instrument;
 use tracing_subscriber::EnvFilter;
 
 /// Log output format: `pretty` for people, `json` for log pipelines.
@@ -31,6 +31,7 @@ pub fn init_tracing(format: LogFormat) {
     let _ = match format {
         LogFormat::Json => builder
             .json()
+            .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
             .try_init(),
@@ -104,6 +105,57 @@ fn valid_request_id(value: &HeaderValue) -> Option<String> {
     ok.then(|| s.to_owned())
 }
 
+/// A field a handler can put on its request's log line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Field {
+    /// The authenticated client.
+    ClientId,
+    /// What happened: `token_issued`, `refused`, `created`, ...
+    Outcome,
+    /// Why a request was refused.
+    Reason,
+    /// The key an issued token was signed with.
+    Kid,
+    /// An issued token's `jti`.
+    Jti,
+    /// An issued token's scopes.
+    Scope,
+    /// The case reference.
+    Reference,
+    /// The case's brand.
+    Brand,
+}
+
+const FIELDS: usize = 8;
+
+/// What handlers recorded for the request being served.
+#[derive(Default)]
+struct RequestFields {
+    request_id: String,
+    values: [Option<String>; FIELDS],
+}
+
+tokio::task_local! {
+    static REQUEST: RefCell<RequestFields>;
+}
+
+/// Records a field on the current request's log line; outside a request, does nothing.
+pub fn record(field: Field, value: &str) {
+    let _ = REQUEST.try_with(|r| r.borrow_mut().values[field as usize] = Some(value.to_owned()));
+}
+
+/// Records the authenticated client on the current request's log line.
+pub fn record_client_id(client_id: &str) {
+    record(Field::ClientId, client_id);
+}
+
+/// The current request's id, for an error logged on its own line; empty outside a request.
+pub fn request_id() -> String {
+    REQUEST
+        .try_with(|r| r.borrow().request_id.clone())
+        .unwrap_or_default()
+}
+
 impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
     type Output = Response;
 
@@ -121,55 +173,48 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .find(|r| **r == req.uri().path())
             .copied()
             .unwrap_or("other");
-        // Handlers fill in the empty fields (`record`), so each request is one log line.
-        let span = tracing::info_span!(
-            "request",
-            service = self.service,
-            request_id = %request_id,
-            method = %method,
-            route,
-            client_id = tracing::field::Empty,
-            outcome = tracing::field::Empty,
-            reason = tracing::field::Empty,
-            kid = tracing::field::Empty,
-            jti = tracing::field::Empty,
-            scope = tracing::field::Empty,
-            reference = tracing::field::Empty,
-            brand = tracing::field::Empty,
-        );
-        async move {
-            let mut resp = match self.inner.call(req).await {
-                Ok(r) => r.into_response(),
-                Err(e) => e.into_response(),
-            };
-            let status = resp.status().as_u16();
-            let elapsed = start.elapsed();
-            if let Ok(v) = HeaderValue::from_str(&request_id) {
-                resp.headers_mut().insert(REQUEST_ID_HEADER, v);
-            }
-            let status_label = status.to_string();
-            metrics::counter!("http_requests_total", "service" => self.service, "route" => route, "method" => method.clone(), "status" => status_label.clone()).increment(1);
-            metrics::histogram!("http_request_duration_seconds", "service" => self.service, "route" => route, "method" => method, "status" => status_label).record(elapsed.as_secs_f64());
-            tracing::info!(
-                status,
-                latency_ms = elapsed.as_secs_f64() * 1000.0,
-                "request finished"
-            );
-            Ok(resp)
-        }
-        .instrument(span)
-        .await
+        // The fields live in a task-local rather than a tracing span: a span with fields
+        // recorded later costs several times the one event written at the end.
+        let fields = RefCell::new(RequestFields {
+            request_id,
+            values: Default::default(),
+        });
+        REQUEST
+            .scope(fields, async move {
+                let mut resp = match self.inner.call(req).await {
+                    Ok(r) => r.into_response(),
+                    Err(e) => e.into_response(),
+                };
+                let status = resp.status().as_u16();
+                let elapsed = start.elapsed();
+                let RequestFields { request_id, values } = REQUEST.with(|r| r.take());
+                if let Ok(v) = HeaderValue::from_str(&request_id) {
+                    resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+                }
+                let status_label = status.to_string();
+                metrics::counter!("http_requests_total", "service" => self.service, "route" => route, "method" => method.clone(), "status" => status_label.clone()).increment(1);
+                metrics::histogram!("http_request_duration_seconds", "service" => self.service, "route" => route, "method" => method.clone(), "status" => status_label).record(elapsed.as_secs_f64());
+                let [client_id, outcome, reason, kid, jti, scope, reference, brand] =
+                    values.each_ref().map(Option::as_deref);
+                tracing::info!(
+                    service = self.service,
+                    request_id,
+                    method,
+                    route,
+                    status,
+                    latency_ms = elapsed.as_secs_f64() * 1000.0,
+                    client_id,
+                    outcome,
+                    reason,
+                    kid,
+                    jti,
+                    scope,
+                    reference,
+                    brand,
+                    "request finished"
+                );
+                Ok(resp)
+            })
+            .await
     }
-}
-
-/// Records the authenticated client on the current request's log line.
-pub fn record_client_id(client_id: &str) {
-    record("client_id", client_id);
-}
-
-/// Records a field on the current request's log line: `outcome`, `reason`, `kid`, `jti`,
-/// `scope`, `reference` or `brand` (the fields [`RequestTelemetry`] declares; others are
-/// ignored).
-pub fn record(field: &'static str, value: &str) {
-    tracing::Span::current().record(field, value);
 }

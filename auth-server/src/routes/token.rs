@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use intake_shared::error::OAuthErrorBody;
+use intake_shared::telemetry::{Field, record, request_id};
 use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
@@ -267,8 +268,8 @@ impl TokenApi {
             Err(e) => {
                 metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason())
                     .increment(1);
-                intake_shared::telemetry::record("outcome", "refused");
-                intake_shared::telemetry::record("reason", e.reason());
+                record(Field::Outcome, "refused");
+                record(Field::Reason, e.reason());
                 e.into()
             }
         }
@@ -321,7 +322,7 @@ impl TokenApi {
         };
         intake_shared::telemetry::record_client_id(&grant.client_id);
         let key = snapshot.signing_key(now).ok_or_else(|| {
-            tracing::error!("no signing key is active");
+            tracing::error!(request_id = request_id(), "no signing key is active");
             OAuthError::ServerError
         })?;
         let claims = token::claims_for(
@@ -331,19 +332,19 @@ impl TokenApi {
             now,
         );
         let access_token = key.sign_jwt(&claims).map_err(|e| {
-            tracing::error!(error = %e, kid = %key.kid, "signing failed");
+            tracing::error!(request_id = request_id(), error = %e, kid = %key.kid, "signing failed");
             OAuthError::ServerError
         })?;
         metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone())
             .increment(1);
         // The audit record of the issuance is the request's own log line.
         for (field, value) in [
-            ("outcome", "token_issued"),
-            ("kid", key.kid.as_str()),
-            ("jti", claims.jti.as_str()),
-            ("scope", claims.scope.as_str()),
+            (Field::Outcome, "token_issued"),
+            (Field::Kid, key.kid.as_str()),
+            (Field::Jti, claims.jti.as_str()),
+            (Field::Scope, claims.scope.as_str()),
         ] {
-            intake_shared::telemetry::record(field, value);
+            record(field, value);
         }
         Ok(TokenResponse::Ok(
             Json(AccessTokenResponse {

@@ -159,8 +159,9 @@ impl<'a> ApiExtractor<'a> for Partner {
                     AuthError::InsufficientScope => "scope",
                 };
                 metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
-                intake_shared::telemetry::record("outcome", "unauthenticated");
-                intake_shared::telemetry::record("reason", reason);
+                use intake_shared::telemetry::{Field, record};
+                record(Field::Outcome, "unauthenticated");
+                record(Field::Reason, reason);
                 Err(poem::Error::from_response(auth_error_response(e)))
             }
         }

@@ -138,14 +138,14 @@ const RETRY_AFTER_SECS: u32 = 5;
 
 /// What happened to a case, on the request's log line.
 fn record_case(outcome: &str, reference: &str, brand: &str) {
-    use intake_shared::telemetry::record;
-    record("outcome", outcome);
-    record("reference", reference);
-    record("brand", brand);
+    use intake_shared::telemetry::{Field, record};
+    record(Field::Outcome, outcome);
+    record(Field::Reference, reference);
+    record(Field::Brand, brand);
 }
 
 fn unavailable(e: &sea_orm::DbErr) -> Json<Unavailable> {
-    tracing::error!(error = %e, "database unavailable");
+    tracing::error!(request_id = intake_shared::telemetry::request_id(), error = %e, "database unavailable");
     Json(Unavailable::default())
 }
 
@@ -244,7 +244,7 @@ impl IntakeApi {
                 AttachResponse::Ok(Json(RedirectResponse { redirect: url }))
             }
             Err(e) => {
-                tracing::error!(error = %format!("{e:#}"), reference = %case.reference, brand = %case.brand, "failed to generate redirect link");
+                tracing::error!(request_id = intake_shared::telemetry::request_id(), error = %format!("{e:#}"), reference = %case.reference, brand = %case.brand, "failed to generate redirect link");
                 AttachResponse::Failed(Json(RedirectFailed::default()))
             }
         }
