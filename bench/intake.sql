@@ -8,16 +8,18 @@
 -- jsonb, which is how sqlx binds JSON). Where the service binds ids and timestamps it made,
 -- the server makes them here: now(), and ids from md5 of two random numbers (the new case's
 -- id appears twice, as in the service, so it must be the same value both times).
+-- The service draws a random 12-digit reference and draws again on the rare collision;
+-- pgbench cannot retry, so its references come from a sequence (bench/run.sh creates it),
+-- 12 characters that never look like the service's.
 -- create=1: a new case every time (a fresh e-mail); create=0: the update of the one case
 -- for :email, which already exists. The two branches differ only in the e-mail.
 \set n random(1, 1000000000000)
 \set m random(1, 1000000000000)
-\set ref random(100000000000, 999999999999)
 \if :create
 WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES (md5(:n || '-' || :m)::uuid, :ref, 'brand_a', 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com', 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
+    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a', 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com', 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
@@ -36,7 +38,7 @@ SELECT "id", "reference" FROM upserted;
 WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES (md5(:n || '-' || :m)::uuid, :ref, 'brand_a', :email, 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
+    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a', :email, 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",

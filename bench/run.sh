@@ -429,6 +429,9 @@ export BENCH_DIR BENCH_CLIENT_ID BENCH_CLIENT_SECRET BENCH_BASIC
 BENCH_TOKEN=$(get_token)
 [[ $BENCH_TOKEN == *.*.* ]] || die "no access token"
 
+# pgbench's case references (bench/intake.sql).
+psql "$(db_url "$INTAKE_DB")" -v ON_ERROR_STOP=1 -qc 'CREATE SEQUENCE bench_reference' >/dev/null
+
 # Seeds: the case the update load hits, the one pgbench's update hits, and one create so the
 # stored enquiry JSON can be handed to pgbench exactly as the service writes it.
 UPDATE_EMAIL=update@bench.example.com
