@@ -155,7 +155,7 @@ the same round. $quiet
 | wrk | $(version_of wrk --version | sed -E 's/ Copyright.*//') |
 | openssl | $(version_of openssl version) |
 | PostgreSQL | $(psql_admin -c 'SHOW server_version' 2>/dev/null) (server), $(version_of pgbench --version) |
-| commit | $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && [[ -n $(git status --porcelain 2>/dev/null) ]] && echo " with uncommitted changes") |
+| commit | $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)$(cd "$ROOT" && [[ -n $(git status --porcelain --untracked-files=no 2>/dev/null) ]] && echo " with uncommitted changes") |
 
 Load generators on the same machine as the services: wrk with $THREADS threads, pgbench with
 \`-j $THREADS\`. Services: release build, PostgreSQL at 127.0.0.1, \`RUST_LOG=info\`,
