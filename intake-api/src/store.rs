@@ -85,7 +85,8 @@ pub async fn submit_enquiry(
 ) -> Result<Submitted, DbErr> {
     let enquiry_json = serde_json::to_value(enquiry)
         .map_err(|e| DbErr::Custom(format!("enquiry encoding: {e}")))?;
-    // A reference collision (one in ~10^11) fails the insert on its unique key: try anew.
+    // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
+    // insert on its unique key: try anew with another reference.
     let mut attempts = 0;
     loop {
         attempts += 1;
