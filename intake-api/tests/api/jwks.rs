@@ -13,15 +13,8 @@ use crate::helpers::{
 };
 use test_support::on_both_backends;
 
-async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path(
-    backend: Backend,
-) {
-    let app = TestApp::spawn_with_relay(backend).await;
-    let relay = app.relay.as_ref().expect("relay");
-    let fetches_at_start = relay.hits();
-    assert_eq!(fetches_at_start, 1, "one scheduled fetch at start-up");
-    let old_kid = kid_of(&app.token);
-    let rotated_at = Instant::now();
+/// Rotates the signing key with no publish-ahead; returns the new kid and a token it signed.
+async fn rotate_now(app: &TestApp) -> (String, String) {
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
@@ -30,7 +23,6 @@ async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown
         .await
         .expect("key rotate");
     let new_kid = rotated["kid"].as_str().expect("kid").to_owned();
-    assert_ne!(new_kid, old_kid);
     let new_token = eventually(Duration::from_secs(5), || async {
         let t = app
             .auth
@@ -40,6 +32,20 @@ async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown
     })
     .await
     .expect("the auth-server signs with the new key");
+    (new_kid, new_token)
+}
+
+async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path(
+    backend: Backend,
+) {
+    let app = TestApp::spawn_with_relay(backend).await;
+    let relay = app.relay.as_ref().expect("relay");
+    let fetches_at_start = relay.hits();
+    assert_eq!(fetches_at_start, 1, "one scheduled fetch at start-up");
+    let old_kid = kid_of(&app.token);
+    let rotated_at = Instant::now();
+    let (new_kid, new_token) = rotate_now(&app).await;
+    assert_ne!(new_kid, old_kid);
 
     let bearer = format!("Bearer {new_token}");
     let body = purchase_enquiry("brand_a", &fresh_email());
@@ -66,23 +72,7 @@ async fn a_revoked_keys_tokens_are_refused_even_after_being_accepted(backend: Ba
             .await;
         assert_eq!(reply.status, 201, "{:?}", reply.body);
     }
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .expect("key rotate");
-    let new_kid = rotated["kid"].as_str().expect("kid").to_owned();
-    let new_token = eventually(Duration::from_secs(5), || async {
-        let t = app
-            .auth
-            .token(&app.client_id, &app.client_secret, INTAKE)
-            .await;
-        (kid_of(&t) == new_kid).then_some(t)
-    })
-    .await
-    .expect("the auth-server signs with the new key");
+    let (_, new_token) = rotate_now(&app).await;
     app.auth
         .key_cmd(KeyCommand::Revoke {
             kid: old_kid.clone(),
