@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use poem::http::HeaderValue;
@@ -39,7 +39,11 @@ pub fn init_tracing(format: LogFormat) {
     };
 }
 
-/// The process-wide Prometheus recorder, installed on first use.
+/// How often recorded histogram samples are folded into their buckets.
+const METRICS_UPKEEP_INTERVAL: Duration = Duration::from_secs(5);
+
+/// The process-wide Prometheus recorder, installed on first use, with a thread that keeps
+/// its memory bounded between scrapes.
 pub fn metrics_handle() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
@@ -53,6 +57,21 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
             .expect("static bucket list is not empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
+        // Histogram samples wait in memory until they are folded into buckets, which only a
+        // scrape or an upkeep does: without this thread a service nobody scrapes would grow
+        // by a few bytes per request for ever.
+        let upkeep = handle.clone();
+        let started = std::thread::Builder::new()
+            .name("metrics-upkeep".into())
+            .spawn(move || {
+                loop {
+                    std::thread::sleep(METRICS_UPKEEP_INTERVAL);
+                    upkeep.run_upkeep();
+                }
+            });
+        if let Err(e) = started {
+            tracing::warn!(error = %e, "could not start the metrics upkeep thread");
+        }
         // Another recorder may already be installed (e.g. by an embedding program); the
         // handle then renders only what this one records, which is still well-formed.
         let _ = metrics::set_global_recorder(recorder);
