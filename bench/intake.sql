@@ -5,7 +5,7 @@
 --     -D email=.. -D enquiry=.. -D payload=.. -D client=.. INTAKE_DB_URL
 -- -M prepared: sqlx prepares each statement once per connection and binds the values.
 -- The e-mail, enquiry JSON and raw body are bound values, as in the service (the enquiry as
--- jsonb, which is how sqlx binds JSON). Where the service binds ids and timestamps it made,
+-- text cast to jsonb, as the service binds it). Where the service binds ids and timestamps it made,
 -- the server makes them here: now(), and ids from md5 of two random numbers (the new case's
 -- id appears twice, as in the service, so it must be the same value both times).
 -- The service draws a random 12-digit reference and draws again on the rare collision;

@@ -406,9 +406,10 @@ INTAKE_ENV=(
     INTAKE_JWKS_URL="$AUTH_URL/.well-known/jwks.json"
     INTAKE_ISSUER="$AUTH_URL"
     INTAKE_RATE_LIMIT=1000000000
-    # PostgreSQL shares these cores: a pool of about twice their number keeps them busy
-    # without queueing on locks and the CPU (the default, 10, suits a database host of its own).
-    INTAKE_DATABASE_MAX_CONNECTIONS=$((2 * CORES + 2))
+    # PostgreSQL shares these cores: submissions on about twice their number of connections
+    # keep them busy without queueing on locks and the CPU (the default pool, 10, suits a
+    # database host of its own). Submissions use all but two of the pool's connections.
+    INTAKE_DATABASE_MAX_CONNECTIONS=$((2 * CORES + 4))
 )
 
 log "starting the services"

@@ -7,6 +7,7 @@ pub mod config;
 pub mod domain;
 pub mod entity;
 pub mod jwks;
+pub mod kept;
 pub mod migration;
 pub mod routes;
 pub mod startup;

@@ -13,13 +13,14 @@ use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use poem_openapi::OpenApiService;
-use sea_orm::DatabaseConnection;
+use sea_orm::{DatabaseBackend, DatabaseConnection};
 use uuid::Uuid;
 
 use crate::auth::Verifier;
 use crate::config::{BrandConfig, Config, parse_brands};
 use crate::entity::case;
 use crate::jwks::JwksCache;
+use crate::kept::KeptConnections;
 use crate::routes::extract::TOKEN_URL;
 use crate::routes::intake::IntakeApi;
 use crate::{migration, store};
@@ -32,6 +33,8 @@ pub struct AppState {
     pub brands: Vec<BrandConfig>,
     /// The database pool.
     pub db: DatabaseConnection,
+    /// On PostgreSQL, the pool's connections kept for enquiry submissions.
+    pub submit_connections: Option<KeptConnections>,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -155,6 +158,14 @@ impl Application {
         migration::run(&db)
             .await
             .context("database migration failed")?;
+        let submit_connections =
+            (db.get_database_backend() == DatabaseBackend::Postgres).then(|| {
+                KeptConnections::new(
+                    db.get_postgres_connection_pool().clone(),
+                    config.database_max_connections,
+                    intake_shared::db::ACQUIRE_TIMEOUT,
+                )
+            });
         let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
         let verifier = Verifier::new(jwks, &issuer, &config.audience);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
@@ -166,6 +177,7 @@ impl Application {
                 config,
                 brands,
                 db,
+                submit_connections,
                 verifier,
                 limiter,
             }),
@@ -203,6 +215,9 @@ impl Application {
         refresher.abort();
         activator.abort();
         pool_gauges.abort();
+        if let Some(kept) = &state.submit_connections {
+            kept.release_all();
+        }
         let _ = state.db.clone().close().await;
         tracing::info!("intake-api stopped");
         result.context("server failed")

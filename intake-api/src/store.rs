@@ -6,17 +6,21 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
+use sea_orm::RuntimeErr;
 use sea_orm::sea_query::Expr;
 use sea_orm::sea_query::OnConflict;
+use sea_orm::sqlx::{self, Row};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr,
-    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, SqlErr, Statement, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, SqlErr, TransactionTrait,
 };
 use serde::Serialize;
+use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::domain::enquiry::{Email, Enquiry};
 use crate::entity::{case, case_event, redirect_token, submission};
+use crate::kept::KeptConnections;
 
 /// The longest one unit of database work may take: past it the request answers 503
 /// instead of hanging on a database that stopped answering.
@@ -57,6 +61,10 @@ fn new_reference() -> String {
     n.to_string()
 }
 
+fn enquiry_encoding(e: serde_json::Error) -> DbErr {
+    DbErr::Custom(format!("enquiry encoding: {e}"))
+}
+
 fn event(
     case_id: Uuid,
     kind: &str,
@@ -78,13 +86,13 @@ fn event(
 /// existing one; the submission is stored as sent either way.
 pub async fn submit_enquiry(
     db: &DatabaseConnection,
+    kept: Option<&KeptConnections>,
     enquiry: &Enquiry,
     raw_body: &str,
     client_id: &str,
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
-    let enquiry_json = serde_json::to_value(enquiry)
-        .map_err(|e| DbErr::Custom(format!("enquiry encoding: {e}")))?;
+    let enquiry_json = serde_json::to_string(enquiry).map_err(enquiry_encoding)?;
     // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
     // insert on its unique key: try anew with another reference.
     let mut attempts = 0;
@@ -92,6 +100,7 @@ pub async fn submit_enquiry(
         attempts += 1;
         match bounded(try_submit(
             db,
+            kept,
             enquiry,
             &enquiry_json,
             raw_body,
@@ -120,7 +129,7 @@ pub async fn submit_enquiry(
 const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $8, $9, NULL)
+    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
@@ -141,7 +150,9 @@ struct NewSubmission<'a> {
     case_id: Uuid,
     reference: String,
     enquiry: &'a Enquiry,
-    enquiry_json: &'a serde_json::Value,
+    /// The enquiry as JSON text: PostgreSQL parses it into `jsonb` itself, which spares
+    /// building, cloning and encoding a `serde_json::Value` per request.
+    enquiry_json: &'a str,
     raw_body: &'a str,
     client_id: &'a str,
     now: DateTime<Utc>,
@@ -150,8 +161,9 @@ struct NewSubmission<'a> {
 
 async fn try_submit(
     db: &DatabaseConnection,
+    kept: Option<&KeptConnections>,
     enquiry: &Enquiry,
-    enquiry_json: &serde_json::Value,
+    enquiry_json: &str,
     raw_body: &str,
     client_id: &str,
     activation_delay: Duration,
@@ -169,9 +181,9 @@ async fn try_submit(
             + chrono::Duration::from_std(activation_delay)
                 .map_err(|e| DbErr::Custom(format!("activation delay: {e}")))?,
     };
-    let (case_id, reference) = match db.get_database_backend() {
-        DbBackend::Postgres => upsert_in_one_statement(db, &new).await?,
-        _ => upsert_in_transaction(db, &new).await?,
+    let (case_id, reference) = match kept {
+        Some(kept) => upsert_in_one_statement(kept, &new).await?,
+        None => upsert_in_transaction(db, &new).await?,
     };
     let outcome = if case_id == new.case_id {
         Outcome::Created
@@ -182,41 +194,41 @@ async fn try_submit(
 }
 
 async fn upsert_in_one_statement(
-    db: &DatabaseConnection,
+    kept: &KeptConnections,
     new: &NewSubmission<'_>,
 ) -> Result<(Uuid, String), DbErr> {
-    let statement = Statement::from_sql_and_values(
-        DbBackend::Postgres,
-        SUBMIT_POSTGRES,
-        [
-            new.case_id.into(),
-            new.reference.as_str().into(),
-            new.enquiry.brand.as_str().into(),
-            new.enquiry.email.as_str().into(),
-            case::STATUS_PENDING.into(),
-            new.enquiry_json.clone().into(),
-            new.enquiry.product_uuid.into(),
-            new.now.into(),
-            new.activates_at.into(),
-            Uuid::new_v4().into(),
-            new.client_id.into(),
-            new.raw_body.into(),
-            Uuid::new_v4().into(),
-        ],
-    );
-    let row = db
-        .query_one_raw(statement)
-        .await?
-        .ok_or(DbErr::RecordNotInserted)?;
-    Ok((row.try_get("", "id")?, row.try_get("", "reference")?))
+    let sqlx_err = |e| DbErr::Query(RuntimeErr::SqlxError(Arc::new(e)));
+    let mut conn = kept.get().await.map_err(sqlx_err)?;
+    let row = sqlx::query(SUBMIT_POSTGRES)
+        .bind(new.case_id)
+        .bind(new.reference.as_str())
+        .bind(new.enquiry.brand.as_str())
+        .bind(new.enquiry.email.as_str())
+        .bind(case::STATUS_PENDING)
+        .bind(new.enquiry_json)
+        .bind(new.enquiry.product_uuid)
+        .bind(new.now)
+        .bind(new.activates_at)
+        .bind(Uuid::new_v4())
+        .bind(new.client_id)
+        .bind(new.raw_body)
+        .bind(Uuid::new_v4())
+        .fetch_one(conn.conn())
+        .await
+        .map_err(sqlx_err)?;
+    conn.completed();
+    let id = row.try_get("id").map_err(sqlx_err)?;
+    let reference = row.try_get("reference").map_err(sqlx_err)?;
+    Ok((id, reference))
 }
 
-/// The same writes for databases without data-modifying CTEs (SQLite): the upsert, then
+/// The same writes through the ORM, for SQLite (no data-modifying CTEs): the upsert, then
 /// the submission and the event, in one transaction.
 async fn upsert_in_transaction(
     db: &DatabaseConnection,
     new: &NewSubmission<'_>,
 ) -> Result<(Uuid, String), DbErr> {
+    let enquiry_json = serde_json::to_value(new.enquiry).map_err(enquiry_encoding)?;
     let txn = db.begin().await?;
     let upserted = case::Entity::insert(case::ActiveModel {
         id: Set(new.case_id),
@@ -224,7 +236,7 @@ async fn upsert_in_transaction(
         brand: Set(new.enquiry.brand.as_str().to_owned()),
         email: Set(new.enquiry.email.as_str().to_owned()),
         status: Set(case::STATUS_PENDING.to_owned()),
-        enquiry: Set(new.enquiry_json.clone()),
+        enquiry: Set(enquiry_json),
         product_uuid: Set(new.enquiry.product_uuid),
         created_at: Set(new.now),
         updated_at: Set(new.now),

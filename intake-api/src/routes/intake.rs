@@ -177,6 +177,7 @@ impl IntakeApi {
         let client_id = &partner.0.client_id;
         match store::submit_enquiry(
             &state.db,
+            state.submit_connections.as_ref(),
             &enquiry,
             &body.raw,
             client_id,
