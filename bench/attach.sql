@@ -1,5 +1,6 @@
--- What one POST /partners/external/intake/attach does in the database (intake-api/src/store.rs:
--- latest_case_for_email, then attach_product), for pgbench, the same way as bench/intake.sql:
+-- What one POST /partners/external/intake/attach does in the database on PostgreSQL
+-- (intake-api/src/store.rs: LATEST_CASE_POSTGRES, then ATTACH_POSTGRES, each committed on
+-- its own), for pgbench, the same way as bench/intake.sql:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/attach.sql -D tag=r1 -D pool=.. \
 --     -D threads=.. -D client=.. INTAKE_DB_URL
 -- It picks the same cases as bench/attach.lua: c-TAG-T-I@example.com, T in 1..threads,
@@ -7,10 +8,13 @@
 -- the service's base64url SHA-256); the service computes it itself and binds it.
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
-\set one 1
-SELECT "cases"."id" AS case_id, "cases"."reference", "cases"."brand", "cases"."email", "cases"."status", "cases"."enquiry", "cases"."product_uuid", "cases"."created_at", "cases"."updated_at", "cases"."activates_at", "cases"."activated_at" FROM "cases" WHERE "cases"."email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' ORDER BY "cases"."updated_at" DESC LIMIT :one \gset found_
-BEGIN;
-INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at", "expires_at", "used_at") VALUES (gen_random_uuid(), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL);
-UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now() WHERE "cases"."id" = :found_case_id;
-INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at") VALUES (gen_random_uuid(), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now());
-COMMIT;
+SELECT "id" AS case_id, "reference", "brand" FROM "cases" WHERE "email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' ORDER BY "updated_at" DESC LIMIT 1 \gset found_
+WITH token AS (
+    INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
+        "expires_at", "used_at")
+    VALUES (gen_random_uuid(), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
+), updated AS (
+    UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now() WHERE "id" = :found_case_id
+)
+INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+VALUES (gen_random_uuid(), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now());

@@ -242,7 +242,7 @@ addresses are in the database (the difference: requests in flight when wrk stopp
 
 Attach requests cycle through $((ATTACH_POOL * THREADS)) cases made by the first create round; pgbench
 runs \`bench/attach.sql\` (the case lookup, then the redirect token, case update and event in
-one transaction) over the same cases.
+one statement) over the same cases.
 
 | | req/s | p50 ms | p99 ms | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio to pgbench | intake-api CPU per request | req/s by round |
 |---|---|---|---|---|---|---|---|---|---|

@@ -18,7 +18,6 @@ use uuid::Uuid;
 
 use crate::auth::Verifier;
 use crate::config::{BrandConfig, Config, parse_brands};
-use crate::entity::case;
 use crate::jwks::JwksCache;
 use crate::kept::KeptConnections;
 use crate::routes::extract::TOKEN_URL;
@@ -33,8 +32,8 @@ pub struct AppState {
     pub brands: Vec<BrandConfig>,
     /// The database pool.
     pub db: DatabaseConnection,
-    /// On PostgreSQL, the pool's connections kept for enquiry submissions.
-    pub submit_connections: Option<KeptConnections>,
+    /// On PostgreSQL, the pool's connections kept for submissions and attach.
+    pub kept: Option<KeptConnections>,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -56,7 +55,7 @@ impl AppState {
     /// link's token. Nothing is stored when the link cannot be made.
     pub async fn make_redirect(
         &self,
-        case: &case::Model,
+        case: &store::CaseRef,
         product: Uuid,
         client_id: &str,
     ) -> anyhow::Result<String> {
@@ -73,6 +72,7 @@ impl AppState {
         url.query_pairs_mut().append_pair("token", &token);
         store::attach_product(
             &self.db,
+            self.kept.as_ref(),
             case.id,
             product,
             hash,
@@ -158,14 +158,13 @@ impl Application {
         migration::run(&db)
             .await
             .context("database migration failed")?;
-        let submit_connections =
-            (db.get_database_backend() == DatabaseBackend::Postgres).then(|| {
-                KeptConnections::new(
-                    db.get_postgres_connection_pool().clone(),
-                    config.database_max_connections,
-                    intake_shared::db::ACQUIRE_TIMEOUT,
-                )
-            });
+        let kept = (db.get_database_backend() == DatabaseBackend::Postgres).then(|| {
+            KeptConnections::new(
+                db.get_postgres_connection_pool().clone(),
+                config.database_max_connections,
+                intake_shared::db::ACQUIRE_TIMEOUT,
+            )
+        });
         let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
         let verifier = Verifier::new(jwks, &issuer, &config.audience);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
@@ -177,7 +176,7 @@ impl Application {
                 config,
                 brands,
                 db,
-                submit_connections,
+                kept,
                 verifier,
                 limiter,
             }),
@@ -215,7 +214,7 @@ impl Application {
         refresher.abort();
         activator.abort();
         pool_gauges.abort();
-        if let Some(kept) = &state.submit_connections {
+        if let Some(kept) = &state.kept {
             kept.release_all();
         }
         let _ = state.db.clone().close().await;

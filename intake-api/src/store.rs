@@ -12,7 +12,7 @@ use sea_orm::sea_query::OnConflict;
 use sea_orm::sqlx::{self, Row};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, SqlErr, TransactionTrait,
+    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait,
 };
 use serde::Serialize;
 use std::sync::Arc;
@@ -197,7 +197,6 @@ async fn upsert_in_one_statement(
     kept: &KeptConnections,
     new: &NewSubmission<'_>,
 ) -> Result<(Uuid, String), DbErr> {
-    let sqlx_err = |e| DbErr::Query(RuntimeErr::SqlxError(Arc::new(e)));
     let mut conn = kept.get().await.map_err(sqlx_err)?;
     let row = sqlx::query(SUBMIT_POSTGRES)
         .bind(new.case_id)
@@ -323,15 +322,66 @@ async fn activate_due_now(db: &DatabaseConnection) -> Result<Vec<Activated>, DbE
 /// The case attach applies to: the most recently updated one for the e-mail, any brand.
 pub async fn latest_case_for_email(
     db: &DatabaseConnection,
+    kept: Option<&KeptConnections>,
     email: &Email,
-) -> Result<Option<case::Model>, DbErr> {
-    bounded(
-        case::Entity::find()
-            .filter(case::Column::Email.eq(email.as_str()))
-            .order_by_desc(case::Column::UpdatedAt)
-            .one(db),
-    )
+) -> Result<Option<CaseRef>, DbErr> {
+    bounded(async {
+        match kept {
+            Some(kept) => {
+                let mut conn = kept.get().await.map_err(sqlx_err)?;
+                let found = sqlx::query_as(LATEST_CASE_POSTGRES)
+                    .bind(email.as_str())
+                    .fetch_optional(conn.conn())
+                    .await
+                    .map_err(sqlx_err)?;
+                conn.completed();
+                Ok(found.map(|(id, reference, brand)| CaseRef {
+                    id,
+                    reference,
+                    brand,
+                }))
+            }
+            None => {
+                let found: Option<(Uuid, String, String)> = case::Entity::find()
+                    .select_only()
+                    .columns([
+                        case::Column::Id,
+                        case::Column::Reference,
+                        case::Column::Brand,
+                    ])
+                    .filter(case::Column::Email.eq(email.as_str()))
+                    .order_by_desc(case::Column::UpdatedAt)
+                    .into_tuple()
+                    .one(db)
+                    .await?;
+                Ok(found.map(|(id, reference, brand)| CaseRef {
+                    id,
+                    reference,
+                    brand,
+                }))
+            }
+        }
+    })
     .await
+}
+
+/// The case attach works on, found by `latest_case_for_email`; `bench/attach.sql` runs the
+/// same statement in pgbench.
+const LATEST_CASE_POSTGRES: &str = r#"SELECT "id", "reference", "brand" FROM "cases" WHERE "email" = $1 ORDER BY "updated_at" DESC LIMIT 1"#;
+
+/// What attaching a product needs to know of a case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseRef {
+    /// The case's id.
+    pub id: Uuid,
+    /// Its reference.
+    pub reference: String,
+    /// Its brand.
+    pub brand: String,
+}
+
+fn sqlx_err(e: sqlx::Error) -> DbErr {
+    DbErr::Query(RuntimeErr::SqlxError(Arc::new(e)))
 }
 
 /// A fresh single-use token for a redirect link, and the hash stored for it.
@@ -352,6 +402,7 @@ pub fn hash_token(token: &str) -> String {
 /// Records the product on the case and stores the redirect token's hash.
 pub async fn attach_product(
     db: &DatabaseConnection,
+    kept: Option<&KeptConnections>,
     case_id: Uuid,
     product_uuid: Uuid,
     token_hash: String,
@@ -360,6 +411,7 @@ pub async fn attach_product(
 ) -> Result<(), DbErr> {
     bounded(attach_product_now(
         db,
+        kept,
         case_id,
         product_uuid,
         token_hash,
@@ -369,8 +421,21 @@ pub async fn attach_product(
     .await
 }
 
+/// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
+/// hash, the product on the case and the event. `bench/attach.sql` runs the same statement.
+const ATTACH_POSTGRES: &str = r#"WITH token AS (
+    INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
+        "expires_at", "used_at")
+    VALUES ($1, $2, $3, $4, $5, $6, NULL)
+), updated AS (
+    UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5 WHERE "id" = $2
+)
+INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)"#;
+
 async fn attach_product_now(
     db: &DatabaseConnection,
+    kept: Option<&KeptConnections>,
     case_id: Uuid,
     product_uuid: Uuid,
     token_hash: String,
@@ -380,6 +445,25 @@ async fn attach_product_now(
     let now = Utc::now();
     let expires_at =
         now + chrono::Duration::from_std(ttl).map_err(|e| DbErr::Custom(format!("ttl: {e}")))?;
+    let detail = serde_json::json!({"product_uuid": product_uuid});
+    if let Some(kept) = kept {
+        let mut conn = kept.get().await.map_err(sqlx_err)?;
+        sqlx::query(ATTACH_POSTGRES)
+            .bind(Uuid::new_v4())
+            .bind(case_id)
+            .bind(token_hash)
+            .bind(product_uuid)
+            .bind(now)
+            .bind(expires_at)
+            .bind(Uuid::new_v4())
+            .bind(client_id)
+            .bind(detail.to_string())
+            .execute(conn.conn())
+            .await
+            .map_err(sqlx_err)?;
+        conn.completed();
+        return Ok(());
+    }
     let txn = db.begin().await?;
     redirect_token::Entity::insert(redirect_token::ActiveModel {
         id: Set(Uuid::new_v4()),
@@ -398,7 +482,6 @@ async fn attach_product_now(
         .filter(case::Column::Id.eq(case_id))
         .exec(&txn)
         .await?;
-    let detail = serde_json::json!({"product_uuid": product_uuid});
     case_event::Entity::insert(event(
         case_id,
         "product_attached",

@@ -177,7 +177,7 @@ impl IntakeApi {
         let client_id = &partner.0.client_id;
         match store::submit_enquiry(
             &state.db,
-            state.submit_connections.as_ref(),
+            state.kept.as_ref(),
             &enquiry,
             &body.raw,
             client_id,
@@ -229,7 +229,13 @@ impl IntakeApi {
             Ok(r) => r,
             Err(errors) => return AttachResponse::Invalid(Json(ValidationErrorBody::new(errors))),
         };
-        let case = match store::latest_case_for_email(&state.db, &request.email).await {
+        let case = match store::latest_case_for_email(
+            &state.db,
+            state.kept.as_ref(),
+            &request.email,
+        )
+        .await
+        {
             Ok(Some(c)) => c,
             Ok(None) => return AttachResponse::NotFound(Json(CaseNotFound::default())),
             Err(e) => return AttachResponse::Unavailable(unavailable(&e), RETRY_AFTER_SECS),

@@ -57,6 +57,18 @@ async fn attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash(b
         ["created", "product_attached", "product_attached"]
     );
 
+    let details = app
+        .intake_column(
+            "SELECT CAST(detail AS TEXT) AS detail FROM case_events WHERE kind = 'product_attached'",
+            "detail",
+        )
+        .await;
+    assert_eq!(details.len(), 2);
+    for detail in details {
+        let detail: Value = serde_json::from_str(&detail).expect("the event's detail is JSON");
+        assert_eq!(detail, json!({"product_uuid": OTHER_PRODUCT}));
+    }
+
     // An update without a product leaves the attached one in place.
     app.submit(&remortgage_enquiry("brand_a", &email)).await;
     let case = app.case_show(&reference).await;
