@@ -415,9 +415,9 @@ INTAKE_ENV=(
     INTAKE_JWKS_URL="$AUTH_URL/.well-known/jwks.json"
     INTAKE_ISSUER="$AUTH_URL"
     INTAKE_RATE_LIMIT=1000000000
-    # PostgreSQL shares these cores: submissions on about twice their number of connections
+    # PostgreSQL shares these cores: requests on about twice their number of connections
     # keep them busy without queueing on locks and the CPU (the default pool, 10, suits a
-    # database host of its own). Submissions use all but two of the pool's connections.
+    # database host of its own). Submissions and attach use all but two of the pool's.
     INTAKE_DATABASE_MAX_CONNECTIONS=$((2 * CORES + 4))
 )
 

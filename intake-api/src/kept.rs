@@ -1,10 +1,10 @@
-//! PostgreSQL connections kept between enquiry submissions.
+//! PostgreSQL connections kept between requests (enquiry submissions and attach).
 //!
 //! sqlx tests every connection handed back to its pool with a round trip (a `Sync` and its
 //! `ReadyForQuery`), because a query whose future was dropped half-way can leave the
-//! connection mid-protocol. A submission that ran to completion leaves its connection
-//! clean, so keeping that connection for the next submission saves a round trip, and the
-//! database's work for it, on every request. A connection whose use did not complete goes
+//! connection mid-protocol. Work that ran to completion leaves its connection clean, so
+//! keeping that connection for the next request saves a round trip, and the database's
+//! work for it, on every request. A connection whose use did not complete goes
 //! back to sqlx, which tests it and closes it if it is broken.
 
 use std::sync::Mutex;
@@ -14,8 +14,7 @@ use sea_orm::sqlx::pool::PoolConnection;
 use sea_orm::sqlx::{self, PgPool, Postgres};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
-/// Pool connections submissions never take, so activation, attach and readiness checks
-/// always find one.
+/// Pool connections never kept, so activation and readiness checks always find one.
 pub const LEFT_FOR_OTHERS: u32 = 2;
 /// A connection kept unused for longer goes back to the pool, which tests it: one that sat
 /// through a database restart is not handed to a request untested.
@@ -30,10 +29,10 @@ struct Idle {
     kept_since: Instant,
 }
 
-/// Connections taken from the pool for submissions and kept between them.
+/// Connections taken from the pool for the hot paths and kept between requests.
 pub struct KeptConnections {
     pool: PgPool,
-    /// At most this many connections are taken for submissions, in use and idle together.
+    /// At most this many connections are taken, in use and idle together.
     permits: Semaphore,
     /// Whether clean connections are kept at all (not with a pool too small to share).
     keep: bool,
@@ -41,8 +40,8 @@ pub struct KeptConnections {
     acquire_timeout: Duration,
 }
 
-/// A connection for one submission; call [`Kept::completed`] once its work has finished
-/// normally, or it goes back to the pool to be tested.
+/// A connection for one request's work; call [`Kept::completed`] once the work has
+/// finished normally, or it goes back to the pool to be tested.
 pub struct Kept<'a> {
     conn: Option<PoolConnection<Postgres>>,
     kept_since: Instant,
@@ -52,9 +51,9 @@ pub struct Kept<'a> {
 }
 
 impl KeptConnections {
-    /// Submissions on `pool`, whose size is `max_connections`, leaving
-    /// [`LEFT_FOR_OTHERS`] connections to everything else. A pool of one is not shared:
-    /// submissions then take its connection one at a time and always give it back.
+    /// Connections of `pool`, whose size is `max_connections`, leaving
+    /// [`LEFT_FOR_OTHERS`] to everything else. A pool of one is not shared: its connection
+    /// is then taken one request at a time and always given back.
     pub fn new(pool: PgPool, max_connections: u32, acquire_timeout: Duration) -> Self {
         let keep = max_connections >= LEFT_FOR_OTHERS;
         let permits = max_connections.saturating_sub(LEFT_FOR_OTHERS).max(1) as usize;
