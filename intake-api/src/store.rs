@@ -325,7 +325,7 @@ pub async fn latest_case_for_email(
     kept: Option<&KeptConnections>,
     email: &Email,
 ) -> Result<Option<CaseRef>, DbErr> {
-    bounded(async {
+    let found: Option<(Uuid, String, String)> = bounded(async {
         match kept {
             Some(kept) => {
                 let mut conn = kept.get().await.map_err(sqlx_err)?;
@@ -335,14 +335,10 @@ pub async fn latest_case_for_email(
                     .await
                     .map_err(sqlx_err)?;
                 conn.completed();
-                Ok(found.map(|(id, reference, brand)| CaseRef {
-                    id,
-                    reference,
-                    brand,
-                }))
+                Ok(found)
             }
             None => {
-                let found: Option<(Uuid, String, String)> = case::Entity::find()
+                case::Entity::find()
                     .select_only()
                     .columns([
                         case::Column::Id,
@@ -353,16 +349,16 @@ pub async fn latest_case_for_email(
                     .order_by_desc(case::Column::UpdatedAt)
                     .into_tuple()
                     .one(db)
-                    .await?;
-                Ok(found.map(|(id, reference, brand)| CaseRef {
-                    id,
-                    reference,
-                    brand,
-                }))
+                    .await
             }
         }
     })
-    .await
+    .await?;
+    Ok(found.map(|(id, reference, brand)| CaseRef {
+        id,
+        reference,
+        brand,
+    }))
 }
 
 /// The case attach works on, found by `latest_case_for_email`; `bench/attach.sql` runs the
