@@ -92,7 +92,6 @@ pub async fn submit_enquiry(
     client_id: &str,
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
-    let enquiry_json = serde_json::to_string(enquiry).map_err(enquiry_encoding)?;
     // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
     // insert on its unique key: try anew with another reference.
     let mut attempts = 0;
@@ -102,7 +101,6 @@ pub async fn submit_enquiry(
             db,
             kept,
             enquiry,
-            &enquiry_json,
             raw_body,
             client_id,
             activation_delay,
@@ -150,9 +148,6 @@ struct NewSubmission<'a> {
     case_id: Uuid,
     reference: String,
     enquiry: &'a Enquiry,
-    /// The enquiry as JSON text: PostgreSQL parses it into `jsonb` itself, which spares
-    /// building, cloning and encoding a `serde_json::Value` per request.
-    enquiry_json: &'a str,
     raw_body: &'a str,
     client_id: &'a str,
     now: DateTime<Utc>,
@@ -163,7 +158,6 @@ async fn try_submit(
     db: &DatabaseConnection,
     kept: Option<&KeptConnections>,
     enquiry: &Enquiry,
-    enquiry_json: &str,
     raw_body: &str,
     client_id: &str,
     activation_delay: Duration,
@@ -173,7 +167,6 @@ async fn try_submit(
         case_id: Uuid::new_v4(),
         reference: new_reference(),
         enquiry,
-        enquiry_json,
         raw_body,
         client_id,
         now,
@@ -197,6 +190,9 @@ async fn upsert_in_one_statement(
     kept: &KeptConnections,
     new: &NewSubmission<'_>,
 ) -> Result<(Uuid, String), DbErr> {
+    // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which spares
+    // building, cloning and encoding a `serde_json::Value` per request.
+    let enquiry_json = serde_json::to_string(new.enquiry).map_err(enquiry_encoding)?;
     let mut conn = kept.get().await.map_err(sqlx_err)?;
     let row = sqlx::query(SUBMIT_POSTGRES)
         .bind(new.case_id)
@@ -204,7 +200,7 @@ async fn upsert_in_one_statement(
         .bind(new.enquiry.brand.as_str())
         .bind(new.enquiry.email.as_str())
         .bind(case::STATUS_PENDING)
-        .bind(new.enquiry_json)
+        .bind(enquiry_json)
         .bind(new.enquiry.product_uuid)
         .bind(new.now)
         .bind(new.activates_at)
