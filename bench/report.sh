@@ -13,6 +13,18 @@ record_ratios() {
     return 0
 }
 
+# Per round: openssl's CPU per signature (limit key $2) over the auth-server's CPU per token
+# (key $1), recorded as metric "cpu_ratio": a ratio that holds however busy the machine is.
+record_cpu_ratios() {
+    local r sign token
+    for r in $(seq "$ROUNDS"); do
+        sign=$(awk -F'\t' -v k="$2" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_sign" { print $4 }' "$DATA")
+        token=$(awk -F'\t' -v k="$1" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_req_auth-server" { print $4 }' "$DATA")
+        [[ -n $sign && -n $token ]] && rec "$1" "$r" cpu_ratio "$(calc "$sign / $token")"
+    done
+    return 0
+}
+
 # "met" when $1 $2 $3 holds (e.g. 0.9 >= 0.85), else "**not met**".
 verdict() {
     if [[ $1 == n/a ]]; then
@@ -115,9 +127,15 @@ version_of() { "$@" 2>&1 | head -1 || true; }
 write_report() {
     local method c key
     for method in post basic; do
-        for c in "${TOKEN_CONNS[@]}"; do record_ratios "token_${method}_$c" rsa2048 sign_per_s; done
+        for c in "${TOKEN_CONNS[@]}"; do
+            record_ratios "token_${method}_$c" rsa2048 sign_per_s
+            record_cpu_ratios "token_${method}_$c" rsa2048
+        done
     done
-    ((NOIFMA)) && record_ratios token_post_64_noifma rsa2048_noifma sign_per_s
+    if ((NOIFMA)); then
+        record_ratios token_post_64_noifma rsa2048_noifma sign_per_s
+        record_cpu_ratios token_post_64_noifma rsa2048_noifma
+    fi
     record_ratios intake_create pg_create rps
     record_ratios intake_update pg_update rps
     record_ratios attach pg_attach rps
@@ -130,28 +148,6 @@ write_report() {
             rec "$key" "$r" bearer_first_share "$(calc "$BEARER_FIRST_NS / 1000 / $cpu" 4)"
         done
     done
-
-    # Per round: openssl's CPU per signature over the service's CPU per token, a ratio that
-    # holds however busy the machine is.
-    for method in post basic; do
-        for c in "${TOKEN_CONNS[@]}"; do
-            key="token_${method}_$c"
-            local r sign token
-            for r in $(seq "$ROUNDS"); do
-                sign=$(awk -F'\t' -v r="$r" '$1 == "rsa2048" && $2 == r && $3 == "cpu_us_per_sign" { print $4 }' "$DATA")
-                token=$(awk -F'\t' -v k="$key" -v r="$r" '$1 == k && $2 == r && $3 == "cpu_us_per_req_auth-server" { print $4 }' "$DATA")
-                [[ -n $sign && -n $token ]] && rec "$key" "$r" cpu_ratio "$(calc "$sign / $token")"
-            done
-        done
-    done
-    if ((NOIFMA)); then
-        local r sign token
-        for r in $(seq "$ROUNDS"); do
-            sign=$(awk -F'\t' -v r="$r" '$1 == "rsa2048_noifma" && $2 == r && $3 == "cpu_us_per_sign" { print $4 }' "$DATA")
-            token=$(awk -F'\t' -v r="$r" '$1 == "token_post_64_noifma" && $2 == r && $3 == "cpu_us_per_req_auth-server" { print $4 }' "$DATA")
-            [[ -n $sign && -n $token ]] && rec token_post_64_noifma "$r" cpu_ratio "$(calc "$sign / $token")"
-        done
-    fi
 
     # openssl is the only thing of ours running while it measures: whatever share of the
     # cores it did not get went to other work on the machine.
