@@ -415,10 +415,11 @@ INTAKE_ENV=(
     INTAKE_JWKS_URL="$AUTH_URL/.well-known/jwks.json"
     INTAKE_ISSUER="$AUTH_URL"
     INTAKE_RATE_LIMIT=1000000000
-    # PostgreSQL shares these cores: requests on about twice their number of connections
-    # keep them busy without queueing on locks and the CPU (the default pool, 10, suits a
-    # database host of its own). Submissions and attach use all but two of the pool's.
-    INTAKE_DATABASE_MAX_CONNECTIONS=$((2 * CORES + 4))
+    # PostgreSQL shares these cores and commits in groups: more connections than cores keep
+    # them busy and let commits share WAL flushes. Submissions for one case take turns in
+    # the service, so the update load holds one connection whatever the pool's size.
+    # Submissions and attach use all but two of the pool's connections.
+    INTAKE_DATABASE_MAX_CONNECTIONS=$((8 * CORES))
 )
 
 log "starting the services"

@@ -12,6 +12,7 @@ pub mod migration;
 pub mod routes;
 pub mod startup;
 pub mod store;
+pub mod turns;
 
 use config::{Cli, Command};
 

@@ -22,6 +22,7 @@ use crate::jwks::JwksCache;
 use crate::kept::KeptConnections;
 use crate::routes::extract::TOKEN_URL;
 use crate::routes::intake::IntakeApi;
+use crate::turns::Turns;
 use crate::{migration, store};
 
 /// What every request handler shares.
@@ -34,6 +35,8 @@ pub struct AppState {
     pub db: DatabaseConnection,
     /// On PostgreSQL, the pool's connections kept for submissions and attach.
     pub kept: Option<KeptConnections>,
+    /// Submissions for one case, one at a time.
+    pub turns: Turns,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -177,6 +180,7 @@ impl Application {
                 brands,
                 db,
                 kept,
+                turns: Turns::default(),
                 verifier,
                 limiter,
             }),

@@ -21,6 +21,7 @@ use uuid::Uuid;
 use crate::domain::enquiry::{Email, Enquiry};
 use crate::entity::{case, case_event, redirect_token, submission};
 use crate::kept::KeptConnections;
+use crate::turns::Turns;
 
 /// The longest one unit of database work may take: past it the request answers 503
 /// instead of hanging on a database that stopped answering.
@@ -87,26 +88,24 @@ fn event(
 pub async fn submit_enquiry(
     db: &DatabaseConnection,
     kept: Option<&KeptConnections>,
+    turns: &Turns,
     enquiry: &Enquiry,
     raw_body: &str,
     client_id: &str,
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
+    let key = (enquiry.brand.as_str(), enquiry.email.as_str());
     // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
     // insert on its unique key: try anew with another reference.
     let mut attempts = 0;
     loop {
         attempts += 1;
-        match bounded(try_submit(
-            db,
-            kept,
-            enquiry,
-            raw_body,
-            client_id,
-            activation_delay,
-        ))
-        .await
-        {
+        // The wait for the case's turn counts against the same bound as the work.
+        let attempt = async {
+            let _turn = turns.wait(&key).await;
+            try_submit(db, kept, enquiry, raw_body, client_id, activation_delay).await
+        };
+        match bounded(attempt).await {
             Err(e)
                 if attempts < 3
                     && matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(ref m)) if m.contains("reference")) =>

@@ -178,6 +178,7 @@ impl IntakeApi {
         match store::submit_enquiry(
             &state.db,
             state.kept.as_ref(),
+            &state.turns,
             &enquiry,
             &body.raw,
             client_id,

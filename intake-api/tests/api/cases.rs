@@ -1,6 +1,7 @@
 //! Creating and updating cases: one case per brand and e-mail address, whatever the letter case,
 //! the surrounding spaces or the concurrency.
 
+use sea_orm::{ConnectionTrait, Database, Statement, TransactionTrait};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
@@ -135,6 +136,71 @@ async fn twenty_concurrent_first_submissions_make_exactly_one_case(backend: Back
         .intake_column("SELECT reference FROM cases", "reference")
         .await;
     assert_eq!(cases, [reference]);
+}
+
+/// Submissions for one case take turns inside the service, so a burst of them for a case
+/// whose row is locked holds one pool connection, not all: another case's submission still
+/// goes through. (Waiting on PostgreSQL's row lock, each would hold a connection.)
+#[tokio::test]
+async fn a_burst_for_one_locked_case_leaves_connections_to_other_cases() {
+    let app = TestApp::spawn_with(Backend::Postgres, |c| c.database_max_connections = 8).await;
+    let busy = purchase_enquiry("brand_a", "burst@example.com");
+    let reference = reference_of(&app.enquiry(&busy).await.body);
+    let db = Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    let statement = |sql: &str| Statement::from_string(db.get_database_backend(), sql);
+    // Sessions of this database waiting for a lock (a row lock is waited for as its
+    // holder's transaction id, which names no database).
+    let waiting = || async {
+        let sql = "SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                   WHERE NOT l.granted AND a.datname = current_database()";
+        let row = db.query_one_raw(statement(sql)).await.expect("pg_locks");
+        row.expect("one row")
+            .try_get::<i64>("", "n")
+            .expect("count")
+    };
+    let lock = db.begin().await.expect("transaction");
+    lock.execute_raw(statement(&format!(
+        "SELECT id FROM cases WHERE reference = '{reference}' FOR UPDATE"
+    )))
+    .await
+    .expect("row locked");
+
+    let mut burst = JoinSet::new();
+    for _ in 0..20 {
+        let (http, url, bearer, body) = (
+            app.http.clone(),
+            app.url(ENQUIRY),
+            app.bearer(),
+            busy.to_string(),
+        );
+        burst.spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
+    }
+    let mut waits = 0;
+    for _ in 0..100 {
+        waits = waiting().await;
+        if waits > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(waits, 1, "the burst's submissions waiting on the row lock");
+
+    let other = app
+        .enquiry(&purchase_enquiry("brand_a", "someone.else@example.com"))
+        .await;
+    assert_eq!(other.status, 201, "{:?}", other.body);
+    assert_eq!(
+        waiting().await,
+        1,
+        "the burst's submissions waiting on the row lock"
+    );
+
+    lock.commit().await.expect("lock released");
+    let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200; 20]);
+    assert_eq!(app.case_show(&reference).await["submissions"], 21);
 }
 
 on_both_backends!(
