@@ -1,8 +1,9 @@
 -- What one POST /partners/external/intake writes (intake-api/src/store.rs, SUBMIT_POSTGRES),
 -- for pgbench: the one statement the intake-api sends on PostgreSQL, which upserts the case
 -- and inserts the submission and the event, committed on its own. Run by bench/run.sh:
---   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D create=1|0 -D tag=.. \
---     -D email=.. -D enquiry=.. -D payload=.. -D client=.. INTAKE_DB_URL
+--   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D mode=create|spread|one \
+--     -D tag=.. -D pool=.. -D threads=.. -D email=.. -D enquiry=.. -D payload=.. -D client=.. \
+--     INTAKE_DB_URL
 -- -M prepared: sqlx prepares each statement once per connection and binds the values.
 -- The e-mail, enquiry JSON and raw body are bound values, as in the service (the enquiry as
 -- text cast to jsonb, as the service binds it). Where the service binds ids and timestamps it made,
@@ -11,15 +12,26 @@
 -- The service draws a random 12-digit reference and draws again on the rare collision;
 -- pgbench cannot retry, so its references come from a sequence (bench/run.sh creates it),
 -- 12 characters that never look like the service's.
--- create=1: a new case every time (a fresh e-mail); create=0: the update of the one case
--- for :email, which already exists. The two branches differ only in the e-mail.
+-- The e-mail, by mode (every variable is given in every mode; the CASE is evaluated once
+-- per statement, on bound values):
+--   create: a new case every time (a fresh e-mail);
+--   spread: the update of one of the cases create round TAG made, as bench/intake_update.lua
+--           picks them: c-TAG-T-I@example.com, T in 1..threads, I in 2..pool+1;
+--   one:    the update of the one case for :email, every time.
 \set n random(1, 1000000000000)
 \set m random(1, 1000000000000)
-\if :create
+\set t random(1, :threads)
+\set i random(2, :pool + 1)
 WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a', 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com', 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
+    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a',
+        CASE :mode
+            WHEN 'create' THEN 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com'
+            WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com'
+            ELSE :email
+        END,
+        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
@@ -34,23 +46,3 @@ WITH upserted AS (
     FROM upserted
 )
 SELECT "id", "reference" FROM upserted;
-\else
-WITH upserted AS (
-    INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a', :email, 'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL)
-    ON CONFLICT ("brand", "email") DO UPDATE SET
-        "enquiry" = excluded."enquiry",
-        "updated_at" = excluded."updated_at",
-        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")
-    RETURNING "id", "reference"
-), submitted AS (
-    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload")
-    SELECT md5(:n || '-s-' || :m)::uuid, "id", :client, now(), :payload FROM upserted
-), logged AS (
-    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-    SELECT md5(:n || '-e-' || :m)::uuid, "id", CASE WHEN "id" = md5(:n || '-' || :m)::uuid THEN 'created' ELSE 'updated' END, :client, NULL, now()
-    FROM upserted
-)
-SELECT "id", "reference" FROM upserted;
-\endif

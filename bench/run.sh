@@ -491,37 +491,57 @@ if grep -qw avx512ifma /proc/cpuinfo; then
     kill -TERM "$NOIFMA_PID" 2>/dev/null || true
 fi
 
-# 2. Intake create and update against the same transaction run by pgbench.
+# 2. Intake create and update against the same transaction run by pgbench. Updates go to
+# cases the first create round made, each thread of wrk cycling through its own, and to one
+# case every time (every request then waits for the one before it on the same row).
 PG_VARS=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$BENCH_CLIENT_ID")
 for r in $(seq "$ROUNDS"); do
     BENCH_TOKEN=$(get_token)
     export BENCH_TOKEN
-    run_pgbench pg_create "$r" intake.sql -D create=1 -D "tag=r$r" "${PG_VARS[@]}"
+    run_pgbench pg_create "$r" intake.sql -D mode=create -D "tag=r$r" -D pool=1 -D threads=1 \
+        -D email=- "${PG_VARS[@]}"
     export BENCH_TAG="r$r"
     run_wrk intake_create "$r" "$INTAKE_CONNS" intake_create.lua \
         /partners/external/intake -- "$INTAKE_PID"
-    run_pgbench pg_update "$r" intake.sql -D create=0 -D "email=$PG_UPDATE_EMAIL" "${PG_VARS[@]}"
-    export BENCH_EMAIL=$UPDATE_EMAIL
+    if ((r == 1)); then
+        # Half of what each wrk thread of the first round created: cases known to exist.
+        CASES_POOL=$(($(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA") / (2 * THREADS)))
+        ((CASES_POOL > 5000)) && CASES_POOL=5000
+        ((CASES_POOL < 1)) && CASES_POOL=1
+    fi
+    run_pgbench pg_update "$r" intake.sql -D mode=spread -D tag=r1 -D "pool=$CASES_POOL" \
+        -D "threads=$THREADS" -D email=- "${PG_VARS[@]}"
+    export BENCH_TAG=r1 BENCH_POOL=$CASES_POOL
     run_wrk intake_update "$r" "$INTAKE_CONNS" intake_update.lua \
+        /partners/external/intake -- "$INTAKE_PID"
+    run_pgbench pg_update_one "$r" intake.sql -D mode=one -D "email=$PG_UPDATE_EMAIL" -D tag=- \
+        -D pool=1 -D threads=1 "${PG_VARS[@]}"
+    export BENCH_EMAIL=$UPDATE_EMAIL
+    run_wrk intake_update_one "$r" "$INTAKE_CONNS" intake_update_one.lua \
         /partners/external/intake -- "$INTAKE_PID"
 done
 
-# Every create response counted must be a case in the database (a few more may exist: requests
-# still in flight when wrk stopped).
+# Every create response counted must be a case in the database, and the updates must not
+# have made any (a few more than the responses may exist: requests still in flight when wrk
+# stopped, at most one per connection and round).
 CREATE_RESPONSES=$(awk -F'\t' '$1 == "intake_create" && $3 == "requests" { s += $4 } END { print s }' "$DATA")
 CREATED_CASES=$(psql "$(db_url "$INTAKE_DB")" -qAt -c "SELECT count(*) FROM cases WHERE email LIKE 'c-r%'")
 ((CREATED_CASES >= CREATE_RESPONSES)) ||
     die "wrk counted $CREATE_RESPONSES create responses but only $CREATED_CASES cases exist"
+((CREATED_CASES <= CREATE_RESPONSES + ROUNDS * INTAKE_CONNS)) ||
+    die "$CREATED_CASES cases exist for $CREATE_RESPONSES create responses: updates made cases"
+UPDATED_EVENTS=$(psql "$(db_url "$INTAKE_DB")" -qAt -c \
+    "SELECT count(*) FROM case_events e JOIN cases c ON c.id = e.case_id WHERE e.kind = 'updated' AND c.email LIKE 'c-r1-%'")
+UPDATE_RESPONSES=$(awk -F'\t' '$1 == "intake_update" && $3 == "requests" { s += $4 } END { print s }' "$DATA")
+((UPDATED_EVENTS >= UPDATE_RESPONSES)) ||
+    die "wrk counted $UPDATE_RESPONSES update responses but the cases have $UPDATED_EVENTS updates"
 
-# 3. Attach, over cases the first create round made, against the same transaction in pgbench.
-ATTACH_POOL=$(($(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA") / (2 * THREADS)))
-((ATTACH_POOL > 5000)) && ATTACH_POOL=5000
-((ATTACH_POOL < 1)) && ATTACH_POOL=1
+# 3. Attach, over the same cases as the updates, against the same transaction in pgbench.
 for r in $(seq "$ROUNDS"); do
     BENCH_TOKEN=$(get_token)
     export BENCH_TOKEN
-    run_pgbench pg_attach "$r" attach.sql -D tag=r1 -D "pool=$ATTACH_POOL" -D "threads=$THREADS" -D "client=$BENCH_CLIENT_ID"
-    export BENCH_TAG=r1 BENCH_POOL=$ATTACH_POOL
+    run_pgbench pg_attach "$r" attach.sql -D tag=r1 -D "pool=$CASES_POOL" -D "threads=$THREADS" -D "client=$BENCH_CLIENT_ID"
+    export BENCH_TAG=r1 BENCH_POOL=$CASES_POOL
     run_wrk attach "$r" "$INTAKE_CONNS" attach.lua \
         /partners/external/intake/attach -- "$INTAKE_PID"
 done
