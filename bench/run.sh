@@ -4,7 +4,7 @@
 # run on the same machine, interleaved (limit, ours, limit, ours, ...), reported as medians in
 # bench/RESULTS.md.
 #
-#   bench/run.sh                      # full run, about 7 minutes after the build
+#   bench/run.sh                      # full run, about 10 minutes after the build
 #   BENCH_SECS=2 bench/run.sh         # a quick check that everything works
 #
 # Settings (environment):
