@@ -2,17 +2,9 @@
 -- cycling through its own (bench/threads.lua).
 local dir = os.getenv("BENCH_DIR")
 dofile(dir .. "/report.lua")
-dofile(dir .. "/threads.lua")
-
-local headers = {
-   ["Content-Type"] = "application/json",
-   ["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN"),
-}
-local counter = 0
+dofile(dir .. "/partner.lua")
 
 function request()
-   local email = existing_case_email(counter)
-   counter = counter + 1
-   return wrk.format("POST", "/partners/external/intake/attach", headers,
-      '{"email":"' .. email .. '","product_uuid":"3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}')
+   return wrk.format("POST", "/partners/external/intake/attach", partner_headers,
+      '{"email":"' .. next_case_email() .. '","product_uuid":"3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}')
 end

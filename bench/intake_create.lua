@@ -3,17 +3,13 @@
 local dir = os.getenv("BENCH_DIR")
 dofile(dir .. "/report.lua")
 dofile(dir .. "/enquiry.lua")
-dofile(dir .. "/threads.lua")
+dofile(dir .. "/partner.lua")
 
 local tag = os.getenv("BENCH_TAG")
-local headers = {
-   ["Content-Type"] = "application/json",
-   ["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN"),
-}
 local counter = 0
 
 function request()
    counter = counter + 1
    local email = string.format("c-%s-%d-%d@example.com", tag, tid, counter)
-   return wrk.format("POST", "/partners/external/intake", headers, enquiry_body(email))
+   return wrk.format("POST", "/partners/external/intake", partner_headers, enquiry_body(email))
 end

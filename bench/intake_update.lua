@@ -3,16 +3,8 @@
 local dir = os.getenv("BENCH_DIR")
 dofile(dir .. "/report.lua")
 dofile(dir .. "/enquiry.lua")
-dofile(dir .. "/threads.lua")
-
-local headers = {
-   ["Content-Type"] = "application/json",
-   ["Authorization"] = "Bearer " .. os.getenv("BENCH_TOKEN"),
-}
-local counter = 0
+dofile(dir .. "/partner.lua")
 
 function request()
-   local email = existing_case_email(counter)
-   counter = counter + 1
-   return wrk.format("POST", "/partners/external/intake", headers, enquiry_body(email))
+   return wrk.format("POST", "/partners/external/intake", partner_headers, enquiry_body(next_case_email()))
 end

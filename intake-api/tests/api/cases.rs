@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
 use crate::helpers::{
-    Backend, ENQUIRY, TestApp, event_kinds, post_raw, purchase_enquiry, remortgage_enquiry,
+    Backend, ENQUIRY, Reply, TestApp, event_kinds, post_raw, purchase_enquiry, remortgage_enquiry,
 };
 use test_support::on_both_backends;
 
@@ -18,6 +18,22 @@ fn reference_of(body: &Value) -> String {
         "reference {reference:?} is not a string of digits"
     );
     reference.to_owned()
+}
+
+/// `n` submissions of `body`, all sent at once.
+fn all_at_once(app: &TestApp, body: &str, n: usize) -> JoinSet<Reply> {
+    let mut requests = JoinSet::new();
+    for _ in 0..n {
+        let (http, url, bearer, body) = (
+            app.http.clone(),
+            app.url(ENQUIRY),
+            app.bearer(),
+            body.to_owned(),
+        );
+        requests
+            .spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
+    }
+    requests
 }
 
 async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_one(
@@ -92,18 +108,7 @@ async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_
 async fn twenty_concurrent_first_submissions_make_exactly_one_case(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let body = purchase_enquiry("brand_a", "race@example.com").to_string();
-    let mut requests = JoinSet::new();
-    for _ in 0..20 {
-        let (http, url, bearer, body) = (
-            app.http.clone(),
-            app.url(ENQUIRY),
-            app.bearer(),
-            body.clone(),
-        );
-        requests
-            .spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
-    }
-    let replies = requests.join_all().await;
+    let replies = all_at_once(&app, &body, 20).join_all().await;
     let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses.iter().filter(|s| **s == 201).count(),
@@ -167,16 +172,7 @@ async fn a_burst_for_one_locked_case_leaves_connections_to_other_cases() {
     .await
     .expect("row locked");
 
-    let mut burst = JoinSet::new();
-    for _ in 0..20 {
-        let (http, url, bearer, body) = (
-            app.http.clone(),
-            app.url(ENQUIRY),
-            app.bearer(),
-            busy.to_string(),
-        );
-        burst.spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
-    }
+    let burst = all_at_once(&app, &busy.to_string(), 20);
     let mut waits = 0;
     for _ in 0..100 {
         waits = waiting().await;
