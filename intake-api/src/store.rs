@@ -84,7 +84,8 @@ fn event(
 }
 
 /// Creates the case for the enquiry's brand and e-mail, or applies the enquiry to the
-/// existing one; the submission is stored as sent either way.
+/// existing one; the submission is stored as sent either way. Submissions for one case run
+/// one at a time, waiting for their turn before they take a connection ([`Turns`]).
 pub async fn submit_enquiry(
     db: &DatabaseConnection,
     kept: Option<&KeptConnections>,
