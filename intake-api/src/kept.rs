@@ -101,6 +101,17 @@ impl KeptConnections {
         })
     }
 
+    /// Runs `work` on a connection; the connection is kept only when `work` succeeded.
+    pub async fn run<T>(
+        &self,
+        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> Result<T, sqlx::Error>,
+    ) -> Result<T, sqlx::Error> {
+        let mut conn = self.get().await?;
+        let done = work(conn.conn()).await?;
+        conn.completed();
+        Ok(done)
+    }
+
     /// Connections idle now.
     pub fn idle_count(&self) -> usize {
         self.idle.lock().unwrap_or_else(|e| e.into_inner()).len()

@@ -193,25 +193,27 @@ async fn upsert_in_one_statement(
     // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which spares
     // building, cloning and encoding a `serde_json::Value` per request.
     let enquiry_json = serde_json::to_string(new.enquiry).map_err(enquiry_encoding)?;
-    let mut conn = kept.get().await.map_err(sqlx_err)?;
-    let row = sqlx::query(SUBMIT_POSTGRES)
-        .bind(new.case_id)
-        .bind(new.reference.as_str())
-        .bind(new.enquiry.brand.as_str())
-        .bind(new.enquiry.email.as_str())
-        .bind(case::STATUS_PENDING)
-        .bind(enquiry_json)
-        .bind(new.enquiry.product_uuid)
-        .bind(new.now)
-        .bind(new.activates_at)
-        .bind(Uuid::new_v4())
-        .bind(new.client_id)
-        .bind(new.raw_body)
-        .bind(Uuid::new_v4())
-        .fetch_one(conn.conn())
+    let row = kept
+        .run(async |conn| {
+            sqlx::query(SUBMIT_POSTGRES)
+                .bind(new.case_id)
+                .bind(new.reference.as_str())
+                .bind(new.enquiry.brand.as_str())
+                .bind(new.enquiry.email.as_str())
+                .bind(case::STATUS_PENDING)
+                .bind(enquiry_json)
+                .bind(new.enquiry.product_uuid)
+                .bind(new.now)
+                .bind(new.activates_at)
+                .bind(Uuid::new_v4())
+                .bind(new.client_id)
+                .bind(new.raw_body)
+                .bind(Uuid::new_v4())
+                .fetch_one(conn)
+                .await
+        })
         .await
         .map_err(sqlx_err)?;
-    conn.completed();
     let id = row.try_get("id").map_err(sqlx_err)?;
     let reference = row.try_get("reference").map_err(sqlx_err)?;
     Ok((id, reference))
@@ -323,16 +325,15 @@ pub async fn latest_case_for_email(
 ) -> Result<Option<CaseRef>, DbErr> {
     let found: Option<(Uuid, String, String)> = bounded(async {
         match kept {
-            Some(kept) => {
-                let mut conn = kept.get().await.map_err(sqlx_err)?;
-                let found = sqlx::query_as(LATEST_CASE_POSTGRES)
-                    .bind(email.as_str())
-                    .fetch_optional(conn.conn())
-                    .await
-                    .map_err(sqlx_err)?;
-                conn.completed();
-                Ok(found)
-            }
+            Some(kept) => kept
+                .run(async |conn| {
+                    sqlx::query_as(LATEST_CASE_POSTGRES)
+                        .bind(email.as_str())
+                        .fetch_optional(conn)
+                        .await
+                })
+                .await
+                .map_err(sqlx_err),
             None => {
                 case::Entity::find()
                     .select_only()
@@ -439,21 +440,22 @@ async fn attach_product_now(
         now + chrono::Duration::from_std(ttl).map_err(|e| DbErr::Custom(format!("ttl: {e}")))?;
     let detail = serde_json::json!({"product_uuid": product_uuid});
     if let Some(kept) = kept {
-        let mut conn = kept.get().await.map_err(sqlx_err)?;
-        sqlx::query(ATTACH_POSTGRES)
-            .bind(Uuid::new_v4())
-            .bind(case_id)
-            .bind(token_hash)
-            .bind(product_uuid)
-            .bind(now)
-            .bind(expires_at)
-            .bind(Uuid::new_v4())
-            .bind(client_id)
-            .bind(detail.to_string())
-            .execute(conn.conn())
-            .await
-            .map_err(sqlx_err)?;
-        conn.completed();
+        kept.run(async |conn| {
+            sqlx::query(ATTACH_POSTGRES)
+                .bind(Uuid::new_v4())
+                .bind(case_id)
+                .bind(token_hash)
+                .bind(product_uuid)
+                .bind(now)
+                .bind(expires_at)
+                .bind(Uuid::new_v4())
+                .bind(client_id)
+                .bind(detail.to_string())
+                .execute(conn)
+                .await
+        })
+        .await
+        .map_err(sqlx_err)?;
         return Ok(());
     }
     let txn = db.begin().await?;

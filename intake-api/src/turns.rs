@@ -43,7 +43,7 @@ impl Turns {
     }
 
     /// The slot `key` waits in.
-    pub fn slot<K: Hash + ?Sized>(&self, key: &K) -> usize {
+    fn slot<K: Hash + ?Sized>(&self, key: &K) -> usize {
         (self.hasher.hash_one(key) % self.slots.len() as u64) as usize
     }
 }

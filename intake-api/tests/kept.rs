@@ -132,3 +132,24 @@ async fn releasing_all_lets_the_pool_close() {
         .await
         .expect("the pool closes once the kept connections are back");
 }
+
+#[tokio::test]
+async fn run_keeps_the_connection_only_when_its_work_succeeded() {
+    let db = TestDb::new(Backend::Postgres, "kept").await;
+    let kept = KeptConnections::new(pool(&db, 6).await, 6, Duration::from_secs(2));
+    let one: i32 = kept
+        .run(async |conn| sqlx::query_scalar("SELECT 1").fetch_one(conn).await)
+        .await
+        .unwrap();
+    assert_eq!(one, 1);
+    assert_eq!(kept.idle_count(), 1);
+    let failed = kept
+        .run(async |conn| sqlx::query("SELECT no_such_column").execute(conn).await)
+        .await;
+    assert!(failed.is_err());
+    assert_eq!(
+        kept.idle_count(),
+        0,
+        "a connection whose work failed is not kept"
+    );
+}
