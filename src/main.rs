@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
     // Each service reads its own environment variables, exactly as its binary does.
     let auth_config = auth_server::config::Cli::parse_from(["auth-server"]).config;
     let intake_config = intake_api::config::Cli::parse_from(["intake-api"]).config;
-    intake_shared::telemetry::init_tracing(auth_config.log_format);
+    let _logs = intake_shared::telemetry::init_tracing(auth_config.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
     let demo = demo_client(&auth_config).await?;

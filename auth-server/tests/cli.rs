@@ -98,3 +98,21 @@ async fn the_commands_print_json_and_keep_secrets_off_stderr_on_sqlite() {
 async fn the_commands_print_json_and_keep_secrets_off_stderr_on_postgres() {
     the_commands_print_json_and_keep_secrets_off_stderr(Backend::Postgres).await
 }
+
+#[tokio::test]
+async fn log_lines_waiting_in_the_buffer_are_written_before_the_process_exits() {
+    let db = TestDb::new(Backend::Sqlite, "authlog").await;
+    let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .arg("migrate")
+        .env("AUTH_DATABASE_URL", &db.url)
+        .env("RUST_LOG", "info")
+        .env("LOG_FORMAT", "json")
+        .output()
+        .expect("auth-server runs");
+    assert!(out.status.success());
+    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
+    let last: Value = serde_json::from_str(stderr.lines().last().unwrap_or_default())
+        .unwrap_or_else(|e| panic!("the last line is not JSON ({e}): {stderr}"));
+    assert_eq!(last["level"], "INFO");
+    assert_eq!(last["message"], "migrations applied");
+}

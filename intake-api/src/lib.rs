@@ -18,7 +18,7 @@ use config::{Cli, Command};
 
 /// Runs the binary's command line: `serve` (the default), `migrate`, `case show`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    intake_shared::telemetry::init_tracing(cli.config.log_format);
+    let _logs = intake_shared::telemetry::init_tracing(cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             startup::Application::build(cli.config)

@@ -9,6 +9,8 @@ use poem::http::HeaderValue;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response, Result};
 use tracing_subscriber::EnvFilter;
 
+use crate::log_batch::{BatchedWriter, FlushOnDrop};
+
 /// Log output format: `pretty` for people, `json` for log pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
@@ -19,14 +21,33 @@ pub enum LogFormat {
     Json,
 }
 
+/// At most this long between a log line and its write: lines are written in batches (see
+/// [`crate::log_batch`]).
+pub const LOG_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+
 /// Installs the global tracing subscriber; later calls (tests, the all-in-one launcher)
-/// keep the first one.
-pub fn init_tracing(format: LogFormat) {
+/// keep the first one. Hold the returned guard until the process ends: dropping it writes
+/// out the lines still waiting.
+pub fn init_tracing(format: LogFormat) -> FlushOnDrop {
+    static WRITER: OnceLock<BatchedWriter<std::io::Stderr>> = OnceLock::new();
+    let mut first = false;
+    let writer = WRITER.get_or_init(|| {
+        first = true;
+        BatchedWriter::new(std::io::stderr(), LOG_FLUSH_INTERVAL)
+    });
+    if first {
+        // The panic message is written straight to stderr: the lines that led to it first.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            writer.try_flush();
+            previous(info);
+        }));
+    }
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     // Logs go to stderr: stdout is for what the CLI commands print.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
+        .with_writer(writer.clone())
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let _ = match format {
         LogFormat::Json => builder
@@ -37,6 +58,7 @@ pub fn init_tracing(format: LogFormat) {
             .try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
+    FlushOnDrop(writer)
 }
 
 /// How often recorded histogram samples are folded into their buckets.
