@@ -73,13 +73,17 @@ impl AppState {
             .ok_or_else(|| anyhow!("brand {} has no customer-portal URL", case.brand))?;
         let (token, hash) = store::new_redirect_token()?;
         url.query_pairs_mut().append_pair("token", &token);
+        let record = store::RedirectRecord {
+            product_uuid: product,
+            token_hash: hash,
+            ttl: Duration::from_secs(self.config.redirect_ttl_secs),
+        };
         store::attach_product(
             &self.db,
             self.kept.as_ref(),
-            case.id,
-            product,
-            hash,
-            Duration::from_secs(self.config.redirect_ttl_secs),
+            &self.turns,
+            case,
+            record,
             client_id,
         )
         .await

@@ -95,6 +95,7 @@ pub async fn submit_enquiry(
     client_id: &str,
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
+    // The same key as `CaseRef::turn_key`.
     let key = (enquiry.brand.as_str(), enquiry.email.as_str());
     // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
     // insert on its unique key: try anew with another reference.
@@ -355,6 +356,7 @@ pub async fn latest_case_for_email(
         id,
         reference,
         brand,
+        email: email.as_str().to_owned(),
     }))
 }
 
@@ -371,6 +373,27 @@ pub struct CaseRef {
     pub reference: String,
     /// Its brand.
     pub brand: String,
+    /// Its customer's e-mail address, as stored.
+    pub email: String,
+}
+
+impl CaseRef {
+    /// The key writes to this case take turns on: the one submissions use, so a case's
+    /// submissions and attaches hold one connection between them.
+    fn turn_key(&self) -> (&str, &str) {
+        (self.brand.as_str(), self.email.as_str())
+    }
+}
+
+/// A redirect link's token as stored beside the product it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RedirectRecord {
+    /// The product the link continues with.
+    pub product_uuid: Uuid,
+    /// The token's hash ([`hash_token`]); the token itself is never stored.
+    pub token_hash: String,
+    /// How long the token can be redeemed.
+    pub ttl: Duration,
 }
 
 fn sqlx_err(e: sqlx::Error) -> DbErr {
@@ -392,25 +415,21 @@ pub fn hash_token(token: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest.as_ref())
 }
 
-/// Records the product on the case and stores the redirect token's hash.
+/// Records the product on the case and stores the redirect token's hash. Like submissions,
+/// writes to one case take turns before they take a connection ([`Turns`]); the wait counts
+/// against the same bound as the work.
 pub async fn attach_product(
     db: &DatabaseConnection,
     kept: Option<&KeptConnections>,
-    case_id: Uuid,
-    product_uuid: Uuid,
-    token_hash: String,
-    ttl: Duration,
+    turns: &Turns,
+    case: &CaseRef,
+    record: RedirectRecord,
     client_id: &str,
 ) -> Result<(), DbErr> {
-    bounded(attach_product_now(
-        db,
-        kept,
-        case_id,
-        product_uuid,
-        token_hash,
-        ttl,
-        client_id,
-    ))
+    bounded(async {
+        let _turn = turns.wait(&case.turn_key()).await;
+        attach_product_now(db, kept, case.id, record, client_id).await
+    })
     .await
 }
 
@@ -430,11 +449,14 @@ async fn attach_product_now(
     db: &DatabaseConnection,
     kept: Option<&KeptConnections>,
     case_id: Uuid,
-    product_uuid: Uuid,
-    token_hash: String,
-    ttl: Duration,
+    record: RedirectRecord,
     client_id: &str,
 ) -> Result<(), DbErr> {
+    let RedirectRecord {
+        product_uuid,
+        token_hash,
+        ttl,
+    } = record;
     let now = Utc::now();
     let expires_at =
         now + chrono::Duration::from_std(ttl).map_err(|e| DbErr::Custom(format!("ttl: {e}")))?;

@@ -1,12 +1,12 @@
-//! Submissions for one case take turns inside the process, before they take a connection.
+//! Writes to one case take turns inside the process, before they take a connection.
 //!
-//! Every submission for one brand and e-mail address updates the same row, and PostgreSQL
-//! makes each wait for the row lock of the one before it, holding a pool connection all the
-//! while. A partner resending one customer's enquiry in a burst would so take every
-//! connection and stall every other case's submissions behind it. Waiting here first, in
-//! arrival order, leaves one connection to the busy case and the rest to the others. The
-//! database's lock still orders submissions between replicas; this only moves a replica's
-//! own queue out of the database.
+//! Every submission for one brand and e-mail address, and every product attached to that
+//! case, updates the same row, and PostgreSQL makes each wait for the row lock of the one
+//! before it, holding a pool connection all the while. A partner resending one customer's
+//! enquiry or attach in a burst would so take every connection and stall every other case
+//! behind it. Waiting here first, in arrival order, leaves one connection to the busy case
+//! and the rest to the others. The database's lock still orders writes between replicas;
+//! this only moves a replica's own queue out of the database.
 
 use std::hash::{BuildHasher, Hash, RandomState};
 

@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    ATTACH, Backend, PRODUCT, TestApp, event_kinds, fresh_email, invalid, message,
-    remortgage_enquiry,
+    ATTACH, Backend, CaseRowLock, ENQUIRY, PRODUCT, TestApp, event_kinds, fresh_email, invalid,
+    message, remortgage_enquiry,
 };
 use test_support::on_both_backends;
 
@@ -188,6 +188,53 @@ async fn attach_for_a_brand_without_a_portal_url_is_500_and_stores_nothing(backe
     let reply = app.attach(&email, PRODUCT).await;
     assert_eq!(reply.status, 200, "{:?}", reply.body);
     token_of(&reply.body, "https://portal.brand-a.example/continue");
+}
+
+/// Attaches take turns with each other and with the case's submissions inside the service,
+/// so a burst of them for a case whose row is locked holds one pool connection, not all:
+/// another case's attach still goes through.
+#[tokio::test]
+async fn a_burst_of_attaches_for_one_locked_case_leaves_connections_to_other_cases() {
+    let app = TestApp::spawn_with(Backend::Postgres, |c| c.database_max_connections = 8).await;
+    let busy = remortgage_enquiry("brand_a", "burst@example.com");
+    let reference = app.submit(&busy).await;
+    app.submit(&remortgage_enquiry("brand_b", "someone.else@example.com"))
+        .await;
+    let lock = CaseRowLock::take(&app, &reference).await;
+
+    let attach = json!({"email": "burst@example.com", "product_uuid": PRODUCT}).to_string();
+    let burst = app.all_at_once(ATTACH, &attach, 20);
+    assert_eq!(
+        lock.first_waiters().await,
+        1,
+        "the burst's attaches waiting on the row lock"
+    );
+    // A submission for the same case waits its turn behind them, not on the lock.
+    let submission = app.all_at_once(ENQUIRY, &busy.to_string(), 1);
+    let other = app.attach("someone.else@example.com", PRODUCT).await;
+    assert_eq!(other.status, 200, "{:?}", other.body);
+    assert_eq!(
+        lock.waiters().await,
+        1,
+        "the case's writes waiting on the row lock"
+    );
+
+    lock.release().await;
+    let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, [200; 20]);
+    let statuses: Vec<u16> = submission
+        .join_all()
+        .await
+        .iter()
+        .map(|r| r.status)
+        .collect();
+    assert_eq!(statuses, [200]);
+    let kinds = event_kinds(&app.case_show(&reference).await);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "product_attached").count(),
+        20,
+        "{kinds:?}"
+    );
 }
 
 on_both_backends!(

@@ -1,12 +1,10 @@
 //! Creating and updating cases: one case per brand and e-mail address, whatever the letter case,
 //! the surrounding spaces or the concurrency.
 
-use sea_orm::{ConnectionTrait, Database, Statement, TransactionTrait};
 use serde_json::{Value, json};
-use tokio::task::JoinSet;
 
 use crate::helpers::{
-    Backend, ENQUIRY, Reply, TestApp, event_kinds, post_raw, purchase_enquiry, remortgage_enquiry,
+    Backend, CaseRowLock, ENQUIRY, TestApp, event_kinds, purchase_enquiry, remortgage_enquiry,
 };
 use test_support::on_both_backends;
 
@@ -18,22 +16,6 @@ fn reference_of(body: &Value) -> String {
         "reference {reference:?} is not a string of digits"
     );
     reference.to_owned()
-}
-
-/// `n` submissions of `body`, all sent at once.
-fn all_at_once(app: &TestApp, body: &str, n: usize) -> JoinSet<Reply> {
-    let mut requests = JoinSet::new();
-    for _ in 0..n {
-        let (http, url, bearer, body) = (
-            app.http.clone(),
-            app.url(ENQUIRY),
-            app.bearer(),
-            body.to_owned(),
-        );
-        requests
-            .spawn(async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await });
-    }
-    requests
 }
 
 async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_one(
@@ -108,7 +90,7 @@ async fn the_same_brand_and_email_update_one_case_and_another_brand_makes_a_new_
 async fn twenty_concurrent_first_submissions_make_exactly_one_case(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let body = purchase_enquiry("brand_a", "race@example.com").to_string();
-    let replies = all_at_once(&app, &body, 20).join_all().await;
+    let replies = app.all_at_once(ENQUIRY, &body, 20).join_all().await;
     let statuses: Vec<u16> = replies.iter().map(|r| r.status).collect();
     assert_eq!(
         statuses.iter().filter(|s| **s == 201).count(),
@@ -151,49 +133,25 @@ async fn a_burst_for_one_locked_case_leaves_connections_to_other_cases() {
     let app = TestApp::spawn_with(Backend::Postgres, |c| c.database_max_connections = 8).await;
     let busy = purchase_enquiry("brand_a", "burst@example.com");
     let reference = reference_of(&app.enquiry(&busy).await.body);
-    let db = Database::connect(app.intake_db.url.as_str())
-        .await
-        .expect("database");
-    let statement = |sql: &str| Statement::from_string(db.get_database_backend(), sql);
-    // Sessions of this database waiting for a lock (a row lock is waited for as its
-    // holder's transaction id, which names no database).
-    let waiting = || async {
-        let sql = "SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
-                   WHERE NOT l.granted AND a.datname = current_database()";
-        let row = db.query_one_raw(statement(sql)).await.expect("pg_locks");
-        row.expect("one row")
-            .try_get::<i64>("", "n")
-            .expect("count")
-    };
-    let lock = db.begin().await.expect("transaction");
-    lock.execute_raw(statement(&format!(
-        "SELECT id FROM cases WHERE reference = '{reference}' FOR UPDATE"
-    )))
-    .await
-    .expect("row locked");
+    let lock = CaseRowLock::take(&app, &reference).await;
 
-    let burst = all_at_once(&app, &busy.to_string(), 20);
-    let mut waits = 0;
-    for _ in 0..100 {
-        waits = waiting().await;
-        if waits > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    assert_eq!(waits, 1, "the burst's submissions waiting on the row lock");
-
+    let burst = app.all_at_once(ENQUIRY, &busy.to_string(), 20);
+    assert_eq!(
+        lock.first_waiters().await,
+        1,
+        "the burst's submissions waiting on the row lock"
+    );
     let other = app
         .enquiry(&purchase_enquiry("brand_a", "someone.else@example.com"))
         .await;
     assert_eq!(other.status, 201, "{:?}", other.body);
     assert_eq!(
-        waiting().await,
+        lock.waiters().await,
         1,
         "the burst's submissions waiting on the row lock"
     );
 
-    lock.commit().await.expect("lock released");
+    lock.release().await;
     let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
     assert_eq!(statuses, [200; 20]);
     assert_eq!(app.case_show(&reference).await["submissions"], 21);

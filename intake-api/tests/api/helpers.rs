@@ -12,9 +12,12 @@ use intake_api::config::{CaseCommand, Config};
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler};
-use sea_orm::{ConnectionTrait, Database, Statement};
+use sea_orm::{
+    ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, Statement, TransactionTrait,
+};
 use serde_json::{Value, json};
 pub use test_support::{AuthServer, Backend, IntakeServer, Running, TestDb, eventually, kid_of};
+use tokio::task::JoinSet;
 
 /// The scope the intake endpoints require.
 pub const INTAKE: &str = "enquiry:case:intake:create";
@@ -222,6 +225,79 @@ impl TestApp {
             "exp": now + 900,
             "jti": uuid::Uuid::new_v4().simple().to_string(),
         })
+    }
+}
+
+impl TestApp {
+    /// `n` POSTs of `body` to `path` with the partner's token, all sent at once.
+    pub fn all_at_once(&self, path: &str, body: &str, n: usize) -> JoinSet<Reply> {
+        let mut requests = JoinSet::new();
+        for _ in 0..n {
+            let (http, url, bearer, body) = (
+                self.http.clone(),
+                self.url(path),
+                self.bearer(),
+                body.to_owned(),
+            );
+            requests.spawn(
+                async move { post_raw(&http, &url, Some(&bearer), body.into_bytes()).await },
+            );
+        }
+        requests
+    }
+}
+
+/// A case's row held locked by a transaction of the test's own (PostgreSQL), as a slow
+/// writer would hold it, to see how many of the service's sessions queue behind it.
+pub struct CaseRowLock {
+    db: DatabaseConnection,
+    txn: DatabaseTransaction,
+}
+
+impl CaseRowLock {
+    /// Locks the row of the case with `reference`.
+    pub async fn take(app: &TestApp, reference: &str) -> Self {
+        let db = Database::connect(app.intake_db.url.as_str())
+            .await
+            .expect("database");
+        let txn = db.begin().await.expect("transaction");
+        let sql = format!("SELECT id FROM cases WHERE reference = '{reference}' FOR UPDATE");
+        txn.execute_raw(Statement::from_string(db.get_database_backend(), sql))
+            .await
+            .expect("row locked");
+        Self { db, txn }
+    }
+
+    /// Sessions of this database waiting for a lock (a row lock is waited for as its
+    /// holder's transaction id, which names no database).
+    pub async fn waiters(&self) -> i64 {
+        let sql = "SELECT count(*) AS n FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid \
+                   WHERE NOT l.granted AND a.datname = current_database()";
+        let row = self
+            .db
+            .query_one_raw(Statement::from_string(self.db.get_database_backend(), sql))
+            .await
+            .expect("pg_locks");
+        row.expect("one row")
+            .try_get::<i64>("", "n")
+            .expect("count")
+    }
+
+    /// The waiters once there is at least one (or after two seconds without).
+    pub async fn first_waiters(&self) -> i64 {
+        for _ in 0..100 {
+            let n = self.waiters().await;
+            if n > 0 {
+                return n;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        0
+    }
+
+    /// Lets the queue through.
+    pub async fn release(self) {
+        self.txn.commit().await.expect("lock released");
     }
 }
 
