@@ -5,16 +5,17 @@
 --     -D threads=.. -D client=.. INTAKE_DB_URL
 -- It picks the same cases as bench/attach.lua: c-TAG-T-I@example.com, T in 1..threads,
 -- I in 2..pool+1. The redirect token's hash is made by the server here (43 characters, like
--- the service's base64url SHA-256); the service computes it itself and binds it.
+-- the service's base64url SHA-256); the service computes it itself and binds it. Ids are
+-- time-ordered like the service's, from bench_id (bench/run.sh).
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
 SELECT "id" AS case_id, "reference", "brand" FROM "cases" WHERE "email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' ORDER BY "updated_at" DESC LIMIT 1 \gset found_
 WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")
-    VALUES (gen_random_uuid(), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
+    VALUES (bench_id(random()::text), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
 ), updated AS (
     UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now() WHERE "id" = :found_case_id
 )
 INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-VALUES (gen_random_uuid(), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now());
+VALUES (bench_id(random()::text), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now());

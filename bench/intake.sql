@@ -7,8 +7,9 @@
 -- -M prepared: sqlx prepares each statement once per connection and binds the values.
 -- The e-mail, enquiry JSON and raw body are bound values, as in the service (the enquiry as
 -- text cast to jsonb, as the service binds it). Where the service binds ids and timestamps it made,
--- the server makes them here: now(), and ids from md5 of two random numbers (the new case's
--- id appears twice, as in the service, so it must be the same value both times).
+-- the server makes them here: now(), and time-ordered ids like the service's UUIDv7 from
+-- bench_id (bench/run.sh creates it) seeded by two random numbers (the new case's id
+-- appears twice, as in the service, so it must be the same value both times).
 -- The service draws a random 12-digit reference and draws again on the rare collision;
 -- pgbench cannot retry, so its references come from a sequence (bench/run.sh creates it),
 -- 12 characters that never look like the service's.
@@ -25,7 +26,7 @@
 WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES (md5(:n || '-' || :m)::uuid, 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a',
+    VALUES (bench_id(:n || '-' || :m), 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a',
         CASE :mode
             WHEN 'create' THEN 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com'
             WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com'
@@ -39,10 +40,10 @@ WITH upserted AS (
     RETURNING "id", "reference"
 ), submitted AS (
     INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload")
-    SELECT md5(:n || '-s-' || :m)::uuid, "id", :client, now(), :payload FROM upserted
+    SELECT bench_id(:n || '-s-' || :m), "id", :client, now(), :payload FROM upserted
 ), logged AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-    SELECT md5(:n || '-e-' || :m)::uuid, "id", CASE WHEN "id" = md5(:n || '-' || :m)::uuid THEN 'created' ELSE 'updated' END, :client, NULL, now()
+    SELECT bench_id(:n || '-e-' || :m), "id", CASE WHEN "id" = bench_id(:n || '-' || :m) THEN 'created' ELSE 'updated' END, :client, NULL, now()
     FROM upserted
 )
 SELECT "id", "reference" FROM upserted;

@@ -442,6 +442,11 @@ BENCH_TOKEN=$(get_token)
 
 # pgbench's case references (bench/intake.sql).
 psql "$(db_url "$INTAKE_DB")" -v ON_ERROR_STOP=1 -qc 'CREATE SEQUENCE bench_reference' >/dev/null
+# pgbench's row ids, time-ordered like the service's UUIDv7: the milliseconds of the
+# transaction's start, then bits of md5(seed). One seed gives one id within a statement.
+psql "$(db_url "$INTAKE_DB")" -v ON_ERROR_STOP=1 -qc "CREATE FUNCTION bench_id(seed text) RETURNS uuid
+    LANGUAGE sql STABLE AS \$\$ SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0')
+    || substr(md5(seed), 13))::uuid \$\$" >/dev/null
 
 # Seeds: the case the update load hits, the one pgbench's update hits, and one create so the
 # stored enquiry JSON can be handed to pgbench exactly as the service writes it.

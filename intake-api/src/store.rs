@@ -62,6 +62,15 @@ fn new_reference() -> String {
     n.to_string()
 }
 
+/// A new row's primary key: time-ordered (UUIDv7), so inserts land at the right-hand edge
+/// of the key's index instead of on random pages. With random keys, every page an insert
+/// touches after a checkpoint is written to the WAL whole, and the index's working set is
+/// all of it; the difference grows with the tables. Ids never leave the service, so the
+/// creation time they carry tells partners nothing.
+fn new_row_id() -> Uuid {
+    Uuid::now_v7()
+}
+
 fn enquiry_encoding(e: serde_json::Error) -> DbErr {
     DbErr::Custom(format!("enquiry encoding: {e}"))
 }
@@ -74,7 +83,7 @@ fn event(
     at: DateTime<Utc>,
 ) -> case_event::ActiveModel {
     case_event::ActiveModel {
-        id: Set(Uuid::new_v4()),
+        id: Set(new_row_id()),
         case_id: Set(case_id),
         kind: Set(kind.to_owned()),
         client_id: Set(client_id.map(str::to_owned)),
@@ -165,7 +174,7 @@ async fn try_submit(
 ) -> Result<Submitted, DbErr> {
     let now = Utc::now();
     let new = NewSubmission {
-        case_id: Uuid::new_v4(),
+        case_id: new_row_id(),
         reference: new_reference(),
         enquiry,
         raw_body,
@@ -206,10 +215,10 @@ async fn upsert_in_one_statement(
                 .bind(new.enquiry.product_uuid)
                 .bind(new.now)
                 .bind(new.activates_at)
-                .bind(Uuid::new_v4())
+                .bind(new_row_id())
                 .bind(new.client_id)
                 .bind(new.raw_body)
-                .bind(Uuid::new_v4())
+                .bind(new_row_id())
                 .fetch_one(conn)
                 .await
         })
@@ -253,7 +262,7 @@ async fn upsert_in_transaction(
     .exec_with_returning(&txn)
     .await?;
     submission::Entity::insert(submission::ActiveModel {
-        id: Set(Uuid::new_v4()),
+        id: Set(new_row_id()),
         case_id: Set(upserted.id),
         client_id: Set(new.client_id.to_owned()),
         received_at: Set(new.now),
@@ -464,13 +473,13 @@ async fn attach_product_now(
     if let Some(kept) = kept {
         kept.run(async |conn| {
             sqlx::query(ATTACH_POSTGRES)
-                .bind(Uuid::new_v4())
+                .bind(new_row_id())
                 .bind(case_id)
                 .bind(token_hash)
                 .bind(product_uuid)
                 .bind(now)
                 .bind(expires_at)
-                .bind(Uuid::new_v4())
+                .bind(new_row_id())
                 .bind(client_id)
                 .bind(detail.to_string())
                 .execute(conn)
@@ -482,7 +491,7 @@ async fn attach_product_now(
     }
     let txn = db.begin().await?;
     redirect_token::Entity::insert(redirect_token::ActiveModel {
-        id: Set(Uuid::new_v4()),
+        id: Set(new_row_id()),
         case_id: Set(case_id),
         token_hash: Set(token_hash),
         product_uuid: Set(product_uuid),

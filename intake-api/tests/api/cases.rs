@@ -4,7 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Backend, CaseRowLock, ENQUIRY, TestApp, event_kinds, purchase_enquiry, remortgage_enquiry,
+    Backend, CaseRowLock, ENQUIRY, PRODUCT, TestApp, event_kinds, purchase_enquiry,
+    remortgage_enquiry,
 };
 use test_support::on_both_backends;
 
@@ -155,6 +156,39 @@ async fn a_burst_for_one_locked_case_leaves_connections_to_other_cases() {
     let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
     assert_eq!(statuses, [200; 20]);
     assert_eq!(app.case_show(&reference).await["submissions"], 21);
+}
+
+/// Rows get time-ordered keys (UUIDv7), so inserts go to the end of each key's index.
+#[tokio::test]
+async fn new_rows_get_time_ordered_ids() {
+    let app = TestApp::spawn(Backend::Postgres).await;
+    for i in 0..3 {
+        app.submit(&purchase_enquiry(
+            "brand_a",
+            &format!("ordered{i}@example.com"),
+        ))
+        .await;
+    }
+    assert_eq!(
+        app.attach("ordered2@example.com", PRODUCT).await.status,
+        200
+    );
+    for table in ["cases", "submissions", "case_events", "redirect_tokens"] {
+        let ids = app
+            .intake_column(&format!("SELECT id::text AS id FROM {table}"), "id")
+            .await;
+        assert!(!ids.is_empty(), "{table}");
+        for id in &ids {
+            let id = uuid::Uuid::parse_str(id).expect("a UUID");
+            assert_eq!(id.get_version_num(), 7, "{table}: {id}");
+        }
+    }
+    let by_creation = app
+        .intake_column("SELECT id::text AS id FROM cases ORDER BY created_at", "id")
+        .await;
+    let mut by_id = by_creation.clone();
+    by_id.sort();
+    assert_eq!(by_creation, by_id, "case ids follow creation order");
 }
 
 on_both_backends!(
