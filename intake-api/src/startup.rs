@@ -125,13 +125,19 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
     ])
 }
 
-/// Activates due cases until aborted.
+/// Activates due cases until aborted: a pass every poll period, and after a full pass the
+/// next one at once, so a backlog drains at the database's pace.
 async fn activation_worker(state: Arc<AppState>) {
     let period = Duration::from_millis(state.config.activation_poll_ms.max(10));
+    let mut backlog = false;
     loop {
-        tokio::time::sleep(period).await;
+        if !backlog {
+            tokio::time::sleep(period).await;
+        }
+        backlog = false;
         match store::activate_due(&state.db).await {
             Ok(activated) => {
+                backlog = activated.len() >= store::ACTIVATION_BATCH;
                 for a in activated {
                     metrics::counter!("intake_cases_activated_total", "brand" => a.brand.clone())
                         .increment(1);

@@ -9,10 +9,11 @@ use chrono::{DateTime, Utc};
 use sea_orm::RuntimeErr;
 use sea_orm::sea_query::Expr;
 use sea_orm::sea_query::OnConflict;
+use sea_orm::sea_query::{LockBehavior, LockType, Order, Query};
 use sea_orm::sqlx::{self, Row};
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbErr, EntityTrait,
-    PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseConnection, DbBackend, DbErr,
+    EntityTrait, PaginatorTrait, QueryFilter, QueryOrder, QuerySelect, SqlErr, TransactionTrait,
 };
 use serde::Serialize;
 use std::sync::Arc;
@@ -291,28 +292,66 @@ pub struct Activated {
     pub lag: Duration,
 }
 
-/// Activates every case that is due. One statement claims the due rows, so replicas
-/// running this at once never activate a case twice; the events go in the same
-/// transaction, so none is lost either.
+/// Cases one activation pass takes at most. Every activated case is a row of the event
+/// insert, with its own bind parameters, and a statement takes at most 65,535 of them on
+/// PostgreSQL (32,766 on SQLite): a pass over a backlog of all due cases at once failed and
+/// rolled back for ever. A full pass is followed at once by the next.
+pub const ACTIVATION_BATCH: usize = 500;
+
+/// Activates the cases that are due, the longest due first, at most [`ACTIVATION_BATCH`]
+/// of them, in one statement. On PostgreSQL it claims the due rows with `FOR UPDATE SKIP
+/// LOCKED`, so replicas running this at once share a backlog instead of queueing on each
+/// other, and a case a submission is updating is left for the next pass. The events go in
+/// the same transaction: a case is never activated twice, nor without its event.
 pub async fn activate_due(db: &DatabaseConnection) -> Result<Vec<Activated>, DbErr> {
     bounded(activate_due_now(db)).await
 }
 
 async fn activate_due_now(db: &DatabaseConnection) -> Result<Vec<Activated>, DbErr> {
     let now = Utc::now();
+    let backend = db.get_database_backend();
+    let mut due = Query::select();
+    due.column(case::Column::Id)
+        .from(case::Entity)
+        .and_where(case::Column::Status.eq(case::STATUS_PENDING))
+        .and_where(case::Column::ActivatesAt.lte(now))
+        .order_by(case::Column::ActivatesAt, Order::Asc)
+        .limit(ACTIVATION_BATCH as u64);
+    if backend == DbBackend::Postgres {
+        // SQLite has no row locks; its one writer at a time claims the rows there.
+        due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    let mut activate = Query::update();
+    activate
+        .table(case::Entity)
+        .values([
+            (case::Column::Status, case::STATUS_ACTIVE.into()),
+            (case::Column::ActivatedAt, now.into()),
+        ])
+        .and_where(case::Column::Id.in_subquery(due))
+        .returning(Query::returning().columns([
+            case::Column::Id,
+            case::Column::Brand,
+            case::Column::ActivatesAt,
+        ]));
     let txn = db.begin().await?;
-    let activated = case::Entity::update_many()
-        .col_expr(case::Column::Status, Expr::value(case::STATUS_ACTIVE))
-        .col_expr(case::Column::ActivatedAt, Expr::value(now))
-        .filter(case::Column::Status.eq(case::STATUS_PENDING))
-        .filter(case::Column::ActivatesAt.lte(now))
-        .exec_with_returning(&txn)
-        .await?;
+    let activated = txn
+        .query_all_raw(backend.build(&activate))
+        .await?
+        .iter()
+        .map(|row| {
+            Ok((
+                row.try_get::<Uuid>("", "id")?,
+                row.try_get::<String>("", "brand")?,
+                row.try_get::<DateTime<Utc>>("", "activates_at")?,
+            ))
+        })
+        .collect::<Result<Vec<_>, DbErr>>()?;
     if !activated.is_empty() {
         case_event::Entity::insert_many(
             activated
                 .iter()
-                .map(|c| event(c.id, "activated", None, None, now)),
+                .map(|(id, _, _)| event(*id, "activated", None, None, now)),
         )
         .exec_without_returning(&txn)
         .await?;
@@ -320,9 +359,9 @@ async fn activate_due_now(db: &DatabaseConnection) -> Result<Vec<Activated>, DbE
     txn.commit().await?;
     Ok(activated
         .into_iter()
-        .map(|c| Activated {
-            lag: (now - c.activates_at).to_std().unwrap_or_default(),
-            brand: c.brand,
+        .map(|(_, brand, activates_at)| Activated {
+            lag: (now - activates_at).to_std().unwrap_or_default(),
+            brand,
         })
         .collect())
 }

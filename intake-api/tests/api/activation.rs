@@ -4,6 +4,8 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use intake_api::entity::case;
+use sea_orm::{ActiveValue::Set, EntityTrait, TransactionTrait};
 use serde_json::Value;
 
 use crate::helpers::{
@@ -128,7 +130,67 @@ async fn a_case_that_fell_due_while_no_instance_ran_is_activated_at_the_next_sta
     assert_eq!(event_kinds(&case), ["created", "activated"]);
 }
 
+/// A backlog bigger than one statement can carry (each activated case's event takes its own
+/// bind parameters, at most 65,535 per statement on PostgreSQL and 32,766 on SQLite), as
+/// after an outage, drains: every case activated once, with one event.
+async fn a_backlog_of_due_cases_is_activated_in_passes_each_once(backend: Backend) {
+    const BACKLOG: usize = 20_000;
+    let app = TestApp::spawn_with(backend, |c| c.activation_poll_ms = 100).await;
+    let db = sea_orm::Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    let due = Utc::now() - chrono::Duration::minutes(5);
+    let cases: Vec<case::ActiveModel> = (0..BACKLOG)
+        .map(|i| case::ActiveModel {
+            id: Set(uuid::Uuid::now_v7()),
+            reference: Set(format!("{:012}", 900_000_000_000 + i)),
+            brand: Set("brand_a".into()),
+            email: Set(format!("backlog{i}@example.com")),
+            status: Set(case::STATUS_PENDING.into()),
+            enquiry: Set(serde_json::json!({})),
+            product_uuid: Set(None),
+            created_at: Set(due),
+            updated_at: Set(due),
+            activates_at: Set(due),
+            activated_at: Set(None),
+        })
+        .collect();
+    // One transaction: the worker sees the whole backlog at once.
+    let txn = db.begin().await.expect("transaction");
+    for chunk in cases.chunks(1000) {
+        case::Entity::insert_many(chunk.to_vec())
+            .exec_without_returning(&txn)
+            .await
+            .expect("backlog inserted");
+    }
+    txn.commit().await.expect("backlog committed");
+
+    let count = |sql: &'static str| {
+        let app = &app;
+        async move { app.intake_column(sql, "n").await[0].clone() }
+    };
+    let drained = eventually(Duration::from_secs(120), || async {
+        let pending = count(
+            "SELECT CAST(count(*) AS TEXT) AS n FROM cases WHERE status = 'pending_activation'",
+        )
+        .await;
+        (pending == "0").then_some(())
+    })
+    .await;
+    assert!(drained.is_some(), "the backlog was not activated");
+    assert_eq!(
+        count("SELECT CAST(count(*) AS TEXT) AS n FROM case_events WHERE kind = 'activated'").await,
+        BACKLOG.to_string()
+    );
+    assert_eq!(
+        count("SELECT CAST(count(DISTINCT case_id) AS TEXT) AS n FROM case_events WHERE kind = 'activated'")
+            .await,
+        BACKLOG.to_string()
+    );
+}
+
 on_both_backends!(
+    a_backlog_of_due_cases_is_activated_in_passes_each_once,
     a_case_becomes_active_after_the_delay_with_one_activated_event,
     two_instances_on_one_database_activate_each_case_exactly_once,
     a_case_that_fell_due_while_no_instance_ran_is_activated_at_the_next_start,
