@@ -19,7 +19,8 @@ trap cleanup EXIT
 (cd "$work" && AUTH_BIND=127.0.0.1:$auth_port INTAKE_BIND=127.0.0.1:$intake_port \
     AUTH_ISSUER=http://127.0.0.1:$auth_port INTAKE_ISSUER=http://127.0.0.1:$auth_port \
     INTAKE_JWKS_URL=http://127.0.0.1:$auth_port/.well-known/jwks.json \
-    "$bin" > stack.log 2>&1) &
+    exec "$bin" > stack.log 2>&1) &
+# exec: $! is the stack itself, so the cleanup stops it rather than only the subshell.
 pid=$!
 for _ in $(seq 1 60); do
     curl -fsS "http://127.0.0.1:$intake_port/readyz" >/dev/null 2>&1 && break
