@@ -76,7 +76,10 @@ By the profile, $(calc "$aws * 100" 1)% of it ($signing µs) is aws-lc signing t
 both use the CPU's AVX-512 IFMA instructions where it has them, as this one does). That leaves **$other_allowed µs** for everything else a
 token request costs (HTTP over loopback, the JSON body, the secret check, the claims, the
 log line and metrics), against **$(calc "$token - $signing" 1) µs** spent; the kernel's share alone
-(socket reads and writes, waking the workers) is $(calc "$(profile_share token_post_64 kernel) * $token" 1) µs.
+is $(calc "$(profile_share token_post_64 kernel) * $token" 1) µs. Much of that is switching threads, not moving bytes: per token the
+auth-server's threads were preempted $(med token_post_64 invol_cs_per_req_auth-server) times (involuntary context switches: wrk's
+threads share the cores, and each response wakes one) and waited for work
+$(med token_post_64 vol_cs_per_req_auth-server) times (voluntary ones).
 EOF
     fi
     local pg_cpu ours_cpu extra allowed_extra
@@ -95,7 +98,9 @@ difference may be at most 0.43 × $pg_cpu = **$allowed_extra µs**. The one stat
 request sends is as cheap for PostgreSQL as it can be (one round trip, one commit, on a
 connection kept from the last submission, so without the test round trip sqlx's pool makes
 when it takes a connection back), so the ratio rises only as the service's own CPU per
-request falls; the profile below shows where it goes.
+request falls; the profile below shows where it goes. Per request the intake-api's threads
+waited for work $(med intake_create vol_cs_per_req_intake-api) times and were preempted $(med intake_create invol_cs_per_req_intake-api) times (PostgreSQL's
+backends and wrk's threads share the cores).
 EOF
 }
 

@@ -177,6 +177,13 @@ proc_cpu() {
     calc "$ticks / $(getconf CLK_TCK)" 3
 }
 
+# Context switches of all of a process's threads so far: "voluntary involuntary". Voluntary:
+# a thread waited (for work, a lock); involuntary: the scheduler preempted it for another.
+proc_switches() {
+    cat /proc/"$1"/task/*/status 2>/dev/null |
+        awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }'
+}
+
 # CPU seconds used by this shell's finished children (wrk, pgbench, openssl, ...). `times`
 # must run in this shell, not in a $(...) subshell, so it writes to a file.
 children_cpu() {
@@ -200,8 +207,11 @@ run_wrk() {
     shift 5
     local pids=()
     [[ ${1:-} == -- ]] && shift && pids=("$@")
-    local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() c0 c1
-    for p in "${pids[@]}"; do cpu_before+=("$(proc_cpu "$p")"); done
+    local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() cs_before=() cs_after=() c0 c1
+    for p in "${pids[@]}"; do
+        cpu_before+=("$(proc_cpu "$p")")
+        cs_before+=("$(proc_switches "$p")")
+    done
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
     note_cmd "wrk -t$THREADS -c$conns -d${SECS}s --timeout 10s -s bench/$script http://127.0.0.1:PORT$path"
@@ -209,7 +219,10 @@ run_wrk() {
         "http://127.0.0.1:$(port_of "$path")$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
-    for p in "${pids[@]}"; do cpu_after+=("$(proc_cpu "$p")"); done
+    for p in "${pids[@]}"; do
+        cpu_after+=("$(proc_cpu "$p")")
+        cs_after+=("$(proc_switches "$p")")
+    done
     local line
     line=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
     local requests rps p50 p99 status_errors socket_errors
@@ -227,10 +240,15 @@ run_wrk() {
     rec "$key" "$round" p50_ms "$p50"
     rec "$key" "$round" p99_ms "$p99"
     rec "$key" "$round" wrk_cpu_share "$(calc "($c1 - $c0) / ($SECS * $CORES)")"
-    local i
+    local i name before after
     for i in "${!pids[@]}"; do
-        rec "$key" "$round" "cpu_us_per_req_${PROC_NAME[${pids[$i]}]}" \
+        name=${PROC_NAME[${pids[$i]}]}
+        rec "$key" "$round" "cpu_us_per_req_$name" \
             "$(calc "(${cpu_after[$i]} - ${cpu_before[$i]}) * 1000000 / $requests" 1)"
+        read -ra before <<<"${cs_before[$i]}"
+        read -ra after <<<"${cs_after[$i]}"
+        rec "$key" "$round" "vol_cs_per_req_$name" "$(calc "(${after[0]} - ${before[0]}) / $requests" 3)"
+        rec "$key" "$round" "invol_cs_per_req_$name" "$(calc "(${after[1]} - ${before[1]}) / $requests" 3)"
     done
     log "$key round $round: $rps req/s, p50 $p50 ms, p99 $p99 ms"
 }
