@@ -138,12 +138,20 @@ async fn activation_worker(state: Arc<AppState>) {
         match store::activate_due(&state.db).await {
             Ok(activated) => {
                 backlog = activated.len() >= store::ACTIVATION_BATCH;
-                for a in activated {
+                for a in &activated {
                     metrics::counter!("intake_cases_activated_total", "brand" => a.brand.clone())
                         .increment(1);
                     metrics::histogram!("intake_activation_lag_seconds")
                         .record(a.lag.as_secs_f64());
-                    tracing::info!(brand = %a.brand, lag_ms = a.lag.as_millis() as u64, "case activated");
+                }
+                // One line per pass: each case's activation is in its history already, and a
+                // backlog would otherwise write a line per case.
+                if let Some(max_lag) = activated.iter().map(|a| a.lag).max() {
+                    tracing::info!(
+                        count = activated.len(),
+                        max_lag_ms = max_lag.as_millis() as u64,
+                        "cases activated"
+                    );
                 }
             }
             Err(e) => tracing::warn!(error = %e, "activation pass failed; retrying"),
