@@ -35,7 +35,7 @@ pub struct AppState {
     pub db: DatabaseConnection,
     /// On PostgreSQL, the pool's connections kept for submissions and attach.
     pub kept: Option<KeptConnections>,
-    /// Submissions for one case, one at a time.
+    /// Writes to one case (submissions, attaches), one at a time.
     pub turns: Turns,
     /// Bearer-token verification.
     pub verifier: Verifier,
@@ -134,10 +134,8 @@ async fn activation_worker(state: Arc<AppState>) {
         if !backlog {
             tokio::time::sleep(period).await;
         }
-        backlog = false;
-        match store::activate_due(&state.db).await {
+        backlog = match store::activate_due(&state.db).await {
             Ok(activated) => {
-                backlog = activated.len() >= store::ACTIVATION_BATCH;
                 for a in &activated {
                     metrics::counter!("intake_cases_activated_total", "brand" => a.brand.clone())
                         .increment(1);
@@ -153,9 +151,13 @@ async fn activation_worker(state: Arc<AppState>) {
                         "cases activated"
                     );
                 }
+                activated.len() >= store::ACTIVATION_BATCH
             }
-            Err(e) => tracing::warn!(error = %e, "activation pass failed; retrying"),
-        }
+            Err(e) => {
+                tracing::warn!(error = %e, "activation pass failed; retrying");
+                false
+            }
+        };
     }
 }
 

@@ -105,8 +105,7 @@ pub async fn submit_enquiry(
     client_id: &str,
     activation_delay: Duration,
 ) -> Result<Submitted, DbErr> {
-    // The same key as `CaseRef::turn_key`.
-    let key = (enquiry.brand.as_str(), enquiry.email.as_str());
+    let key = turn_key(enquiry.brand.as_str(), enquiry.email.as_str());
     // A reference collision (a chance of the number of cases in 9 x 10^11) fails the
     // insert on its unique key: try anew with another reference.
     let mut attempts = 0;
@@ -425,12 +424,10 @@ pub struct CaseRef {
     pub email: String,
 }
 
-impl CaseRef {
-    /// The key writes to this case take turns on: the one submissions use, so a case's
-    /// submissions and attaches hold one connection between them.
-    fn turn_key(&self) -> (&str, &str) {
-        (self.brand.as_str(), self.email.as_str())
-    }
+/// The key writes to one case take turns on ([`Turns`]), by its brand and e-mail: the same
+/// for submissions and attaches, so a case's writes hold one connection between them.
+fn turn_key<'a>(brand: &'a str, email: &'a str) -> (&'a str, &'a str) {
+    (brand, email)
 }
 
 /// A redirect link's token as stored beside the product it carries.
@@ -475,7 +472,7 @@ pub async fn attach_product(
     client_id: &str,
 ) -> Result<(), DbErr> {
     bounded(async {
-        let _turn = turns.wait(&case.turn_key()).await;
+        let _turn = turns.wait(&turn_key(&case.brand, &case.email)).await;
         attach_product_now(db, kept, case.id, record, client_id).await
     })
     .await

@@ -60,6 +60,14 @@ impl<W: Write + Send + 'static> BatchedWriter<W> {
         let _ = lock(&self.buffer).flush();
     }
 
+    /// A line's writer, holding the buffer; an urgent line is written out when it ends.
+    fn line(&self, urgent: bool) -> LogLine<'_, W> {
+        LogLine {
+            buffer: lock(&self.buffer),
+            urgent,
+        }
+    }
+
     /// Writes out every waiting line unless another thread holds the buffer: for a panic
     /// hook, which may run while this very thread is in the middle of writing a line.
     pub fn try_flush(&self) {
@@ -84,18 +92,12 @@ impl<'a, W: Write + Send + 'static> MakeWriter<'a> for BatchedWriter<W> {
     type Writer = LogLine<'a, W>;
 
     fn make_writer(&'a self) -> Self::Writer {
-        LogLine {
-            buffer: lock(&self.buffer),
-            urgent: false,
-        }
+        self.line(false)
     }
 
     fn make_writer_for(&'a self, meta: &Metadata<'_>) -> Self::Writer {
-        LogLine {
-            buffer: lock(&self.buffer),
-            // In tracing's order, less verbose levels compare lower: this is WARN and ERROR.
-            urgent: *meta.level() <= Level::WARN,
-        }
+        // In tracing's order, less verbose levels compare lower: this is WARN and ERROR.
+        self.line(*meta.level() <= Level::WARN)
     }
 }
 
