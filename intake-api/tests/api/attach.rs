@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{
     ATTACH, Backend, CaseRowLock, ENQUIRY, PRODUCT, TestApp, event_kinds, fresh_email, invalid,
-    message, remortgage_enquiry,
+    message, remortgage_enquiry, statuses,
 };
 use test_support::on_both_backends;
 
@@ -220,15 +220,8 @@ async fn a_burst_of_attaches_for_one_locked_case_leaves_connections_to_other_cas
     );
 
     lock.release().await;
-    let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [200; 20]);
-    let statuses: Vec<u16> = submission
-        .join_all()
-        .await
-        .iter()
-        .map(|r| r.status)
-        .collect();
-    assert_eq!(statuses, [200]);
+    assert_eq!(statuses(burst).await, [200; 20]);
+    assert_eq!(statuses(submission).await, [200]);
     let kinds = event_kinds(&app.case_show(&reference).await);
     assert_eq!(
         kinds.iter().filter(|k| *k == "product_attached").count(),

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::helpers::{
     Backend, CaseRowLock, ENQUIRY, PRODUCT, TestApp, event_kinds, purchase_enquiry,
-    remortgage_enquiry,
+    remortgage_enquiry, statuses,
 };
 use test_support::on_both_backends;
 
@@ -153,8 +153,7 @@ async fn a_burst_for_one_locked_case_leaves_connections_to_other_cases() {
     );
 
     lock.release().await;
-    let statuses: Vec<u16> = burst.join_all().await.iter().map(|r| r.status).collect();
-    assert_eq!(statuses, [200; 20]);
+    assert_eq!(statuses(burst).await, [200; 20]);
     assert_eq!(app.case_show(&reference).await["submissions"], 21);
 }
 

@@ -247,6 +247,11 @@ impl TestApp {
     }
 }
 
+/// The statuses of requests sent with [`TestApp::all_at_once`], once all have answered.
+pub async fn statuses(requests: JoinSet<Reply>) -> Vec<u16> {
+    requests.join_all().await.iter().map(|r| r.status).collect()
+}
+
 /// A case's row held locked by a transaction of the test's own (PostgreSQL), as a slow
 /// writer would hold it, to see how many of the service's sessions queue behind it.
 pub struct CaseRowLock {
