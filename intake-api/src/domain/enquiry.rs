@@ -3,11 +3,13 @@
 //! Parsing reports every problem at once, each on its own field path, with Laravel's wording:
 //! partners migrating from the original service already show those messages to their users.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 use chrono::NaiveDate;
 use poem_openapi::Enum;
-use serde::{Deserialize, Serialize, de::DeserializeOwned};
+use serde::de::value::StrDeserializer;
+use serde::de::{DeserializeOwned, IntoDeserializer};
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
@@ -518,13 +520,12 @@ fn address(f: &mut Fields<'_, '_>) -> Option<Address> {
     if let (Some(moved_in), Some(moved_out)) = (date_moved_in, date_moved_out)
         && moved_out < moved_in
     {
-        let moved_in_attr = attribute(&f.path("date_moved_in"));
-        let path = f.path("date_moved_out");
         let message = format!(
-            "The {} field must be a date after or equal to {moved_in_attr}.",
-            attribute(&path)
+            "The {} field must be a date after or equal to {}.",
+            f.attr("date_moved_out"),
+            f.attr("date_moved_in")
         );
-        f.errors.add(path, message);
+        f.errors.add(f.path("date_moved_out"), message);
     }
     Some(Address {
         line_1: line_1?,
@@ -560,6 +561,13 @@ impl<'v> Fields<'v, '_> {
         format!("{}{key}", self.prefix)
     }
 
+    fn attr<'a>(&'a self, key: &'a str) -> Attr<'a> {
+        Attr {
+            prefix: &self.prefix,
+            key,
+        }
+    }
+
     /// The field's value; null and blank strings count as not sent, as partners' forms send them
     /// for fields left empty.
     fn get(&self, key: &str) -> Option<&'v Value> {
@@ -576,18 +584,22 @@ impl<'v> Fields<'v, '_> {
         &mut self,
         key: &str,
         value: &'v Value,
-        parse: impl FnOnce(&'v Value, &str) -> Result<T, String>,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
-        let path = self.path(key);
-        parse(value, &attribute(&path))
-            .map_err(|message| self.errors.add(path, message))
-            .ok()
+        match parse(value, self.attr(key)) {
+            Ok(parsed) => Some(parsed),
+            Err(message) => {
+                let path = self.path(key);
+                self.errors.add(path, message);
+                None
+            }
+        }
     }
 
     fn optional<T>(
         &mut self,
         key: &str,
-        parse: impl FnOnce(&'v Value, &str) -> Result<T, String>,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
         let value = self.get(key)?;
         self.check(key, value, parse)
@@ -596,7 +608,7 @@ impl<'v> Fields<'v, '_> {
     fn required<T>(
         &mut self,
         key: &str,
-        parse: impl FnOnce(&'v Value, &str) -> Result<T, String>,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
         self.demand(key, None, parse)
     }
@@ -606,7 +618,7 @@ impl<'v> Fields<'v, '_> {
         &mut self,
         key: &str,
         condition: (&str, &str),
-        parse: impl FnOnce(&'v Value, &str) -> Result<T, String>,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
         self.demand(key, Some(condition), parse)
     }
@@ -615,21 +627,20 @@ impl<'v> Fields<'v, '_> {
         &mut self,
         key: &str,
         condition: Option<(&str, &str)>,
-        parse: impl FnOnce(&'v Value, &str) -> Result<T, String>,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
         if let Some(value) = self.get(key) {
             return self.check(key, value, parse);
         }
-        let path = self.path(key);
-        let attr = attribute(&path);
+        let attr = self.attr(key);
         let message = match condition {
             None => format!("The {attr} field is required."),
             Some((other, value)) => format!(
                 "The {attr} field is required when {} is {value}.",
-                attribute(other)
+                Attr::top(other)
             ),
         };
-        self.errors.add(path, message);
+        self.errors.add(self.path(key), message);
         None
     }
 
@@ -649,9 +660,33 @@ impl<'v> Fields<'v, '_> {
     }
 }
 
-/// Laravel's display name for a path: underscores become spaces.
-fn attribute(path: &str) -> String {
-    path.replace('_', " ")
+/// Laravel's display name for a field's path: underscores become spaces. Written only into
+/// a message: most fields are valid, and a name built for each would be allocations wasted.
+#[derive(Clone, Copy)]
+struct Attr<'a> {
+    prefix: &'a str,
+    key: &'a str,
+}
+
+impl<'a> Attr<'a> {
+    /// A field of the body itself.
+    fn top(key: &'a str) -> Self {
+        Self { prefix: "", key }
+    }
+}
+
+impl fmt::Display for Attr<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for part in [self.prefix, self.key] {
+            for (i, piece) in part.split('_').enumerate() {
+                if i > 0 {
+                    f.write_char(' ')?;
+                }
+                f.write_str(piece)?;
+            }
+        }
+        Ok(())
+    }
 }
 
 fn finish<T>(value: Option<T>, errors: ValidationErrors) -> Result<T, ValidationErrors> {
@@ -679,14 +714,14 @@ fn when_is<C: PartialEq, T>(
     when(choice.map(|choice| choice == expected), read)
 }
 
-fn string<'v>(value: &'v Value, attr: &str) -> Result<&'v str, String> {
+fn string<'v>(value: &'v Value, attr: Attr<'_>) -> Result<&'v str, String> {
     value
         .as_str()
         .map(str::trim)
         .ok_or_else(|| format!("The {attr} field must be a string."))
 }
 
-fn bounded_text(value: &Value, attr: &str, max: usize) -> Result<String, String> {
+fn bounded_text(value: &Value, attr: Attr<'_>, max: usize) -> Result<String, String> {
     let text = string(value, attr)?;
     if text.chars().count() > max {
         return Err(format!(
@@ -696,16 +731,16 @@ fn bounded_text(value: &Value, attr: &str, max: usize) -> Result<String, String>
     Ok(text.to_owned())
 }
 
-fn text(value: &Value, attr: &str) -> Result<String, String> {
+fn text(value: &Value, attr: Attr<'_>) -> Result<String, String> {
     bounded_text(value, attr, MAX_TEXT)
 }
 
-fn email(value: &Value, attr: &str) -> Result<Email, String> {
+fn email(value: &Value, attr: Attr<'_>) -> Result<Email, String> {
     Email::parse(string(value, attr)?)
         .map_err(|_| format!("The {attr} field must be a valid email address."))
 }
 
-fn hyphenated_uuid(value: &Value, attr: &str) -> Result<Uuid, String> {
+fn hyphenated_uuid(value: &Value, attr: Attr<'_>) -> Result<Uuid, String> {
     let raw = string(value, attr)?;
     // Only the hyphenated form: the braced, URN and bare forms `Uuid` also takes are not UUID
     // strings as partners' validators (and ours, in the OpenAPI document) understand them.
@@ -715,13 +750,13 @@ fn hyphenated_uuid(value: &Value, attr: &str) -> Result<Uuid, String> {
         .ok_or_else(|| format!("The {attr} field must be a valid UUID."))
 }
 
-fn flag(value: &Value, attr: &str) -> Result<bool, String> {
+fn flag(value: &Value, attr: Attr<'_>) -> Result<bool, String> {
     value
         .as_bool()
         .ok_or_else(|| format!("The {attr} field must be true or false."))
 }
 
-fn amount(value: &Value, attr: &str) -> Result<f64, String> {
+fn amount(value: &Value, attr: Attr<'_>) -> Result<f64, String> {
     let amount = value
         .as_f64()
         .filter(|amount| amount.is_finite())
@@ -732,18 +767,19 @@ fn amount(value: &Value, attr: &str) -> Result<f64, String> {
     Ok(amount)
 }
 
-fn invalid_choice(attr: &str) -> String {
+fn invalid_choice(attr: Attr<'_>) -> String {
     format!("The selected {attr} is invalid.")
 }
 
 /// One of an enum's wire names; the serde names are the single source of them.
-fn choice<T: DeserializeOwned>(value: &Value, attr: &str) -> Result<T, String> {
-    let raw = string(value, attr)?;
-    serde_json::from_value(Value::from(raw)).map_err(|_| invalid_choice(attr))
+fn choice<T: DeserializeOwned>(value: &Value, attr: Attr<'_>) -> Result<T, String> {
+    let raw: StrDeserializer<'_, serde::de::value::Error> =
+        string(value, attr)?.into_deserializer();
+    T::deserialize(raw).map_err(|_| invalid_choice(attr))
 }
 
 /// Strictly `YYYY-MM-DD`: chrono alone would also take unpadded or signed years.
-fn date(value: &Value, attr: &str) -> Result<NaiveDate, String> {
+fn date(value: &Value, attr: Attr<'_>) -> Result<NaiveDate, String> {
     let raw = string(value, attr)?;
     let shaped = raw.len() == 10
         && raw.bytes().enumerate().all(|(i, b)| match i {
@@ -756,7 +792,7 @@ fn date(value: &Value, attr: &str) -> Result<NaiveDate, String> {
         .ok_or_else(|| format!("The {attr} field must be a valid date in the format YYYY-MM-DD."))
 }
 
-fn array<'v>(value: &'v Value, attr: &str, min: usize) -> Result<&'v [Value], String> {
+fn array<'v>(value: &'v Value, attr: Attr<'_>, min: usize) -> Result<&'v [Value], String> {
     let items = value
         .as_array()
         .ok_or_else(|| format!("The {attr} field must be an array."))?;
@@ -772,7 +808,7 @@ fn array<'v>(value: &'v Value, attr: &str, min: usize) -> Result<&'v [Value], St
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::collections::BTreeMap;
 
     use serde_json::json;
@@ -878,7 +914,8 @@ mod tests {
         })
     }
 
-    fn purchase_enquiry() -> Enquiry {
+    /// A valid purchase enquiry, every field set.
+    pub(crate) fn purchase_enquiry() -> Enquiry {
         Enquiry {
             brand: Brand("brand_a".into()),
             first_name: "Jane".into(),
