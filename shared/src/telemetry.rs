@@ -1,11 +1,12 @@
 //! Logs and metrics, set up once per process.
 
 use std::cell::RefCell;
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use poem::http::HeaderValue;
+use poem::http::{HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response, Result};
 use tracing_subscriber::EnvFilter;
 
@@ -126,6 +127,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
             inner: ep,
             service: self.service,
             routes: self.routes,
+            metrics: HttpMetricsCache::default(),
         }
     }
 }
@@ -135,6 +137,71 @@ pub struct RequestTelemetryEndpoint<E> {
     inner: E,
     service: &'static str,
     routes: &'static [&'static str],
+    metrics: HttpMetricsCache,
+}
+
+/// The HTTP metrics of one route, method and status.
+struct HttpMetrics {
+    requests: metrics::Counter,
+    duration: metrics::Histogram,
+}
+
+/// Each label set's handles, registered on first use: registering builds the labels and
+/// looks them up in the recorder, which on every request would cost several allocations.
+/// Routes and methods are bounded label sets, and statuses are three digits, so this stays
+/// small whatever clients send.
+#[derive(Default)]
+struct HttpMetricsCache(RwLock<HashMap<HttpLabels, Arc<HttpMetrics>>>);
+
+/// Route, method and status.
+type HttpLabels = (&'static str, &'static str, u16);
+
+impl HttpMetricsCache {
+    fn get(
+        &self,
+        service: &'static str,
+        route: &'static str,
+        method: &'static str,
+        status: u16,
+    ) -> Arc<HttpMetrics> {
+        let key = (route, method, status);
+        if let Some(found) = self.0.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
+            return found.clone();
+        }
+        let labels = [
+            ("service", service.to_owned()),
+            ("route", route.to_owned()),
+            ("method", method.to_owned()),
+            ("status", status.to_string()),
+        ];
+        let made = Arc::new(HttpMetrics {
+            requests: metrics::counter!("http_requests_total", &labels),
+            duration: metrics::histogram!("http_request_duration_seconds", &labels),
+        });
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(key)
+            .or_insert(made)
+            .clone()
+    }
+}
+
+/// The method as a metric label: any method outside the standard ones is `other`, so
+/// that made-up methods cannot grow the label space.
+fn method_label(method: &Method) -> &'static str {
+    match method.as_str() {
+        "GET" => "GET",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "HEAD" => "HEAD",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        "CONNECT" => "CONNECT",
+        "TRACE" => "TRACE",
+        _ => "other",
+    }
 }
 
 fn valid_request_id(value: &HeaderValue) -> Option<String> {
@@ -207,7 +274,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .get(REQUEST_ID_HEADER)
             .and_then(valid_request_id)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
-        let method = req.method().to_string();
+        let method = method_label(req.method());
         let route: &'static str = self
             .routes
             .iter()
@@ -232,11 +299,19 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
                 if let Ok(v) = HeaderValue::from_str(&request_id) {
                     resp.headers_mut().insert(REQUEST_ID_HEADER, v);
                 }
-                let status_label = status.to_string();
-                metrics::counter!("http_requests_total", "service" => self.service, "route" => route, "method" => method.clone(), "status" => status_label.clone()).increment(1);
-                metrics::histogram!("http_request_duration_seconds", "service" => self.service, "route" => route, "method" => method.clone(), "status" => status_label).record(elapsed.as_secs_f64());
-                let [client_id, outcome, reason, kid, jti, scope, reference, brand] =
-                    values.each_ref().map(Option::as_deref);
+                let http = self.metrics.get(self.service, route, method, status);
+                http.requests.increment(1);
+                http.duration.record(elapsed.as_secs_f64());
+                let [
+                    client_id,
+                    outcome,
+                    reason,
+                    kid,
+                    jti,
+                    scope,
+                    reference,
+                    brand,
+                ] = values.each_ref().map(Option::as_deref);
                 tracing::info!(
                     service = self.service,
                     request_id,

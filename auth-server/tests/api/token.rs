@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 use crate::helpers::{Backend, INTAKE, TestApp};
-use test_support::on_both_backends;
+use test_support::{on_both_backends, on_sqlite};
 
 const INVALID_REQUEST: &str = "The request is missing a required parameter, includes an invalid parameter value, includes a parameter more than once, or is otherwise malformed.";
 
@@ -233,6 +233,47 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
         .unwrap();
     assert!(metrics.contains("http_requests_total"), "{metrics}");
 }
+
+/// The value of the `http_requests_total` line with exactly these labels, 0 when absent.
+fn http_requests(metrics: &str, labels: &str) -> u64 {
+    let prefix = format!("http_requests_total{{{labels}}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.trim().parse().unwrap())
+}
+
+async fn http_metrics_count_every_request_under_a_bounded_method_label(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let scrape = || async {
+        let resp = app.http.get(app.url("/metrics")).send().await.unwrap();
+        resp.text().await.unwrap()
+    };
+    // Only this test sends a made-up method, so its count is this test's alone.
+    let labels = r#"service="auth-server",route="/healthz",method="other",status="405""#;
+    let before = http_requests(&scrape().await, labels);
+    for method in ["FROB", "FROB2", "BREW"] {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let resp = app
+            .http
+            .request(method, app.url("/healthz"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 405);
+    }
+    let after = scrape().await;
+    assert_eq!(http_requests(&after, labels), before + 3, "{after}");
+    for made_up in ["FROB", "BREW"] {
+        assert!(!after.contains(&format!("method=\"{made_up}\"")), "{after}");
+    }
+    assert!(
+        after.contains(r#"http_request_duration_seconds_count{service="auth-server",route="/healthz",method="other",status="405"}"#),
+        "{after}"
+    );
+}
+
+on_sqlite!(http_metrics_count_every_request_under_a_bounded_method_label);
 
 on_both_backends!(
     a_json_post_request_gets_a_token_that_verifies_against_the_jwks,
