@@ -90,7 +90,10 @@ impl KeptConnections {
         drop(stale);
         let (conn, kept_since) = match fresh {
             Some(c) => (c.conn, c.kept_since),
-            None => (self.pool.acquire().await?, now),
+            // Boxed: sqlx's acquire future (which may connect, with TLS) takes about 14 KiB,
+            // and every future awaiting this one would carry and copy it on each request,
+            // though a kept connection is almost always there.
+            None => (Box::pin(self.pool.acquire()).await?, now),
         };
         Ok(Kept {
             conn: Some(conn),

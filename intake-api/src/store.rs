@@ -186,7 +186,9 @@ async fn try_submit(
     };
     let (case_id, reference) = match kept {
         Some(kept) => upsert_in_one_statement(kept, &new).await?,
-        None => upsert_in_transaction(db, &new).await?,
+        // Boxed: the ORM's futures take tens of kilobytes, which every layer of the request's
+        // future above this one would otherwise hold and copy, on PostgreSQL too.
+        None => Box::pin(upsert_in_transaction(db, &new)).await?,
     };
     let outcome = if case_id == new.case_id {
         Outcome::Created
@@ -382,19 +384,22 @@ pub async fn latest_case_for_email(
                 })
                 .await
                 .map_err(sqlx_err),
+            // Boxed, as in `try_submit`: the ORM's future is large.
             None => {
-                case::Entity::find()
-                    .select_only()
-                    .columns([
-                        case::Column::Id,
-                        case::Column::Reference,
-                        case::Column::Brand,
-                    ])
-                    .filter(case::Column::Email.eq(email.as_str()))
-                    .order_by_desc(case::Column::UpdatedAt)
-                    .into_tuple()
-                    .one(db)
-                    .await
+                Box::pin(
+                    case::Entity::find()
+                        .select_only()
+                        .columns([
+                            case::Column::Id,
+                            case::Column::Reference,
+                            case::Column::Brand,
+                        ])
+                        .filter(case::Column::Email.eq(email.as_str()))
+                        .order_by_desc(case::Column::UpdatedAt)
+                        .into_tuple()
+                        .one(db),
+                )
+                .await
             }
         }
     })
@@ -525,6 +530,32 @@ async fn attach_product_now(
         .map_err(sqlx_err)?;
         return Ok(());
     }
+    // Boxed, as in `try_submit`: the ORM's futures are large.
+    Box::pin(attach_in_transaction(
+        db,
+        case_id,
+        token_hash,
+        product_uuid,
+        now,
+        expires_at,
+        client_id,
+        detail,
+    ))
+    .await
+}
+
+/// The same writes through the ORM, for SQLite, in one transaction.
+#[allow(clippy::too_many_arguments)]
+async fn attach_in_transaction(
+    db: &DatabaseConnection,
+    case_id: Uuid,
+    token_hash: String,
+    product_uuid: Uuid,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    client_id: &str,
+    detail: serde_json::Value,
+) -> Result<(), DbErr> {
     let txn = db.begin().await?;
     redirect_token::Entity::insert(redirect_token::ActiveModel {
         id: Set(new_row_id()),
@@ -660,6 +691,42 @@ mod tests {
         assert_eq!(a.len(), 12);
         assert!(a.bytes().all(|c| c.is_ascii_digit()));
         assert_ne!(a, b);
+    }
+
+    /// Each layer of a request's future holds the layer below and moves it at least once, so
+    /// what these futures weigh is copied several times per request: sqlx's acquire and the
+    /// ORM's futures inside them are boxed. Unboxed, each of these took 29-31 KiB.
+    #[tokio::test]
+    async fn the_futures_of_a_request_stay_small() {
+        const SMALL: usize = 4 * 1024;
+        let db = intake_shared::db::connect("sqlite::memory:", 1)
+            .await
+            .unwrap();
+        let pool = sqlx::PgPool::connect_lazy("postgres://nobody@127.0.0.1:1/none").unwrap();
+        let kept = KeptConnections::new(pool, 4, Duration::from_secs(1));
+        let turns = Turns::new(4);
+        let enquiry = crate::domain::enquiry::tests::purchase_enquiry();
+        let delay = Duration::from_secs(1);
+        let submit = submit_enquiry(&db, Some(&kept), &turns, &enquiry, "{}", "c", delay);
+        let lookup = latest_case_for_email(&db, Some(&kept), &enquiry.email);
+        let case = CaseRef {
+            id: Uuid::nil(),
+            reference: "000000000000".into(),
+            brand: "brand_a".into(),
+            email: enquiry.email.as_str().into(),
+        };
+        let record = RedirectRecord {
+            product_uuid: Uuid::nil(),
+            token_hash: String::new(),
+            ttl: delay,
+        };
+        let attach = attach_product(&db, Some(&kept), &turns, &case, record, "c");
+        let sizes = [
+            ("submit_enquiry", std::mem::size_of_val(&submit)),
+            ("latest_case_for_email", std::mem::size_of_val(&lookup)),
+            ("attach_product", std::mem::size_of_val(&attach)),
+        ];
+        assert!(sizes.iter().all(|(_, size)| *size <= SMALL), "{sizes:?}");
     }
 
     #[test]
