@@ -47,7 +47,7 @@ profile_share() {
 # What the ratio targets leave for everything but the limit's own work, from this run's
 # figures: why a target is or is not met, in microseconds of CPU per request.
 budgets() {
-    local sign wrk token aws intake_pg intake_ours intake_cpu wrk_i
+    local sign wrk token aws intake_pg intake_ours intake_cpu wrk_i pgb
     sign=$(med rsa2048 cpu_us_per_sign)
     wrk=$(med token_post_64 wrk_cpu_share)
     token=$(med token_post_64 cpu_us_per_req_auth-server)
@@ -56,6 +56,7 @@ budgets() {
     intake_ours=$(med intake_create rps)
     intake_cpu=$(med intake_create cpu_us_per_req_intake-api)
     wrk_i=$(med intake_create wrk_cpu_share)
+    pgb=$(med pg_create pgbench_cpu_share)
     [[ $sign == n/a || $token == n/a || $intake_pg == n/a ]] && return
     local allowed signing other_allowed
     # Tokens/s = usable cores / CPU per token, and openssl had all the cores to itself.
@@ -82,25 +83,31 @@ threads share the cores, and each response wakes one) and waited for work
 $(med token_post_64 vol_cs_per_req_auth-server) times (voluntary ones).
 EOF
     fi
-    local pg_cpu ours_cpu extra allowed_extra
+    local pg_cpu ours_cpu allowed_cpu pgbench_own wrk_own pg_under_pgbench pg_under_ours
     pg_cpu=$(calc "$CORES * 1000000 / $intake_pg" 1)
     ours_cpu=$(calc "$CORES * 1000000 / $intake_ours" 1)
-    extra=$(calc "$ours_cpu - $pg_cpu" 1)
-    allowed_extra=$(calc "$pg_cpu * (1 / 0.7 - 1)" 1)
+    allowed_cpu=$(calc "$pg_cpu / 0.7" 1)
+    pgbench_own=$(calc "$pgb * $CORES * 1000000 / $intake_pg" 1)
+    wrk_own=$(calc "$wrk_i * $CORES * 1000000 / $intake_ours" 1)
+    # What is left of each once the parts measured directly are taken out: PostgreSQL's
+    # work (and whatever else ran), the same statement in both.
+    pg_under_pgbench=$(calc "$pg_cpu - $pgbench_own" 1)
+    pg_under_ours=$(calc "$ours_cpu - $intake_cpu - $wrk_own" 1)
     cat <<EOF
 
 Intake create: pgbench's $intake_pg transactions/s on $CORES cores are $pg_cpu µs of the
-machine per transaction (PostgreSQL and pgbench's own small share). The intake-api's
-$intake_ours requests/s are $ours_cpu µs each: **$extra µs more**, which is the intake-api
-($intake_cpu µs measured: HTTP, the bearer check, validating and storing the JSON, the
-database driver, logs and metrics) and wrk ($(calc "$wrk_i * $CORES * 1000000 / $intake_ours" 1) µs). At 0.7 the
-difference may be at most 0.43 × $pg_cpu = **$allowed_extra µs**. The one statement a
-request sends is as cheap for PostgreSQL as it can be (one round trip, one commit, on a
-connection kept from the last submission, so without the test round trip sqlx's pool makes
-when it takes a connection back), so the ratio rises only as the service's own CPU per
-request falls; the profile below shows where it goes. Per request the intake-api's threads
-waited for work $(med intake_create vol_cs_per_req_intake-api) times and were preempted $(med intake_create invol_cs_per_req_intake-api) times (PostgreSQL's
-backends and wrk's threads share the cores).
+machine per transaction: pgbench's own $pgbench_own µs and PostgreSQL's $pg_under_pgbench µs.
+At 0.7 of that rate an intake request may cost the machine **$allowed_cpu µs**. The intake-api's
+$intake_ours requests/s are **$ours_cpu µs** each: the intake-api's own $intake_cpu µs (HTTP, the bearer
+check, validating and storing the JSON, the database driver, logs and metrics), wrk's
+$wrk_own µs, and PostgreSQL's $pg_under_ours µs for the same statement (the intake-api sends it
+over its $INTAKE_POOL pooled connections, pgbench over $INTAKE_CONNS). The statement is as cheap
+for PostgreSQL as it can be (one round trip, one commit, on a connection kept from the last
+submission, so without the test round trip sqlx's pool makes when it takes a connection
+back), so the ratio rises only as the service's own CPU per request falls; the profile below
+shows where it goes. Per request the intake-api's threads waited for work
+$(med intake_create vol_cs_per_req_intake-api) times and were preempted $(med intake_create invol_cs_per_req_intake-api) times (PostgreSQL's backends and wrk's threads
+share the cores).
 EOF
 }
 

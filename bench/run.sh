@@ -36,6 +36,8 @@ CORES=$(nproc)
 # wrk and pgbench each get one thread per core: the load generator shares the machine.
 THREADS=$CORES
 INTAKE_CONNS=32
+# The intake-api's database pool (see INTAKE_ENV below).
+INTAKE_POOL=$((8 * CORES))
 TOKEN_CONNS=(32 64)
 SCOPE="enquiry:case:intake:create"
 AUTH_URL="http://127.0.0.1:$AUTH_PORT"
@@ -283,9 +285,14 @@ run_pgbench() {
         esac
     done
     note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f bench/$script ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
+    local c0 c1
+    children_cpu
+    c0=$(cat "$WORK/children_cpu.txt")
     run_child pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
         -f "$BENCH_DIR/$script" "$@" -l --log-prefix="$prefix" "$(db_url "$INTAKE_DB")" \
         >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
+    children_cpu
+    c1=$(cat "$WORK/children_cpu.txt")
     local tps
     tps=$(awk '/^tps = / { printf "%.1f", $3 }' "$out")
     [[ -n $tps ]] || die "pgbench printed no tps: $(cat "$out")"
@@ -298,6 +305,7 @@ run_pgbench() {
         awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000 }')
     rm -f "$prefix".*
     rec "$key" "$round" rps "$tps"
+    rec "$key" "$round" pgbench_cpu_share "$(calc "($c1 - $c0) / ($SECS * $CORES)")"
     rec "$key" "$round" p50_ms "${pct% *}"
     rec "$key" "$round" p99_ms "${pct#* }"
     log "$key round $round: $tps tx/s, p50 ${pct% *} ms, p99 ${pct#* } ms"
@@ -437,7 +445,7 @@ INTAKE_ENV=(
     # them busy and let commits share WAL flushes. Submissions for one case take turns in
     # the service, so the update load holds one connection whatever the pool's size.
     # Submissions and attach use all but two of the pool's connections.
-    INTAKE_DATABASE_MAX_CONNECTIONS=$((8 * CORES))
+    INTAKE_DATABASE_MAX_CONNECTIONS=$INTAKE_POOL
 )
 
 log "starting the services"
