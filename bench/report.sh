@@ -174,6 +174,25 @@ write_report() {
         quiet="**The machine was busy with other work during the run** (1-minute load average ${LOAD_AT_START%% *} at the start; openssl, running alone of ours, got only $(calc "$min_share * 100" 0)% of the cores in its worst round, by round: $(rounds rsa2048 cpu_share)). Throughputs are lower and noisier than on an idle machine; each ratio's limit was measured beside it, but other work comes and goes, so the token endpoint's CPU-time ratio is the steadier figure."
     fi
 
+    # A limit whose rate moved much between rounds: PostgreSQL's own pauses (checkpoints,
+    # autovacuum) or the machine's speed changing (a busy host), which openssl's share of the
+    # cores cannot show. Ratios stay fair (each against the limit beside it); absolute
+    # figures are then not comparable between runs.
+    local key metric spread unsteady=()
+    for key in rsa2048:sign_per_s pg_create:rps pg_update:rps pg_attach:rps; do
+        metric=${key#*:}
+        key=${key%%:*}
+        spread=$(awk -F'\t' -v k="$key" -v m="$metric" '$1 == k && $3 == m {
+                if (n == 0 || $4 < lo) lo = $4; if (n == 0 || $4 > hi) hi = $4; n++ }
+            END { if (n > 1 && lo > 0) printf "%.2f", hi / lo; else print 1 }' "$DATA")
+        if awk -v s="$spread" 'BEGIN { exit !(s > 1.2) }'; then
+            unsteady+=("$key ($(rounds "$key" "$metric"))")
+        fi
+    done
+    if ((${#unsteady[@]})); then
+        quiet+=" **Some limits moved between rounds** by more than 20%: $(printf '%s; ' "${unsteady[@]}" | sed 's/; $//') (PostgreSQL's own pauses, such as checkpoints and autovacuum, or the machine's speed changing). Each ratio was taken against the limit measured beside it, so the ratios hold; absolute rates and CPU times vary that much between runs too."
+    fi
+
     cat <<EOF
 # Benchmark results
 
