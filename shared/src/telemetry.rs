@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, RwLock};
+use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
@@ -127,7 +127,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
             inner: ep,
             service: self.service,
             routes: self.routes,
-            metrics: HttpMetricsCache::default(),
+            metrics: HttpMetricsCache::new(self.service),
         }
     }
 }
@@ -150,40 +150,48 @@ struct HttpMetrics {
 /// looks them up in the recorder, which on every request would cost several allocations.
 /// Routes and methods are bounded label sets, and statuses are three digits, so this stays
 /// small whatever clients send.
-#[derive(Default)]
-struct HttpMetricsCache(RwLock<HashMap<HttpLabels, Arc<HttpMetrics>>>);
+struct HttpMetricsCache {
+    service: &'static str,
+    handles: RwLock<HashMap<HttpLabels, HttpMetrics>>,
+}
 
 /// Route, method and status.
 type HttpLabels = (&'static str, &'static str, u16);
 
 impl HttpMetricsCache {
-    fn get(
-        &self,
-        service: &'static str,
-        route: &'static str,
-        method: &'static str,
-        status: u16,
-    ) -> Arc<HttpMetrics> {
-        let key = (route, method, status);
-        if let Some(found) = self.0.read().unwrap_or_else(|e| e.into_inner()).get(&key) {
-            return found.clone();
+    fn new(service: &'static str) -> Self {
+        Self {
+            service,
+            handles: RwLock::default(),
         }
-        let labels = [
-            ("service", service.to_owned()),
+    }
+
+    /// Counts one request and its duration under its labels.
+    fn record(&self, labels: HttpLabels, elapsed: Duration) {
+        let count = |m: &HttpMetrics| {
+            m.requests.increment(1);
+            m.duration.record(elapsed.as_secs_f64());
+        };
+        if let Some(found) = self
+            .handles
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&labels)
+        {
+            return count(found);
+        }
+        let (route, method, status) = labels;
+        let named = [
+            ("service", self.service.to_owned()),
             ("route", route.to_owned()),
             ("method", method.to_owned()),
             ("status", status.to_string()),
         ];
-        let made = Arc::new(HttpMetrics {
-            requests: metrics::counter!("http_requests_total", &labels),
-            duration: metrics::histogram!("http_request_duration_seconds", &labels),
-        });
-        self.0
-            .write()
-            .unwrap_or_else(|e| e.into_inner())
-            .entry(key)
-            .or_insert(made)
-            .clone()
+        let mut handles = self.handles.write().unwrap_or_else(|e| e.into_inner());
+        count(handles.entry(labels).or_insert_with(|| HttpMetrics {
+            requests: metrics::counter!("http_requests_total", &named),
+            duration: metrics::histogram!("http_request_duration_seconds", &named),
+        }));
     }
 }
 
@@ -299,9 +307,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
                 if let Ok(v) = HeaderValue::from_str(&request_id) {
                     resp.headers_mut().insert(REQUEST_ID_HEADER, v);
                 }
-                let http = self.metrics.get(self.service, route, method, status);
-                http.requests.increment(1);
-                http.duration.record(elapsed.as_secs_f64());
+                self.metrics.record((route, method, status), elapsed);
                 let [
                     client_id,
                     outcome,
