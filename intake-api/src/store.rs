@@ -531,59 +531,37 @@ async fn attach_product_now(
         return Ok(());
     }
     // Boxed, as in `try_submit`: the ORM's futures are large.
-    Box::pin(attach_in_transaction(
-        db,
-        case_id,
-        token_hash,
-        product_uuid,
-        now,
-        expires_at,
-        client_id,
-        detail,
-    ))
-    .await
-}
-
-/// The same writes through the ORM, for SQLite, in one transaction.
-#[allow(clippy::too_many_arguments)]
-async fn attach_in_transaction(
-    db: &DatabaseConnection,
-    case_id: Uuid,
-    token_hash: String,
-    product_uuid: Uuid,
-    now: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    client_id: &str,
-    detail: serde_json::Value,
-) -> Result<(), DbErr> {
-    let txn = db.begin().await?;
-    redirect_token::Entity::insert(redirect_token::ActiveModel {
-        id: Set(new_row_id()),
-        case_id: Set(case_id),
-        token_hash: Set(token_hash),
-        product_uuid: Set(product_uuid),
-        created_at: Set(now),
-        expires_at: Set(expires_at),
-        used_at: Set(None),
-    })
-    .exec_without_returning(&txn)
-    .await?;
-    case::Entity::update_many()
-        .col_expr(case::Column::ProductUuid, Expr::value(product_uuid))
-        .col_expr(case::Column::UpdatedAt, Expr::value(now))
-        .filter(case::Column::Id.eq(case_id))
-        .exec(&txn)
+    Box::pin(async {
+        let txn = db.begin().await?;
+        redirect_token::Entity::insert(redirect_token::ActiveModel {
+            id: Set(new_row_id()),
+            case_id: Set(case_id),
+            token_hash: Set(token_hash),
+            product_uuid: Set(product_uuid),
+            created_at: Set(now),
+            expires_at: Set(expires_at),
+            used_at: Set(None),
+        })
+        .exec_without_returning(&txn)
         .await?;
-    case_event::Entity::insert(event(
-        case_id,
-        "product_attached",
-        Some(client_id),
-        Some(detail),
-        now,
-    ))
-    .exec_without_returning(&txn)
-    .await?;
-    txn.commit().await
+        case::Entity::update_many()
+            .col_expr(case::Column::ProductUuid, Expr::value(product_uuid))
+            .col_expr(case::Column::UpdatedAt, Expr::value(now))
+            .filter(case::Column::Id.eq(case_id))
+            .exec(&txn)
+            .await?;
+        case_event::Entity::insert(event(
+            case_id,
+            "product_attached",
+            Some(client_id),
+            Some(detail),
+            now,
+        ))
+        .exec_without_returning(&txn)
+        .await?;
+        txn.commit().await
+    })
+    .await
 }
 
 /// Redeems a redirect token: valid once, before it expires. Returns the case it continues.
