@@ -134,6 +134,153 @@ p50 $(med token_post_64_noifma p50_ms) ms, p99 $(med token_post_64_noifma p99_ms
 EOF
 }
 
+# The first value recorded for key $1's metric $2 (for values that are not numbers), or n/a.
+first_val() {
+    awk -F'\t' -v k="$1" -v m="$2" '$1 == k && $3 == m { print $4; found = 1; exit } END { if (!found) print "n/a" }' "$DATA"
+}
+
+# A whole number with thousands separated: 10000000 -> 10,000,000.
+thousands() { sed -E ':a; s/([0-9])([0-9]{3})($|[^0-9])/\1,\2\3/; ta' <<<"$1"; }
+
+# Bytes as MiB or GiB.
+bytes_h() {
+    [[ $1 == n/a ]] && { echo n/a; return; }
+    awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else printf "%.1f MiB", b / 1048576 }'
+}
+
+# Per round, the p99 at the large scale over the p99 at the small one, for operation $1,
+# recorded as metric p99_ratio under key scale_$1.
+record_scale_ratios() {
+    local r small large
+    for r in $(seq "$ROUNDS"); do
+        small=$(awk -F'\t' -v k="scale${SCALE_CASES[0]}_$1" -v r="$r" '$1 == k && $2 == r && $3 == "p99_ms" { print $4 }' "$DATA")
+        large=$(awk -F'\t' -v k="scale${SCALE_CASES[1]}_$1" -v r="$r" '$1 == k && $2 == r && $3 == "p99_ms" { print $4 }' "$DATA")
+        [[ -n $small && -n $large ]] && rec "scale_$1" "$r" p99_ratio "$(calc "$large / $small" 2)"
+    done
+    return 0
+}
+
+# The scale run's settings where they are not the defaults, as run.sh takes them.
+scale_settings() {
+    if ((!SCALE)); then
+        printf ' BENCH_SCALE=0'
+        return
+    fi
+    [[ ${SCALE_CASES[1]} == 10000000 ]] || printf ' BENCH_SCALE_CASES=%s' "${SCALE_CASES[1]}"
+    [[ $SCALE_PASSES == 200 ]] || printf ' BENCH_SCALE_PASSES=%s' "$SCALE_PASSES"
+    [[ -z $SCALE_KEEP_DB ]] || printf ' BENCH_SCALE_KEEP_DB=%s' "$SCALE_KEEP_DB"
+}
+
+# Section 6: the scale run.
+scale_section() {
+    ((SCALE)) || return 0
+    local small=${SCALE_CASES[0]} large=${SCALE_CASES[1]} op small_h large_h
+    small_h=$(thousands "$small")
+    large_h=$(thousands "$large")
+    for op in create update attach activate; do
+        record_scale_ratios "$op"
+    done
+    cat <<END
+
+## 6. Scale
+
+The same operations against $small_h existing cases and against $large_h, each in a database
+of its own that \`intake-api migrate\` made and \`bench/scale_load.sql\` then filled with SQL,
+as the service would have over two years: each case with its enquiry (the one stored for
+\`bench/enquiry.json\`, the applicant's details varied), time-ordered ids, a random 12-digit
+reference, a submission holding the request body as sent and its events (created, activated);
+a quarter were sent twice (a second submission, an updated event), three in ten active ones
+had a product attached (a redirect token, a product_attached event); two in three are brand_a.
+$(thousands "$SCALE_DUE") cases of each database are pending and due, the rest active. \`VACUUM ANALYZE\` after loading.
+
+An intake-api of its own serves each database, with the settings above. wrk runs the same
+scripts, round by round and, within a round, each operation at both scales one after the
+other: create (new e-mail addresses), then update and attach of loaded cases, each wrk thread
+cycling through its share of the brand_a ones ($(thousands "$(scale_pool "$small")") and $(thousands "$(scale_pool "$large")") per thread), in an
+order spread over the whole table, as existing customers come back: the larger the database,
+the fewer of the pages a request needs are still in memory from an earlier one (see
+\`shared_buffers\` below). An activation pass is \`bench/activate.sql\` in
+pgbench, one client, $SCALE_PASSES passes per round on each database before the intake-apis started
+(their workers would have activated the due cases): the service's UPDATE of the 500 oldest
+due cases and the insert of their events, rolled back so that each pass activates the same
+500 again.
+
+| operation | $small_h: p50 ms | p99 ms | $large_h: p50 ms | p99 ms | p99 ratio | goal: ratio ≤ 1.3 | req/s at $small_h | req/s at $large_h | WAL per request, KiB | full-page images per request |
+|---|---|---|---|---|---|---|---|---|---|---|
+END
+    local s l name s_rps l_rps
+    for op in create update attach activate; do
+        s=scale${small}_$op
+        l=scale${large}_$op
+        s_rps=$(med "$s" rps)
+        l_rps=$(med "$l" rps)
+        case $op in
+        create) name="intake create" ;;
+        update) name="intake update (loaded cases)" ;;
+        attach) name="attach (loaded cases)" ;;
+        activate)
+            name="activation pass (500 cases)"
+            s_rps=-
+            l_rps=-
+            ;;
+        esac
+        echo "| $name | $(med "$s" p50_ms) | $(med "$s" p99_ms) | $(med "$l" p50_ms) | $(med "$l" p99_ms) | **$(med "scale_$op" p99_ratio)** | $(verdict "$(med "scale_$op" p99_ratio)" '<=' 1.3) | $s_rps | $l_rps | $(med "$s" wal_kb_per_req) / $(med "$l" wal_kb_per_req) | $(med "$s" fpi_per_req) / $(med "$l" fpi_per_req) |"
+    done
+    cat <<END
+
+WAL and full-page images: at $small_h / at $large_h cases, per request (per pass for activation), from
+\`pg_stat_wal\` around each measurement. A page's first change after a checkpoint writes the
+whole 8 KiB page to the WAL, so a request that changes pages no recent request changed writes
+several times its own data, and each commit waits for that to be flushed.
+
+p99 ratios by round: create $(rounds scale_create p99_ratio); update $(rounds scale_update p99_ratio); attach $(rounds scale_attach p99_ratio); activation $(rounds scale_activate p99_ratio).
+The first activation pass of each round, the one that finds the rows coldest: $(rounds "scale${small}_activate" first_ms) ms
+at $small_h, $(rounds "scale${large}_activate" first_ms) ms at $large_h. The creates made $(first_val "scale$small" cases_made) and $(first_val "scale$large" cases_made) cases, the updates none.
+
+Sizes after loading and \`VACUUM ANALYZE\` (\`pg_database_size\`; per table
+\`pg_total_relation_size\`: heap, indexes and TOAST), per million cases from the larger:
+
+| | $small_h cases | $(thousands "$(first_val "scale$large" cases)") cases | per million cases |
+|---|---|---|---|
+END
+    local what metric per
+    for what in "database:db_bytes" "cases:cases_bytes" "submissions:submissions_bytes" \
+        "case_events:case_events_bytes" "redirect_tokens:redirect_tokens_bytes"; do
+        metric=${what#*:}
+        per=$(awk -v b="$(first_val "scale$large" "$metric")" -v n="$(first_val "scale$large" cases)" \
+            'BEGIN { printf "%.0f", b / (n / 1000000) }')
+        echo "| ${what%%:*} | $(bytes_h "$(first_val "scale$small" "$metric")") | $(bytes_h "$(first_val "scale$large" "$metric")") | $(bytes_h "$per") |"
+    done
+    local load_s
+    load_s=$(first_val "scale$large" load_s)
+    echo
+    if [[ $(first_val "scale$large" reused) == 1 ]]; then
+        echo "Loading: the $large_h-case database \`$SCALE_KEEP_DB\` was loaded on $(first_val "scale$large" loaded_at) in $load_s s ($(calc "$load_s / ($large / 1000000)" 0) s per million cases) and reused here (BENCH_SCALE_KEEP_DB), holding what earlier runs added; \`VACUUM ANALYZE\` again took $(first_val "scale$large" vacuum_s) s."
+    else
+        echo "Loading: $large_h cases in $load_s s ($(calc "$load_s / ($large / 1000000)" 0) s per million cases), then \`VACUUM ANALYZE\` in $(first_val "scale$large" vacuum_s) s; $small_h cases in $(first_val "scale$small" load_s) s and $(first_val "scale$small" vacuum_s) s."
+    fi
+    cat <<END
+PostgreSQL: shared_buffers $(psql_admin -c 'SHOW shared_buffers' 2>/dev/null), autovacuum $(psql_admin -c 'SHOW autovacuum' 2>/dev/null), max_wal_size $(psql_admin -c 'SHOW max_wal_size' 2>/dev/null); $(awk '/MemTotal/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo) of memory for the
+operating system's cache.
+END
+    local cases
+    for cases in "${SCALE_CASES[@]}"; do
+        # shellcheck disable=SC2016
+        printf '\nOne more activation pass at %s cases, rolled back: `EXPLAIN (ANALYZE, BUFFERS, WAL)` of its UPDATE.\n\n```\n' "$(thousands "$cases")"
+        cat "$WORK/explain-$cases.txt"
+        printf '```\n'
+    done
+    cat <<END
+
+Commands (PORT: $SCALE_PORT for $small_h cases, $((SCALE_PORT + 1)) for $large_h; \`SCALE_DB_URL\` the database's):
+
+\`\`\`sh
+$(printf '%s ' "${INTAKE_ENV[@]}" | sed -E "s#INTAKE_BIND=[^ ]+#INTAKE_BIND=127.0.0.1:PORT#; s#INTAKE_DATABASE_URL=[^ ]+#INTAKE_DATABASE_URL=\$SCALE_DB_URL#")RUST_LOG=info LOG_FORMAT=json target/release/intake-api serve 2>intake-api.log
+$(cat "$SCALE_COMMANDS")
+\`\`\`
+END
+}
+
 version_of() { "$@" 2>&1 | head -1 || true; }
 
 write_report() {
@@ -310,6 +457,7 @@ time over the intake-api's CPU time per request, from /proc/PID/stat during the 
 |---|---|---|---|
 | auth-server | $MEM_IDLE_AUTH MiB | $MEM_AFTER_AUTH MiB | $MEM_PEAK_AUTH MiB |
 | intake-api | $MEM_IDLE_INTAKE MiB | $MEM_AFTER_INTAKE MiB | $MEM_PEAK_INTAKE MiB |
+$(scale_section)
 
 ## Targets
 
@@ -384,7 +532,7 @@ EOF
 ## Commands
 
 \`\`\`sh
-BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS bench/run.sh     # all of the below
+BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS$(scale_settings) bench/run.sh     # all of the below
 ${BUILD_CMD[*]}
 ${BEARER_CMD[*]}
 # services (ports, databases and the key-encryption key are per run):

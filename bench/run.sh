@@ -17,6 +17,18 @@
 #   BENCH_KEEP=1    keep the work directory (service logs, raw wrk/pgbench output); a
 #                   failed run always keeps it
 #   BENCH_PROFILE=0 skip the perf profiles (taken when perf works)
+#   BENCH_SCALE=0   skip the scale run (section 6): create, update, attach and an activation
+#                   pass against 10,000 existing cases and against BENCH_SCALE_CASES, loaded
+#                   with SQL (bench/scale_load.sql) into databases of their own
+#   BENCH_SCALE_CASES    existing cases of the large database (default 10000000; loading
+#                   10 million takes about half an hour and some 30 GB of disk)
+#   BENCH_SCALE_KEEP_DB  a name (bench_...) for the large database, kept after the run; a
+#                   later run with the same name, the same BENCH_SCALE_CASES and an unchanged
+#                   bench/scale_load.sql reuses it instead of loading again (it then also
+#                   holds what earlier runs wrote); otherwise it is dropped and loaded anew
+#   BENCH_SCALE_PASSES   activation passes per round and database (default 200)
+#   BENCH_SCALE_PORT     first of the two ports of the scale run's intake-apis (default
+#                   BENCH_INTAKE_PORT + 2)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
 # packages are installed with apt-get when running as root. Only 127.0.0.1 is ever contacted.
@@ -45,6 +57,13 @@ INTAKE_URL="http://127.0.0.1:$INTAKE_PORT"
 RUN_ID="$(date +%s)_$$"
 AUTH_DB="bench_auth_$RUN_ID"
 INTAKE_DB="bench_intake_$RUN_ID"
+# The scale run (section 6): the same operations against a small and a large number of
+# existing cases.
+SCALE=${BENCH_SCALE:-1}
+SCALE_CASES=(10000 "${BENCH_SCALE_CASES:-10000000}")
+SCALE_KEEP_DB=${BENCH_SCALE_KEEP_DB:-}
+SCALE_PASSES=${BENCH_SCALE_PASSES:-200}
+SCALE_PORT=${BENCH_SCALE_PORT:-$((INTAKE_PORT + 2))}
 
 # Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
 exec 3>&2
@@ -56,6 +75,13 @@ die() {
 
 [[ $SECS =~ ^[0-9]+$ && $SECS -ge 1 ]] || die "BENCH_SECS must be a whole number of seconds"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive number"
+[[ $SCALE == [01] ]] || die "BENCH_SCALE must be 0 or 1"
+[[ ${SCALE_CASES[1]} =~ ^[0-9]+$ && ${SCALE_CASES[1]} -gt ${SCALE_CASES[0]} ]] ||
+    die "BENCH_SCALE_CASES must be a whole number over ${SCALE_CASES[0]}"
+[[ $SCALE_PASSES =~ ^[0-9]+$ && $SCALE_PASSES -ge 1 ]] || die "BENCH_SCALE_PASSES must be a positive number"
+# Only a database of the benchmark's own is ever kept, reused or dropped by name.
+[[ -z $SCALE_KEEP_DB || $SCALE_KEEP_DB =~ ^bench_[a-z0-9_]+$ ]] ||
+    die "BENCH_SCALE_KEEP_DB must be bench_ followed by lower-case letters, digits or _"
 
 # ---------------------------------------------------------------------------------------------
 # Tools
@@ -385,6 +411,327 @@ post_enquiry() {
 enquiry_json() { sed "s/EMAIL/$1/" "$BENCH_DIR/enquiry.json" | tr -d '\n'; }
 
 # ---------------------------------------------------------------------------------------------
+# Scale run (section 6)
+
+# Due cases in each database when activation is measured. bench/activate.sql rolls each pass
+# back, so 500 would do; the spare keeps a pass full however the backlog's oldest fall.
+SCALE_DUE=1000
+# Cases per load statement: each is one transaction, whose foreign-key checks are queued in
+# memory until it ends.
+SCALE_BATCH=250000
+# The cases each wrk thread's updates and attaches cycle through at $1 existing cases: all
+# the brand_a ones bench/scale_load.sql numbers for it, spread over the whole table, so
+# that at every scale the requests find their case where an existing customer's case is.
+scale_pool() { echo $((($1 - $1 / 3) / THREADS)); }
+SCALE_COMMANDS=$WORK/scale-commands.txt
+: >"$SCALE_COMMANDS"
+# The template bench/scale_load.sql varies: the request body bench/enquiry.lua sends.
+PAYLOAD_TEMPLATE=$(tr -d '\n' <"$BENCH_DIR/enquiry.json")
+declare -A SCALE_DB SCALE_PID
+
+scale_psql() {
+    local db=$1
+    shift
+    psql "$(db_url "$db")" -v ON_ERROR_STOP=1 -qAt "$@"
+}
+
+# The comment bench/run.sh leaves on a database it loaded completely, or nothing.
+scale_comment() {
+    psql_admin -c "SELECT shobj_description(oid, 'pg_database') FROM pg_database WHERE datname = '$1'"
+}
+
+# A field of such a comment: "bench scale load: cases=N script=MD5 next=K load_s=S
+# vacuum_s=V at=DATE".
+comment_field() { sed -nE "s/.* $1=([^ ]+).*/\1/p" <<<" $2"; }
+
+# Which bench/scale_load.sql made a database: another version numbers cases differently.
+SCALE_SCRIPT=$(md5sum "$BENCH_DIR/scale_load.sql" | cut -c1-12)
+
+# Whether database $1 is the kept database, loaded completely with $2 cases by this
+# bench/scale_load.sql.
+scale_reusable() {
+    local comment
+    [[ -n $SCALE_KEEP_DB && $1 == "$SCALE_KEEP_DB" ]] || return 1
+    comment=$(scale_comment "$1")
+    [[ $(comment_field cases "$comment") == "$2" && $(comment_field script "$comment") == "$SCALE_SCRIPT" ]]
+}
+
+# Loading needs about 3 KB of disk per case (cases, submissions, events, indexes) and room
+# for the WAL; better to stop now than with a full disk half an hour in. Checked again
+# before every batch with the cases still to load: whatever else shares the disk may grow
+# meanwhile, and a server out of space fails everyone's writes, not just the load's.
+scale_check_disk() {
+    local cases=$1 dir avail need
+    need=$((cases * 3500 + 5 * 1024 * 1024 * 1024))
+    dir=$(psql_admin -c 'SHOW data_directory' 2>/dev/null) || dir=
+    if [[ -z $dir || ! -d $dir ]]; then
+        [[ -n ${DISK_UNSEEN:-} ]] || log "PostgreSQL's data directory is not visible here: disk space not checked"
+        DISK_UNSEEN=1
+        return 0
+    fi
+    avail=$(df -B1 --output=avail "$dir" | tail -1)
+    ((avail >= need)) || die "loading $cases more cases needs about $((need / 1024 ** 3)) GiB free where PostgreSQL keeps its data ($dir), and there are $((avail / 1024 ** 3)) GiB (set BENCH_SCALE_CASES lower, or BENCH_SCALE=0)"
+}
+
+# Writes case numbers $2..$3-1 of bench/scale_load.sql into database $1 (see the script for
+# the other arguments).
+scale_load_batch() {
+    local db=$1 lo=$2 hi=$3 total=$4 active_below=$5 end=$6 now0=$7
+    # A name to find the loading backend by in pg_stat_activity (to renice it, say).
+    run_child env PGAPPNAME=bench-scale-load psql "$(db_url "$db")" -v ON_ERROR_STOP=1 -qAt \
+        -v lo="$lo" -v hi="$hi" -v total="$total" -v active_below="$active_below" -v end="$end" \
+        -v threads="$THREADS" -v now0="$now0" -v enquiry="$ENQUIRY_JSON" \
+        -v payload="$PAYLOAD_TEMPLATE" -f "$BENCH_DIR/scale_load.sql" >>"$WORK/scale-load.log" 2>&1 ||
+        die "loading cases $lo..$hi into $db failed: $(tail -5 "$WORK/scale-load.log")"
+}
+
+# VACUUM ANALYZE of database $1; prints the seconds it took.
+scale_vacuum() {
+    local t0
+    t0=$(date +%s.%N)
+    run_child env PGAPPNAME=bench-scale-load psql "$(db_url "$1")" -v ON_ERROR_STOP=1 -qAt -c 'VACUUM ANALYZE' \
+        >>"$WORK/scale-load.log" 2>&1 ||
+        die "VACUUM ANALYZE of $1 failed: $(tail -5 "$WORK/scale-load.log")"
+    calc "$(date +%s.%N) - $t0" 1
+}
+
+# Makes database $2 hold $1 existing cases, recorded under key scale$1: made and migrated by
+# the intake-api, then loaded and vacuumed; or, when it is the kept database and holds a
+# complete load of as many, reused, with due cases added when earlier runs used them up.
+scale_prepare() {
+    local cases=$1 db=$2 key=scale$1 comment now0 t0 load_s vacuum_s
+    if scale_reusable "$db" "$cases"; then
+        comment=$(scale_comment "$db")
+        log "scale $cases: reusing database $db ($comment)"
+        rec "$key" 1 reused 1
+        rec "$key" 1 load_s "$(comment_field load_s "$comment")"
+        rec "$key" 1 loaded_at "$(comment_field at "$comment")"
+        local due next
+        due=$(scale_psql "$db" -c "SELECT count(*) FROM cases WHERE status = 'pending_activation' AND activates_at <= now()")
+        if ((due < SCALE_DUE)); then
+            next=$(comment_field next "$comment")
+            log "scale $cases: adding $((SCALE_DUE - due)) due cases"
+            scale_load_batch "$db" "$next" "$((next + SCALE_DUE - due))" "$cases" "$next" \
+                "$((next + SCALE_DUE - due))" "$(date +%s)"
+            next=$((next + SCALE_DUE - due))
+            comment="bench scale load: cases=$cases script=$SCALE_SCRIPT next=$next load_s=$(comment_field load_s "$comment") vacuum_s=$(comment_field vacuum_s "$comment") at=$(comment_field at "$comment")"
+            psql_admin -c "COMMENT ON DATABASE \"$db\" IS '$comment'" >/dev/null
+        fi
+        # Earlier runs' writes left dead rows behind (this server may not vacuum by itself).
+        vacuum_s=$(scale_vacuum "$db")
+        rec "$key" 1 vacuum_s "$vacuum_s"
+    else
+        if [[ -n $(psql_admin -c "SELECT 1 FROM pg_database WHERE datname = '$db'") ]]; then
+            log "scale $cases: dropping $db, which holds no complete load of $cases cases by this bench/scale_load.sql"
+            psql_admin -c "DROP DATABASE \"$db\" WITH (FORCE)" >/dev/null
+        fi
+        scale_check_disk "$cases"
+        psql_admin -c "CREATE DATABASE \"$db\"" >/dev/null
+        # Dropped at the end unless complete and kept.
+        DBS+=("$db")
+        note_cmd "INTAKE_DATABASE_URL=\$SCALE_DB_URL target/release/intake-api migrate"
+        env "${UNSET_ENV[@]}" RUST_LOG=warn INTAKE_DATABASE_URL="$(db_url "$db")" \
+            "$TARGET_DIR/release/intake-api" migrate >>"$WORK/cli.log" 2>&1 ||
+            die "intake-api migrate failed on $db: $(tail -5 "$WORK/cli.log")"
+        note_cmd "psql -v lo=K -v hi=K+$SCALE_BATCH -v total=N -v active_below=N-$SCALE_DUE -v end=N -v threads=$THREADS -v now0=\$(date +%s) -v enquiry=\"\$ENQUIRY_JSON\" -v payload=\"\$(tr -d '\\n' <bench/enquiry.json)\" -f bench/scale_load.sql \"\$SCALE_DB_URL\"   # K = 0, $SCALE_BATCH, ... < N"
+        note_cmd "psql -c 'VACUUM ANALYZE' \"\$SCALE_DB_URL\""
+        log "scale $cases: loading $db"
+        now0=$(date +%s)
+        t0=$(date +%s.%N)
+        local lo hi
+        for ((lo = 0; lo < cases; lo += SCALE_BATCH)); do
+            hi=$((lo + SCALE_BATCH < cases ? lo + SCALE_BATCH : cases))
+            scale_check_disk "$((cases - lo))"
+            scale_load_batch "$db" "$lo" "$hi" "$cases" "$((cases - SCALE_DUE))" "$cases" "$now0"
+            if ((hi < cases)); then
+                log "scale $cases: $hi cases loaded ($(calc "$(date +%s.%N) - $t0" 0) s)"
+            fi
+        done
+        load_s=$(calc "$(date +%s.%N) - $t0" 1)
+        vacuum_s=$(scale_vacuum "$db")
+        log "scale $cases: loaded in $load_s s, VACUUM ANALYZE in $vacuum_s s"
+        rec "$key" 1 reused 0
+        rec "$key" 1 load_s "$load_s"
+        rec "$key" 1 vacuum_s "$vacuum_s"
+        # The mark of a complete load, and what a later run reusing the database needs.
+        psql_admin -c "COMMENT ON DATABASE \"$db\" IS 'bench scale load: cases=$cases script=$SCALE_SCRIPT next=$cases load_s=$load_s vacuum_s=$vacuum_s at=$(date -u +%Y-%m-%dT%H:%MZ)'" >/dev/null
+        if [[ $db == "$SCALE_KEEP_DB" ]]; then
+            local keep=() d
+            for d in "${DBS[@]}"; do [[ $d == "$db" ]] || keep+=("$d"); done
+            DBS=("${keep[@]}")
+        fi
+    fi
+    rec "$key" 1 cases "$(scale_psql "$db" -c 'SELECT count(*) FROM cases')"
+    rec "$key" 1 db_bytes "$(scale_psql "$db" -c 'SELECT pg_database_size(current_database())')"
+    local table
+    for table in cases submissions case_events redirect_tokens; do
+        rec "$key" 1 "${table}_bytes" "$(scale_psql "$db" -c "SELECT pg_total_relation_size('$table')")"
+    done
+}
+
+# The server's WAL written so far: "bytes full-page-images" (pg_stat_wal), or nothing
+# where the server has no such view. It counts every database's writes, but while one
+# measurement runs the others are idle.
+wal_so_far() { psql_admin -c 'SELECT wal_bytes, wal_fpi FROM pg_stat_wal' -F ' ' 2>/dev/null || true; }
+
+# Records under key $1, round $2 the WAL written since $3 (from wal_so_far) per request
+# ($4 requests): wal_kb_per_req and fpi_per_req, the full-page images among it. A page's
+# first change after each checkpoint writes the whole page to the WAL: the more scattered
+# the pages a request changes, the more of its changes are first ones.
+rec_wal() {
+    local key=$1 round=$2 since=$3 requests=$4 now b0 f0 b1 f1
+    now=$(wal_so_far)
+    [[ -n $since && -n $now ]] || return 0
+    read -r b0 f0 <<<"$since"
+    read -r b1 f1 <<<"$now"
+    rec "$key" "$round" wal_kb_per_req "$(calc "($b1 - $b0) / 1024 / $requests" 1)"
+    rec "$key" "$round" fpi_per_req "$(calc "($f1 - $f0) / $requests" 2)"
+}
+
+# run_wrk for the scale run, on the intake-api at port $3 (process $4), with the WAL the
+# requests wrote.
+scale_wrk() {
+    local key=$1 round=$2 port=$3 pid=$4 script=$5 path=$6 wal
+    wal=$(wal_so_far)
+    PORT_OVERRIDE=$port run_wrk "$key" "$round" "$INTAKE_CONNS" "$script" "$path" -- "$pid"
+    rec_wal "$key" "$round" "$wal" \
+        "$(awk -F'\t' -v k="$key" -v r="$round" '$1 == k && $2 == r && $3 == "requests" { print $4 }' "$DATA")"
+}
+
+# Activation passes (bench/activate.sql) on database $3, recorded under key $1: the passes'
+# p50 and p99, and the first pass's latency (the one that finds the rows coldest).
+run_activate() {
+    local key=$1 round=$2 db=$3
+    local out=$WORK/pgbench-$key-$round.txt prefix=$WORK/pgblog-$key-$round
+    note_cmd "pgbench -n -M prepared -c 1 -j 1 -t $SCALE_PASSES -f bench/activate.sql -l --log-prefix=PREFIX \"\$SCALE_DB_URL\""
+    local wal
+    wal=$(wal_so_far)
+    run_child pgbench -n -M prepared -c 1 -j 1 -t "$SCALE_PASSES" -f "$BENCH_DIR/activate.sql" \
+        -l --log-prefix="$prefix" "$(db_url "$db")" >"$out" 2>&1 || die "pgbench failed: $(tail -5 "$out")"
+    grep -q "actually processed: $SCALE_PASSES/$SCALE_PASSES" "$out" ||
+        die "pgbench did not run every activation pass (see $out)"
+    rec_wal "$key" "$round" "$wal" "$SCALE_PASSES"
+    local pct first
+    first=$(awk 'NR == 1 { printf "%.3f", $3 / 1000 }' "$prefix".*)
+    pct=$(cat "$prefix".* | awk '{ print $3 }' | sort -n |
+        awk '{ a[NR] = $1 } END { printf "%.3f %.3f", a[int(NR * 0.50) + 1] / 1000, a[int(NR * 0.99) + 1] / 1000 }')
+    rm -f "$prefix".*
+    rec "$key" "$round" p50_ms "${pct% *}"
+    rec "$key" "$round" p99_ms "${pct#* }"
+    rec "$key" "$round" first_ms "$first"
+    log "$key round $round: p50 ${pct% *} ms, p99 ${pct#* } ms, first pass $first ms"
+}
+
+# Where an activation pass's time goes on database $2: its UPDATE's plan with the buffers it
+# read and the WAL it wrote, from EXPLAIN ANALYZE in a transaction rolled back, to
+# $WORK/explain-$1.txt.
+scale_explain() {
+    note_cmd "psql -c 'BEGIN' -c 'EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF) UPDATE ... (bench/activate.sql)' -c 'ROLLBACK' \"\$SCALE_DB_URL\""
+    scale_psql "$2" >"$WORK/explain-$1.txt" <<'SQL' || die "EXPLAIN on $2 failed"
+BEGIN;
+EXPLAIN (ANALYZE, BUFFERS, WAL, COSTS OFF)
+UPDATE "cases" SET "status" = 'active', "activated_at" = now()
+WHERE "id" IN (SELECT "id" FROM "cases" WHERE "status" = 'pending_activation'
+    AND "activates_at" <= now() ORDER BY "activates_at" ASC LIMIT 500 FOR UPDATE SKIP LOCKED)
+RETURNING "id", "brand", "activates_at";
+ROLLBACK;
+SQL
+}
+
+# Waits until the intake-api on database $1 has activated every due case, so that the loads
+# measured next do not share the machine with a backlog being drained.
+scale_wait_drained() {
+    local db=$1 due
+    for _ in $(seq 1200); do
+        due=$(scale_psql "$db" -c "SELECT count(*) FROM cases WHERE status = 'pending_activation' AND activates_at <= now()")
+        ((due == 0)) && return 0
+        sleep 0.5
+    done
+    die "the intake-api on $db still has $due due cases after ten minutes"
+}
+
+# The whole scale run: both databases prepared, the activation passes measured, then an
+# intake-api on each and the wrk loads, interleaved by round and by scale.
+scale_run() {
+    local i cases db port pid r op main_commands=$COMMANDS
+    COMMANDS=$SCALE_COMMANDS
+    for i in 0 1; do
+        cases=${SCALE_CASES[$i]}
+        db="bench_scale${cases}_$RUN_ID"
+        ((i == 1)) && [[ -n $SCALE_KEEP_DB ]] && db=$SCALE_KEEP_DB
+        SCALE_DB[$cases]=$db
+        scale_prepare "$cases" "$db"
+    done
+    # Before the services start: their activation workers would take the due cases.
+    for r in $(seq "$ROUNDS"); do
+        for cases in "${SCALE_CASES[@]}"; do
+            run_activate "scale${cases}_activate" "$r" "${SCALE_DB[$cases]}"
+        done
+    done
+    for cases in "${SCALE_CASES[@]}"; do
+        scale_explain "$cases" "${SCALE_DB[$cases]}"
+    done
+    for i in 0 1; do
+        cases=${SCALE_CASES[$i]}
+        port=$((SCALE_PORT + i))
+        log "scale $cases: starting an intake-api on ${SCALE_DB[$cases]}"
+        start_service intake-api "${INTAKE_ENV[@]}" INTAKE_BIND="127.0.0.1:$port" \
+            INTAKE_DATABASE_URL="$(db_url "${SCALE_DB[$cases]}")"
+        SCALE_PID[$cases]=$STARTED_PID
+        wait_ready "http://127.0.0.1:$port" "$STARTED_PID"
+    done
+    for cases in "${SCALE_CASES[@]}"; do
+        scale_wait_drained "${SCALE_DB[$cases]}"
+    done
+    local since
+    since=$(date +%s)
+    for r in $(seq "$ROUNDS"); do
+        BENCH_TOKEN=$(get_token)
+        export BENCH_TOKEN
+        for op in create update attach; do
+            for i in 0 1; do
+                cases=${SCALE_CASES[$i]}
+                port=$((SCALE_PORT + i))
+                pid=${SCALE_PID[$cases]}
+                case $op in
+                create)
+                    # New e-mail addresses in every run, also in a kept database.
+                    export BENCH_TAG="x${RUN_ID}r$r"
+                    scale_wrk "scale${cases}_create" "$r" "$port" "$pid" intake_create.lua /partners/external/intake
+                    ;;
+                update)
+                    export BENCH_TAG=load BENCH_POOL
+                    BENCH_POOL=$(scale_pool "$cases")
+                    scale_wrk "scale${cases}_update" "$r" "$port" "$pid" intake_update.lua /partners/external/intake
+                    ;;
+                attach)
+                    export BENCH_TAG=load BENCH_POOL
+                    BENCH_POOL=$(scale_pool "$cases")
+                    scale_wrk "scale${cases}_attach" "$r" "$port" "$pid" attach.lua /partners/external/intake/attach
+                    ;;
+                esac
+            done
+        done
+    done
+    # Cases made since the first create: the creates' own (a few more for requests in flight
+    # when wrk stopped), none from the updates, which must all have found their loaded case.
+    local responses made
+    for cases in "${SCALE_CASES[@]}"; do
+        responses=$(awk -F'\t' -v k="scale${cases}_create" '$1 == k && $3 == "requests" { s += $4 } END { print s }' "$DATA")
+        made=$(scale_psql "${SCALE_DB[$cases]}" -c "SELECT count(*) FROM cases WHERE status IN ('pending_activation', 'active') AND activates_at > to_timestamp($since) + interval '900 seconds'")
+        ((made >= responses)) ||
+            die "scale $cases: wrk counted $responses create responses but only $made cases were made"
+        ((made <= responses + ROUNDS * INTAKE_CONNS)) ||
+            die "scale $cases: $made cases were made for $responses create responses: updates made cases"
+        rec "scale$cases" 1 cases_made "$made"
+    done
+    for cases in "${SCALE_CASES[@]}"; do
+        kill -TERM "${SCALE_PID[$cases]}" 2>/dev/null || true
+    done
+    COMMANDS=$main_commands
+}
+
+# ---------------------------------------------------------------------------------------------
 # The run
 
 ensure_tools
@@ -394,6 +741,11 @@ log "work directory $WORK; load average $LOAD_AT_START"
 port_free "$AUTH_PORT" || die "port $AUTH_PORT is in use (set BENCH_AUTH_PORT)"
 port_free "$INTAKE_PORT" || die "port $INTAKE_PORT is in use (set BENCH_INTAKE_PORT)"
 psql_admin -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG_URL"
+if ((SCALE)); then
+    { port_free "$SCALE_PORT" && port_free "$((SCALE_PORT + 1))"; } ||
+        die "ports $SCALE_PORT and $((SCALE_PORT + 1)) must be free for the scale run (set BENCH_SCALE_PORT)"
+    scale_reusable "$SCALE_KEEP_DB" "${SCALE_CASES[1]}" || scale_check_disk "${SCALE_CASES[1]}"
+fi
 
 log "building release binaries"
 BUILD_CMD=(cargo build --release -j2 -p auth-server -p intake-api)
@@ -620,6 +972,12 @@ LOAD_AT_END=$(cut -d' ' -f1-3 /proc/loadavg)
 grep -q '"level":"ERROR"' "$WORK/intake-api.log" "$WORK/auth-server.log" &&
     log "warning: the services logged errors during the run"
 LOG_LINES=$(cat "$WORK/auth-server.log" "$WORK/intake-api.log" | wc -l)
+
+# 6. Scale: the same operations against 10,000 and against many existing cases, on
+# databases and intake-apis of their own, after everything above.
+if ((SCALE)); then
+    scale_run
+fi
 
 # ---------------------------------------------------------------------------------------------
 # The report
