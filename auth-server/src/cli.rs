@@ -9,9 +9,7 @@ use crate::state::PROPAGATION;
 use crate::{migration, store};
 
 async fn open(config: &Config) -> anyhow::Result<DatabaseConnection> {
-    let db = intake_shared::db::connect(&config.database_url, 2).await?;
-    migration::run(&db).await?;
-    Ok(db)
+    migration::connect(&config.database_url, 2).await
 }
 
 /// Waits until every running server has picked up a change just committed.

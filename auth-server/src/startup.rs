@@ -134,10 +134,7 @@ impl Application {
     /// clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         intake_shared::telemetry::metrics_handle();
-        let db = intake_shared::db::connect(&config.database_url, 10).await?;
-        migration::run(&db)
-            .await
-            .context("database migration failed")?;
+        let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;
         if let Some(kid) = store::ensure_signing_key(&db, kek.as_ref()).await? {
             tracing::info!(%kid, "created the first signing key");
@@ -178,7 +175,9 @@ impl Application {
             "auth-server",
             state.registry.db().clone(),
         ));
-        let app = ops::service_routes(api_service(state.clone()), readyz)
+        let api = api_service(state.clone());
+        let documents = ops::ApiDocuments::of(&api);
+        let app = ops::service_routes(api, documents, readyz)
             .data(state.clone())
             // Browsers may call the token endpoint cross-origin (the intake-api's docs page
             // does): no cookies are involved, so any origin is safe.

@@ -57,19 +57,15 @@ fn bearer(c: &mut Criterion) {
     let f = rt.block_on(fixture());
     let header = f.authorization.as_bytes();
     // A valid token must pass, or the benchmark would time the refusal path.
-    rt.block_on(
-        f.verifier
-            .authenticate(Some(header), scopes::CASE_INTAKE_CREATE),
-    )
-    .expect("the token verifies");
+    rt.block_on(f.verifier.authenticate(Some(header)))
+        .expect("the token verifies");
     for (name, verifier) in [
         ("authenticate_valid_token_first_sight", &f.first_sight),
         ("authenticate_valid_token_seen_before", &f.verifier),
     ] {
         c.bench_function(name, |b| {
             b.iter(|| {
-                let verify =
-                    verifier.authenticate(black_box(Some(header)), scopes::CASE_INTAKE_CREATE);
+                let verify = verifier.authenticate(black_box(Some(header)));
                 // Polled once, without an executor: with a warm cache nothing waits.
                 match pin!(verify).poll(&mut Context::from_waker(Waker::noop())) {
                     Poll::Ready(claims) => claims.expect("the token verifies"),

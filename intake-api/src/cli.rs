@@ -1,15 +1,18 @@
 //! Operator commands.
 
 use crate::config::{CaseCommand, Config};
-use crate::{migration, store};
+use crate::migration;
+use crate::store::CaseStore;
 
 /// Runs `intake-api case ...` and returns what it prints.
 pub async fn case(config: &Config, command: CaseCommand) -> anyhow::Result<serde_json::Value> {
-    let db = intake_shared::db::connect(&config.database_url, 2).await?;
-    migration::run(&db).await?;
+    const POOL: u32 = 2;
+    let db = migration::connect(&config.database_url, POOL).await?;
+    let cases = CaseStore::new(db, POOL, config.timing());
     match command {
         CaseCommand::Show { reference } => {
-            let view = store::show_case(&db, &reference)
+            let view = cases
+                .show(&reference)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("no case with reference {reference}"))?;
             Ok(serde_json::to_value(view)?)

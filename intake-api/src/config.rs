@@ -5,6 +5,9 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 use intake_shared::Secret;
 use intake_shared::telemetry::LogFormat;
+use url::Url;
+
+use crate::store::Timing;
 
 /// The intake-api's settings; every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
@@ -119,9 +122,12 @@ impl Config {
         config
     }
 
-    /// The activation delay.
-    pub fn activation_delay(&self) -> Duration {
-        Duration::from_secs(self.activation_delay_secs)
+    /// How long cases wait to activate and redirect links last.
+    pub fn timing(&self) -> Timing {
+        Timing {
+            activation_delay: Duration::from_secs(self.activation_delay_secs),
+            redirect_ttl: Duration::from_secs(self.redirect_ttl_secs),
+        }
     }
 
     /// The issuer as tokens carry it (no trailing slash).
@@ -136,7 +142,7 @@ pub struct BrandConfig {
     /// Lower-case identifier partners send as `brand`.
     pub id: String,
     /// Base URL of the brand's customer portal; a redirect link cannot be made without it.
-    pub portal_url: Option<reqwest::Url>,
+    pub portal_url: Option<Url>,
 }
 
 /// Parses `INTAKE_BRANDS`: exactly two `id=url` pairs with distinct lower-case ids. A pair
@@ -162,7 +168,7 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
         let portal_url = if url.is_empty() {
             None
         } else {
-            let parsed = reqwest::Url::parse(url).map_err(|e| {
+            let parsed = Url::parse(url).map_err(|e| {
                 anyhow::anyhow!("INTAKE_BRANDS: portal URL of {id:?} is invalid: {e}")
             })?;
             if !matches!(parsed.scheme(), "http" | "https") {

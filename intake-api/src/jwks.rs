@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use jsonwebtoken::DecodingKey;
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
 use serde::Deserialize;
 
 /// Minimum time between two fetches triggered by unknown key ids.
@@ -25,41 +26,38 @@ const RETRY_NOT_LOADED: Duration = Duration::from_millis(500);
 /// Largest JWKS accepted.
 const MAX_JWKS_BYTES: usize = 256 * 1024;
 
+/// A key set as served, each key kept as JSON until it is read on its own, so one key this
+/// service cannot use (another type, a newer format) does not cost the others.
 #[derive(Deserialize)]
-struct JwkSet {
+struct RawJwkSet {
     keys: Vec<serde_json::Value>,
-}
-
-#[derive(Deserialize)]
-struct RsaJwk {
-    kty: String,
-    kid: Option<String>,
-    #[serde(rename = "use")]
-    use_: Option<String>,
-    alg: Option<String>,
-    n: Option<String>,
-    e: Option<String>,
 }
 
 /// Parses a JWKS body into RS256 verification keys by kid. Keys of other types or uses,
 /// or without a kid, are skipped; a set with no usable key is refused.
 pub fn parse_jwks(body: &[u8]) -> anyhow::Result<HashMap<String, Arc<DecodingKey>>> {
-    let set: JwkSet = serde_json::from_slice(body).context("JWKS is not valid JSON")?;
-    let mut keys = HashMap::new();
-    for raw in set.keys {
-        let Ok(jwk) = serde_json::from_value::<RsaJwk>(raw) else {
-            continue;
-        };
-        let usable = jwk.kty == "RSA"
-            && jwk.use_.as_deref().is_none_or(|u| u == "sig")
-            && jwk.alg.as_deref().is_none_or(|a| a == "RS256");
-        let (Some(kid), Some(n), Some(e), true) = (jwk.kid, jwk.n, jwk.e, usable) else {
-            continue;
-        };
-        if let Ok(key) = DecodingKey::from_rsa_components(&n, &e) {
-            keys.insert(kid, Arc::new(key));
-        }
-    }
+    let set: RawJwkSet = serde_json::from_slice(body).context("JWKS is not valid JSON")?;
+    let keys: HashMap<_, _> = set
+        .keys
+        .into_iter()
+        .filter_map(|raw| serde_json::from_value::<Jwk>(raw).ok())
+        .filter(|jwk| {
+            matches!(jwk.algorithm, AlgorithmParameters::RSA(_))
+                && jwk
+                    .common
+                    .public_key_use
+                    .as_ref()
+                    .is_none_or(|u| *u == PublicKeyUse::Signature)
+                && jwk
+                    .common
+                    .key_algorithm
+                    .is_none_or(|a| a == KeyAlgorithm::RS256)
+        })
+        .filter_map(|jwk| {
+            let key = DecodingKey::from_jwk(&jwk).ok()?;
+            Some((jwk.common.key_id?, Arc::new(key)))
+        })
+        .collect();
     if keys.is_empty() {
         bail!("JWKS holds no usable RS256 key");
     }

@@ -1,18 +1,24 @@
 //! The intake-api: verifies partners' bearer tokens, validates enquiries, creates or updates
 //! cases that activate after a delay, and attaches eligibility-engine products.
+//!
+//! `state` holds what requests share; `routes` (the HTTP interface) sits on it, `domain`
+//! parses what partners send, `store` keeps cases, `auth` and `jwks` verify tokens, and
+//! `startup` puts them together.
 
+pub mod activation;
 pub mod auth;
 pub mod cli;
 pub mod config;
 pub mod domain;
 pub mod entity;
+pub mod error;
+pub mod examples;
 pub mod jwks;
-pub mod kept;
 pub mod migration;
 pub mod routes;
 pub mod startup;
+pub mod state;
 pub mod store;
-pub mod turns;
 
 use config::{Cli, Command};
 

@@ -72,22 +72,39 @@ pub fn redact_url(url: &str) -> String {
     }
 }
 
-/// Applies `M`'s pending migrations. On PostgreSQL they run in one transaction under an
+/// Applies `M`'s pending migrations in one transaction. On PostgreSQL it runs under an
 /// advisory lock (`lock_id`, one per service), so replicas starting together do not race.
 pub async fn migrate<M: sea_orm_migration::MigratorTrait>(
     db: &DatabaseConnection,
     lock_id: i64,
 ) -> Result<(), sea_orm::DbErr> {
     use sea_orm::{ConnectionTrait, DatabaseBackend, TransactionTrait};
+    let txn = db.begin().await?;
     if db.get_database_backend() == DatabaseBackend::Postgres {
-        let txn = db.begin().await?;
         txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({lock_id})"))
             .await?;
-        M::up(&txn, None).await?;
-        txn.commit().await
-    } else {
-        M::up(db, None).await
     }
+    M::up(&txn, None).await?;
+    txn.commit().await
+}
+
+/// Connects to `url` with a pool of `max_connections`, after applying `M`'s pending
+/// migrations ([`migrate`]).
+pub async fn connect_migrated<M: sea_orm_migration::MigratorTrait>(
+    url: &str,
+    max_connections: u32,
+    lock_id: i64,
+) -> anyhow::Result<DatabaseConnection> {
+    // SQLite caches the schema per connection, and a connection that cached it while a
+    // migration was changing it can fail to prepare statements that need the new indexes
+    // (an upsert's `ON CONFLICT` target): migrate on a connection of its own, then open the
+    // pool on the finished schema.
+    let migrating = connect(url, 1).await?;
+    migrate::<M>(&migrating, lock_id)
+        .await
+        .context("database migration failed")?;
+    migrating.close().await?;
+    connect(url, max_connections).await
 }
 
 /// Publishes the pool's use as gauges every few seconds, until the task is aborted.

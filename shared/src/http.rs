@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
+use poem::endpoint::make_sync;
 use poem::http::StatusCode;
 use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
-use poem::{Endpoint, IntoResponse, Response, Route, Server, get, handler};
+use poem::web::Html;
+use poem::{Endpoint, IntoEndpoint, IntoResponse, Response, Route, Server, get, handler};
 use poem_openapi::{OpenApi, OpenApiService};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
@@ -82,18 +84,51 @@ pub async fn bind(addr: &str) -> anyhow::Result<(TcpAcceptor, u16)> {
     Ok((acceptor, port))
 }
 
+/// A service's OpenAPI document and its interactive docs page, made once at start-up.
+pub struct ApiDocuments {
+    /// The document, as JSON.
+    pub json: String,
+    /// The Swagger UI page with the document inside.
+    pub html: String,
+}
+
+impl ApiDocuments {
+    /// The documents of `api`.
+    pub fn of<T: OpenApi>(api: &OpenApiService<T, ()>) -> Self {
+        Self {
+            json: api.spec(),
+            html: api.swagger_ui_html(),
+        }
+    }
+
+    /// Both documents with every `placeholder` replaced by `value`, which must not need
+    /// escaping in JSON (a URL).
+    pub fn replace(self, placeholder: &str, value: &str) -> Self {
+        Self {
+            json: self.json.replace(placeholder, value),
+            html: self.html.replace(placeholder, value),
+        }
+    }
+}
+
 /// A service's routes: its API, `/openapi.json`, `/docs`, and the operational endpoints.
-pub fn service_routes<T, R>(api: OpenApiService<T, ()>, readyz: R) -> Route
+pub fn service_routes<A, R>(api: A, documents: ApiDocuments, readyz: R) -> Route
 where
-    T: OpenApi + 'static,
+    A: IntoEndpoint,
+    A::Endpoint: 'static,
     R: Endpoint + 'static,
 {
-    let spec = api.spec_endpoint();
-    let docs = api.swagger_ui();
+    let ApiDocuments { json, html } = documents;
+    let spec = make_sync(move |_| {
+        Response::builder()
+            .content_type("application/json")
+            .body(json.clone())
+    });
+    let docs = make_sync(move |_| Html(html.clone()));
     Route::new()
         .nest("/", api)
-        .at("/openapi.json", spec)
-        .nest("/docs", docs)
+        .at("/openapi.json", get(spec))
+        .nest("/docs", Route::new().at("/", get(docs)))
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
         .at("/metrics", get(metrics))

@@ -1,13 +1,18 @@
 //! Domain types: every value past the HTTP edge is parsed into one of these.
 
+pub mod choices;
+pub mod contact;
 pub mod enquiry;
 pub mod errors;
-pub mod schema;
+pub mod parse;
+pub mod redirect;
 
-pub use enquiry::{
-    Address, ApplicationType, AttachRequest, Brand, CreditIssue, Email, EmploymentStatus, Enquiry,
-    InvalidEmail, InvalidMobileNumber, MobileNumber, Mortgage, MortgagePurpose, MortgageScheme,
-    Purchase, PurchaseType, Remortgage, RemortgageReason, Stage, parse_attach, parse_enquiry,
+pub use choices::{
+    ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
+    RemortgageReason, Stage,
 };
+pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MobileNumber};
+pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 pub use errors::ValidationErrors;
-pub use schema::{AddressRequest, AttachRequestBody, EnquiryRequest};
+pub use parse::{parse_attach, parse_enquiry};
+pub use redirect::RedirectToken;

@@ -17,5 +17,13 @@ impl MigratorTrait for Migrator {
 
 /// Applies pending migrations (see [`intake_shared::db::migrate`]).
 pub async fn run(db: &DatabaseConnection) -> Result<(), DbErr> {
-    intake_shared::db::migrate::<Migrator>(db, 7206114002).await
+    intake_shared::db::migrate::<Migrator>(db, LOCK_ID).await
 }
+
+/// A pool of `max_connections` on the migrated database at `url`.
+pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+    intake_shared::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
+}
+
+/// The PostgreSQL advisory lock migrations of this database run under.
+const LOCK_ID: i64 = 7206114002;

@@ -2,15 +2,17 @@
 
 use std::sync::Arc;
 
+use intake_shared::telemetry::{Field, record};
 use poem_openapi::payload::Json;
-use poem_openapi::types::Example;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::{ApiResponse, OpenApi, Tags};
 
-use crate::domain::{AttachRequestBody, EnquiryRequest, parse_attach, parse_enquiry};
-use crate::routes::bodies::*;
-use crate::routes::extract::{LenientJson, Partner, ValidationErrorBody};
-use crate::startup::AppState;
-use crate::store::{self, Outcome};
+use super::body::LenientJson;
+use super::partner::Partner;
+use super::wire::{AttachRequestBody, CaseResponse, EnquiryRequest, RedirectResponse};
+use crate::domain::{RedirectToken, parse_attach, parse_enquiry};
+use crate::error::IntakeError;
+use crate::state::AppState;
+use crate::store::{NewLink, Outcome};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -18,42 +20,7 @@ enum ApiTags {
     Intake,
 }
 
-/// `{"message": "Case created" | "Case updated", "reference": "..."}`
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct CaseResponse {
-    /// `Case created` or `Case updated`.
-    pub message: String,
-    /// The case reference number.
-    pub reference: String,
-}
-
-impl Example for CaseResponse {
-    fn example() -> Self {
-        Self {
-            message: "Case created".into(),
-            reference: "418290357116".into(),
-        }
-    }
-}
-
-/// `{"redirect": "https://..."}`
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct RedirectResponse {
-    /// Link to send the customer to: the brand's portal, with a single-use token.
-    pub redirect: String,
-}
-
-impl Example for RedirectResponse {
-    fn example() -> Self {
-        Self {
-            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
-        }
-    }
-}
-
-/// Responses of the enquiry endpoint.
+/// Successful answers of the enquiry endpoint.
 #[derive(ApiResponse)]
 pub enum IntakeResponse {
     /// A new case was created for this brand and e-mail address.
@@ -62,91 +29,21 @@ pub enum IntakeResponse {
     /// The existing case for this brand and e-mail address was updated.
     #[oai(status = 200)]
     Updated(Json<CaseResponse>),
-    /// The body is not JSON.
-    #[oai(status = 400)]
-    BadRequest(Json<NotJson>),
-    /// No valid bearer token: `{"message":"Unauthenticated."}`.
-    #[oai(status = 401)]
-    Unauthorized(
-        Json<Unauthenticated>,
-        #[oai(header = "WWW-Authenticate")] String,
-    ),
-    /// The token lacks `enquiry:case:intake:create`: `{"message":"Invalid scope(s) provided."}`.
-    #[oai(status = 403)]
-    Forbidden(
-        Json<InvalidScope>,
-        #[oai(header = "WWW-Authenticate")] String,
-    ),
-    /// The body is larger than 64 KiB.
-    #[oai(status = 413)]
-    PayloadTooLarge(Json<TooLarge>),
-    /// The enquiry is invalid; every problem is listed by field.
-    #[oai(status = 422)]
-    Invalid(Json<ValidationErrorBody>),
-    /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
-    #[oai(status = 429)]
-    TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
-    /// The database is unavailable; retry after the given seconds.
-    #[oai(status = 503)]
-    Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
 
-/// Responses of the attach endpoint.
+/// Successful answer of the attach endpoint.
 #[derive(ApiResponse)]
 pub enum AttachResponse {
     /// The product was attached; send the customer to `redirect`.
     #[oai(status = 200)]
     Ok(Json<RedirectResponse>),
-    /// The body is not JSON.
-    #[oai(status = 400)]
-    BadRequest(Json<NotJson>),
-    /// No valid bearer token: `{"message":"Unauthenticated."}`.
-    #[oai(status = 401)]
-    Unauthorized(
-        Json<Unauthenticated>,
-        #[oai(header = "WWW-Authenticate")] String,
-    ),
-    /// The token lacks `enquiry:case:intake:create`.
-    #[oai(status = 403)]
-    Forbidden(
-        Json<InvalidScope>,
-        #[oai(header = "WWW-Authenticate")] String,
-    ),
-    /// No case for this e-mail address: `{"message":"Case not found"}`. Send the customer
-    /// to the enquiry form instead.
-    #[oai(status = 404)]
-    NotFound(Json<CaseNotFound>),
-    /// The body is larger than 64 KiB.
-    #[oai(status = 413)]
-    PayloadTooLarge(Json<TooLarge>),
-    /// `email` or `product_uuid` is invalid.
-    #[oai(status = 422)]
-    Invalid(Json<ValidationErrorBody>),
-    /// The link could not be made: `{"message":"Failed to generate redirect link"}`. Send
-    /// the customer to the customer dashboard instead.
-    #[oai(status = 500)]
-    Failed(Json<RedirectFailed>),
-    /// Too many requests from this partner: `{"message":"Too Many Attempts."}`.
-    #[oai(status = 429)]
-    TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
-    /// The database is unavailable; retry after the given seconds.
-    #[oai(status = 503)]
-    Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
-
-const RETRY_AFTER_SECS: u32 = 5;
 
 /// What happened to a case, on the request's log line.
 fn record_case(outcome: &str, reference: &str, brand: &str) {
-    use intake_shared::telemetry::{Field, record};
     record(Field::Outcome, outcome);
     record(Field::Reference, reference);
     record(Field::Brand, brand);
-}
-
-fn unavailable(e: &sea_orm::DbErr) -> Json<Unavailable> {
-    tracing::error!(request_id = intake_shared::telemetry::request_id(), error = %e, "database unavailable");
-    Json(Unavailable::default())
 }
 
 /// The partner intake endpoints.
@@ -167,46 +64,34 @@ impl IntakeApi {
         operation_id = "submitEnquiry",
         tag = "ApiTags::Intake"
     )]
-    async fn intake(&self, partner: Partner, body: LenientJson<EnquiryRequest>) -> IntakeResponse {
+    async fn intake(
+        &self,
+        partner: Partner,
+        body: LenientJson<EnquiryRequest>,
+    ) -> Result<IntakeResponse, IntakeError> {
         let state = &self.state;
         let today = chrono::Utc::now().date_naive();
-        let enquiry = match parse_enquiry(&body.value, &state.brand_ids(), today) {
-            Ok(e) => e,
-            Err(errors) => return IntakeResponse::Invalid(Json(ValidationErrorBody::new(errors))),
+        let enquiry = parse_enquiry(&body.value, &state.brand_ids(), today)?;
+        let submitted = state
+            .cases
+            .submit(&enquiry, &body.raw, partner.client_id())
+            .await?;
+        let (message, label) = match submitted.outcome {
+            Outcome::Created => ("Case created", "created"),
+            Outcome::Updated => ("Case updated", "updated"),
         };
-        let client_id = &partner.0.client_id;
-        match store::submit_enquiry(
-            &state.db,
-            state.kept.as_ref(),
-            &state.turns,
-            &enquiry,
-            &body.raw,
-            client_id,
-            state.config.activation_delay(),
-        )
-        .await
-        {
-            Ok(s) => {
-                let (message, created) = match s.outcome {
-                    Outcome::Created => ("Case created", true),
-                    Outcome::Updated => ("Case updated", false),
-                };
-                let label = if created { "created" } else { "updated" };
-                metrics::counter!("intake_cases_total", "brand" => enquiry.brand.as_str().to_owned(), "outcome" => label)
-                    .increment(1);
-                record_case(label, &s.reference, enquiry.brand.as_str());
-                let body = Json(CaseResponse {
-                    message: message.into(),
-                    reference: s.reference,
-                });
-                if created {
-                    IntakeResponse::Created(body)
-                } else {
-                    IntakeResponse::Updated(body)
-                }
-            }
-            Err(e) => IntakeResponse::Unavailable(unavailable(&e), RETRY_AFTER_SECS),
-        }
+        let brand = enquiry.brand.as_str();
+        metrics::counter!("intake_cases_total", "brand" => brand.to_owned(), "outcome" => label)
+            .increment(1);
+        record_case(label, &submitted.reference, brand);
+        let body = Json(CaseResponse {
+            message: message.into(),
+            reference: submitted.reference,
+        });
+        Ok(match submitted.outcome {
+            Outcome::Created => IntakeResponse::Created(body),
+            Outcome::Updated => IntakeResponse::Updated(body),
+        })
     }
 
     /// Attach an eligibility-engine product to a case.
@@ -224,37 +109,35 @@ impl IntakeApi {
         &self,
         partner: Partner,
         body: LenientJson<AttachRequestBody>,
-    ) -> AttachResponse {
+    ) -> Result<AttachResponse, IntakeError> {
         let state = &self.state;
-        let request = match parse_attach(&body.value) {
-            Ok(r) => r,
-            Err(errors) => return AttachResponse::Invalid(Json(ValidationErrorBody::new(errors))),
+        let request = parse_attach(&body.value)?;
+        let case = state
+            .cases
+            .find_for_attach(&request.email)
+            .await?
+            .ok_or(IntakeError::CaseNotFound)?;
+        record(Field::Reference, &case.reference);
+        record(Field::Brand, &case.brand);
+        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
+        let portal = state
+            .portal_url(&case.brand)
+            .map_err(IntakeError::RedirectFailed)?;
+        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        let link = NewLink {
+            product_uuid: request.product_uuid,
+            token_hash: &token.hash(),
         };
-        let case = match store::latest_case_for_email(
-            &state.db,
-            state.kept.as_ref(),
-            &request.email,
-        )
-        .await
-        {
-            Ok(Some(c)) => c,
-            Ok(None) => return AttachResponse::NotFound(Json(CaseNotFound::default())),
-            Err(e) => return AttachResponse::Unavailable(unavailable(&e), RETRY_AFTER_SECS),
-        };
-        match state
-            .make_redirect(&case, request.product_uuid, &partner.0.client_id)
+        state
+            .cases
+            .attach(&case, link, partner.client_id())
             .await
-        {
-            Ok(url) => {
-                metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
-                    .increment(1);
-                record_case("product_attached", &case.reference, &case.brand);
-                AttachResponse::Ok(Json(RedirectResponse { redirect: url }))
-            }
-            Err(e) => {
-                tracing::error!(request_id = intake_shared::telemetry::request_id(), error = %format!("{e:#}"), reference = %case.reference, brand = %case.brand, "failed to generate redirect link");
-                AttachResponse::Failed(Json(RedirectFailed::default()))
-            }
-        }
+            .map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
+            .increment(1);
+        record_case("product_attached", &case.reference, &case.brand);
+        Ok(AttachResponse::Ok(Json(RedirectResponse {
+            redirect: token.link(portal).into(),
+        })))
     }
 }

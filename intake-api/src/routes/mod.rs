@@ -1,5 +1,42 @@
-//! HTTP routes of the intake-api.
+//! The intake-api's HTTP interface, built on the shared state: the operations, their wire
+//! types, who may call them and how often.
 
-pub mod bodies;
-pub mod extract;
+pub mod body;
 pub mod intake;
+pub mod partner;
+pub mod rate_limit;
+pub mod wire;
+
+use std::sync::Arc;
+
+use intake_shared::http::ApiDocuments;
+use poem::{Endpoint, EndpointExt};
+use poem_openapi::OpenApiService;
+
+use crate::state::AppState;
+use intake::IntakeApi;
+use partner::{Authenticate, TOKEN_URL_PLACEHOLDER};
+use rate_limit::PartnerRateLimit;
+
+/// The OpenAPI service of the intake-api.
+pub fn api_service(state: Arc<AppState>) -> OpenApiService<IntakeApi, ()> {
+    OpenApiService::new(
+        IntakeApi { state },
+        "Partner Intake API",
+        env!("CARGO_PKG_VERSION"),
+    )
+    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Every call needs a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint.")
+}
+
+/// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.
+pub fn documents(state: &Arc<AppState>) -> ApiDocuments {
+    let token_url = format!("{}/oauth/token", state.config.issuer());
+    ApiDocuments::of(&api_service(state.clone())).replace(TOKEN_URL_PLACEHOLDER, &token_url)
+}
+
+/// The operations, with authentication and the partners' rate limits in front of them.
+pub fn api(state: &Arc<AppState>) -> impl Endpoint + 'static {
+    api_service(state.clone())
+        .with(PartnerRateLimit::new(state.clone()))
+        .with(Authenticate::new(state.clone()))
+}

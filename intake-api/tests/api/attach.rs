@@ -84,7 +84,7 @@ async fn attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash(b
             "raw token stored"
         );
     }
-    let mut hashes = [&first, &second].map(|t| intake_api::store::hash_token(t));
+    let mut hashes = [&first, &second].map(|t| intake_api::domain::redirect::hash_token(t));
     hashes.sort();
     assert_eq!(stored, hashes);
 }

@@ -9,6 +9,7 @@ use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use intake_api::config::{CaseCommand, Config};
+pub use intake_api::examples::{address, purchase_enquiry, remortgage_enquiry, with};
 use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
 use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler};
@@ -28,7 +29,7 @@ pub const ENQUIRY: &str = "/partners/external/intake";
 /// The attach endpoint.
 pub const ATTACH: &str = "/partners/external/intake/attach";
 /// A well-formed product identifier.
-pub const PRODUCT: &str = "67e55044-10b1-426f-9247-bb680e5fe0c8";
+pub const PRODUCT: &str = intake_api::examples::PRODUCT_UUID;
 
 /// Status, body and challenge of one HTTP answer.
 #[derive(Debug)]
@@ -368,75 +369,6 @@ pub fn message(text: &str) -> Value {
 /// The 422 body listing `errors`.
 pub fn invalid(errors: Value) -> Value {
     json!({"message": "The given data was invalid.", "errors": errors})
-}
-
-/// `base` with the top-level keys of `patch` replaced (a `null` in `patch` is sent as null).
-pub fn with(mut base: Value, patch: Value) -> Value {
-    if let (Some(base), Value::Object(patch)) = (base.as_object_mut(), patch) {
-        base.extend(patch);
-    }
-    base
-}
-
-/// A complete address.
-pub fn address() -> Value {
-    json!({
-        "line_1": "1 High Street",
-        "town_city": "Leeds",
-        "postcode": "LS1 1AA",
-        "date_moved_in": "2015-01-01",
-        "date_moved_out": "2020-01-01"
-    })
-}
-
-/// A valid purchase enquiry by a first-time buyer with credit issues, every field filled.
-pub fn purchase_enquiry(brand: &str, email: &str) -> Value {
-    json!({
-        "brand": brand,
-        "first_name": "Jane",
-        "last_name": "Doe",
-        "email": email,
-        "mobile_number": "+44 7700 900123",
-        "date_of_birth": "1990-05-17",
-        "terms_agreement": true,
-        "stage": "offer_accepted",
-        "application_type": "single",
-        "employment_status": "employed",
-        "total_annual_income": 52000.5,
-        "mortgage_purpose": "purchase",
-        "purchase_type": "first_time_buyer",
-        "mortgage_scheme": "shared_ownership",
-        "new_property_value": 250000,
-        "deposit_amount": 25000,
-        "has_credit_issues": true,
-        "credit_issues": ["ccj", "late_payments_non_mortgage"],
-        "product_uuid": PRODUCT,
-        "credit_check_consent": true,
-        "addresses": [address()]
-    })
-}
-
-/// A valid remortgage enquiry that borrows more money, without optional fields.
-pub fn remortgage_enquiry(brand: &str, email: &str) -> Value {
-    json!({
-        "brand": brand,
-        "first_name": "John",
-        "last_name": "Smith",
-        "email": email,
-        "mobile_number": "07700900123",
-        "date_of_birth": "1980-12-31",
-        "terms_agreement": true,
-        "stage": "researching",
-        "application_type": "multi_applicant",
-        "employment_status": "self_employed",
-        "total_annual_income": 0,
-        "mortgage_purpose": "remortgage",
-        "remortgage_reason": "borrow_more_money",
-        "current_property_value": 400000,
-        "outstanding_mortgage_amount": 150000.75,
-        "additional_borrowing_amount": 30000,
-        "has_credit_issues": false
-    })
 }
 
 /// A fresh e-mail address, so tests never share a case by accident.

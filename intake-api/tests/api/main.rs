@@ -1,5 +1,5 @@
 //! End-to-end tests of the intake-api over HTTP, against a real auth-server, on SQLite and
-//! on PostgreSQL.
+//! on PostgreSQL, and the properties of its enquiry parser.
 
 mod helpers;
 
@@ -7,6 +7,9 @@ mod activation;
 mod attach;
 mod bearer;
 mod cases;
+mod enquiry_properties;
+mod faults;
 mod jwks;
+mod rate_limits;
 mod replicas;
 mod validation;

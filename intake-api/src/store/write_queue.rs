@@ -1,4 +1,4 @@
-//! Writes to one case take turns inside the process, before they take a connection.
+//! Writes to one case wait in line inside the process, before they take a connection.
 //!
 //! Every submission for one brand and e-mail address, and every product attached to that
 //! case, updates the same row, and PostgreSQL makes each wait for the row lock of the one
@@ -12,14 +12,14 @@ use std::hash::{BuildHasher, Hash, RandomState};
 
 use tokio::sync::{Mutex, MutexGuard};
 
-/// Turns kept by default: with as many submissions in flight as a pool has connections, two
+/// Slots kept by default: with as many submissions in flight as a pool has connections, two
 /// different cases rarely share one.
 pub const DEFAULT_SLOTS: usize = 4096;
 
-/// Turn-taking by key. Keys share a fixed set of slots, chosen by a hash keyed per process,
-/// so the memory is bounded and nobody can choose keys that collide; two keys that do share
-/// a slot only take turns needlessly.
-pub struct Turns {
+/// Queues by key. Keys share a fixed set of slots, chosen by a hash keyed per process, so
+/// the memory is bounded and nobody can choose keys that collide; two keys that do share a
+/// slot only wait for each other needlessly.
+pub struct WriteQueue {
     slots: Box<[Mutex<()>]>,
     hasher: RandomState,
 }
@@ -27,8 +27,8 @@ pub struct Turns {
 /// Held while it is a key's turn; dropping it lets the next one in.
 pub type Turn<'a> = MutexGuard<'a, ()>;
 
-impl Turns {
-    /// Turn-taking over `slots` slots (at least one).
+impl WriteQueue {
+    /// Queues over `slots` slots (at least one).
     pub fn new(slots: usize) -> Self {
         Self {
             slots: (0..slots.max(1)).map(|_| Mutex::new(())).collect(),
@@ -48,7 +48,7 @@ impl Turns {
     }
 }
 
-impl Default for Turns {
+impl Default for WriteQueue {
     fn default() -> Self {
         Self::new(DEFAULT_SLOTS)
     }
@@ -65,17 +65,17 @@ mod tests {
 
     #[tokio::test]
     async fn the_same_key_waits_for_the_turn_before_it() {
-        let turns = Turns::default();
-        let first = turns.wait("brand_a/jane@example.com").await;
+        let queue = WriteQueue::default();
+        let first = queue.wait("brand_a/jane@example.com").await;
         assert!(
-            tokio::time::timeout(SHORT, turns.wait("brand_a/jane@example.com"))
+            tokio::time::timeout(SHORT, queue.wait("brand_a/jane@example.com"))
                 .await
                 .is_err(),
             "a second turn for the same key was given while the first was held"
         );
         drop(first);
         assert!(
-            tokio::time::timeout(SHORT, turns.wait("brand_a/jane@example.com"))
+            tokio::time::timeout(SHORT, queue.wait("brand_a/jane@example.com"))
                 .await
                 .is_ok()
         );
@@ -83,15 +83,15 @@ mod tests {
 
     #[tokio::test]
     async fn keys_in_different_slots_do_not_wait_for_each_other() {
-        let turns = Turns::default();
+        let queue = WriteQueue::default();
         let a = "brand_a/jane@example.com";
         let b = (0..)
             .map(|i| format!("brand_a/other{i}@example.com"))
-            .find(|k| turns.slot(k.as_str()) != turns.slot(a))
+            .find(|k| queue.slot(k.as_str()) != queue.slot(a))
             .expect("some key hashes to another slot");
-        let _held = turns.wait(a).await;
+        let _held = queue.wait(a).await;
         assert!(
-            tokio::time::timeout(SHORT, turns.wait(b.as_str()))
+            tokio::time::timeout(SHORT, queue.wait(b.as_str()))
                 .await
                 .is_ok()
         );
@@ -99,14 +99,14 @@ mod tests {
 
     #[tokio::test]
     async fn waiting_callers_are_served_in_arrival_order() {
-        let turns = Arc::new(Turns::new(1));
+        let queue = Arc::new(WriteQueue::new(1));
         let order = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let held = turns.wait("k").await;
+        let held = queue.wait("k").await;
         let mut tasks = Vec::new();
         for i in 0..5 {
-            let (turns, order) = (turns.clone(), order.clone());
+            let (queue, order) = (queue.clone(), order.clone());
             tasks.push(tokio::spawn(async move {
-                let _turn = turns.wait("k").await;
+                let _turn = queue.wait("k").await;
                 order.lock().unwrap().push(i);
             }));
             // Each caller is queued before the next one starts.
@@ -121,7 +121,7 @@ mod tests {
 
     #[test]
     fn zero_slots_means_one() {
-        let turns = Turns::new(0);
-        assert_eq!(turns.slot("anything"), 0);
+        let queue = WriteQueue::new(0);
+        assert_eq!(queue.slot("anything"), 0);
     }
 }

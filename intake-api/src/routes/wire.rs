@@ -1,22 +1,25 @@
-//! OpenAPI descriptions of the request bodies.
+//! The intake-api's bodies as they travel: the request bodies (documented here, parsed by the
+//! domain), the success bodies and the error bodies.
 //!
-//! These types only document the wire format: bodies are parsed by `enquiry::parse_enquiry`,
-//! which reports every problem at once in our own error shape. The enums are the domain's own,
-//! so the documented wire names cannot drift from the parsed ones.
+//! The request types only document the wire format: bodies are parsed by
+//! `domain::parse_enquiry`, which reports every problem at once in our own error shape. The
+//! enums are the domain's own, so the documented wire names cannot drift from the parsed ones.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 
+use intake_shared::message_body;
 use poem_openapi::{
     Object,
     registry::{MetaSchema, MetaSchemaRef},
-    types::{ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
+    types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
 };
 use serde_json::Value;
 use uuid::Uuid;
 
-use super::enquiry::{
+use crate::domain::{
     ApplicationType, CreditIssue, Email, EmploymentStatus, MortgagePurpose, MortgageScheme,
-    PurchaseType, RemortgageReason, Stage,
+    PurchaseType, RemortgageReason, Stage, ValidationErrors,
 };
 
 /// The enquiry a partner submits (spec 2.2). Conditional fields are required only when their
@@ -179,6 +182,109 @@ impl ToJSON for Email {
     }
 }
 
+/// `{"message": "Case created" | "Case updated", "reference": "..."}`
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct CaseResponse {
+    /// `Case created` or `Case updated`.
+    pub message: String,
+    /// The case reference number.
+    pub reference: String,
+}
+
+impl Example for CaseResponse {
+    fn example() -> Self {
+        Self {
+            message: "Case created".into(),
+            reference: "418290357116".into(),
+        }
+    }
+}
+
+/// `{"redirect": "https://..."}`
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct RedirectResponse {
+    /// Link to send the customer to: the brand's portal, with a single-use token.
+    pub redirect: String,
+}
+
+impl Example for RedirectResponse {
+    fn example() -> Self {
+        Self {
+            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
+}
+
+/// `{"message": "The given data was invalid.", "errors": {...}}`
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct ValidationErrorBody {
+    /// Always "The given data was invalid.".
+    pub message: String,
+    /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`).
+    pub errors: BTreeMap<String, Vec<String>>,
+}
+
+impl Example for ValidationErrorBody {
+    fn example() -> Self {
+        let mut errors = ValidationErrors::default();
+        errors.add("email", "The email field must be a valid email address.");
+        errors.add(
+            "credit_issues.0",
+            "The selected credit issues.0 is invalid.",
+        );
+        errors.add(
+            "addresses.1.postcode",
+            "The addresses.1.postcode field is required.",
+        );
+        Self::from(errors)
+    }
+}
+
+impl From<ValidationErrors> for ValidationErrorBody {
+    fn from(errors: ValidationErrors) -> Self {
+        Self {
+            message: "The given data was invalid.".into(),
+            errors: errors.into_map(),
+        }
+    }
+}
+
+message_body!(
+    /// The body is not JSON, or could not be read.
+    BadRequestBody = "The request body must be valid JSON."
+);
+message_body!(
+    /// No valid bearer token.
+    Unauthenticated = "Unauthenticated."
+);
+message_body!(
+    /// The token lacks the scope the operation needs.
+    InvalidScope = "Invalid scope(s) provided."
+);
+message_body!(
+    /// No case the partner may see for the e-mail address.
+    CaseNotFound = "Case not found"
+);
+message_body!(
+    /// The body is over the size limit.
+    TooLarge = "The request body must not exceed 64 KiB."
+);
+message_body!(
+    /// Over the partner's rate limit.
+    TooManyAttempts = "Too Many Attempts."
+);
+message_body!(
+    /// The request failed on our side.
+    ServerError = "Failed to generate redirect link"
+);
+message_body!(
+    /// The database is unavailable.
+    Unavailable = "Service temporarily unavailable"
+);
+
 #[cfg(test)]
 mod tests {
     use std::fmt::Debug;
@@ -187,7 +293,7 @@ mod tests {
     use serde::{Serialize, de::DeserializeOwned};
 
     use super::*;
-    use crate::domain::enquiry::MobileNumber;
+    use crate::domain::MobileNumber;
 
     fn schema<T: Type>() -> MetaSchema {
         let mut registry = Registry::new();

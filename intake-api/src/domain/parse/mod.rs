@@ -1,0 +1,206 @@
+//! The enquiry and attach request bodies, parsed from untyped JSON into domain values.
+//!
+//! Parsing reports every problem at once, each on its own field path, with Laravel's wording:
+//! partners migrating from the original service already show those messages to their users.
+
+mod fields;
+#[cfg(test)]
+mod tests;
+
+use chrono::NaiveDate;
+use serde_json::Value;
+
+use super::choices::{MortgagePurpose, PurchaseType, RemortgageReason};
+use super::contact::MobileNumber;
+use super::enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
+use super::errors::ValidationErrors;
+use fields::{
+    Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
+    invalid_choice, string, text, when, when_is,
+};
+
+/// Longest accepted postcode: room for any country's format, not for free text.
+const MAX_POSTCODE: usize = 16;
+
+/// Parses an enquiry body; `brands` are the configured brand identifiers and `today` bounds the
+/// date of birth (injected so tests do not depend on the clock).
+pub fn parse_enquiry(
+    body: &Value,
+    brands: &[&str],
+    today: NaiveDate,
+) -> Result<Enquiry, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    let mut fields = Fields::root(body, &mut errors);
+    let f = &mut fields;
+
+    let brand = f.required("brand", |v, attr| {
+        Brand::parse(string(v, attr)?, brands).ok_or_else(|| invalid_choice(attr))
+    });
+    let first_name = f.required("first_name", text);
+    let last_name = f.required("last_name", text);
+    let email = f.required("email", email);
+    let mobile_number = f.required("mobile_number", |v, attr| {
+        MobileNumber::parse(string(v, attr)?)
+            .map_err(|_| format!("The {attr} field must be a valid phone number."))
+    });
+    let date_of_birth = f.required("date_of_birth", |v, attr| {
+        let born = date(v, attr)?;
+        (born < today)
+            .then_some(born)
+            .ok_or_else(|| format!("The {attr} field must be a date before today."))
+    });
+    f.required("terms_agreement", |v, attr| {
+        flag(v, attr)?
+            .then_some(())
+            .ok_or_else(|| format!("The {attr} field must be accepted."))
+    });
+    let stage = f.required("stage", choice);
+    let application_type = f.required("application_type", choice);
+    let employment_status = f.required("employment_status", choice);
+    let total_annual_income = f.required("total_annual_income", amount);
+    let mortgage = match f.required("mortgage_purpose", choice) {
+        Some(MortgagePurpose::Purchase) => purchase(f).map(Mortgage::Purchase),
+        Some(MortgagePurpose::Remortgage) => remortgage(f).map(Mortgage::Remortgage),
+        None => None,
+    };
+    let has_credit_issues = f.required("has_credit_issues", flag);
+    let credit_issues = when(has_credit_issues, || {
+        let condition = ("has_credit_issues", "true");
+        let items = f.required_if("credit_issues", condition, |v, attr| array(v, attr, 1))?;
+        f.each("credit_issues", items, |f, key, item| {
+            f.check(key, item, choice)
+        })
+    });
+    let product_uuid = f.optional("product_uuid", hyphenated_uuid);
+    let credit_check_consent = f.optional("credit_check_consent", flag);
+    let addresses = addresses(f);
+
+    // Every `None` above has recorded its error; `finish` refuses the result when any exists.
+    let enquiry = (|| {
+        Some(Enquiry {
+            brand: brand?,
+            first_name: first_name?,
+            last_name: last_name?,
+            email: email?,
+            mobile_number: mobile_number?,
+            date_of_birth: date_of_birth?,
+            stage: stage?,
+            application_type: application_type?,
+            employment_status: employment_status?,
+            total_annual_income: total_annual_income?,
+            mortgage: mortgage?,
+            credit_issues: credit_issues?,
+            product_uuid,
+            credit_check_consent: credit_check_consent.unwrap_or(false),
+            addresses,
+        })
+    })();
+    finish(enquiry, errors)
+}
+
+/// Parses an attach body: both fields are required.
+pub fn parse_attach(body: &Value) -> Result<AttachRequest, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    let mut fields = Fields::root(body, &mut errors);
+    let email = fields.required("email", email);
+    let product_uuid = fields.required("product_uuid", hyphenated_uuid);
+    let request = email
+        .zip(product_uuid)
+        .map(|(email, product_uuid)| AttachRequest {
+            email,
+            product_uuid,
+        });
+    finish(request, errors)
+}
+
+fn purchase(f: &mut Fields<'_, '_>) -> Option<Purchase> {
+    let when = ("mortgage_purpose", "purchase");
+    let purchase_type = f.required_if("purchase_type", when, choice);
+    let mortgage_scheme = when_is(purchase_type, PurchaseType::FirstTimeBuyer, || {
+        f.required_if(
+            "mortgage_scheme",
+            ("purchase_type", "first_time_buyer"),
+            choice,
+        )
+    });
+    let new_property_value = f.required_if("new_property_value", when, amount);
+    let deposit_amount = f.required_if("deposit_amount", when, amount);
+    Some(Purchase {
+        purchase_type: purchase_type?,
+        mortgage_scheme: mortgage_scheme?,
+        new_property_value: new_property_value?,
+        deposit_amount: deposit_amount?,
+    })
+}
+
+fn remortgage(f: &mut Fields<'_, '_>) -> Option<Remortgage> {
+    let when = ("mortgage_purpose", "remortgage");
+    let reason = f.required_if("remortgage_reason", when, choice);
+    let current_property_value = f.required_if("current_property_value", when, amount);
+    let outstanding = f.required_if("outstanding_mortgage_amount", when, amount);
+    let additional = when_is(reason, RemortgageReason::BorrowMoreMoney, || {
+        let when = ("remortgage_reason", "borrow_more_money");
+        f.required_if("additional_borrowing_amount", when, amount)
+    });
+    let release = when_is(reason, RemortgageReason::ReleaseMoney, || {
+        f.required_if(
+            "release_borrowing_amount",
+            ("remortgage_reason", "release_money"),
+            amount,
+        )
+    });
+    Some(Remortgage {
+        remortgage_reason: reason?,
+        current_property_value: current_property_value?,
+        outstanding_mortgage_amount: outstanding?,
+        additional_borrowing_amount: additional?,
+        release_borrowing_amount: release?,
+    })
+}
+
+/// `None` when absent or invalid (the error is recorded), else the non-empty list.
+fn addresses(f: &mut Fields<'_, '_>) -> Option<Vec<Address>> {
+    let items = f.optional("addresses", |v, attr| array(v, attr, 1))?;
+    f.each("addresses", items, |f, key, item| {
+        let obj = f.check(key, item, |v, attr| {
+            v.as_object()
+                .ok_or_else(|| format!("The {attr} field must be an object."))
+        })?;
+        let mut nested = Fields {
+            obj: Some(obj),
+            prefix: format!("{}{key}.", f.prefix),
+            errors: &mut *f.errors,
+        };
+        address(&mut nested)
+    })
+}
+
+fn address(f: &mut Fields<'_, '_>) -> Option<Address> {
+    let line_1 = f.required("line_1", text);
+    let [line_2, line_3, town_city, county, country] =
+        ["line_2", "line_3", "town_city", "county", "country"].map(|key| f.optional(key, text));
+    let postcode = f.required("postcode", |v, attr| bounded_text(v, attr, MAX_POSTCODE));
+    let date_moved_in = f.optional("date_moved_in", date);
+    let date_moved_out = f.optional("date_moved_out", date);
+    if let (Some(moved_in), Some(moved_out)) = (date_moved_in, date_moved_out)
+        && moved_out < moved_in
+    {
+        let message = format!(
+            "The {} field must be a date after or equal to {}.",
+            f.attr("date_moved_out"),
+            f.attr("date_moved_in")
+        );
+        f.errors.add(f.path("date_moved_out"), message);
+    }
+    Some(Address {
+        line_1: line_1?,
+        line_2,
+        line_3,
+        town_city,
+        county,
+        country,
+        postcode: postcode?,
+        date_moved_in,
+        date_moved_out,
+    })
+}

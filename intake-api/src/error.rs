@@ -1,0 +1,387 @@
+//! Every way an intake request can fail, and the answer each gets.
+//!
+//! Handlers and extractors return [`IntakeError`] with `?`; it documents every status the
+//! intake-api produces in the OpenAPI document and answers with our JSON bodies. Causes on
+//! our side (the database, randomness, configuration) go to the log with their chain, never
+//! to the partner.
+
+use std::fmt::Write as _;
+
+use poem::IntoResponse;
+use poem_openapi::ApiResponse;
+use poem_openapi::payload::Json;
+use poem_openapi::registry::{MetaResponses, Registry};
+
+use crate::auth::AuthError;
+use crate::domain::ValidationErrors;
+use crate::routes::wire::{
+    BadRequestBody, CaseNotFound, InvalidScope, ServerError, TooLarge, TooManyAttempts,
+    Unauthenticated, Unavailable, ValidationErrorBody,
+};
+use crate::store::StoreError;
+
+/// Seconds a partner is asked to wait after a passing outage.
+pub const RETRY_AFTER_SECS: u32 = 5;
+
+/// Why an intake request was not done.
+#[derive(Debug, thiserror::Error)]
+pub enum IntakeError {
+    /// The body is not JSON.
+    #[error("the request body is not JSON")]
+    NotJson,
+    /// The body could not be read (the connection failed while sending it).
+    #[error("the request body could not be read")]
+    Unreadable,
+    /// No bearer token, or one that does not verify.
+    #[error("not authenticated: {0}")]
+    Unauthenticated(AuthError),
+    /// The token lacks the scope the operation needs.
+    #[error("the token lacks the required scope")]
+    Forbidden,
+    /// No case the partner may see.
+    #[error("no case found")]
+    CaseNotFound,
+    /// The body is larger than the endpoint takes.
+    #[error("the request body is too large")]
+    PayloadTooLarge,
+    /// The body is JSON but breaks rules; every problem is listed.
+    #[error(transparent)]
+    Invalid(#[from] ValidationErrors),
+    /// Over the partner's rate limit.
+    #[error("rate limited for {retry_after_secs} s")]
+    TooManyRequests {
+        /// Seconds until the window resets.
+        retry_after_secs: u64,
+    },
+    /// The customer's redirect link could not be made or stored.
+    #[error("the redirect link could not be made")]
+    RedirectFailed(#[source] anyhow::Error),
+    /// Something failed on our side that retrying will not fix.
+    #[error("the request failed")]
+    Internal(#[source] anyhow::Error),
+    /// The database is unavailable for now; a retry may succeed.
+    #[error("the database is unavailable")]
+    Unavailable(#[source] StoreError),
+}
+
+impl From<AuthError> for IntakeError {
+    fn from(e: AuthError) -> Self {
+        match e {
+            AuthError::InsufficientScope => Self::Forbidden,
+            other => Self::Unauthenticated(other),
+        }
+    }
+}
+
+impl From<StoreError> for IntakeError {
+    fn from(e: StoreError) -> Self {
+        if e.is_transient() {
+            Self::Unavailable(e)
+        } else {
+            Self::Internal(e.into())
+        }
+    }
+}
+
+/// The answers of [`IntakeError`], one per status, as partners see them.
+#[derive(ApiResponse)]
+enum ErrorResponse {
+    /// The body is not JSON: `{"message":"The request body must be valid JSON."}`.
+    #[oai(status = 400)]
+    BadRequest(Json<BadRequestBody>),
+    /// No valid bearer token: `{"message":"Unauthenticated."}`. Get a new token and retry once.
+    #[oai(status = 401)]
+    Unauthorized(
+        Json<Unauthenticated>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
+    /// The token lacks `enquiry:case:intake:create`: `{"message":"Invalid scope(s) provided."}`.
+    #[oai(status = 403)]
+    Forbidden(
+        Json<InvalidScope>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
+    /// Attach: no case for this e-mail address: `{"message":"Case not found"}`. Send the
+    /// customer to the enquiry form instead.
+    #[oai(status = 404)]
+    NotFound(Json<CaseNotFound>),
+    /// The body is larger than 64 KiB.
+    #[oai(status = 413)]
+    PayloadTooLarge(Json<TooLarge>),
+    /// The body breaks the rules; every problem is listed by field path.
+    #[oai(status = 422)]
+    Invalid(Json<ValidationErrorBody>),
+    /// Too many requests from this partner: `{"message":"Too Many Attempts."}`. Wait
+    /// `Retry-After` seconds.
+    #[oai(status = 429)]
+    TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
+    /// Attach: the link could not be made: `{"message":"Failed to generate redirect link"}`;
+    /// send the customer to the customer dashboard instead. Other operations: an unexpected
+    /// failure on our side.
+    #[oai(status = 500)]
+    Failed(Json<ServerError>),
+    /// A passing outage; nothing was stored. Retry after `Retry-After` seconds.
+    #[oai(status = 503)]
+    Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
+}
+
+/// The body text of a 500 that is not about a redirect link.
+const INTERNAL_MESSAGE: &str = "The request could not be completed.";
+
+impl IntakeError {
+    /// The status it is answered with.
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::NotJson | Self::Unreadable => 400,
+            Self::Unauthenticated(_) => 401,
+            Self::Forbidden => 403,
+            Self::CaseNotFound => 404,
+            Self::PayloadTooLarge => 413,
+            Self::Invalid(_) => 422,
+            Self::TooManyRequests { .. } => 429,
+            Self::RedirectFailed(_) | Self::Internal(_) => 500,
+            Self::Unavailable(_) => 503,
+        }
+    }
+
+    fn response(self) -> ErrorResponse {
+        match self {
+            Self::NotJson => ErrorResponse::BadRequest(Json(BadRequestBody::default())),
+            Self::Unreadable => ErrorResponse::BadRequest(Json(BadRequestBody {
+                message: "The request body could not be read.".into(),
+            })),
+            Self::Unauthenticated(reason) => {
+                // RFC 6750 3.1: no error code when the request carried no token at all.
+                let challenge = match reason {
+                    AuthError::Missing => "Bearer",
+                    _ => r#"Bearer error="invalid_token""#,
+                };
+                ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge.into())
+            }
+            Self::Forbidden => ErrorResponse::Forbidden(
+                Json(InvalidScope::default()),
+                r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#.into(),
+            ),
+            Self::CaseNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
+            Self::PayloadTooLarge => ErrorResponse::PayloadTooLarge(Json(TooLarge::default())),
+            Self::Invalid(errors) => ErrorResponse::Invalid(Json(errors.into())),
+            Self::TooManyRequests { retry_after_secs } => {
+                ErrorResponse::TooManyRequests(Json(TooManyAttempts::default()), retry_after_secs)
+            }
+            Self::RedirectFailed(cause) => {
+                tracing::error!(error = %chain(&*cause), "failed to generate redirect link");
+                ErrorResponse::Failed(Json(ServerError::default()))
+            }
+            Self::Internal(cause) => {
+                tracing::error!(error = %chain(&*cause), "request failed");
+                ErrorResponse::Failed(Json(ServerError {
+                    message: INTERNAL_MESSAGE.into(),
+                }))
+            }
+            Self::Unavailable(cause) => {
+                tracing::error!(error = %chain(&cause), "database unavailable");
+                ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
+            }
+        }
+    }
+}
+
+/// An error and its causes on one line, outermost first; a cause whose text an outer error
+/// already repeats is not written twice.
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut line = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !line.contains(&text) {
+            let _ = write!(line, ": {text}");
+        }
+        source = cause.source();
+    }
+    line
+}
+
+impl IntoResponse for IntakeError {
+    fn into_response(self) -> poem::Response {
+        self.response().into_response()
+    }
+}
+
+impl ApiResponse for IntakeError {
+    fn meta() -> MetaResponses {
+        ErrorResponse::meta()
+    }
+
+    fn register(registry: &mut Registry) {
+        ErrorResponse::register(registry);
+    }
+}
+
+impl From<IntakeError> for poem::Error {
+    fn from(e: IntakeError) -> Self {
+        let message = e.to_string();
+        let mut error = poem::Error::from_response(e.into_response());
+        error.set_error_message(message);
+        error
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    /// Status, `WWW-Authenticate`, `Retry-After` and body of an answer.
+    type Answer = (u16, Option<String>, Option<String>, Value);
+    /// An error and the status, headers and body it must be answered with.
+    type Case = (
+        IntakeError,
+        u16,
+        Option<&'static str>,
+        Option<&'static str>,
+        Value,
+    );
+
+    async fn answer(e: IntakeError) -> Answer {
+        let resp = e.into_response();
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .map(|v| v.to_str().unwrap().to_owned())
+        };
+        let (challenge, retry) = (header("www-authenticate"), header("retry-after"));
+        let status = resp.status().as_u16();
+        let body = resp.into_body().into_string().await.unwrap();
+        (
+            status,
+            challenge,
+            retry,
+            serde_json::from_str(&body).unwrap(),
+        )
+    }
+
+    fn message(text: &str) -> Value {
+        json!({ "message": text })
+    }
+
+    #[tokio::test]
+    async fn every_error_maps_to_its_status_headers_and_body() {
+        let mut invalid = ValidationErrors::default();
+        invalid.add("email", "The email field is required.");
+        let db_down = StoreError::TimedOut;
+        let cases: Vec<Case> = vec![
+            (
+                IntakeError::NotJson,
+                400,
+                None,
+                None,
+                message("The request body must be valid JSON."),
+            ),
+            (
+                IntakeError::Unreadable,
+                400,
+                None,
+                None,
+                message("The request body could not be read."),
+            ),
+            (
+                AuthError::Missing.into(),
+                401,
+                Some("Bearer"),
+                None,
+                message("Unauthenticated."),
+            ),
+            (
+                AuthError::Invalid("expired").into(),
+                401,
+                Some(r#"Bearer error="invalid_token""#),
+                None,
+                message("Unauthenticated."),
+            ),
+            (
+                AuthError::InsufficientScope.into(),
+                403,
+                Some(r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#),
+                None,
+                message("Invalid scope(s) provided."),
+            ),
+            (
+                IntakeError::CaseNotFound,
+                404,
+                None,
+                None,
+                message("Case not found"),
+            ),
+            (
+                IntakeError::PayloadTooLarge,
+                413,
+                None,
+                None,
+                message("The request body must not exceed 64 KiB."),
+            ),
+            (
+                invalid.into(),
+                422,
+                None,
+                None,
+                json!({"message": "The given data was invalid.", "errors": {"email": ["The email field is required."]}}),
+            ),
+            (
+                IntakeError::TooManyRequests {
+                    retry_after_secs: 7,
+                },
+                429,
+                None,
+                Some("7"),
+                message("Too Many Attempts."),
+            ),
+            (
+                IntakeError::RedirectFailed(anyhow::anyhow!("no portal")),
+                500,
+                None,
+                None,
+                message("Failed to generate redirect link"),
+            ),
+            (
+                StoreError::Encoding(serde_json::from_str::<Value>("{").unwrap_err()).into(),
+                500,
+                None,
+                None,
+                message(INTERNAL_MESSAGE),
+            ),
+            (
+                db_down.into(),
+                503,
+                None,
+                Some("5"),
+                message("Service temporarily unavailable"),
+            ),
+        ];
+        for (error, status, challenge, retry, body) in cases {
+            let described = format!("{error:?}");
+            assert_eq!(error.status(), status, "{described}");
+            let got = answer(error).await;
+            assert_eq!(
+                got,
+                (
+                    status,
+                    challenge.map(str::to_owned),
+                    retry.map(str::to_owned),
+                    body
+                ),
+                "{described}"
+            );
+        }
+    }
+
+    #[test]
+    fn each_documented_status_appears_once() {
+        let statuses: Vec<u16> = IntakeError::meta()
+            .responses
+            .iter()
+            .filter_map(|r| r.status)
+            .collect();
+        assert_eq!(statuses, [400, 401, 403, 404, 413, 422, 429, 500, 503]);
+    }
+}

@@ -1,0 +1,166 @@
+//! Who is calling: bearer-token authentication as middleware, and the `Partner` extractor that
+//! each operation declares as its OAuth 2.0 security scheme.
+
+use std::sync::Arc;
+
+use intake_shared::claims::{AccessTokenClaims, scopes};
+use intake_shared::telemetry::{Field, record, record_client_id};
+use poem::{Endpoint, Middleware, Request, RequestBody};
+use poem_openapi::registry::{
+    MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
+};
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
+
+use crate::auth::AuthError;
+use crate::error::IntakeError;
+use crate::state::AppState;
+
+/// Name of the security scheme in the OpenAPI document.
+pub const SECURITY_SCHEME: &str = "partnerOAuth";
+
+/// The token URL as registered in the document; each service puts its own issuer's URL in
+/// its place when it builds its documents ([`super::documents`]).
+pub const TOKEN_URL_PLACEHOLDER: &str = "https://token-url.invalid/oauth/token";
+
+/// The outcome of checking a request's bearer token, left in the request for what runs after.
+#[derive(Clone)]
+pub struct Authentication(pub Result<Arc<AccessTokenClaims>, AuthError>);
+
+/// Middleware: verifies the request's bearer token once, before rate limiting and the
+/// operation, which read the outcome from the request's [`Authentication`].
+pub struct Authenticate {
+    state: Arc<AppState>,
+}
+
+impl Authenticate {
+    /// Verifies against `state`'s verifier.
+    pub fn new(state: Arc<AppState>) -> Self {
+        Self { state }
+    }
+}
+
+impl<E: Endpoint> Middleware<E> for Authenticate {
+    type Output = AuthenticateEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        AuthenticateEndpoint {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// Endpoint produced by [`Authenticate`].
+pub struct AuthenticateEndpoint<E> {
+    inner: E,
+    state: Arc<AppState>,
+}
+
+impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
+    type Output = E::Output;
+
+    async fn call(&self, mut req: Request) -> poem::Result<Self::Output> {
+        let header = req
+            .headers()
+            .get(poem::http::header::AUTHORIZATION)
+            .map(|v| v.as_bytes());
+        let outcome = self.state.verifier.authenticate(header).await;
+        if let Ok(claims) = &outcome {
+            record_client_id(&claims.client_id);
+        }
+        req.extensions_mut().insert(Authentication(outcome));
+        self.inner.call(req).await
+    }
+}
+
+/// A partner whose bearer token verified and carries `enquiry:case:intake:create`.
+pub struct Partner(pub Arc<AccessTokenClaims>);
+
+impl Partner {
+    /// The partner's client id.
+    pub fn client_id(&self) -> &str {
+        &self.0.client_id
+    }
+}
+
+/// The partner behind `req`, or why there is none.
+fn partner(req: &Request) -> Result<Partner, IntakeError> {
+    let outcome = req
+        .extensions()
+        .get::<Authentication>()
+        .map(|a| a.0.clone())
+        .unwrap_or(Err(AuthError::Missing));
+    let claims = outcome.and_then(|claims| {
+        if claims.has_scope(scopes::CASE_INTAKE_CREATE) {
+            Ok(claims)
+        } else {
+            Err(AuthError::InsufficientScope)
+        }
+    });
+    claims.map(Partner).map_err(|e| {
+        let reason = match e {
+            AuthError::Missing => "missing",
+            AuthError::Invalid(r) => r,
+            AuthError::InsufficientScope => "scope",
+        };
+        metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
+        record(Field::Outcome, "unauthenticated");
+        record(Field::Reason, reason);
+        e.into()
+    })
+}
+
+impl<'a> ApiExtractor<'a> for Partner {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        registry.create_security_scheme(
+            SECURITY_SCHEME,
+            MetaSecurityScheme {
+                ty: "oauth2",
+                description: Some(
+                    "OAuth 2.0 client credentials: an RS256 JWT access token from the auth-server, sent as `Authorization: Bearer <token>`.",
+                ),
+                name: None,
+                key_in: None,
+                scheme: None,
+                bearer_format: None,
+                flows: Some(MetaOAuthFlows {
+                    implicit: None,
+                    password: None,
+                    client_credentials: Some(MetaOAuthFlow {
+                        authorization_url: None,
+                        token_url: Some(TOKEN_URL_PLACEHOLDER),
+                        refresh_url: None,
+                        scopes: vec![
+                            MetaOAuthScope {
+                                name: scopes::CASE_INTAKE_CREATE,
+                                description: Some("Creating cases through the enquiry intake method"),
+                            },
+                            MetaOAuthScope {
+                                name: scopes::REFERRAL_CREATE,
+                                description: Some("Creating case referral data"),
+                            },
+                        ],
+                    }),
+                    authorization_code: None,
+                }),
+                openid_connect_url: None,
+            },
+        );
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        vec![SECURITY_SCHEME]
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        _body: &mut RequestBody,
+        _opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        Ok(partner(request)?)
+    }
+}

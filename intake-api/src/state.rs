@@ -1,0 +1,69 @@
+//! What every request handler shares, built once from the configuration.
+
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use intake_shared::ratelimit::{Limit, RateLimiter};
+use url::Url;
+
+use crate::auth::Verifier;
+use crate::config::{BrandConfig, Config, parse_brands};
+use crate::jwks::JwksCache;
+use crate::migration;
+use crate::store::CaseStore;
+
+/// The intake-api's shared state.
+pub struct AppState {
+    /// The settings.
+    pub config: Config,
+    /// The configured brands.
+    pub brands: Vec<BrandConfig>,
+    /// The cases.
+    pub cases: CaseStore,
+    /// Bearer-token verification.
+    pub verifier: Verifier,
+    /// Per-partner request limits.
+    pub limiter: RateLimiter,
+}
+
+impl AppState {
+    /// Connects to the database and migrates it; the JWKS is fetched later, by the refresher.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let brands = parse_brands(&config.brands)?;
+        let db = migration::connect(&config.database_url, config.database_max_connections).await?;
+        let cases = CaseStore::new(db, config.database_max_connections, config.timing());
+        let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
+        let verifier = Verifier::new(jwks, config.issuer(), &config.audience);
+        let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
+        Ok(Self {
+            config,
+            brands,
+            cases,
+            verifier,
+            limiter,
+        })
+    }
+
+    /// The per-partner limit.
+    pub fn partner_limit(&self) -> Limit {
+        Limit::per(self.config.rate_limit, self.config.rate_window_secs)
+    }
+
+    /// The brand identifiers partners may send.
+    pub fn brand_ids(&self) -> Vec<&str> {
+        self.brands.iter().map(|b| b.id.as_str()).collect()
+    }
+
+    /// Where `brand`'s customers continue; a link cannot be made for a brand without one.
+    pub fn portal_url(&self, brand: &str) -> anyhow::Result<&Url> {
+        let config = self
+            .brands
+            .iter()
+            .find(|b| b.id == brand)
+            .ok_or_else(|| anyhow!("brand {brand} is no longer configured"))?;
+        config
+            .portal_url
+            .as_ref()
+            .ok_or_else(|| anyhow!("brand {brand} has no customer-portal URL"))
+    }
+}

@@ -1,0 +1,96 @@
+//! Activating the cases that are due.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{LockBehavior, LockType, Order, Query};
+use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait};
+use uuid::Uuid;
+
+use super::{CaseStore, StoreError, bounded, event};
+use crate::entity::{case, case_event};
+
+/// A case that has just become active.
+#[derive(Debug, Clone)]
+pub struct Activated {
+    /// Its brand.
+    pub brand: String,
+    /// How late the activation was.
+    pub lag: Duration,
+}
+
+/// Cases one activation pass takes at most. Every activated case is a row of the event
+/// insert, with its own bind parameters, and a statement takes at most 65,535 of them on
+/// PostgreSQL (32,766 on SQLite): a pass over a backlog of all due cases at once failed and
+/// rolled back for ever. A full pass is followed at once by the next.
+pub const ACTIVATION_BATCH: usize = 500;
+
+impl CaseStore {
+    /// Activates the cases that are due, the longest due first, at most [`ACTIVATION_BATCH`]
+    /// of them, in one statement. On PostgreSQL it claims the due rows with `FOR UPDATE SKIP
+    /// LOCKED`, so replicas running this at once share a backlog instead of queueing on each
+    /// other, and a case a submission is updating is left for the next pass. The events go in
+    /// the same transaction: a case is never activated twice, nor without its event.
+    pub async fn activate_due(&self) -> Result<Vec<Activated>, StoreError> {
+        bounded(self.activate_due_now()).await
+    }
+
+    async fn activate_due_now(&self) -> Result<Vec<Activated>, StoreError> {
+        let now = Utc::now();
+        let backend = self.db.get_database_backend();
+        let mut due = Query::select();
+        due.column(case::Column::Id)
+            .from(case::Entity)
+            .and_where(case::Column::Status.eq(case::STATUS_PENDING))
+            .and_where(case::Column::ActivatesAt.lte(now))
+            .order_by(case::Column::ActivatesAt, Order::Asc)
+            .limit(ACTIVATION_BATCH as u64);
+        if backend == DbBackend::Postgres {
+            // SQLite has no row locks; its one writer at a time claims the rows there.
+            due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+        }
+        let mut activate = Query::update();
+        activate
+            .table(case::Entity)
+            .values([
+                (case::Column::Status, case::STATUS_ACTIVE.into()),
+                (case::Column::ActivatedAt, now.into()),
+            ])
+            .and_where(case::Column::Id.in_subquery(due))
+            .returning(Query::returning().columns([
+                case::Column::Id,
+                case::Column::Brand,
+                case::Column::ActivatesAt,
+            ]));
+        let txn = self.begin_write().await?;
+        let activated = txn
+            .query_all_raw(backend.build(&activate))
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get::<Uuid>("", "id")?,
+                    row.try_get::<String>("", "brand")?,
+                    row.try_get::<DateTime<Utc>>("", "activates_at")?,
+                ))
+            })
+            .collect::<Result<Vec<_>, DbErr>>()?;
+        if !activated.is_empty() {
+            case_event::Entity::insert_many(
+                activated
+                    .iter()
+                    .map(|(id, _, _)| event(*id, "activated", None, None, now)),
+            )
+            .exec_without_returning(&txn)
+            .await?;
+        }
+        txn.commit().await?;
+        Ok(activated
+            .into_iter()
+            .map(|(_, brand, activates_at)| Activated {
+                lag: (now - activates_at).to_std().unwrap_or_default(),
+                brand,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,159 @@
+//! Attaching a product: finding the customer's case, then recording the product and the
+//! redirect link's token on it.
+
+use chrono::Utc;
+use sea_orm::sea_query::Expr;
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, Statement,
+};
+use uuid::Uuid;
+
+use super::submit::case_key;
+use super::{CaseStore, StoreError, bounded, event, new_row_id};
+use crate::domain::Email;
+use crate::entity::{case, case_event, redirect_token};
+
+/// What attaching a product needs to know of a case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaseRef {
+    /// The case's id.
+    pub id: Uuid,
+    /// Its reference.
+    pub reference: String,
+    /// Its brand.
+    pub brand: String,
+    /// Its customer's e-mail address, as stored.
+    pub email: String,
+}
+
+/// A redirect link about to be handed out: the product it continues with and the hash of
+/// its token (the token itself is never stored).
+#[derive(Debug, Clone, Copy)]
+pub struct NewLink<'a> {
+    /// The product attached.
+    pub product_uuid: Uuid,
+    /// The hash of the link's token.
+    pub token_hash: &'a str,
+}
+
+/// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
+/// hash, the product on the case and the event. `bench/attach.sql` runs the same statement.
+pub(super) const ATTACH_POSTGRES: &str = r#"WITH token AS (
+    INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
+        "expires_at", "used_at")
+    VALUES ($1, $2, $3, $4, $5, $6, NULL)
+), updated AS (
+    UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5 WHERE "id" = $2
+)
+INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)"#;
+
+impl CaseStore {
+    /// The case a product for `email` is attached to, if any.
+    pub async fn find_for_attach(&self, email: &Email) -> Result<Option<CaseRef>, StoreError> {
+        // The most recently updated case for the e-mail, any brand. `bench/attach.sql` runs
+        // the same query in pgbench.
+        let found: Option<(Uuid, String, String)> = bounded(async {
+            let _connection = self.request_connection().await?;
+            Ok(case::Entity::find()
+                .select_only()
+                .columns([
+                    case::Column::Id,
+                    case::Column::Reference,
+                    case::Column::Brand,
+                ])
+                .filter(case::Column::Email.eq(email.as_str()))
+                .order_by_desc(case::Column::UpdatedAt)
+                .into_tuple()
+                .one(&self.db)
+                .await?)
+        })
+        .await?;
+        Ok(found.map(|(id, reference, brand)| CaseRef {
+            id,
+            reference,
+            brand,
+            email: email.as_str().to_owned(),
+        }))
+    }
+
+    /// Records the product on the case and stores the link's token hash, with the event.
+    /// Like submissions, writes to one case wait in line before they take a connection.
+    pub async fn attach(
+        &self,
+        case: &CaseRef,
+        link: NewLink<'_>,
+        client_id: &str,
+    ) -> Result<(), StoreError> {
+        bounded(async {
+            let _turn = self.writes.wait(&case_key(&case.brand, &case.email)).await;
+            let _connection = self.request_connection().await?;
+            self.attach_now(case.id, link, client_id).await
+        })
+        .await
+    }
+
+    async fn attach_now(
+        &self,
+        case_id: Uuid,
+        link: NewLink<'_>,
+        client_id: &str,
+    ) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let ttl =
+            chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
+        let expires_at = now
+            .checked_add_signed(ttl)
+            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC);
+        let detail = serde_json::json!({"product_uuid": link.product_uuid});
+        if self.is_postgres() {
+            let statement = Statement::from_sql_and_values(
+                DbBackend::Postgres,
+                ATTACH_POSTGRES,
+                [
+                    new_row_id().into(),
+                    case_id.into(),
+                    link.token_hash.into(),
+                    link.product_uuid.into(),
+                    now.into(),
+                    expires_at.into(),
+                    new_row_id().into(),
+                    client_id.into(),
+                    detail.to_string().into(),
+                ],
+            );
+            self.db.execute_raw(statement).await?;
+            return Ok(());
+        }
+        let txn = self.begin_write().await?;
+        redirect_token::Entity::insert(redirect_token::ActiveModel {
+            id: Set(new_row_id()),
+            case_id: Set(case_id),
+            token_hash: Set(link.token_hash.to_owned()),
+            product_uuid: Set(link.product_uuid),
+            created_at: Set(now),
+            expires_at: Set(expires_at),
+            used_at: Set(None),
+        })
+        .exec_without_returning(&txn)
+        .await?;
+        case::Entity::update_many()
+            .col_expr(case::Column::ProductUuid, Expr::value(link.product_uuid))
+            .col_expr(case::Column::UpdatedAt, Expr::value(now))
+            .filter(case::Column::Id.eq(case_id))
+            .exec(&txn)
+            .await?;
+        case_event::Entity::insert(event(
+            case_id,
+            "product_attached",
+            Some(client_id),
+            Some(detail),
+            now,
+        ))
+        .exec_without_returning(&txn)
+        .await?;
+        txn.commit().await?;
+        Ok(())
+    }
+}

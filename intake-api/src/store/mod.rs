@@ -1,0 +1,232 @@
+//! The case store: everything the intake-api keeps in its database, behind one type that owns
+//! the connection pool, the queue writes to one case wait in, and the timing rules.
+//!
+//! Each change and the event describing it are written in one transaction. On PostgreSQL the
+//! hot writes are single statements (one round trip, one implicit transaction); on SQLite,
+//! which has no data-modifying CTEs, the same rows go through the ORM in a transaction.
+
+mod activate;
+mod attach;
+mod submit;
+mod view;
+mod write_queue;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{
+    ActiveValue::Set, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr, RuntimeErr,
+    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+};
+use tokio::sync::{Semaphore, SemaphorePermit};
+use uuid::Uuid;
+
+pub use activate::{ACTIVATION_BATCH, Activated};
+pub use attach::{CaseRef, NewLink};
+pub use submit::{Outcome, Submitted};
+pub use view::{CaseView, EventView};
+pub use write_queue::WriteQueue;
+
+use crate::entity::case_event;
+
+/// The longest one unit of database work may take, waiting for its turn included: past it
+/// the request answers 503 instead of hanging on a database that stopped answering.
+pub const DB_TIMEOUT: Duration = Duration::from_secs(8);
+
+/// Why the store could not do what it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The work did not finish within [`DB_TIMEOUT`].
+    #[error("database operation timed out")]
+    TimedOut,
+    /// The database refused or failed.
+    #[error(transparent)]
+    Db(#[from] DbErr),
+    /// The enquiry could not be encoded for storage.
+    #[error("encoding the enquiry failed")]
+    Encoding(#[source] serde_json::Error),
+    /// Every reference drawn for a new case was taken.
+    #[error("no free case reference after {0} draws")]
+    ReferencesExhausted(u32),
+}
+
+impl StoreError {
+    /// Whether a retry could succeed: the database was unreachable, busy or restarting,
+    /// rather than refusing what was asked.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::TimedOut => true,
+            Self::Db(DbErr::ConnectionAcquire(_) | DbErr::Conn(_)) => true,
+            Self::Db(
+                DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)),
+            ) => sqlx_is_transient(e),
+            Self::Db(_) | Self::Encoding(_) | Self::ReferencesExhausted(_) => false,
+        }
+    }
+}
+
+fn sqlx_is_transient(e: &sea_orm::sqlx::Error) -> bool {
+    use sea_orm::sqlx::Error;
+    match e {
+        Error::Io(_)
+        | Error::Tls(_)
+        | Error::Protocol(_)
+        | Error::PoolTimedOut
+        | Error::PoolClosed
+        | Error::WorkerCrashed => true,
+        Error::Database(db) => {
+            let sqlite = db
+                .try_downcast_ref::<sea_orm::sqlx::sqlite::SqliteError>()
+                .is_some();
+            db.code().is_some_and(|code| transient_code(&code, sqlite))
+        }
+        _ => false,
+    }
+}
+
+/// PostgreSQL's SQLSTATEs for a lost connection (08), a serialisation failure or deadlock
+/// (40001, 40P01), exhausted resources (53), a cancelled statement (57014) and a server
+/// shutting down or starting (57P); SQLite's busy and locked codes, extended ones included.
+fn transient_code(code: &str, sqlite: bool) -> bool {
+    if sqlite {
+        return code.parse::<u32>().is_ok_and(|c| matches!(c & 0xff, 5 | 6));
+    }
+    code.starts_with("08")
+        || code.starts_with("53")
+        || code.starts_with("57P")
+        || matches!(code, "40001" | "40P01" | "57014")
+}
+
+/// Runs `work` within [`DB_TIMEOUT`].
+async fn bounded<T>(
+    work: impl std::future::Future<Output = Result<T, StoreError>>,
+) -> Result<T, StoreError> {
+    tokio::time::timeout(DB_TIMEOUT, work)
+        .await
+        .unwrap_or(Err(StoreError::TimedOut))
+}
+
+/// A new row's primary key: time-ordered (UUIDv7), so inserts land at the right-hand edge
+/// of the key's index instead of on random pages. Ids never leave the service, so the
+/// creation time they carry tells partners nothing.
+fn new_row_id() -> Uuid {
+    Uuid::now_v7()
+}
+
+/// One entry of a case's history.
+fn event(
+    case_id: Uuid,
+    kind: &str,
+    client_id: Option<&str>,
+    detail: Option<serde_json::Value>,
+    at: DateTime<Utc>,
+) -> case_event::ActiveModel {
+    case_event::ActiveModel {
+        id: Set(new_row_id()),
+        case_id: Set(case_id),
+        kind: Set(kind.to_owned()),
+        client_id: Set(client_id.map(str::to_owned)),
+        detail: Set(detail),
+        created_at: Set(at),
+    }
+}
+
+/// The timing rules cases are kept by.
+#[derive(Debug, Clone, Copy)]
+pub struct Timing {
+    /// From a case's creation to its activation.
+    pub activation_delay: Duration,
+    /// How long a redirect link can be redeemed.
+    pub redirect_ttl: Duration,
+}
+
+/// Pool connections requests never take, so activation and readiness checks always find one.
+pub const LEFT_FOR_OTHERS: u32 = 2;
+
+/// The intake database.
+#[derive(Clone)]
+pub struct CaseStore {
+    db: DatabaseConnection,
+    writes: Arc<WriteQueue>,
+    /// Connections requests may hold at once: the pool's, less [`LEFT_FOR_OTHERS`].
+    request_connections: Arc<Semaphore>,
+    timing: Timing,
+}
+
+impl CaseStore {
+    /// A store over `db`, which must be migrated and have a pool of `max_connections`.
+    pub fn new(db: DatabaseConnection, max_connections: u32, timing: Timing) -> Self {
+        let for_requests = max_connections.saturating_sub(LEFT_FOR_OTHERS).max(1);
+        Self {
+            db,
+            writes: Arc::new(WriteQueue::default()),
+            request_connections: Arc::new(Semaphore::new(for_requests as usize)),
+            timing,
+        }
+    }
+
+    /// Waits until a request may take a pool connection; holding the permit holds the slot.
+    async fn request_connection(&self) -> Result<SemaphorePermit<'_>, StoreError> {
+        self.request_connections
+            .acquire()
+            .await
+            .map_err(|_| StoreError::TimedOut)
+    }
+
+    /// The connection pool, for readiness checks and operator commands.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    fn is_postgres(&self) -> bool {
+        self.db.get_database_backend() == DatabaseBackend::Postgres
+    }
+
+    /// A write transaction. On SQLite it takes the write lock at `BEGIN`: a deferred one
+    /// that read first fails at once when another writer committed meanwhile, instead of
+    /// waiting for the lock.
+    async fn begin_write(&self) -> Result<DatabaseTransaction, DbErr> {
+        self.db
+            .begin_with_options(TransactionOptions {
+                sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..Default::default()
+            })
+            .await
+    }
+
+    /// Closes the pool once in-flight work is done.
+    pub async fn close(&self) {
+        let _ = self.db.clone().close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_connections_and_busy_databases_are_transient_and_refusals_are_not() {
+        for code in ["08006", "40001", "40P01", "53300", "57014", "57P01"] {
+            assert!(transient_code(code, false), "PostgreSQL {code}");
+        }
+        for code in ["23505", "22P02", "42P01"] {
+            assert!(!transient_code(code, false), "PostgreSQL {code}");
+        }
+        for code in ["5", "517", "6"] {
+            assert!(transient_code(code, true), "SQLite {code}");
+        }
+        for code in ["19", "2067", "1"] {
+            assert!(!transient_code(code, true), "SQLite {code}");
+        }
+        assert!(StoreError::TimedOut.is_transient());
+        assert!(
+            StoreError::Db(DbErr::Query(RuntimeErr::SqlxError(Arc::new(
+                sea_orm::sqlx::Error::PoolTimedOut
+            ))))
+            .is_transient()
+        );
+        assert!(!StoreError::ReferencesExhausted(3).is_transient());
+        assert!(!StoreError::Db(DbErr::Custom("x".into())).is_transient());
+    }
+}

@@ -1,0 +1,87 @@
+//! Reading a case back, as the operator CLI shows it.
+
+use chrono::{DateTime, Utc};
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{CaseStore, StoreError};
+use crate::entity::{case, case_event, submission};
+
+/// A case as `intake-api case show` prints it.
+#[derive(Debug, Serialize)]
+pub struct CaseView {
+    /// The reference.
+    pub reference: String,
+    /// The brand.
+    pub brand: String,
+    /// `pending_activation` or `active`.
+    pub status: String,
+    /// When it was created.
+    pub created_at: DateTime<Utc>,
+    /// When it was last changed.
+    pub updated_at: DateTime<Utc>,
+    /// When it becomes (or became) active.
+    pub activates_at: DateTime<Utc>,
+    /// When it became active.
+    pub activated_at: Option<DateTime<Utc>>,
+    /// The attached eligibility-engine product.
+    pub product_uuid: Option<Uuid>,
+    /// How many enquiries were accepted for it.
+    pub submissions: u64,
+    /// Its history, oldest first.
+    pub events: Vec<EventView>,
+}
+
+/// One entry of a case's history.
+#[derive(Debug, Serialize)]
+pub struct EventView {
+    /// What happened.
+    pub kind: String,
+    /// When.
+    pub at: DateTime<Utc>,
+    /// The partner that caused it.
+    pub client_id: Option<String>,
+}
+
+impl CaseStore {
+    /// The case with `reference`, with its submission count and history.
+    pub async fn show(&self, reference: &str) -> Result<Option<CaseView>, StoreError> {
+        let db = &self.db;
+        let Some(c) = case::Entity::find()
+            .filter(case::Column::Reference.eq(reference))
+            .one(db)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let submissions = submission::Entity::find()
+            .filter(submission::Column::CaseId.eq(c.id))
+            .count(db)
+            .await?;
+        let events = case_event::Entity::find()
+            .filter(case_event::Column::CaseId.eq(c.id))
+            .order_by_asc(case_event::Column::CreatedAt)
+            .all(db)
+            .await?
+            .into_iter()
+            .map(|e| EventView {
+                kind: e.kind,
+                at: e.created_at,
+                client_id: e.client_id,
+            })
+            .collect();
+        Ok(Some(CaseView {
+            reference: c.reference,
+            brand: c.brand,
+            status: c.status,
+            created_at: c.created_at,
+            updated_at: c.updated_at,
+            activates_at: c.activates_at,
+            activated_at: c.activated_at,
+            product_uuid: c.product_uuid,
+            submissions,
+            events,
+        }))
+    }
+}
