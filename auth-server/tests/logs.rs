@@ -1,4 +1,5 @@
-//! Secrets never reach the logs, whatever the request and however verbose the logging.
+//! What the logs say: secrets never reach them, whatever the request and however verbose the
+//! logging; every line of a request carries its span; nothing queued is lost at exit.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -78,10 +79,17 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
     assert_eq!(issued.len(), 2, "two tokens were issued: {logs}");
     for line in issued {
         assert_eq!(line["message"], "request finished");
-        assert_eq!(line["client_id"], id.as_str());
+        let request = &line["span"];
+        assert_eq!(request["name"], "request");
+        assert_eq!(request["client_id"], id.as_str());
+        assert_eq!(request["route"], "/oauth/token");
+        assert_eq!(request["service"], "auth-server");
+        assert!(
+            request["request_id"]
+                .as_str()
+                .is_some_and(|r| r.len() == 32)
+        );
         assert_eq!(line["status"], 200);
-        assert_eq!(line["route"], "/oauth/token");
-        assert!(line["request_id"].as_str().is_some_and(|r| r.len() == 32));
         assert!(line["jti"].as_str().is_some_and(|j| j.len() == 32));
         assert!(line["kid"].as_str().is_some());
         assert_eq!(line["scope"], "enquiry:case:intake:create");
@@ -97,4 +105,25 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
     for s in [&secret, &wrong, &new_secret] {
         assert!(!logs.contains(s.as_str()), "a secret reached the logs");
     }
+}
+
+#[test]
+fn the_last_lines_are_written_before_the_process_exits() {
+    let dir = std::env::temp_dir().join(format!("authexit-{}", uuid::Uuid::new_v4().simple()));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .arg("migrate")
+        .env(
+            "AUTH_DATABASE_URL",
+            format!("sqlite://{}/auth.db?mode=rwc", dir.display()),
+        )
+        .env("LOG_FORMAT", "json")
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("auth-server runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let last: serde_json::Value =
+        serde_json::from_str(stderr.lines().last().expect("a log line")).expect("JSON");
+    assert_eq!(last["message"], "migrations applied", "{stderr}");
 }

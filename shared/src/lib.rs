@@ -5,7 +5,6 @@ pub mod claims;
 pub mod db;
 pub mod error;
 pub mod http;
-pub mod log_batch;
 pub mod ratelimit;
 pub mod secret;
 pub mod telemetry;

@@ -2,15 +2,16 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::io::BufWriter;
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use poem::http::{HeaderValue, Method};
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response, Result};
+use tracing::Instrument;
+use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
-
-use crate::log_batch::{BatchedWriter, FlushOnDrop};
 
 /// Log output format: `pretty` for people, `json` for log pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -18,39 +19,37 @@ pub enum LogFormat {
     /// One readable line per event.
     #[default]
     Pretty,
-    /// One JSON object per event, with the request's span fields.
+    /// One JSON object per event, with the request's span fields under `span`.
     Json,
 }
 
-/// At most this long between a log line and its write: lines are written in batches (see
-/// [`crate::log_batch`]).
-pub const LOG_FLUSH_INTERVAL: Duration = Duration::from_millis(100);
+/// Lines a request thread may hand to the log writer before it waits for the writer: a
+/// bound on memory, never a reason to drop a line.
+const LOG_QUEUE_LINES: usize = 128_000;
+
+/// Keeps the log writer going; dropping it writes out every line still queued.
+pub struct LogGuard {
+    _writer: Option<WorkerGuard>,
+}
 
 /// Installs the global tracing subscriber; later calls (tests, the all-in-one launcher)
-/// keep the first one. Hold the returned guard until the process ends: dropping it writes
-/// out the lines still waiting.
-pub fn init_tracing(format: LogFormat) -> FlushOnDrop {
-    static WRITER: OnceLock<BatchedWriter<std::io::Stderr>> = OnceLock::new();
-    let mut first = false;
-    let writer = WRITER.get_or_init(|| {
-        first = true;
-        BatchedWriter::new(std::io::stderr(), LOG_FLUSH_INTERVAL)
-    });
-    if first {
-        // The panic message is written straight to stderr: the lines that led to it first.
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            writer.try_flush();
-            previous(info);
-        }));
-    }
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// keep the first one. Lines are formatted on the thread that logs them and written to
+/// stderr by a thread of their own, many lines to a write. Hold the returned guard until the
+/// process ends.
+pub fn init_tracing(format: LogFormat) -> LogGuard {
     // Logs go to stderr: stdout is for what the CLI commands print.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = NonBlockingBuilder::default()
+        .buffered_lines_limit(LOG_QUEUE_LINES)
+        .lossy(false)
+        .thread_name("log-writer")
+        .finish(BufWriter::with_capacity(64 * 1024, std::io::stderr()));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(writer.clone())
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    let _ = match format {
+        .with_writer(writer)
+        .with_ansi(ansi);
+    let installed = match format {
         LogFormat::Json => builder
             .json()
             .flatten_event(true)
@@ -59,7 +58,9 @@ pub fn init_tracing(format: LogFormat) -> FlushOnDrop {
             .try_init(),
         LogFormat::Pretty => builder.try_init(),
     };
-    FlushOnDrop(writer)
+    LogGuard {
+        _writer: installed.is_ok().then_some(guard),
+    }
 }
 
 /// How often recorded histogram samples are folded into their buckets.
@@ -221,11 +222,9 @@ fn valid_request_id(value: &HeaderValue) -> Option<String> {
     ok.then(|| s.to_owned())
 }
 
-/// A field a handler can put on its request's log line.
+/// What a handler says happened, for its request's closing log line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Field {
-    /// The authenticated client.
-    ClientId,
     /// What happened: `token_issued`, `refused`, `created`, ...
     Outcome,
     /// Why a request was refused.
@@ -242,34 +241,24 @@ pub enum Field {
     Brand,
 }
 
-const FIELDS: usize = 8;
-
-/// What handlers recorded for the request being served.
-#[derive(Default)]
-struct RequestFields {
-    request_id: String,
-    values: [Option<String>; FIELDS],
-}
+const FIELDS: usize = 7;
 
 tokio::task_local! {
-    static REQUEST: RefCell<RequestFields>;
+    // The closing line's fields wait here rather than on the span: the JSON formatter
+    // re-parses and re-serializes a span's fields on every `record`, several times per
+    // request, where the closing event writes them once.
+    static OUTCOME: RefCell<[Option<String>; FIELDS]>;
 }
 
-/// Records a field on the current request's log line; outside a request, does nothing.
+/// Puts a field on the current request's closing log line; outside a request, does nothing.
 pub fn record(field: Field, value: &str) {
-    let _ = REQUEST.try_with(|r| r.borrow_mut().values[field as usize] = Some(value.to_owned()));
+    let _ = OUTCOME.try_with(|f| f.borrow_mut()[field as usize] = Some(value.to_owned()));
 }
 
-/// Records the authenticated client on the current request's log line.
+/// Names the authenticated client on the current request's span, so every line the request
+/// logs from then on carries it.
 pub fn record_client_id(client_id: &str) {
-    record(Field::ClientId, client_id);
-}
-
-/// The current request's id, for an error logged on its own line; empty outside a request.
-pub fn request_id() -> String {
-    REQUEST
-        .try_with(|r| r.borrow().request_id.clone())
-        .unwrap_or_default()
+    tracing::Span::current().record("client_id", client_id);
 }
 
 impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
@@ -289,54 +278,118 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .find(|r| **r == req.uri().path())
             .copied()
             .unwrap_or("other");
-        // The fields live in a task-local rather than a tracing span: a span with fields
-        // recorded later costs several times the one event written at the end.
-        let fields = RefCell::new(RequestFields {
-            request_id,
-            values: Default::default(),
-        });
-        REQUEST
-            .scope(fields, async move {
-                let mut resp = match self.inner.call(req).await {
-                    Ok(r) => r.into_response(),
-                    Err(e) => e.into_response(),
-                };
-                let status = resp.status().as_u16();
-                let elapsed = start.elapsed();
-                let RequestFields { request_id, values } = REQUEST.with(|r| r.take());
-                if let Ok(v) = HeaderValue::from_str(&request_id) {
-                    resp.headers_mut().insert(REQUEST_ID_HEADER, v);
-                }
-                self.metrics.record((route, method, status), elapsed);
-                let [
-                    client_id,
-                    outcome,
-                    reason,
-                    kid,
-                    jti,
-                    scope,
-                    reference,
-                    brand,
-                ] = values.each_ref().map(Option::as_deref);
-                tracing::info!(
-                    service = self.service,
-                    request_id,
-                    method,
-                    route,
-                    status,
-                    latency_ms = elapsed.as_secs_f64() * 1000.0,
-                    client_id,
-                    outcome,
-                    reason,
-                    kid,
-                    jti,
-                    scope,
-                    reference,
-                    brand,
-                    "request finished"
-                );
-                Ok(resp)
+        // Every line logged while serving the request carries these.
+        let span = tracing::info_span!(
+            "request",
+            service = self.service,
+            request_id = request_id.as_str(),
+            method,
+            route,
+            client_id = tracing::field::Empty,
+        );
+        let served = async {
+            match self.inner.call(req).await {
+                Ok(r) => r.into_response(),
+                Err(e) => e.into_response(),
+            }
+        };
+        let (mut resp, fields) = OUTCOME
+            .scope(RefCell::default(), async {
+                let resp = served.instrument(span.clone()).await;
+                (resp, OUTCOME.with(|f| f.take()))
             })
-            .await
+            .await;
+        let status = resp.status().as_u16();
+        let elapsed = start.elapsed();
+        if let Ok(v) = HeaderValue::from_str(&request_id) {
+            resp.headers_mut().insert(REQUEST_ID_HEADER, v);
+        }
+        self.metrics.record((route, method, status), elapsed);
+        let [outcome, reason, kid, jti, scope, reference, brand] =
+            fields.each_ref().map(Option::as_deref);
+        span.in_scope(|| {
+            tracing::info!(
+                status,
+                latency_ms = elapsed.as_secs_f64() * 1000.0,
+                outcome,
+                reason,
+                kid,
+                jti,
+                scope,
+                reference,
+                brand,
+                "request finished"
+            )
+        });
+        Ok(resp)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    use poem::{EndpointExt, handler, test::TestClient};
+
+    use super::*;
+
+    #[derive(Clone, Default)]
+    struct Captured(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[handler]
+    fn refuse() -> &'static str {
+        record_client_id("client-7");
+        tracing::warn!("something the operator should see");
+        record(Field::Outcome, "refused");
+        "done"
+    }
+
+    #[tokio::test]
+    async fn every_line_of_a_request_carries_its_span_and_the_last_its_outcome() {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        let _default = tracing::subscriber::set_default(subscriber);
+        let app = refuse.with(RequestTelemetry::new("svc", &["/"]));
+        let resp = TestClient::new(app)
+            .get("/")
+            .header(REQUEST_ID_HEADER, "req-1")
+            .send()
+            .await;
+        resp.assert_status_is_ok();
+        resp.assert_header(REQUEST_ID_HEADER, "req-1");
+        let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<serde_json::Value> = logs
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert_eq!(lines.len(), 2, "{logs}");
+        for line in &lines {
+            assert_eq!(line["span"]["request_id"], "req-1", "{line}");
+            assert_eq!(line["span"]["service"], "svc");
+            assert_eq!(line["span"]["route"], "/");
+            assert_eq!(line["span"]["client_id"], "client-7");
+        }
+        assert_eq!(lines[0]["level"], "WARN");
+        assert_eq!(lines[1]["message"], "request finished");
+        assert_eq!(lines[1]["outcome"], "refused");
+        assert_eq!(lines[1]["status"], 200);
     }
 }

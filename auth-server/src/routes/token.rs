@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use chrono::Utc;
 use intake_shared::error::OAuthErrorBody;
-use intake_shared::telemetry::{Field, record, request_id};
+use intake_shared::telemetry::{Field, record};
 use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
@@ -322,7 +322,7 @@ impl TokenApi {
         };
         intake_shared::telemetry::record_client_id(&grant.client_id);
         let key = snapshot.signing_key(now).ok_or_else(|| {
-            tracing::error!(request_id = request_id(), "no signing key is active");
+            tracing::error!("no signing key is active");
             OAuthError::ServerError
         })?;
         let claims = token::claims_for(
@@ -332,7 +332,7 @@ impl TokenApi {
             now,
         );
         let access_token = key.sign_jwt(&claims).map_err(|e| {
-            tracing::error!(request_id = request_id(), error = %e, kid = %key.kid, "signing failed");
+            tracing::error!(error = %e, kid = %key.kid, "signing failed");
             OAuthError::ServerError
         })?;
         metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone())
