@@ -124,7 +124,7 @@ async fn main() -> anyhow::Result<()> {
     // Each service reads its own environment variables, exactly as its binary does.
     let auth_config = auth_server::config::Cli::parse_from(["auth-server"]).config;
     let intake_config = intake_api::config::Cli::parse_from(["intake-api"]).config;
-    let _logs = intake_shared::telemetry::init_tracing(auth_config.log_format);
+    let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
     let demo = demo_client(&auth_config).await?;
@@ -144,7 +144,7 @@ async fn main() -> anyhow::Result<()> {
     // One signal stops both services; each finishes its in-flight requests first.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
-        intake_shared::http::shutdown_signal().await;
+        service_kit::http::shutdown_signal().await;
         let _ = stop_tx.send(true);
     });
     let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {

@@ -5,7 +5,7 @@ use sea_orm::DatabaseConnection;
 use serde_json::json;
 
 use crate::config::{ClientCommand, Config, KeyCommand};
-use crate::state::PROPAGATION;
+use crate::registry::PROPAGATION;
 use crate::{migration, store};
 
 async fn open(config: &Config) -> anyhow::Result<DatabaseConnection> {

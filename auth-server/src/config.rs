@@ -1,8 +1,8 @@
 //! Configuration: environment variables with matching command-line flags.
 
 use clap::{Args, Parser, Subcommand};
-use intake_shared::Secret;
-use intake_shared::telemetry::LogFormat;
+use service_kit::Secret;
+use service_kit::telemetry::LogFormat;
 
 use crate::keys::KeyEncryptionKey;
 

@@ -1,6 +1,6 @@
 //! OAuth 2.0 errors of the token endpoint, in the wire format partners already parse.
 
-use intake_shared::error::OAuthErrorBody;
+use shared::error::OAuthErrorBody;
 
 const INVALID_REQUEST: &str = "The request is missing a required parameter, includes an invalid parameter value, includes a parameter more than once, or is otherwise malformed.";
 const UNSUPPORTED_GRANT_TYPE: &str =

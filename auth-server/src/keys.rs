@@ -11,10 +11,10 @@ use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
-use intake_shared::Secret;
-use intake_shared::claims::{ACCESS_TOKEN_TYP, CLOCK_LEEWAY_SECS, TOKEN_TTL_SECS};
 use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
+use service_kit::Secret;
+use shared::claims::{ACCESS_TOKEN_TYP, CLOCK_LEEWAY_SECS, TOKEN_TTL_SECS};
 
 /// How long a retired key stays in the JWKS after its last signature: the longest a
 /// token it signed can stay valid, plus the resource servers' clock leeway and a margin.

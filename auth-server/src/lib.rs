@@ -8,6 +8,7 @@ pub mod entity;
 pub mod error;
 pub mod keys;
 pub mod migration;
+pub mod registry;
 pub mod routes;
 pub mod secrets;
 pub mod startup;
@@ -19,7 +20,7 @@ use config::{Cli, Command};
 
 /// Runs the binary's command line: `serve` (the default), `migrate`, `client ...`, `key ...`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let _logs = intake_shared::telemetry::init_tracing(cli.config.log_format);
+    let _logs = service_kit::telemetry::init_tracing(cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => {
             startup::Application::build(cli.config)
@@ -28,7 +29,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await
         }
         Command::Migrate => {
-            let db = intake_shared::db::connect(&cli.config.database_url, 1).await?;
+            let db = service_kit::db::connect(&cli.config.database_url, 1).await?;
             migration::run(&db).await?;
             tracing::info!("migrations applied");
             Ok(())

@@ -3,7 +3,7 @@
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use intake_shared::Secret;
+use service_kit::Secret;
 
 /// A new secret: 256 random bits, base64url (43 characters).
 pub fn generate_secret() -> anyhow::Result<Secret<String>> {

@@ -6,77 +6,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use intake_shared::http::{self as ops, readiness, shutdown_signal};
-use intake_shared::ratelimit::{Decision, Limit, RateLimiter};
-use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::TcpAcceptor;
 use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use poem_openapi::OpenApiService;
+use service_kit::http::{self as ops, readiness, shutdown_signal};
+use service_kit::telemetry::RequestTelemetry;
 
 use crate::config::Config;
-use crate::routes::discovery::DiscoveryApi;
-use crate::routes::token::TokenApi;
-use crate::state::Registry;
+use crate::registry::Registry;
+use crate::routes::api_service;
+use crate::state::{AppState, TokenLimits};
 use crate::{migration, store};
-
-/// What every request handler shares.
-pub struct AppState {
-    /// The settings.
-    pub config: Config,
-    /// Clients and keys.
-    pub registry: Arc<Registry>,
-    /// Token-endpoint rate limits.
-    pub limits: TokenLimits,
-}
-
-/// The token endpoint's limits: requests, and (more tightly) failed authentications, per
-/// client id and source address.
-pub struct TokenLimits {
-    limiter: RateLimiter,
-    requests: Limit,
-    failures: Limit,
-}
-
-impl TokenLimits {
-    fn new(config: &Config) -> anyhow::Result<Self> {
-        Ok(Self {
-            limiter: RateLimiter::new("auth-server", config.redis_url.as_ref())?,
-            requests: Limit::per(config.token_rate_limit, config.rate_window_secs),
-            failures: Limit::per(config.failed_auth_limit, config.rate_window_secs),
-        })
-    }
-
-    /// Counts a token request.
-    pub async fn hit_request(&self, key: &str) -> Decision {
-        self.limiter.hit(key, self.requests).await
-    }
-
-    /// Whether one more failed authentication would be over the limit.
-    pub async fn peek_failures(&self, key: &str) -> Decision {
-        self.limiter.peek(key, self.failures).await
-    }
-
-    /// Counts a failed authentication.
-    pub async fn hit_failure(&self, key: &str) {
-        self.limiter.hit(key, self.failures).await;
-    }
-
-    /// Turns a refusal into the endpoint's error.
-    pub fn check(&self, decision: Decision) -> Result<(), crate::error::OAuthError> {
-        match decision {
-            Decision::Allowed => Ok(()),
-            limited => {
-                metrics::counter!("ratelimit_refused_total", "service" => "auth-server")
-                    .increment(1);
-                Err(crate::error::OAuthError::TooManyRequests {
-                    retry_after_secs: limited.retry_after_secs(),
-                })
-            }
-        }
-    }
-}
 
 /// Every path the server answers, for metric labels.
 const ROUTES: &[&str] = &[
@@ -89,23 +30,6 @@ const ROUTES: &[&str] = &[
     "/openapi.json",
     "/docs",
 ];
-
-/// The OpenAPI service of the auth-server, also used to write `openapi/auth-server.yaml`.
-pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryApi), ()> {
-    let issuer = state.config.issuer().to_owned();
-    OpenApiService::new(
-        (
-            TokenApi {
-                state: state.clone(),
-            },
-            DiscoveryApi { state },
-        ),
-        "Partner Intake auth-server",
-        env!("CARGO_PKG_VERSION"),
-    )
-    .description("OAuth 2.0 client-credentials authorization server: RS256 JWT access tokens and the keys to verify them.")
-    .server(issuer)
-}
 
 #[handler]
 async fn readyz(state: Data<&Arc<AppState>>) -> Response {
@@ -133,7 +57,7 @@ impl Application {
     /// Connects to the database, migrates it, makes sure a signing key exists, loads the
     /// clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        intake_shared::telemetry::metrics_handle();
+        service_kit::telemetry::metrics_handle();
         let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;
         if let Some(kid) = store::ensure_signing_key(&db, kek.as_ref()).await? {
@@ -171,7 +95,7 @@ impl Application {
     ) -> anyhow::Result<()> {
         let state = self.state;
         let watcher = tokio::spawn(state.registry.clone().watch());
-        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use(
+        let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "auth-server",
             state.registry.db().clone(),
         ));

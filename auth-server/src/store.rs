@@ -5,13 +5,13 @@
 
 use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
-use intake_shared::Secret;
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
     QueryOrder, Set, TransactionTrait,
 };
 use serde::Serialize;
+use service_kit::Secret;
 
 use crate::entity::{client, client_secret, revision, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState};
@@ -53,10 +53,10 @@ pub struct NewClient {
 pub fn parse_scopes(scopes: &str) -> anyhow::Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for s in scopes.split_whitespace() {
-        if !intake_shared::claims::scopes::is_known(s) {
+        if !shared::claims::scopes::is_known(s) {
             bail!(
                 "unknown scope {s:?}; known scopes: {}",
-                intake_shared::claims::scopes::ALL.join(" ")
+                shared::claims::scopes::ALL.join(" ")
             );
         }
         if !out.iter().any(|o| o == s) {

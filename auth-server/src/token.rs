@@ -3,12 +3,12 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
-use intake_shared::Secret;
-use intake_shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 use serde::de::{Deserializer, MapAccess, Visitor};
+use service_kit::Secret;
+use shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 
 use crate::error::OAuthError;
-use crate::state::Snapshot;
+use crate::registry::Snapshot;
 
 /// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
 #[derive(Debug, Default, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use intake_api::auth::Verifier;
 use intake_api::jwks::JwksCache;
-use intake_shared::claims::scopes;
+use shared::claims::scopes;
 use test_support::{AuthServer, Backend, TestDb};
 
 /// Everything the benchmark needs, kept alive for its whole run.

@@ -3,8 +3,8 @@
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use intake_shared::Secret;
-use intake_shared::telemetry::LogFormat;
+use service_kit::Secret;
+use service_kit::telemetry::LogFormat;
 use url::Url;
 
 use crate::store::Timing;

@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use intake_shared::http::{self as ops, readiness, shutdown_signal};
-use intake_shared::telemetry::RequestTelemetry;
 use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
+use service_kit::http::{self as ops, readiness, shutdown_signal};
+use service_kit::telemetry::RequestTelemetry;
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -50,7 +50,7 @@ impl Application {
     /// Connects to the database, migrates it and binds the listening socket. The JWKS is
     /// fetched once serving starts; until it is, `/readyz` says not ready.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        intake_shared::telemetry::metrics_handle();
+        service_kit::telemetry::metrics_handle();
         let (acceptor, port) = ops::bind(&config.bind).await?;
         let state = Arc::new(AppState::build(config).await?);
         Ok(Self {
@@ -79,7 +79,7 @@ impl Application {
         let state = self.state;
         let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher());
         let activator = tokio::spawn(activation::run(state.clone()));
-        let pool_gauges = tokio::spawn(intake_shared::db::report_pool_use(
+        let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
         ));

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use anyhow::anyhow;
-use intake_shared::ratelimit::{Limit, RateLimiter};
+use service_kit::ratelimit::{Limit, RateLimiter};
 use url::Url;
 
 use crate::auth::Verifier;

@@ -1,12 +1,5 @@
-//! What the auth-server and the intake-api must agree on, and the plumbing both use:
-//! the access-token claim set, scope names, JSON error bodies, telemetry and database set-up.
+//! What the auth-server and the intake-api must agree on: the access-token claim set, the
+//! scope names, and the JSON error bodies partners parse.
 
 pub mod claims;
-pub mod db;
 pub mod error;
-pub mod http;
-pub mod ratelimit;
-pub mod secret;
-pub mod telemetry;
-
-pub use secret::Secret;

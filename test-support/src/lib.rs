@@ -111,21 +111,9 @@ impl TestDb {
 
 /// `url` pointing at database `name` instead.
 fn replace_database(url: &str, name: &str) -> String {
-    let (base, query) = match url.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (url, None),
-    };
-    let scheme_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let host_end = base[scheme_end..]
-        .find('/')
-        .map(|i| scheme_end + i)
-        .unwrap_or(base.len());
-    let mut out = format!("{}/{name}", &base[..host_end]);
-    if let Some(q) = query {
-        out.push('?');
-        out.push_str(q);
-    }
-    out
+    let mut url = url::Url::parse(url).expect("TEST_POSTGRES_URL is a URL");
+    url.set_path(&format!("/{name}"));
+    url.into()
 }
 
 impl Drop for TestDb {

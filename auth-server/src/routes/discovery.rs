@@ -7,7 +7,7 @@ use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
 
 use crate::keys::Jwk;
-use crate::startup::AppState;
+use crate::state::AppState;
 
 #[derive(Tags)]
 enum ApiTags {
@@ -98,7 +98,7 @@ impl DiscoveryApi {
                 "client_secret_basic".into(),
                 "client_secret_post".into(),
             ],
-            scopes_supported: intake_shared::claims::scopes::ALL
+            scopes_supported: shared::claims::scopes::ALL
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

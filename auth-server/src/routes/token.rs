@@ -3,8 +3,6 @@
 use std::sync::Arc;
 
 use chrono::Utc;
-use intake_shared::error::OAuthErrorBody;
-use intake_shared::telemetry::{Field, record};
 use poem::Request;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaMediaType, MetaRequest, Registry};
@@ -12,9 +10,11 @@ use poem_openapi::types::{Example, Type};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
 };
+use service_kit::telemetry::{Field, record};
+use shared::error::OAuthErrorBody;
 
 use crate::error::OAuthError;
-use crate::startup::AppState;
+use crate::state::AppState;
 use crate::token::{self, BodyKind};
 
 /// Largest token request body accepted.
@@ -172,7 +172,7 @@ impl Example for AccessTokenResponse {
     fn example() -> Self {
         Self {
             token_type: "Bearer".into(),
-            expires_in: intake_shared::claims::TOKEN_TTL_SECS,
+            expires_in: shared::claims::TOKEN_TTL_SECS,
             access_token: "eyJ0eXAiOiJhdCtqd3QiLCJhbGciOiJSUzI1NiIsImtpZCI6Ii4uLiJ9.eyJpc3MiOiIuLi4ifQ.c2lnbmF0dXJl".into(),
         }
     }
@@ -320,7 +320,7 @@ impl TokenApi {
             }
             other => other?,
         };
-        intake_shared::telemetry::record_client_id(&grant.client_id);
+        service_kit::telemetry::record_client_id(&grant.client_id);
         let key = snapshot.signing_key(now).ok_or_else(|| {
             tracing::error!("no signing key is active");
             OAuthError::ServerError
@@ -349,7 +349,7 @@ impl TokenApi {
         Ok(TokenResponse::Ok(
             Json(AccessTokenResponse {
                 token_type: "Bearer".into(),
-                expires_in: intake_shared::claims::TOKEN_TTL_SECS,
+                expires_in: shared::claims::TOKEN_TTL_SECS,
                 access_token,
             }),
             NO_STORE.into(),

@@ -62,7 +62,7 @@ async fn failed_authentications_lock_out_even_the_right_secret() {
 
 async fn replicas_sharing_redis_enforce_one_limit(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let redis: intake_shared::Secret<String> = redis_url().parse().unwrap();
+    let redis: service_kit::Secret<String> = redis_url().parse().unwrap();
     let a = AuthServer::start(&app.db.url, |c| {
         c.token_rate_limit = 4;
         c.redis_url = Some(redis.clone());
@@ -120,7 +120,7 @@ async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it
     let proxy = test_support::proxy::TcpProxy::start(redis_addr)
         .await
         .unwrap();
-    let through_proxy: intake_shared::Secret<String> =
+    let through_proxy: service_kit::Secret<String> =
         format!("redis://127.0.0.1:{}", proxy.port).parse().unwrap();
     let db = TestDb::new(Backend::Sqlite, "authredisfail").await;
     let limited = |c: &mut auth_server::config::Config| {

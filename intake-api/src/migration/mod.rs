@@ -15,14 +15,14 @@ impl MigratorTrait for Migrator {
     }
 }
 
-/// Applies pending migrations (see [`intake_shared::db::migrate`]).
+/// Applies pending migrations (see [`service_kit::db::migrate`]).
 pub async fn run(db: &DatabaseConnection) -> Result<(), DbErr> {
-    intake_shared::db::migrate::<Migrator>(db, LOCK_ID).await
+    service_kit::db::migrate::<Migrator>(db, LOCK_ID).await
 }
 
 /// A pool of `max_connections` on the migrated database at `url`.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
-    intake_shared::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
+    service_kit::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
 }
 
 /// The PostgreSQL advisory lock migrations of this database run under.

@@ -2,9 +2,9 @@
 
 use std::sync::Arc;
 
-use intake_shared::telemetry::{Field, record};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
+use service_kit::telemetry::{Field, record};
 
 use super::body::LenientJson;
 use super::partner::Partner;

@@ -9,9 +9,9 @@ pub mod wire;
 
 use std::sync::Arc;
 
-use intake_shared::http::ApiDocuments;
 use poem::{Endpoint, EndpointExt};
 use poem_openapi::OpenApiService;
+use service_kit::http::ApiDocuments;
 
 use crate::state::AppState;
 use intake::IntakeApi;

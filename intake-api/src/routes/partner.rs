@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use intake_shared::claims::{AccessTokenClaims, scopes};
-use intake_shared::telemetry::{Field, record, record_client_id};
 use poem::{Endpoint, Middleware, Request, RequestBody};
 use poem_openapi::registry::{
     MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
+use service_kit::telemetry::{Field, record, record_client_id};
+use shared::claims::{AccessTokenClaims, scopes};
 
 use crate::auth::AuthError;
 use crate::error::IntakeError;

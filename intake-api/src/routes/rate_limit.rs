@@ -2,8 +2,8 @@
 
 use std::sync::Arc;
 
-use intake_shared::ratelimit::Decision;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use service_kit::ratelimit::Decision;
 
 use super::partner::Authentication;
 use crate::error::IntakeError;

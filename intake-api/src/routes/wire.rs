@@ -8,13 +8,13 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-use intake_shared::message_body;
 use poem_openapi::{
     Object,
     registry::{MetaSchema, MetaSchemaRef},
     types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
 };
 use serde_json::Value;
+use shared::message_body;
 use uuid::Uuid;
 
 use crate::domain::{

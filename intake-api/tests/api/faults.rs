@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use test_support::proxy::TcpProxy;
 use test_support::{AuthServer, Backend, IntakeServer, TestDb, eventually, postgres_admin_url};
 use tokio::sync::Mutex;
+use url::Url;
 
 const SCOPE: &str = "enquiry:case:intake:create";
 
@@ -26,31 +27,21 @@ fn enquiry(email: &str) -> Value {
 
 /// `url` with its host and port replaced by `127.0.0.1:port`.
 fn via_port(url: &str, port: u16) -> String {
-    let scheme_end = url.find("://").expect("scheme") + 3;
-    let at = url[scheme_end..]
-        .find('@')
-        .map(|i| scheme_end + i + 1)
-        .unwrap_or(scheme_end);
-    let host_end = url[at..].find('/').map(|i| at + i).unwrap_or(url.len());
-    format!("{}127.0.0.1:{port}{}", &url[..at], &url[host_end..])
+    let mut url = Url::parse(url).expect("a database URL");
+    url.set_host(Some("127.0.0.1")).expect("a host");
+    url.set_port(Some(port)).expect("a port");
+    url.into()
 }
 
 fn postgres_addr() -> std::net::SocketAddr {
-    let url = postgres_admin_url();
-    let scheme_end = url.find("://").unwrap() + 3;
-    let at = url[scheme_end..]
-        .find('@')
-        .map(|i| scheme_end + i + 1)
-        .unwrap_or(scheme_end);
-    let host_end = url[at..].find('/').map(|i| at + i).unwrap_or(url.len());
-    let host_port = &url[at..host_end];
-    let host_port = if host_port.contains(':') {
-        host_port.to_owned()
-    } else {
-        format!("{host_port}:5432")
+    let url = Url::parse(&postgres_admin_url()).expect("TEST_POSTGRES_URL is a URL");
+    let host = match url.host_str() {
+        Some("localhost") | None => "127.0.0.1",
+        Some(host) => host,
     };
-    let host_port = host_port.replace("localhost", "127.0.0.1");
-    host_port.parse().expect("PostgreSQL address")
+    format!("{host}:{}", url.port().unwrap_or(5432))
+        .parse()
+        .expect("PostgreSQL address")
 }
 
 async fn stored_references(db_url: &str) -> HashSet<String> {

@@ -11,7 +11,7 @@ use crate::helpers::{
     fresh_email, kid_of, purchase_enquiry,
 };
 
-fn redis() -> intake_shared::Secret<String> {
+fn redis() -> service_kit::Secret<String> {
     std::env::var("TEST_REDIS_URL")
         .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
         .parse()

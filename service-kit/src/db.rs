@@ -1,11 +1,14 @@
 //! Database connection set-up shared by both services: SQLite for the embedded default,
 //! PostgreSQL in production, with the same timeouts on both.
 
+use std::path::PathBuf;
+use std::str::FromStr;
 use std::time::Duration;
 
 use anyhow::Context;
-use sea_orm::sqlx::sqlite::{SqliteJournalMode, SqliteSynchronous};
+use sea_orm::sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sea_orm::{ConnectOptions, Database, DatabaseConnection};
+use url::Url;
 
 /// How long a query may wait for a pooled connection before the request fails fast.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -17,7 +20,7 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
     if let Some(dir) = sqlite_parent_dir(url) {
         std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create the database directory {dir}"))?;
+            .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.max_connections(max_connections)
@@ -45,30 +48,27 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         .with_context(|| format!("cannot connect to the database at {}", redact_url(url)))
 }
 
-/// The directory of a file-backed SQLite URL, if `url` is one.
-fn sqlite_parent_dir(url: &str) -> Option<String> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.trim_start_matches("//");
-    let path = rest.split('?').next().unwrap_or_default();
-    if path.is_empty() || path == ":memory:" {
+/// The directory of a file-backed SQLite URL, if `url` is one, as sqlx itself reads it.
+fn sqlite_parent_dir(url: &str) -> Option<PathBuf> {
+    if !url.starts_with("sqlite:") {
         return None;
     }
-    let parent = std::path::Path::new(path).parent()?;
-    let parent = parent.to_str()?;
-    (!parent.is_empty()).then(|| parent.to_owned())
+    let options = SqliteConnectOptions::from_str(url).ok()?;
+    let parent = options.get_filename().parent()?;
+    (!parent.as_os_str().is_empty()).then(|| parent.to_owned())
 }
 
 /// `url` with any password replaced, fit for logs and errors.
 pub fn redact_url(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            match userinfo.split_once(':') {
-                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
-                None => url.to_owned(),
+    match Url::parse(url) {
+        Ok(mut parsed) => {
+            if parsed.password().is_some() {
+                let _ = parsed.set_password(Some("***"));
             }
+            parsed.to_string()
         }
-        _ => url.to_owned(),
+        // Whatever it holds stays unsaid.
+        Err(_) => "(an unreadable database URL)".to_owned(),
     }
 }
 
@@ -137,12 +137,12 @@ mod tests {
     #[test]
     fn sqlite_parent_dir_is_found_for_relative_and_absolute_paths() {
         assert_eq!(
-            sqlite_parent_dir("sqlite://data/auth.db?mode=rwc").as_deref(),
-            Some("data")
+            sqlite_parent_dir("sqlite://data/auth.db?mode=rwc"),
+            Some(PathBuf::from("data"))
         );
         assert_eq!(
-            sqlite_parent_dir("sqlite:///tmp/x/a.db").as_deref(),
-            Some("/tmp/x")
+            sqlite_parent_dir("sqlite:///tmp/x/a.db"),
+            Some(PathBuf::from("/tmp/x"))
         );
         assert_eq!(sqlite_parent_dir("sqlite::memory:"), None);
         assert_eq!(sqlite_parent_dir("postgres://localhost/test"), None);

@@ -1,0 +1,218 @@
+//! The in-memory view of clients and keys that the token endpoint works from.
+//!
+//! The hot path never touches the database: a background task watches the revision row
+//! and reloads this snapshot when it changes. Time-based transitions (a key starting to
+//! sign, an old secret running out) are decided at request time from the dates, so they
+//! happen on time on every replica without a reload.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use sea_orm::{DatabaseConnection, EntityTrait};
+
+use crate::entity::{client, client_secret};
+use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
+use crate::{secrets, store};
+
+/// How often running servers look for changes made by the CLI or another replica.
+pub const REVISION_POLL: Duration = Duration::from_millis(100);
+
+/// How long a change takes, at most, to reach every running server (a few polls, to
+/// ride out a slow query). Operator commands return only after it, so what they print
+/// is already true everywhere, and a key rotated with no publish-ahead starts signing
+/// on every replica at the same instant.
+pub const PROPAGATION: Duration = Duration::from_millis(600);
+
+/// What the token endpoint needs to know about a client.
+#[derive(Debug, Clone)]
+pub struct ClientEntry {
+    /// Scopes it may be granted.
+    pub scopes: Vec<String>,
+    /// Whether an operator disabled it.
+    pub disabled: bool,
+    /// Hashes of its secrets, with the time each stops working.
+    pub secrets: Vec<([u8; 32], Option<DateTime<Utc>>)>,
+}
+
+impl ClientEntry {
+    /// Whether `secret` is one of this client's secrets still valid at `now`.
+    pub fn accepts(&self, secret: &str, now: DateTime<Utc>) -> bool {
+        let presented = secrets::hash_secret(secret);
+        // Compare against every secret, so the time taken says nothing about which matched.
+        self.secrets.iter().fold(false, |ok, (hash, expires)| {
+            let matches = secrets::hashes_match(hash, &presented);
+            ok | (matches && expires.is_none_or(|e| now < e))
+        })
+    }
+}
+
+/// One consistent view of clients and keys.
+#[derive(Debug, Default)]
+pub struct Snapshot {
+    /// The revision it was loaded at.
+    pub revision: i64,
+    /// Clients by id.
+    pub clients: HashMap<String, ClientEntry>,
+    /// Usable (not revoked) keys, oldest activation first.
+    pub keys: Vec<Arc<LoadedKey>>,
+}
+
+impl Snapshot {
+    /// The key that signs at `now`: the most recently activated one.
+    pub fn signing_key(&self, now: DateTime<Utc>) -> Option<&Arc<LoadedKey>> {
+        self.keys.iter().rev().find(|k| k.activates_at <= now)
+    }
+
+    /// The keys to publish at `now`: pending, active, and retired ones whose tokens may
+    /// still be valid.
+    pub fn published_keys(&self, now: DateTime<Utc>) -> Vec<&Arc<LoadedKey>> {
+        let activations: Vec<_> = self.keys.iter().map(|k| k.activates_at).collect();
+        self.keys
+            .iter()
+            .zip(keys::key_times(&activations, now))
+            .filter(|(_, t)| {
+                matches!(
+                    t.state(now),
+                    KeyState::Pending | KeyState::Active | KeyState::Retired
+                )
+            })
+            .map(|(k, _)| k)
+            .collect()
+    }
+}
+
+/// The shared, swappable snapshot.
+pub struct Registry {
+    current: RwLock<Arc<Snapshot>>,
+    db: DatabaseConnection,
+    kek: Option<KeyEncryptionKey>,
+}
+
+impl Registry {
+    /// Loads the first snapshot; fails when no key can be loaded.
+    pub async fn load(
+        db: DatabaseConnection,
+        kek: Option<KeyEncryptionKey>,
+    ) -> anyhow::Result<Self> {
+        let registry = Self {
+            current: RwLock::new(Arc::new(Snapshot::default())),
+            db,
+            kek,
+        };
+        registry.reload().await?;
+        if registry.snapshot().keys.is_empty() {
+            anyhow::bail!("no signing key could be loaded");
+        }
+        Ok(registry)
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.current
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The database this registry reads.
+    pub fn db(&self) -> &DatabaseConnection {
+        &self.db
+    }
+
+    /// Reads everything again and swaps the snapshot in.
+    pub async fn reload(&self) -> anyhow::Result<()> {
+        let revision = store::current_revision(&self.db).await?;
+        let previous = self.snapshot();
+        let rows = store::usable_keys(&self.db).await?;
+        let mut loaded = Vec::with_capacity(rows.len());
+        for row in rows {
+            // Parsed keys are reused: parsing is the expensive part.
+            if let Some(k) = previous.keys.iter().find(|k| k.kid == row.kid) {
+                loaded.push(k.clone());
+                continue;
+            }
+            let parsed = keys::open_private_key(self.kek.as_ref(), &row.kid, &row.private_key)
+                .and_then(|der| {
+                    LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der)
+                });
+            match parsed {
+                Ok(k) => loaded.push(Arc::new(k)),
+                Err(e) => tracing::error!(kid = %row.kid, error = %e, "signing key skipped"),
+            }
+        }
+        let mut clients: HashMap<String, ClientEntry> = client::Entity::find()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(|c| {
+                (
+                    c.client_id,
+                    ClientEntry {
+                        scopes: c.scopes.split(' ').map(str::to_owned).collect(),
+                        disabled: c.disabled_at.is_some(),
+                        secrets: Vec::new(),
+                    },
+                )
+            })
+            .collect();
+        for s in client_secret::Entity::find().all(&self.db).await? {
+            if let (Some(c), Some(hash)) = (
+                clients.get_mut(&s.client_id),
+                secrets::decode_hash(&s.secret_hash),
+            ) {
+                c.secrets.push((hash, s.expires_at));
+            }
+        }
+        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(Snapshot {
+            revision,
+            clients,
+            keys: loaded,
+        });
+        Ok(())
+    }
+
+    /// Reloads whenever the revision moves; runs until the task is aborted.
+    pub async fn watch(self: Arc<Self>) {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(REVISION_POLL).await;
+            let check = async {
+                let revision = store::current_revision(&self.db).await?;
+                if revision == self.snapshot().revision {
+                    return Ok(false);
+                }
+                self.reload().await.map(|_| true)
+            };
+            // The whole check is bounded: a database that stops answering must not stall it.
+            let outcome = tokio::time::timeout(Duration::from_secs(5), check)
+                .await
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("timed out")));
+            match outcome {
+                Ok(reloaded) => {
+                    if failing {
+                        tracing::info!("database reachable again: client and key cache current");
+                        failing = false;
+                    }
+                    if reloaded {
+                        metrics::counter!("auth_registry_reloads_total", "outcome" => "ok")
+                            .increment(1);
+                        tracing::info!(
+                            revision = self.snapshot().revision,
+                            "clients and keys reloaded"
+                        );
+                    }
+                }
+                Err(e) => {
+                    metrics::counter!("auth_registry_reloads_total", "outcome" => "error")
+                        .increment(1);
+                    if !failing {
+                        tracing::warn!(error = %e, "cannot check for client and key changes; serving from the last snapshot");
+                        failing = true;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! The plumbing the auth-server and the intake-api both run on: database connections and
+//! migrations, the HTTP server and its operational endpoints, rate limits, logs and metrics,
+//! and a wrapper that keeps secrets out of them.
+
+pub mod db;
+pub mod http;
+pub mod ratelimit;
+pub mod secret;
+pub mod telemetry;
+
+pub use secret::Secret;
