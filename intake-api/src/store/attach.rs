@@ -1,7 +1,7 @@
 //! Attaching a product: finding the customer's case, then recording the product and the
 //! redirect link's token on it.
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
@@ -35,6 +35,16 @@ pub struct NewLink<'a> {
     pub product_uuid: Uuid,
     /// The hash of the link's token.
     pub token_hash: &'a str,
+}
+
+/// One attachment's values, as both ways of writing it need them.
+struct NewAttachment<'a> {
+    case_id: Uuid,
+    link: NewLink<'a>,
+    client_id: &'a str,
+    now: DateTime<Utc>,
+    expires_at: DateTime<Utc>,
+    detail: serde_json::Value,
 }
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
@@ -103,53 +113,68 @@ impl CaseStore {
         let now = Utc::now();
         let ttl =
             chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
-        let expires_at = now
-            .checked_add_signed(ttl)
-            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC);
-        let detail = serde_json::json!({"product_uuid": link.product_uuid});
+        let new = NewAttachment {
+            case_id,
+            link,
+            client_id,
+            now,
+            expires_at: now
+                .checked_add_signed(ttl)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            detail: serde_json::json!({"product_uuid": link.product_uuid}),
+        };
         if self.is_postgres() {
             let statement = Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 ATTACH_POSTGRES,
                 [
                     new_row_id().into(),
-                    case_id.into(),
-                    link.token_hash.into(),
-                    link.product_uuid.into(),
-                    now.into(),
-                    expires_at.into(),
+                    new.case_id.into(),
+                    new.link.token_hash.into(),
+                    new.link.product_uuid.into(),
+                    new.now.into(),
+                    new.expires_at.into(),
                     new_row_id().into(),
-                    client_id.into(),
-                    detail.to_string().into(),
+                    new.client_id.into(),
+                    new.detail.to_string().into(),
                 ],
             );
             self.db.execute_raw(statement).await?;
             return Ok(());
         }
+        // Boxed, as in `submit`: the ORM's futures are large.
+        Box::pin(self.attach_in_transaction(new)).await
+    }
+
+    /// The same writes through the ORM, for SQLite, in one transaction.
+    async fn attach_in_transaction(&self, new: NewAttachment<'_>) -> Result<(), StoreError> {
         let txn = self.begin_write().await?;
         redirect_token::Entity::insert(redirect_token::ActiveModel {
             id: Set(new_row_id()),
-            case_id: Set(case_id),
-            token_hash: Set(link.token_hash.to_owned()),
-            product_uuid: Set(link.product_uuid),
-            created_at: Set(now),
-            expires_at: Set(expires_at),
+            case_id: Set(new.case_id),
+            token_hash: Set(new.link.token_hash.to_owned()),
+            product_uuid: Set(new.link.product_uuid),
+            created_at: Set(new.now),
+            expires_at: Set(new.expires_at),
             used_at: Set(None),
         })
         .exec_without_returning(&txn)
         .await?;
         case::Entity::update_many()
-            .col_expr(case::Column::ProductUuid, Expr::value(link.product_uuid))
-            .col_expr(case::Column::UpdatedAt, Expr::value(now))
-            .filter(case::Column::Id.eq(case_id))
+            .col_expr(
+                case::Column::ProductUuid,
+                Expr::value(new.link.product_uuid),
+            )
+            .col_expr(case::Column::UpdatedAt, Expr::value(new.now))
+            .filter(case::Column::Id.eq(new.case_id))
             .exec(&txn)
             .await?;
         case_event::Entity::insert(event(
-            case_id,
+            new.case_id,
             "product_attached",
-            Some(client_id),
-            Some(detail),
-            now,
+            Some(new.client_id),
+            Some(new.detail),
+            new.now,
         ))
         .exec_without_returning(&txn)
         .await?;

@@ -230,3 +230,123 @@ mod tests {
         assert!(!StoreError::Db(DbErr::Custom("x".into())).is_transient());
     }
 }
+
+#[cfg(test)]
+mod statement_tests {
+    use sea_orm::{EntityName, EntityTrait, Iterable};
+
+    use super::attach::ATTACH_POSTGRES;
+    use super::submit::SUBMIT_POSTGRES;
+    use super::*;
+    use crate::entity::{case, case_event, redirect_token, submission};
+
+    /// The column list of `INSERT INTO "table" (...)` in `sql`.
+    fn inserted_columns(sql: &str, table: &str) -> Vec<String> {
+        let start = format!(r#"INSERT INTO "{table}" ("#);
+        let from = sql
+            .find(&start)
+            .unwrap_or_else(|| panic!("no insert into {table}"))
+            + start.len();
+        let to = from + sql[from..].find(')').expect("a closing bracket");
+        sql[from..to]
+            .split(',')
+            .map(|c| c.trim().trim_matches('"').to_owned())
+            .collect()
+    }
+
+    fn columns<E: EntityTrait>() -> Vec<String> {
+        E::Column::iter()
+            .map(|c| sea_orm::IdenStatic::as_str(&c).to_owned())
+            .collect()
+    }
+
+    /// The hand-written statements name every column of each table they insert into, in the
+    /// entity's order, and so does the benchmark's copy of the submission.
+    #[test]
+    fn single_statement_writes_insert_every_column_the_entities_have() {
+        let bench = include_str!("../../../bench/intake.sql");
+        for (sql, table, expected) in [
+            (
+                SUBMIT_POSTGRES,
+                case::Entity.table_name(),
+                columns::<case::Entity>(),
+            ),
+            (
+                SUBMIT_POSTGRES,
+                submission::Entity.table_name(),
+                columns::<submission::Entity>(),
+            ),
+            (
+                SUBMIT_POSTGRES,
+                case_event::Entity.table_name(),
+                columns::<case_event::Entity>(),
+            ),
+            (bench, case::Entity.table_name(), columns::<case::Entity>()),
+            (
+                bench,
+                submission::Entity.table_name(),
+                columns::<submission::Entity>(),
+            ),
+            (
+                bench,
+                case_event::Entity.table_name(),
+                columns::<case_event::Entity>(),
+            ),
+            (
+                ATTACH_POSTGRES,
+                redirect_token::Entity.table_name(),
+                columns::<redirect_token::Entity>(),
+            ),
+            (
+                ATTACH_POSTGRES,
+                case_event::Entity.table_name(),
+                columns::<case_event::Entity>(),
+            ),
+        ] {
+            assert_eq!(inserted_columns(sql, table), expected, "{table}");
+        }
+    }
+
+    /// Each layer of a request's future holds the layer below and moves it at least once, so
+    /// what these futures weigh is copied several times per request.
+    #[tokio::test]
+    async fn the_futures_of_a_request_stay_small() {
+        const SMALL: usize = 4 * 1024;
+        let db = service_kit::db::connect("sqlite::memory:", 1)
+            .await
+            .unwrap();
+        let timing = Timing {
+            activation_delay: Duration::from_secs(1),
+            redirect_ttl: Duration::from_secs(1),
+        };
+        let store = CaseStore::new(db, 4, timing);
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
+        let enquiry = crate::domain::parse_enquiry(&body, &["brand_a", "brand_b"], today).unwrap();
+        let case = CaseRef {
+            id: Uuid::nil(),
+            reference: "000000000000".into(),
+            brand: "brand_a".into(),
+            email: enquiry.email.as_str().into(),
+        };
+        let link = NewLink {
+            product_uuid: Uuid::nil(),
+            token_hash: "",
+        };
+        let sizes = [
+            (
+                "submit",
+                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c")),
+            ),
+            (
+                "find_for_attach",
+                std::mem::size_of_val(&store.find_for_attach(&enquiry.email)),
+            ),
+            (
+                "attach",
+                std::mem::size_of_val(&store.attach(&case, link, "c")),
+            ),
+        ];
+        assert!(sizes.iter().all(|(_, size)| *size <= SMALL), "{sizes:?}");
+    }
+}

@@ -131,7 +131,9 @@ impl CaseStore {
         let (case_id, reference) = if self.is_postgres() {
             self.submit_in_one_statement(&new).await?
         } else {
-            self.submit_in_transaction(&new).await?
+            // Boxed: the ORM's futures take kilobytes, which every layer of the request's
+            // future above this one would otherwise hold and copy, on PostgreSQL too.
+            Box::pin(self.submit_in_transaction(&new)).await?
         };
         let outcome = if case_id == new.case_id {
             Outcome::Created
