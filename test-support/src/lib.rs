@@ -312,11 +312,26 @@ impl IntakeServer {
         auth: &AuthServer,
         configure: impl FnOnce(&mut intake_api::config::Config),
     ) -> anyhow::Result<Self> {
+        let jwks_url = format!("{}/.well-known/jwks.json", auth.base_url());
+        Self::start_with_jwks(database_url, &jwks_url, |config| {
+            config.issuer = auth.config.issuer().to_owned();
+            config.audience = auth.config.audience.clone();
+            configure(config);
+        })
+        .await
+    }
+
+    /// Starts an intake-api whose keys come from `jwks_url` (nothing needs to answer there
+    /// yet), with the default issuer and audience and `configure` applied.
+    pub async fn start_with_jwks(
+        database_url: &str,
+        jwks_url: &str,
+        configure: impl FnOnce(&mut intake_api::config::Config),
+    ) -> anyhow::Result<Self> {
+        init_test_logging();
         let mut config = intake_api::config::Config::with_database(database_url);
         config.bind = "127.0.0.1:0".into();
-        config.jwks_url = format!("{}/.well-known/jwks.json", auth.base_url());
-        config.issuer = auth.config.issuer().to_owned();
-        config.audience = auth.config.audience.clone();
+        config.jwks_url = jwks_url.to_owned();
         configure(&mut config);
         let app = intake_api::startup::Application::build(config.clone()).await?;
         let port = app.port();

@@ -484,30 +484,6 @@ pub fn unused_port() -> u16 {
     listener.local_addr().expect("address").port()
 }
 
-/// Starts an intake-api whose keys come from `jwks_url` (nothing needs to answer there yet),
-/// with the auth-server's default issuer and audience.
-pub async fn start_intake(
-    database_url: &str,
-    jwks_url: &str,
-    configure: impl FnOnce(&mut Config),
-) -> IntakeServer {
-    let mut config = Config::with_database(database_url);
-    config.bind = "127.0.0.1:0".into();
-    config.jwks_url = jwks_url.to_owned();
-    configure(&mut config);
-    let app = intake_api::startup::Application::build(config.clone())
-        .await
-        .expect("intake-api starts");
-    let port = app.port();
-    let server = Running::spawn(port, move |rx| async move {
-        app.run_until(async {
-            let _ = rx.await;
-        })
-        .await
-    });
-    IntakeServer { server, config }
-}
-
 /// What a [`KeyServer`] answers with.
 #[derive(Clone)]
 pub enum KeySource {

@@ -8,8 +8,8 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::helpers::{
-    AuthServer, Backend, ENQUIRY, INTAKE, TestApp, TestDb, b64, eventually, fresh_email, kid_of,
-    message, post_raw, purchase_enquiry, start_intake, unused_port,
+    AuthServer, Backend, ENQUIRY, INTAKE, IntakeServer, TestApp, TestDb, b64, eventually,
+    fresh_email, kid_of, message, post_raw, purchase_enquiry, unused_port,
 };
 use test_support::on_both_backends;
 
@@ -186,7 +186,9 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     let port = unused_port();
     let intake_db = TestDb::new(backend, "intake").await;
     let jwks_url = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
-    let intake = start_intake(&intake_db.url, &jwks_url, |_| {}).await;
+    let intake = IntakeServer::start_with_jwks(&intake_db.url, &jwks_url, |_| {})
+        .await
+        .expect("intake-api starts");
     let readyz = format!("{}/readyz", intake.base_url());
     let http = reqwest::Client::new();
     // Several retries of the initial fetch have failed by now.
