@@ -44,8 +44,8 @@ fn check(name: &str, served: &Value) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_committed_openapi_documents_match_the_served_ones() {
-    let auth_db = TestDb::new(Backend::Sqlite, "openapi-auth").await;
-    let intake_db = TestDb::new(Backend::Sqlite, "openapi-intake").await;
+    let auth_db = TestDb::auth(Backend::Sqlite).await;
+    let intake_db = TestDb::intake(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {})
         .await
         .expect("auth-server");

@@ -32,7 +32,7 @@ async fn client_secrets_never_appear_in_logs_even_at_trace_level() {
         .with_writer(move || writer.clone())
         .init();
 
-    let db = TestDb::new(Backend::Sqlite, "authlogs").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
     let (id, secret) = auth.create_client("enquiry:case:intake:create").await;
     let http = reqwest::Client::new();

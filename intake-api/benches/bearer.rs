@@ -24,7 +24,7 @@ struct Fixture {
 }
 
 async fn fixture() -> Fixture {
-    let db = TestDb::new(Backend::Sqlite, "bench-auth").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&db.url, |_| {})
         .await
         .expect("auth-server starts");

@@ -1,14 +1,15 @@
 //! Test helpers shared by the services' integration tests: a fresh database per test on
-//! SQLite or PostgreSQL, and the real auth-server started in-process on port 0.
+//! SQLite or PostgreSQL, and the real services started in-process on port 0.
 
+mod db;
 pub mod proxy;
 
 use std::future::Future;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sea_orm::{ConnectionTrait, Database};
 use tokio::sync::oneshot;
+
+pub use db::{Backend, Schema, TestDb, postgres_admin_url};
 
 /// Runs each named async test body (taking a [`Backend`]) once on SQLite and once on
 /// PostgreSQL, as `NAME::sqlite` and `NAME::postgres`.
@@ -44,107 +45,6 @@ macro_rules! on_sqlite {
             }
         )*
     };
-}
-
-/// Which database a test runs against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Backend {
-    /// A SQLite file in a fresh temporary directory.
-    Sqlite,
-    /// A fresh database on the PostgreSQL server at `TEST_POSTGRES_URL`.
-    Postgres,
-}
-
-/// Where the PostgreSQL tests create their databases. The tests fail (never skip) when
-/// this server does not answer.
-pub fn postgres_admin_url() -> String {
-    std::env::var("TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".to_owned())
-}
-
-/// A database that exists for one test and is removed when dropped.
-pub struct TestDb {
-    /// URL to connect to it.
-    pub url: String,
-    cleanup: Cleanup,
-}
-
-enum Cleanup {
-    Dir(PathBuf),
-    Postgres { admin_url: String, name: String },
-}
-
-impl TestDb {
-    /// Creates an empty database; `prefix` names it after the service under test.
-    pub async fn new(backend: Backend, prefix: &str) -> Self {
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        match backend {
-            Backend::Sqlite => {
-                let dir = std::env::temp_dir().join(format!("{prefix}-test-{id}"));
-                std::fs::create_dir_all(&dir).expect("temporary directory");
-                let url = format!("sqlite://{}/{prefix}.db?mode=rwc", dir.display());
-                Self {
-                    url,
-                    cleanup: Cleanup::Dir(dir),
-                }
-            }
-            Backend::Postgres => {
-                let admin_url = postgres_admin_url();
-                let name = format!("{prefix}_test_{id}").replace('-', "_");
-                let admin = Database::connect(admin_url.as_str()).await.unwrap_or_else(|e| {
-                    panic!("PostgreSQL at TEST_POSTGRES_URL ({admin_url}) is required by this test: {e}")
-                });
-                admin
-                    .execute_unprepared(&format!("CREATE DATABASE \"{name}\""))
-                    .await
-                    .expect("create test database");
-                let _ = admin.close().await;
-                let url = replace_database(&admin_url, &name);
-                Self {
-                    url,
-                    cleanup: Cleanup::Postgres { admin_url, name },
-                }
-            }
-        }
-    }
-}
-
-/// `url` pointing at database `name` instead.
-fn replace_database(url: &str, name: &str) -> String {
-    let mut url = url::Url::parse(url).expect("TEST_POSTGRES_URL is a URL");
-    url.set_path(&format!("/{name}"));
-    url.into()
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        match &self.cleanup {
-            Cleanup::Dir(dir) => {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            Cleanup::Postgres { admin_url, name } => {
-                let (admin_url, name) = (admin_url.clone(), name.clone());
-                // Drop runs inside the test's runtime: use a thread with its own.
-                let _ = std::thread::spawn(move || {
-                    let rt = tokio::runtime::Builder::new_current_thread()
-                        .enable_all()
-                        .build()
-                        .expect("runtime");
-                    rt.block_on(async {
-                        if let Ok(admin) = Database::connect(admin_url.as_str()).await {
-                            let _ = admin
-                                .execute_unprepared(&format!(
-                                    "DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)"
-                                ))
-                                .await;
-                            let _ = admin.close().await;
-                        }
-                    });
-                })
-                .join();
-            }
-        }
-    }
 }
 
 /// A running in-process server that stops when told or dropped.
@@ -392,22 +292,4 @@ fn base64_url_decode(s: &str) -> Vec<u8> {
     base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(s)
         .expect("base64url")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_database_name_is_swapped_in_a_postgres_url() {
-        assert_eq!(
-            replace_database("postgres://postgres@127.0.0.1:5432/postgres", "x"),
-            "postgres://postgres@127.0.0.1:5432/x"
-        );
-        assert_eq!(
-            replace_database("postgres://u:p@h/db?sslmode=disable", "y"),
-            "postgres://u:p@h/y?sslmode=disable"
-        );
-        assert_eq!(replace_database("postgres://h", "z"), "postgres://h/z");
-    }
 }

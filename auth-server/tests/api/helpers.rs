@@ -24,7 +24,7 @@ pub struct TestApp {
 
 impl TestApp {
     pub async fn spawn(backend: Backend) -> Self {
-        let db = TestDb::new(backend, "auth").await;
+        let db = TestDb::auth(backend).await;
         // Limits out of the way: the tests that poll would otherwise trip them under load;
         // the limits have tests of their own.
         let auth = AuthServer::start(&db.url, |c| {

@@ -132,7 +132,7 @@ async fn two_servers_on_one_database_agree_on_the_signing_key_after_rotation(bac
 }
 
 async fn private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set(backend: Backend) {
-    let db = test_support::TestDb::new(backend, "auth").await;
+    let db = test_support::TestDb::auth(backend).await;
     let kek = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // 32 bytes
     let auth = AuthServer::start(&db.url, |c| {
         c.key_encryption_key = Some(kek.parse().unwrap());

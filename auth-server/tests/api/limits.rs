@@ -26,7 +26,7 @@ async fn post(base: &str, id: &str, secret: &str) -> (u16, Option<String>, Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_over_the_limit_get_429_with_retry_after() {
-    let db = TestDb::new(Backend::Sqlite, "authlimit").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&db.url, |c| c.token_rate_limit = 3)
         .await
         .unwrap();
@@ -45,7 +45,7 @@ async fn requests_over_the_limit_get_429_with_retry_after() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn failed_authentications_lock_out_even_the_right_secret() {
-    let db = TestDb::new(Backend::Sqlite, "authbrute").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&db.url, |c| c.failed_auth_limit = 2)
         .await
         .unwrap();
@@ -89,7 +89,7 @@ async fn replicas_sharing_redis_enforce_one_limit(backend: Backend) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_redis_unreachable_the_limit_is_kept_in_process() {
-    let db = TestDb::new(Backend::Sqlite, "authnoredis").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&db.url, |c| {
         c.token_rate_limit = 2;
         c.redis_url = Some("redis://127.0.0.1:1".parse().unwrap());
@@ -122,7 +122,7 @@ async fn when_redis_fails_mid_run_limits_go_local_and_come_back_to_redis_when_it
         .unwrap();
     let through_proxy: service_kit::Secret<String> =
         format!("redis://127.0.0.1:{}", proxy.port).parse().unwrap();
-    let db = TestDb::new(Backend::Sqlite, "authredisfail").await;
+    let db = TestDb::auth(Backend::Sqlite).await;
     let limited = |c: &mut auth_server::config::Config| {
         c.token_rate_limit = 3;
         c.redis_url = Some(through_proxy.clone());

@@ -111,11 +111,11 @@ async fn write_load(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_acknowledged() {
-    let auth_db = TestDb::new(Backend::Sqlite, "faultauth").await;
+    let auth_db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
     let (id, secret) = auth.create_client(SCOPE).await;
     let token = auth.token(&id, &secret, SCOPE).await;
-    let intake_db = TestDb::new(Backend::Postgres, "faultintake").await;
+    let intake_db = TestDb::intake(Backend::Postgres).await;
     let proxy = TcpProxy::start(postgres_addr()).await.unwrap();
     // The load is one partner's: its rate limit must not be what answers.
     let intake = IntakeServer::start(&via_port(&intake_db.url, proxy.port), &auth, |c| {
@@ -183,11 +183,11 @@ async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_ackn
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknowledged() {
-    let auth_db = TestDb::new(Backend::Sqlite, "termauth").await;
+    let auth_db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
     let (id, secret) = auth.create_client(SCOPE).await;
     let token = auth.token(&id, &secret, SCOPE).await;
-    let intake_db = TestDb::new(Backend::Postgres, "termintake").await;
+    let intake_db = TestDb::intake(Backend::Postgres).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

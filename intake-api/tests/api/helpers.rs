@@ -100,7 +100,7 @@ impl TestApp {
     }
 
     async fn build(backend: Backend, relay: bool, configure: impl FnOnce(&mut Config)) -> Self {
-        let auth_db = TestDb::new(backend, "auth").await;
+        let auth_db = TestDb::auth(backend).await;
         let auth = AuthServer::start(&auth_db.url, |_| {})
             .await
             .expect("auth-server starts");
@@ -111,7 +111,7 @@ impl TestApp {
             None
         };
         let relay_url = relay.as_ref().map(|r| r.url.clone());
-        let intake_db = TestDb::new(backend, "intake").await;
+        let intake_db = TestDb::intake(backend).await;
         let intake = IntakeServer::start(&intake_db.url, &auth, |c| {
             if let Some(url) = relay_url {
                 c.jwks_url = url;

@@ -184,7 +184,7 @@ async fn tokens_already_issued_are_accepted_while_the_auth_server_is_down(backen
 
 async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(backend: Backend) {
     let port = unused_port();
-    let intake_db = TestDb::new(backend, "intake").await;
+    let intake_db = TestDb::intake(backend).await;
     let jwks_url = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
     let intake = IntakeServer::start_with_jwks(&intake_db.url, &jwks_url, |_| {})
         .await
@@ -201,7 +201,7 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
         json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing"}})
     );
 
-    let auth_db = TestDb::new(backend, "auth").await;
+    let auth_db = TestDb::auth(backend).await;
     let auth = AuthServer::start(&auth_db.url, |c| c.bind = format!("127.0.0.1:{port}"))
         .await
         .expect("auth-server starts on the reserved port");

@@ -7,9 +7,9 @@ const SCOPE: &str = "enquiry:case:intake:create";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partner_over_its_limit_gets_429_with_retry_after_and_others_are_unaffected() {
-    let auth_db = TestDb::new(Backend::Sqlite, "limitauth").await;
+    let auth_db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
-    let intake_db = TestDb::new(Backend::Sqlite, "limitintake").await;
+    let intake_db = TestDb::intake(Backend::Sqlite).await;
     let intake = IntakeServer::start(&intake_db.url, &auth, |c| c.rate_limit = 2)
         .await
         .unwrap();

@@ -20,8 +20,8 @@ fn redis() -> service_kit::Secret<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn two_replicas_of_each_service_share_limits_keys_and_activation() {
-    let auth_db = TestDb::new(Backend::Postgres, "replauth").await;
-    let intake_db = TestDb::new(Backend::Postgres, "replintake").await;
+    let auth_db = TestDb::auth(Backend::Postgres).await;
+    let intake_db = TestDb::intake(Backend::Postgres).await;
     let auth_a = AuthServer::start(&auth_db.url, |c| c.redis_url = Some(redis()))
         .await
         .unwrap();
