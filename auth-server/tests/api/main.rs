@@ -1,8 +1,11 @@
-//! End-to-end tests of the auth-server over HTTP, on SQLite and on PostgreSQL.
+//! End-to-end tests of the auth-server over HTTP, on SQLite and on PostgreSQL, its operator
+//! command line, and its logs.
 
 mod helpers;
 
+mod cli;
 mod clients;
 mod keys;
 mod limits;
+mod logs;
 mod token;
