@@ -9,7 +9,7 @@ pub mod redirect;
 
 pub use choices::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
-    RemortgageReason, Stage,
+    RemortgageReason, Stage, wire_names,
 };
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MobileNumber};
 pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};

@@ -311,7 +311,8 @@ mod tests {
         }
     }
 
-    /// The documented names must be exactly the names the parser accepts and serializes.
+    /// The documented names must be exactly the names the parser accepts and serializes (what
+    /// they are is pinned to the spec in `domain::choices`).
     fn assert_wire_names_agree<T>()
     where
         T: Type + ParseFromJSON + Serialize + DeserializeOwned + PartialEq + Debug,
@@ -338,19 +339,6 @@ mod tests {
         assert_wire_names_agree::<PurchaseType>();
         assert_wire_names_agree::<MortgageScheme>();
         assert_wire_names_agree::<RemortgageReason>();
-        assert_eq!(
-            schema::<EmploymentStatus>().enum_items,
-            [
-                "employed",
-                "self_employed",
-                "company_director",
-                "contractor",
-                "cis_worker",
-                "retired",
-                "unemployed"
-            ]
-            .map(Value::from)
-        );
     }
 
     #[test]

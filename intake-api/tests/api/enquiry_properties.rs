@@ -1,11 +1,14 @@
 //! Properties of `parse_enquiry` over generated bodies (spec 2.2): every enquiry the spec allows
 //! is accepted, and a valid enquiry broken by exactly one rule is refused on that field alone.
 //!
-//! The allowed values are written out here from the spec rather than taken from the domain enums,
-//! so a renamed variant shows up as a failure instead of silently changing what is generated.
+//! The allowed values come from the domain's lists, whose names a unit test in
+//! `domain::choices` pins to the spec, so a renamed variant fails there.
 
 use chrono::{Duration, NaiveDate};
-use intake_api::domain::{Mortgage, parse_enquiry};
+use intake_api::domain::{
+    ApplicationType, CreditIssue, EmploymentStatus, Mortgage, MortgagePurpose, MortgageScheme,
+    PurchaseType, RemortgageReason, Stage, parse_enquiry, wire_names,
+};
 use proptest::prelude::*;
 use proptest::sample::select;
 use proptest::strategy::Union;
@@ -13,43 +16,10 @@ use serde_json::{Map, Value, json};
 use uuid::Uuid;
 
 const BRANDS: &[&str] = &["brand_a", "brand_b"];
-const STAGES: &[&str] = &[
-    "viewing_properties",
-    "researching",
-    "ready_to_make_an_offer",
-    "offer_accepted",
-];
-const APPLICATION_TYPES: &[&str] = &["single", "multi_applicant"];
-const EMPLOYMENT_STATUSES: &[&str] = &[
-    "employed",
-    "self_employed",
-    "company_director",
-    "contractor",
-    "cis_worker",
-    "retired",
-    "unemployed",
-];
-const PURPOSES: &[&str] = &["purchase", "remortgage"];
-const CREDIT_ISSUES: &[&str] = &[
-    "low_credit_score",
-    "ccj",
-    "default",
-    "iva",
-    "late_payments_non_mortgage",
-    "late_payments_mortgage",
-    "debt_management_plan",
-    "repossession",
-    "bankruptcy",
-];
-const PURCHASE_TYPES: &[&str] = &["home_mover", "first_time_buyer", "additional_property"];
-const SCHEMES: &[&str] = &["shared_ownership", "right_to_buy", "not_sure", "no"];
-const REASONS: &[&str] = &[
-    "get_better_rate",
-    "current_deal_ending",
-    "borrow_more_money",
-    "release_money",
-    "other",
-];
+
+fn brands() -> Vec<String> {
+    BRANDS.iter().map(|b| (*b).to_owned()).collect()
+}
 
 /// Fields whose presence depends on another field's value.
 const CONDITIONAL: &[&str] = &[
@@ -103,7 +73,7 @@ fn iso(date: NaiveDate) -> String {
     date.format("%Y-%m-%d").to_string()
 }
 
-fn choice(values: &'static [&'static str]) -> impl Strategy<Value = Value> {
+fn choice(values: Vec<String>) -> impl Strategy<Value = Value> {
     select(values).prop_map(Value::from)
 }
 
@@ -212,54 +182,62 @@ fn address() -> impl Strategy<Value = Value> {
 
 /// The purpose and exactly the fields it (and its sub-choice) makes required.
 fn mortgage() -> impl Strategy<Value = Map<String, Value>> {
-    let purchase = (select(PURCHASE_TYPES), select(SCHEMES), amount(), amount()).prop_map(
-        |(purchase_type, scheme, value, deposit)| {
+    let purchase = (
+        select(wire_names::<PurchaseType>()),
+        select(wire_names::<MortgageScheme>()),
+        amount(),
+        amount(),
+    )
+        .prop_map(|(purchase_type, scheme, value, deposit)| {
             let mut m = Map::new();
             m.insert("mortgage_purpose".into(), "purchase".into());
-            m.insert("purchase_type".into(), purchase_type.into());
+            m.insert("purchase_type".into(), purchase_type.clone().into());
             if purchase_type == "first_time_buyer" {
                 m.insert("mortgage_scheme".into(), scheme.into());
             }
             m.insert("new_property_value".into(), value);
             m.insert("deposit_amount".into(), deposit);
             m
-        },
-    );
-    let remortgage = (select(REASONS), amount(), amount(), amount()).prop_map(
-        |(reason, current, outstanding, extra)| {
+        });
+    let remortgage = (
+        select(wire_names::<RemortgageReason>()),
+        amount(),
+        amount(),
+        amount(),
+    )
+        .prop_map(|(reason, current, outstanding, extra)| {
             let mut m = Map::new();
             m.insert("mortgage_purpose".into(), "remortgage".into());
-            m.insert("remortgage_reason".into(), reason.into());
+            m.insert("remortgage_reason".into(), reason.clone().into());
             m.insert("current_property_value".into(), current);
             m.insert("outstanding_mortgage_amount".into(), outstanding);
-            match reason {
+            match reason.as_str() {
                 "borrow_more_money" => m.insert("additional_borrowing_amount".into(), extra),
                 "release_money" => m.insert("release_borrowing_amount".into(), extra),
                 _ => None,
             };
             m
-        },
-    );
+        });
     prop_oneof![purchase, remortgage]
 }
 
 /// Any enquiry spec 2.2 allows, with garbage in the conditional fields whose condition is false.
 fn valid_enquiry() -> impl Strategy<Value = Value> {
     let applicant = (
-        choice(BRANDS),
+        choice(brands()),
         name(),
         name(),
         email(),
         mobile(),
         past_date(),
-        choice(STAGES),
-        choice(APPLICATION_TYPES),
-        choice(EMPLOYMENT_STATUSES),
+        choice(wire_names::<Stage>()),
+        choice(wire_names::<ApplicationType>()),
+        choice(wire_names::<EmploymentStatus>()),
         amount(),
     );
     let credit = prop_oneof![
         Just(None),
-        prop::collection::vec(select(CREDIT_ISSUES), 1..=20).prop_map(Some),
+        prop::collection::vec(select(wire_names::<CreditIssue>()), 1..=20).prop_map(Some),
     ];
     let extras = (
         optional(any::<u128>().prop_flat_map(|n| {
@@ -415,14 +393,14 @@ fn wrong_type(kind: Kind) -> impl Strategy<Value = Value> {
 }
 
 /// A non-blank string the field does not allow (compared after trimming, as the parser does).
-fn outside(allowed: &'static [&'static str]) -> impl Strategy<Value = Value> {
+fn outside(allowed: Vec<String>) -> impl Strategy<Value = Value> {
     prop_oneof![
         "[a-z_]{1,24}",
-        select(allowed).prop_map(str::to_uppercase),
-        select(allowed).prop_map(|v| format!("{v}_x")),
+        select(allowed.clone()).prop_map(|v| v.to_uppercase()),
+        select(allowed.clone()).prop_map(|v| format!("{v}_x")),
     ]
     .prop_filter("must not be an allowed value", move |v| {
-        !allowed.contains(&v.trim())
+        !allowed.iter().any(|a| a == v.trim())
     })
     .prop_map(Value::from)
 }
@@ -507,11 +485,11 @@ fn breakages(body: &Value) -> Vec<BoxedStrategy<Broken>> {
         rules.push(breaking(body, key, wrong_type(kind).prop_map(Some)));
     }
     for (key, allowed) in [
-        ("brand", BRANDS),
-        ("stage", STAGES),
-        ("application_type", APPLICATION_TYPES),
-        ("employment_status", EMPLOYMENT_STATUSES),
-        ("mortgage_purpose", PURPOSES),
+        ("brand", brands()),
+        ("stage", wire_names::<Stage>()),
+        ("application_type", wire_names::<ApplicationType>()),
+        ("employment_status", wire_names::<EmploymentStatus>()),
+        ("mortgage_purpose", wire_names::<MortgagePurpose>()),
     ] {
         rules.push(breaking(body, key, outside(allowed).prop_map(Some)));
     }
@@ -561,11 +539,21 @@ fn breakages(body: &Value) -> Vec<BoxedStrategy<Broken>> {
                 rules.push(breaking(body, key, bad.prop_map(Some)));
                 rules.push(bad_credit_issue(body));
             }
-            "purchase_type" => {
-                rules.push(breaking(body, key, outside(PURCHASE_TYPES).prop_map(Some)))
-            }
-            "mortgage_scheme" => rules.push(breaking(body, key, outside(SCHEMES).prop_map(Some))),
-            "remortgage_reason" => rules.push(breaking(body, key, outside(REASONS).prop_map(Some))),
+            "purchase_type" => rules.push(breaking(
+                body,
+                key,
+                outside(wire_names::<PurchaseType>()).prop_map(Some),
+            )),
+            "mortgage_scheme" => rules.push(breaking(
+                body,
+                key,
+                outside(wire_names::<MortgageScheme>()).prop_map(Some),
+            )),
+            "remortgage_reason" => rules.push(breaking(
+                body,
+                key,
+                outside(wire_names::<RemortgageReason>()).prop_map(Some),
+            )),
             amount => {
                 rules.push(breaking(body, amount, negative().prop_map(Some)));
                 rules.push(breaking(
@@ -588,7 +576,11 @@ fn breakages(body: &Value) -> Vec<BoxedStrategy<Broken>> {
 fn bad_credit_issue(body: &Value) -> BoxedStrategy<Broken> {
     let body = body.clone();
     let len = body["credit_issues"].as_array().map_or(0, Vec::len);
-    let element = prop_oneof![outside(CREDIT_ISSUES), Just(json!(7)), Just(json!(null))];
+    let element = prop_oneof![
+        outside(wire_names::<CreditIssue>()),
+        Just(json!(7)),
+        Just(json!(null))
+    ];
     (0..len, element)
         .prop_map(move |(i, element)| {
             let mut broken = body.clone();
