@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 const DEMO_FILE: &str = "data/demo-client.json";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
+const DEMO_EMAIL: &str = "jane.doe@example.com";
 
 /// Reuses the demo client of an earlier start when it still exists; otherwise makes one.
 async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Value> {
@@ -64,26 +65,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The enquiry the banner's curl command submits: the tests' own purchase fixture.
 fn example_enquiry() -> Value {
-    json!({
-        "brand": "brand_a",
-        "first_name": "Alex",
-        "last_name": "Morgan",
-        "email": "alex.morgan@example.com",
-        "mobile_number": "07700 900123",
-        "date_of_birth": "1988-04-12",
-        "terms_agreement": true,
-        "stage": "researching",
-        "application_type": "single",
-        "employment_status": "employed",
-        "total_annual_income": 52000,
-        "mortgage_purpose": "purchase",
-        "has_credit_issues": false,
-        "purchase_type": "first_time_buyer",
-        "mortgage_scheme": "no",
-        "new_property_value": 280000,
-        "deposit_amount": 28000
-    })
+    intake_api::examples::purchase_enquiry("brand_a", DEMO_EMAIL)
 }
 
 fn banner(demo: &Value, auth_url: &str, intake_url: &str) -> String {
@@ -93,7 +77,7 @@ fn banner(demo: &Value, auth_url: &str, intake_url: &str) -> String {
         "client_secret": demo["client_secret"],
         "scope": DEMO_SCOPE,
     });
-    let attach = json!({"email": "alex.morgan@example.com", "product_uuid": "3f0c5b8e-2d7a-4c1e-9b6f-8a2e4d1c7b90"});
+    let attach = json!({"email": DEMO_EMAIL, "product_uuid": intake_api::examples::PRODUCT_UUID});
     format!(
         r#"
 Partner Intake is running.

@@ -6,24 +6,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Database, Statement};
-use serde_json::{Value, json};
+use serde_json::Value;
+use test_support::postgres_admin_url;
 use test_support::proxy::TcpProxy;
-use test_support::{AuthServer, Backend, IntakeServer, TestDb, eventually, postgres_admin_url};
 use tokio::sync::Mutex;
 use url::Url;
 
-const SCOPE: &str = "enquiry:case:intake:create";
-
-fn enquiry(email: &str) -> Value {
-    json!({
-        "brand": "brand_a", "first_name": "Ada", "last_name": "Lovelace", "email": email,
-        "mobile_number": "07700900123", "date_of_birth": "1985-06-01", "terms_agreement": true,
-        "stage": "researching", "application_type": "single", "employment_status": "employed",
-        "total_annual_income": 60000, "mortgage_purpose": "remortgage", "has_credit_issues": false,
-        "remortgage_reason": "get_better_rate", "current_property_value": 350000,
-        "outstanding_mortgage_amount": 120000
-    })
-}
+use crate::helpers::{
+    AuthServer, Backend, INTAKE, IntakeServer, TestDb, eventually, remortgage_enquiry,
+};
 
 /// `url` with its host and port replaced by `127.0.0.1:port`.
 fn via_port(url: &str, port: u16) -> String {
@@ -84,7 +75,10 @@ async fn write_load(
                 let resp = http
                     .post(format!("{base}/partners/external/intake"))
                     .bearer_auth(&token)
-                    .json(&enquiry(&format!("load-{w}-{i}@example.com")))
+                    .json(&remortgage_enquiry(
+                        "brand_a",
+                        &format!("load-{w}-{i}@example.com"),
+                    ))
                     .send()
                     .await;
                 let outcome = match resp {
@@ -113,8 +107,8 @@ async fn write_load(
 async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_acknowledged() {
     let auth_db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
-    let (id, secret) = auth.create_client(SCOPE).await;
-    let token = auth.token(&id, &secret, SCOPE).await;
+    let (id, secret) = auth.create_client(INTAKE).await;
+    let token = auth.token(&id, &secret, INTAKE).await;
     let intake_db = TestDb::intake(Backend::Postgres).await;
     let proxy = TcpProxy::start(postgres_addr()).await.unwrap();
     // The load is one partner's: its rate limit must not be what answers.
@@ -185,8 +179,8 @@ async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_ackn
 async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknowledged() {
     let auth_db = TestDb::auth(Backend::Sqlite).await;
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
-    let (id, secret) = auth.create_client(SCOPE).await;
-    let token = auth.token(&id, &secret, SCOPE).await;
+    let (id, secret) = auth.create_client(INTAKE).await;
+    let token = auth.token(&id, &secret, INTAKE).await;
     let intake_db = TestDb::intake(Backend::Postgres).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

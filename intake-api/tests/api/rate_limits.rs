@@ -1,9 +1,8 @@
 //! Per-partner rate limits on the intake endpoints.
 
 use serde_json::json;
-use test_support::{AuthServer, Backend, IntakeServer, TestDb};
 
-const SCOPE: &str = "enquiry:case:intake:create";
+use crate::helpers::{AuthServer, Backend, INTAKE, IntakeServer, PRODUCT, TestDb};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partner_over_its_limit_gets_429_with_retry_after_and_others_are_unaffected() {
@@ -14,10 +13,10 @@ async fn a_partner_over_its_limit_gets_429_with_retry_after_and_others_are_unaff
         .await
         .unwrap();
     assert!(intake.wait_ready().await);
-    let (a_id, a_secret) = auth.create_client(SCOPE).await;
-    let (b_id, b_secret) = auth.create_client(SCOPE).await;
-    let a = auth.token(&a_id, &a_secret, SCOPE).await;
-    let b = auth.token(&b_id, &b_secret, SCOPE).await;
+    let (a_id, a_secret) = auth.create_client(INTAKE).await;
+    let (b_id, b_secret) = auth.create_client(INTAKE).await;
+    let a = auth.token(&a_id, &a_secret, INTAKE).await;
+    let b = auth.token(&b_id, &b_secret, INTAKE).await;
     let http = reqwest::Client::new();
     let attach = |token: String| {
         let http = http.clone();
@@ -25,7 +24,7 @@ async fn a_partner_over_its_limit_gets_429_with_retry_after_and_others_are_unaff
         async move {
             http.post(url)
                 .bearer_auth(token)
-                .json(&json!({"email": "nobody@example.com", "product_uuid": "6f1c2a52-6b8e-4d6a-9d39-0f6a4c1b2e11"}))
+                .json(&json!({"email": "nobody@example.com", "product_uuid": PRODUCT}))
                 .send()
                 .await
                 .unwrap()
