@@ -67,7 +67,8 @@ async fn a_case_becomes_active_after_the_delay_with_one_activated_event(backend:
 
     let case = wait_active(&app.intake.config, &reference).await;
     assert!(time(&case, "activated_at") >= activates_at, "{case}");
-    // Several more worker passes change nothing.
+    // Nothing more may happen to it: five more worker passes (every 100 ms) must leave it
+    // as it is.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let case = app.case_show(&reference).await;
     assert_eq!(case["status"], "active");
@@ -93,6 +94,8 @@ async fn two_instances_on_one_database_activate_each_case_exactly_once(backend: 
     for reference in &references {
         wait_active(&app.intake.config, reference).await;
     }
+    // A second activation must not follow: both workers get many more passes (every 20 ms)
+    // to make one.
     tokio::time::sleep(Duration::from_millis(300)).await;
     for reference in &references {
         let case = app.case_show(reference).await;
@@ -120,6 +123,8 @@ async fn a_case_that_fell_due_while_no_instance_ran_is_activated_at_the_next_sta
         .await;
     let config = app.intake.config.clone();
     app.intake.server.stop().await;
+    // The case falls due (after 1 s) while no instance runs, and stays pending for several
+    // poll periods (100 ms) in which a worker left running would have activated it.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let case = case_show(&config, &reference).await;
     assert_eq!(case["status"], "pending_activation", "activated while down");

@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use sea_orm::{ConnectionTrait, Database, Statement};
@@ -51,12 +52,29 @@ async fn stored_references(db_url: &str) -> HashSet<String> {
 
 type Outcomes = Arc<Mutex<Vec<(u16, Option<String>, Duration)>>>;
 
-/// Sends unique enquiries from `workers` tasks until `until`, recording every outcome.
+/// Waits (at most 20 s) until the outcomes recorded from index `from` on hold at least `n`
+/// with `status` (0 for a failed connection).
+async fn seen(outcomes: &Outcomes, from: usize, status: u16, n: usize) -> bool {
+    eventually(Duration::from_secs(20), || async {
+        let outcomes = outcomes.lock().await;
+        let count = outcomes[from..].iter().filter(|o| o.0 == status).count();
+        (count >= n).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// How many outcomes are recorded so far.
+async fn recorded(outcomes: &Outcomes) -> usize {
+    outcomes.lock().await.len()
+}
+
+/// Sends unique enquiries from `workers` tasks until `stop` is set, recording every outcome.
 async fn write_load(
     base: String,
     token: String,
     workers: usize,
-    until: Instant,
+    stop: Arc<AtomicBool>,
     outcomes: Outcomes,
 ) {
     let http = reqwest::Client::builder()
@@ -65,11 +83,16 @@ async fn write_load(
         .unwrap();
     let mut tasks = Vec::new();
     for w in 0..workers {
-        let (http, base, token, outcomes) =
-            (http.clone(), base.clone(), token.clone(), outcomes.clone());
+        let (http, base, token, stop, outcomes) = (
+            http.clone(),
+            base.clone(),
+            token.clone(),
+            stop.clone(),
+            outcomes.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             let mut i = 0;
-            while Instant::now() < until {
+            while !stop.load(Ordering::SeqCst) {
                 i += 1;
                 let started = Instant::now();
                 let resp = http
@@ -120,27 +143,40 @@ async fn cutting_the_database_path_under_load_answers_503_and_loses_nothing_ackn
     assert!(intake.wait_ready().await);
 
     let outcomes: Outcomes = Arc::default();
-    let until = Instant::now() + Duration::from_secs(6);
+    let stop = Arc::new(AtomicBool::new(false));
     let load = tokio::spawn(write_load(
         intake.base_url(),
         token,
         6,
-        until,
+        stop.clone(),
         outcomes.clone(),
     ));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // The cut lands on a load under way.
+    assert!(
+        seen(&outcomes, 0, 201, 20).await,
+        "the load never got going"
+    );
     proxy.cut();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let ready_during_cut = reqwest::get(format!("{}/readyz", intake.base_url()))
-        .await
-        .unwrap()
-        .status();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let readyz = format!("{}/readyz", intake.base_url());
+    let ready_during_cut = eventually(Duration::from_secs(10), || async {
+        let status = reqwest::get(&readyz).await.ok()?.status();
+        (status == 503).then_some(status.as_u16())
+    })
+    .await;
+    // The database stays away until the load has met the outage again and again.
+    let cut_at = recorded(&outcomes).await;
+    let noticed = seen(&outcomes, cut_at, 503, 12).await;
     proxy.restore();
+    let restored_at = recorded(&outcomes).await;
+    let recovered = seen(&outcomes, restored_at, 201, 12).await;
+    stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
 
+    assert!(noticed, "the cut was not noticed");
+    assert!(recovered, "no recovery after the database returned");
     assert_eq!(
-        ready_during_cut, 503,
+        ready_during_cut,
+        Some(503),
         "/readyz must say not ready while the database is away"
     );
     let outcomes = outcomes.lock().await.clone();
@@ -209,9 +245,13 @@ async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknow
     assert!(ready.is_some(), "intake-api did not become ready");
 
     let outcomes: Outcomes = Arc::default();
-    let until = Instant::now() + Duration::from_secs(3);
-    let load = tokio::spawn(write_load(base, token, 6, until, outcomes.clone()));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = tokio::spawn(write_load(base, token, 6, stop.clone(), outcomes.clone()));
+    // The signal lands on a load under way.
+    assert!(
+        seen(&outcomes, 0, 201, 20).await,
+        "the load never got going"
+    );
     let pid = child.id().unwrap().to_string();
     let killed = tokio::process::Command::new("kill")
         .args(["-TERM", &pid])
@@ -223,8 +263,13 @@ async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknow
         .await
         .unwrap()
         .unwrap();
+    // The load goes on until requests are being refused at the connection.
+    let exited_at = recorded(&outcomes).await;
+    let refused = seen(&outcomes, exited_at, 0, 6).await;
+    stop.store(true, Ordering::SeqCst);
     load.await.unwrap();
 
+    assert!(refused, "requests after the exit were not refused");
     assert!(status.success(), "intake-api exited with {status}");
     let outcomes = outcomes.lock().await.clone();
     let acknowledged: HashSet<String> = outcomes

@@ -289,16 +289,14 @@ impl CaseRowLock {
             .expect("count")
     }
 
-    /// The waiters once there is at least one (or after two seconds without).
+    /// The waiters once there is at least one (or 0 after two seconds without).
     pub async fn first_waiters(&self) -> i64 {
-        for _ in 0..100 {
+        eventually(std::time::Duration::from_secs(2), || async {
             let n = self.waiters().await;
-            if n > 0 {
-                return n;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        0
+            (n > 0).then_some(n)
+        })
+        .await
+        .unwrap_or(0)
     }
 
     /// Lets the queue through.

@@ -8,8 +8,8 @@ use serde_json::json;
 use tokio::task::JoinSet;
 
 use crate::helpers::{
-    AuthServer, Backend, ENQUIRY, INTAKE, IntakeServer, TestApp, TestDb, b64, eventually,
-    fresh_email, kid_of, message, post_raw, purchase_enquiry, unused_port,
+    AuthServer, Backend, ENQUIRY, INTAKE, IntakeServer, KeyServer, KeySource, TestApp, TestDb, b64,
+    eventually, fresh_email, kid_of, message, post_raw, purchase_enquiry, unused_port,
 };
 use test_support::on_both_backends;
 
@@ -185,14 +185,20 @@ async fn tokens_already_issued_are_accepted_while_the_auth_server_is_down(backen
 async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(backend: Backend) {
     let port = unused_port();
     let intake_db = TestDb::intake(backend).await;
-    let jwks_url = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
-    let intake = IntakeServer::start_with_jwks(&intake_db.url, &jwks_url, |_| {})
+    // The keys are fetched through a counting relay, to see the fetches fail while nothing
+    // answers behind it.
+    let upstream = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
+    let relay = KeyServer::start(KeySource::Upstream(upstream)).await;
+    let intake = IntakeServer::start_with_jwks(&intake_db.url, &relay.url, |_| {})
         .await
         .expect("intake-api starts");
     let readyz = format!("{}/readyz", intake.base_url());
     let http = reqwest::Client::new();
-    // Several retries of the initial fetch have failed by now.
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let retried = eventually(Duration::from_secs(10), || async {
+        (relay.hits() >= 3).then_some(())
+    })
+    .await;
+    assert!(retried.is_some(), "the first fetch was not retried");
     let resp = http.get(&readyz).send().await.expect("readyz");
     assert_eq!(resp.status(), 503);
     let body: serde_json::Value = resp.json().await.expect("JSON body");

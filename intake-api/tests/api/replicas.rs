@@ -99,6 +99,8 @@ async fn two_replicas_of_each_service_share_limits_keys_and_activation() {
         })
         .await
         .expect("case activated");
+        // A second activation must not follow: both workers get a few more passes (every
+        // 50 ms) to make one.
         tokio::time::sleep(Duration::from_millis(200)).await;
         let kinds = event_kinds(&case_show(&intake_a.config, reference).await);
         assert_eq!(
