@@ -23,6 +23,7 @@ pub struct TestApp {
 }
 
 impl TestApp {
+    /// Starts the server on a fresh database and registers the client.
     pub async fn spawn(backend: Backend) -> Self {
         let db = TestDb::auth(backend).await;
         // Limits out of the way: the tests that poll would otherwise trip them under load;
@@ -43,6 +44,7 @@ impl TestApp {
         }
     }
 
+    /// The server's URL of `path`.
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.auth.base_url())
     }
@@ -81,6 +83,7 @@ impl TestApp {
         (status, resp.json().await.expect("JSON body"))
     }
 
+    /// The JWKS the server publishes now.
     pub async fn jwks(&self) -> Value {
         self.http
             .get(self.url("/.well-known/jwks.json"))
@@ -92,6 +95,7 @@ impl TestApp {
             .expect("jwks json")
     }
 
+    /// The kids of the keys the server publishes now.
     pub async fn published_kids(&self) -> Vec<String> {
         self.jwks().await["keys"]
             .as_array()
