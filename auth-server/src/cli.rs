@@ -5,6 +5,7 @@ use sea_orm::DatabaseConnection;
 use serde_json::json;
 
 use crate::config::{ClientCommand, Config, KeyCommand};
+use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::{migration, store};
 
@@ -23,8 +24,6 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
     let mutates = !matches!(command, ClientCommand::List);
     let out: anyhow::Result<serde_json::Value> = match command {
         ClientCommand::Create { name, scopes } => {
-            let kek = config.kek()?;
-            store::ensure_signing_key(&db, kek.as_ref()).await?;
             let created = store::create_client(&db, &name, &scopes).await?;
             Ok(json!({
                 "client_id": created.client_id,
@@ -46,8 +45,17 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
             }))
         }
         ClientCommand::Disable { client_id } => {
-            let c = store::disable_client(&db, &client_id).await?;
-            Ok(json!({"client_id": c.client_id, "disabled": true, "disabled_at": c.disabled_at}))
+            let (c, changed) = store::set_client_disabled(&db, &client_id, true).await?;
+            Ok(json!({
+                "client_id": c.client_id,
+                "disabled": true,
+                "disabled_at": c.disabled_at,
+                "changed": changed,
+            }))
+        }
+        ClientCommand::Enable { client_id } => {
+            let (c, changed) = store::set_client_disabled(&db, &client_id, false).await?;
+            Ok(json!({"client_id": c.client_id, "disabled": false, "changed": changed}))
         }
     };
     let out = out?;
@@ -64,20 +72,34 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
     match command {
         KeyCommand::Rotate { publish_ahead_secs } => {
             let ahead = publish_ahead_secs.unwrap_or(config.jwks_max_age_secs);
-            // Never sooner than every server can have loaded it: then all switch together.
-            let ahead =
-                Duration::seconds(i64::try_from(ahead)?).max(Duration::from_std(PROPAGATION)?);
-            let kid = store::create_key(&db, kek.as_ref(), Utc::now() + ahead).await?;
+            let ahead = Duration::seconds(i64::try_from(ahead)?);
+            // Never sooner than every auth-server can have loaded the change: then all
+            // switch together.
+            let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
+            let rotated = store::rotate_keys(&db, kek.as_ref(), ahead, not_before).await?;
             propagated().await;
-            let keys = store::list_keys(&db).await?;
-            let info = keys.iter().find(|k| k.kid == kid);
-            Ok(serde_json::to_value(info)?)
+            let state = if rotated.activates_at <= Utc::now() {
+                KeyState::Active
+            } else {
+                KeyState::Pending
+            };
+            Ok(json!({
+                "kid": rotated.kid,
+                "state": state,
+                "activates_at": rotated.activates_at,
+                "standby_kid": rotated.standby_kid,
+            }))
         }
         KeyCommand::List => Ok(serde_json::to_value(store::list_keys(&db).await?)?),
         KeyCommand::Revoke { kid } => {
-            let replacement = store::revoke_key(&db, kek.as_ref(), &kid).await?;
+            let revoked = store::revoke_key(&db, kek.as_ref(), &kid).await?;
             propagated().await;
-            Ok(json!({"kid": kid, "state": "revoked", "replacement_kid": replacement}))
+            Ok(json!({
+                "kid": kid,
+                "state": "revoked",
+                "replacement_kid": revoked.replacement_kid,
+                "standby_kid": revoked.standby_kid,
+            }))
         }
     }
 }

@@ -166,8 +166,13 @@ pub enum ClientCommand {
         #[arg(long, default_value_t = 86_400)]
         grace_secs: u64,
     },
-    /// Disable a client: it gets no more tokens.
+    /// Disable a client: no more tokens, and resource servers refuse the ones it holds.
     Disable {
+        /// The client's id.
+        client_id: String,
+    },
+    /// Enable a disabled client again: its unexpired tokens work again too.
+    Enable {
         /// The client's id.
         client_id: String,
     },
@@ -176,16 +181,18 @@ pub enum ClientCommand {
 /// `auth-server key ...`
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
-    /// Generate a new signing key, published now and signing after `--publish-ahead-secs`.
+    /// Switch signing to the standby key, and publish a new standby.
     Rotate {
-        /// Seconds between publishing the key and signing with it; defaults to the JWKS
-        /// max-age, so every resource server has it before it signs.
+        /// The least time between the standby's publication and its first signature;
+        /// defaults to the JWKS max-age, so every resource server caching the JWKS holds
+        /// the key before it signs. A standby is usually older than that: it signs at once.
         #[arg(long)]
         publish_ahead_secs: Option<u64>,
     },
     /// List keys with their state and dates.
     List,
-    /// Emergency: unpublish a key now; tokens it signed stop verifying.
+    /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
+    /// signing, the standby key takes over at once.
     Revoke {
         /// The key's kid.
         kid: String,

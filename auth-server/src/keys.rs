@@ -247,6 +247,9 @@ impl LoadedKey {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum KeyState {
+    /// Published, with no activation scheduled: the key the next rotation or revoke
+    /// switches to.
+    Standby,
     /// Published, not signing yet: resource servers fetch it before it is used.
     Pending,
     /// Published and signing.

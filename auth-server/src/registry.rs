@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
 
-use crate::entity::{client, client_secret};
+use crate::entity::{client, client_secret, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
 use crate::{secrets, store};
 
@@ -55,8 +55,10 @@ pub struct Snapshot {
     pub revision: i64,
     /// Clients by id.
     pub clients: HashMap<String, ClientEntry>,
-    /// Usable (not revoked) keys, oldest activation first.
+    /// Keys scheduled to sign (not revoked), oldest activation first.
     pub keys: Vec<Arc<LoadedKey>>,
+    /// The standby key: published, never signing until a rotation or revoke schedules it.
+    pub standby: Option<Arc<LoadedKey>>,
 }
 
 impl Snapshot {
@@ -65,8 +67,8 @@ impl Snapshot {
         self.keys.iter().rev().find(|k| k.activates_at <= now)
     }
 
-    /// The keys to publish at `now`: pending, active, and retired ones whose tokens may
-    /// still be valid.
+    /// The keys to publish at `now`: pending, active, retired ones whose tokens may still
+    /// be valid, and the standby.
     pub fn published_keys(&self, now: DateTime<Utc>) -> Vec<&Arc<LoadedKey>> {
         let activations: Vec<_> = self.keys.iter().map(|k| k.activates_at).collect();
         self.keys
@@ -79,6 +81,7 @@ impl Snapshot {
                 )
             })
             .map(|(k, _)| k)
+            .chain(&self.standby)
             .collect()
     }
 }
@@ -125,23 +128,30 @@ impl Registry {
     pub async fn reload(&self) -> anyhow::Result<()> {
         let revision = store::current_revision(&self.db).await?;
         let previous = self.snapshot();
-        let rows = store::usable_keys(&self.db).await?;
-        let mut loaded = Vec::with_capacity(rows.len());
-        for row in rows {
+        let ring = store::KeyRing::load(&self.db).await?;
+        let load = |row: &signing_key::Model| -> Option<Arc<LoadedKey>> {
             // Parsed keys are reused: parsing is the expensive part.
-            if let Some(k) = previous.keys.iter().find(|k| k.kid == row.kid) {
-                loaded.push(k.clone());
-                continue;
+            let known = previous.keys.iter().chain(&previous.standby);
+            if let Some(k) = known
+                .into_iter()
+                .find(|k| k.kid == row.kid && k.activates_at == row.activates_at)
+            {
+                return Some(k.clone());
             }
             let parsed = keys::open_private_key(self.kek.as_ref(), &row.kid, &row.private_key)
                 .and_then(|der| {
                     LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der)
                 });
             match parsed {
-                Ok(k) => loaded.push(Arc::new(k)),
-                Err(e) => tracing::error!(kid = %row.kid, error = %e, "signing key skipped"),
+                Ok(k) => Some(Arc::new(k)),
+                Err(e) => {
+                    tracing::error!(kid = %row.kid, error = %e, "signing key skipped");
+                    None
+                }
             }
-        }
+        };
+        let loaded: Vec<_> = ring.scheduled.iter().filter_map(load).collect();
+        let standby = ring.standby.as_ref().and_then(load);
         let mut clients: HashMap<String, ClientEntry> = client::Entity::find()
             .all(&self.db)
             .await?
@@ -169,6 +179,7 @@ impl Registry {
             revision,
             clients,
             keys: loaded,
+            standby,
         });
         Ok(())
     }

@@ -23,6 +23,7 @@ use crate::{migration, store};
 const ROUTES: &[&str] = &[
     "/oauth/token",
     "/.well-known/jwks.json",
+    "/revocations",
     "/.well-known/oauth-authorization-server",
     "/healthz",
     "/readyz",
@@ -60,8 +61,8 @@ impl Application {
         service_kit::telemetry::metrics_handle();
         let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;
-        if let Some(kid) = store::ensure_signing_key(&db, kek.as_ref()).await? {
-            tracing::info!(%kid, "created the first signing key");
+        for kid in store::ensure_keys(&db, kek.as_ref()).await? {
+            tracing::info!(%kid, "created a signing key");
         }
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;

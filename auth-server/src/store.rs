@@ -7,8 +7,8 @@ use anyhow::{Context, anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set, TransactionTrait,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
+    EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 use serde::Serialize;
 use service_kit::Secret;
@@ -232,52 +232,70 @@ pub async fn rotate_secret(
     })
 }
 
-/// Disables a client: it gets no more tokens (tokens already issued run out on their own).
-pub async fn disable_client(
+/// Disables or enables a client. A disabled client gets no more tokens, and resource
+/// servers refuse the tokens it holds. Returns the client and whether anything changed:
+/// disabling a disabled client keeps the date it was first disabled.
+pub async fn set_client_disabled(
     db: &DatabaseConnection,
     client_id: &str,
-) -> anyhow::Result<client::Model> {
+    disabled: bool,
+) -> anyhow::Result<(client::Model, bool)> {
     let txn = db.begin().await?;
     let found = find_client(&txn, client_id).await?;
+    if found.disabled_at.is_some() == disabled {
+        return Ok((found, false));
+    }
     let now = Utc::now();
     let mut active: client::ActiveModel = found.into();
-    active.disabled_at = Set(Some(now));
+    active.disabled_at = Set(disabled.then_some(now));
     active.updated_at = Set(now);
     let updated = active.update(&txn).await?;
     bump_revision(&txn).await?;
     txn.commit().await?;
-    Ok(updated)
+    Ok((updated, true))
 }
 
-/// Generates a key that starts signing at `activates_at`, and stores it.
-pub async fn create_key(
-    db: &DatabaseConnection,
-    kek: Option<&KeyEncryptionKey>,
-    activates_at: DateTime<Utc>,
-) -> anyhow::Result<String> {
+/// A freshly generated key, sealed for storage; generated before any transaction opens,
+/// since RSA key generation takes a while.
+struct FreshKey {
+    kid: String,
+    sealed: String,
+}
+
+async fn fresh_key(kek: Option<&KeyEncryptionKey>) -> anyhow::Result<FreshKey> {
     // Key generation is CPU-heavy: keep it off the async workers.
     let generated = tokio::task::spawn_blocking(keys::generate_key)
         .await
         .context("key generation task failed")??;
     let sealed = keys::seal_private_key(kek, &generated.kid, generated.pkcs8.expose())?;
+    Ok(FreshKey {
+        kid: generated.kid,
+        sealed,
+    })
+}
+
+async fn insert_key<C: ConnectionTrait>(
+    db: &C,
+    key: FreshKey,
+    activates_at: DateTime<Utc>,
+    standby: bool,
+) -> anyhow::Result<String> {
     let now = Utc::now();
-    let txn = db.begin().await?;
     signing_key::ActiveModel {
-        kid: Set(generated.kid.clone()),
-        private_key: Set(sealed),
+        kid: Set(key.kid.clone()),
+        private_key: Set(key.sealed),
         created_at: Set(now),
         activates_at: Set(std::cmp::max(activates_at, now)),
         revoked_at: Set(None),
+        standby: Set(standby),
     }
-    .insert(&txn)
+    .insert(db)
     .await?;
-    bump_revision(&txn).await?;
-    txn.commit().await?;
-    Ok(generated.kid)
+    Ok(key.kid)
 }
 
-/// Every key not revoked, oldest activation first: the order key states are derived in.
-pub async fn usable_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<signing_key::Model>> {
+/// Every key not revoked, standby included, oldest activation first.
+async fn live_keys<C: ConnectionTrait>(db: &C) -> anyhow::Result<Vec<signing_key::Model>> {
     Ok(signing_key::Entity::find()
         .filter(signing_key::Column::RevokedAt.is_null())
         .order_by_asc(signing_key::Column::ActivatesAt)
@@ -287,18 +305,132 @@ pub async fn usable_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<signing_
         .await?)
 }
 
-/// Creates a key that signs from now on when no key is signing now (an empty database,
-/// or every signing key revoked). Returns the new kid if it made one.
-pub async fn ensure_signing_key(
+/// The live (not revoked) keys: those scheduled to sign, and the standby.
+pub struct KeyRing {
+    /// Keys with an activation, oldest activation first: the order key states follow from.
+    pub scheduled: Vec<signing_key::Model>,
+    /// The published key with no activation yet.
+    pub standby: Option<signing_key::Model>,
+}
+
+impl KeyRing {
+    /// The keys as `db` sees them.
+    pub async fn load<C: ConnectionTrait>(db: &C) -> anyhow::Result<Self> {
+        let (standby, scheduled): (Vec<_>, Vec<_>) =
+            live_keys(db).await?.into_iter().partition(|k| k.standby);
+        Ok(Self {
+            scheduled,
+            standby: standby.into_iter().next(),
+        })
+    }
+
+    /// The key signing at `now`: the most recently activated one.
+    pub fn signer(&self, now: DateTime<Utc>) -> Option<&signing_key::Model> {
+        self.scheduled.iter().rev().find(|k| k.activates_at <= now)
+    }
+}
+
+/// Opens a transaction for a key change. Bumping the revision first takes its row lock, so
+/// key changes from several processes (replicas starting, the CLI) run one after another
+/// and each sees the keys the one before it left.
+async fn begin_key_change(db: &DatabaseConnection) -> anyhow::Result<DatabaseTransaction> {
+    let txn = db.begin().await?;
+    bump_revision(&txn).await?;
+    Ok(txn)
+}
+
+/// Makes sure a key signs now and a standby key is published; serve runs it at start.
+/// Returns the kids it created.
+pub async fn ensure_keys(
     db: &DatabaseConnection,
     kek: Option<&KeyEncryptionKey>,
-) -> anyhow::Result<Option<String>> {
+) -> anyhow::Result<Vec<String>> {
     let now = Utc::now();
-    let keys = usable_keys(db).await?;
-    if keys.iter().any(|k| k.activates_at <= now) {
-        return Ok(None);
+    let ring = KeyRing::load(db).await?;
+    let need_signer = ring.signer(now).is_none();
+    let need_standby = ring.standby.is_none();
+    if !need_signer && !need_standby {
+        return Ok(Vec::new());
     }
-    create_key(db, kek, now).await.map(Some)
+    let signer = if need_signer {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let standby = if need_standby {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let txn = begin_key_change(db).await?;
+    // Another process may have made them meanwhile.
+    let ring = KeyRing::load(&txn).await?;
+    let mut created = Vec::new();
+    if let (Some(key), None) = (signer, ring.signer(now)) {
+        created.push(insert_key(&txn, key, now, false).await?);
+    }
+    if let (Some(key), None) = (standby, &ring.standby) {
+        created.push(insert_key(&txn, key, now, true).await?);
+    }
+    txn.commit().await?;
+    Ok(created)
+}
+
+/// What a rotation did.
+#[derive(Debug)]
+pub struct Rotation {
+    /// The key that takes over.
+    pub kid: String,
+    /// When it starts signing.
+    pub activates_at: DateTime<Utc>,
+    /// The new standby key.
+    pub standby_kid: String,
+}
+
+/// Schedules the standby key to take over signing, at the earliest `publish_ahead` after it
+/// was published (so every resource server caching the JWKS holds it by then) and never
+/// sooner than `not_before`, and publishes a new standby key, in one transaction.
+pub async fn rotate_keys(
+    db: &DatabaseConnection,
+    kek: Option<&KeyEncryptionKey>,
+    publish_ahead: Duration,
+    not_before: DateTime<Utc>,
+) -> anyhow::Result<Rotation> {
+    let next_standby = fresh_key(kek).await?;
+    // Without a standby (a database from before standby keys) the new key takes its place.
+    let spare = if KeyRing::load(db).await?.standby.is_none() {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let txn = begin_key_change(db).await?;
+    let ring = KeyRing::load(&txn).await?;
+    let (kid, activates_at) = match (ring.standby, spare) {
+        (Some(standby), _) => {
+            let activates_at = std::cmp::max(not_before, standby.created_at + publish_ahead);
+            let kid = standby.kid.clone();
+            let mut promoted: signing_key::ActiveModel = standby.into();
+            promoted.standby = Set(false);
+            promoted.activates_at = Set(activates_at);
+            promoted.update(&txn).await?;
+            (kid, activates_at)
+        }
+        (None, Some(spare)) => {
+            let activates_at = std::cmp::max(not_before, Utc::now() + publish_ahead);
+            (
+                insert_key(&txn, spare, activates_at, false).await?,
+                activates_at,
+            )
+        }
+        (None, None) => bail!("the standby key disappeared during the rotation; run it again"),
+    };
+    let standby_kid = insert_key(&txn, next_standby, Utc::now(), true).await?;
+    txn.commit().await?;
+    Ok(Rotation {
+        kid,
+        activates_at,
+        standby_kid,
+    })
 }
 
 /// A key as `key list` shows it.
@@ -310,8 +442,8 @@ pub struct KeyInfo {
     pub state: KeyState,
     /// When it was generated and published.
     pub created_at: DateTime<Utc>,
-    /// When it starts (or started) signing.
-    pub activates_at: DateTime<Utc>,
+    /// When it starts (or started) signing; none while on standby.
+    pub activates_at: Option<DateTime<Utc>>,
     /// When a later key took over.
     pub retired_at: Option<DateTime<Utc>>,
     /// When it leaves (or left) the JWKS.
@@ -323,7 +455,8 @@ pub struct KeyInfo {
 /// Every key with its state now, oldest activation first.
 pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> {
     let now = Utc::now();
-    let usable = usable_keys(db).await?;
+    let ring = KeyRing::load(db).await?;
+    let usable = ring.scheduled;
     let activations: Vec<_> = usable.iter().map(|k| k.activates_at).collect();
     let times = keys::key_times(&activations, now);
     let mut out: Vec<KeyInfo> = usable
@@ -333,12 +466,23 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
             kid: k.kid,
             state: t.state(now),
             created_at: k.created_at,
-            activates_at: k.activates_at,
+            activates_at: Some(k.activates_at),
             retired_at: t.retired_at,
             unpublish_at: t.unpublish_at(),
             revoked_at: None,
         })
         .collect();
+    if let Some(k) = ring.standby {
+        out.push(KeyInfo {
+            kid: k.kid,
+            state: KeyState::Standby,
+            created_at: k.created_at,
+            activates_at: None,
+            retired_at: None,
+            unpublish_at: None,
+            revoked_at: None,
+        });
+    }
     let revoked = signing_key::Entity::find()
         .filter(signing_key::Column::RevokedAt.is_not_null())
         .all(db)
@@ -347,23 +491,59 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
         kid: k.kid,
         state: KeyState::Revoked,
         created_at: k.created_at,
-        activates_at: k.activates_at,
+        activates_at: (!k.standby).then_some(k.activates_at),
         retired_at: None,
         unpublish_at: k.revoked_at,
         revoked_at: k.revoked_at,
     }));
-    out.sort_by_key(|k| (k.activates_at, k.created_at));
+    // Standby keys (no activation) after every scheduled one.
+    out.sort_by_key(|k| (k.activates_at.is_none(), k.activates_at, k.created_at));
     Ok(out)
 }
 
+/// What a revoke did.
+#[derive(Debug)]
+pub struct Revocation {
+    /// The key now signing in its place, when it was the signing key.
+    pub replacement_kid: Option<String>,
+    /// The new standby key, when the revoke used up or removed the old one.
+    pub standby_kid: Option<String>,
+}
+
+/// How long a standby key must have been published before a revoke makes it sign at once:
+/// longer than resource servers take to refetch the JWKS (the intake-api polls it every
+/// second), so none of them meets its `kid` unknown.
+pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Emergency revoke: the key leaves the JWKS at once and never signs again, so every
-/// token it signed stops verifying. When it was the signing key, a new one takes over now.
+/// token it signed stops verifying. When it was the signing key the standby key signs from
+/// now on, and a new standby is published, all in one transaction, so the token endpoint
+/// is never without a signing key. When the standby was published too recently for every
+/// resource server to hold it, the revoke first waits until it has been.
 pub async fn revoke_key(
     db: &DatabaseConnection,
     kek: Option<&KeyEncryptionKey>,
     kid: &str,
-) -> anyhow::Result<Option<String>> {
-    let txn = db.begin().await?;
+) -> anyhow::Result<Revocation> {
+    let found = signing_key::Entity::find_by_id(kid.to_owned())
+        .one(db)
+        .await?
+        .ok_or_else(|| anyhow!("no key with kid {kid}"))?;
+    if found.revoked_at.is_some() {
+        bail!("key {kid} is already revoked");
+    }
+    let next_standby = fresh_key(kek).await?;
+    if let Some(standby) = KeyRing::load(db).await?.standby.filter(|s| s.kid != kid) {
+        let age = (Utc::now() - standby.created_at)
+            .to_std()
+            .unwrap_or_default();
+        if let Some(wait) = STANDBY_MIN_AGE.checked_sub(age) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+    let txn = begin_key_change(db).await?;
+    let now = Utc::now();
+    let ring = KeyRing::load(&txn).await?;
     let key = signing_key::Entity::find_by_id(kid.to_owned())
         .one(&txn)
         .await?
@@ -371,10 +551,30 @@ pub async fn revoke_key(
     if key.revoked_at.is_some() {
         bail!("key {kid} is already revoked");
     }
-    let mut active: signing_key::ActiveModel = key.into();
-    active.revoked_at = Set(Some(Utc::now()));
-    active.update(&txn).await?;
-    bump_revision(&txn).await?;
+    let was_signing = ring.signer(now).is_some_and(|s| s.kid == kid);
+    let was_standby = key.standby;
+    let mut revoked: signing_key::ActiveModel = key.into();
+    revoked.revoked_at = Set(Some(now));
+    revoked.update(&txn).await?;
+    let mut outcome = Revocation {
+        replacement_kid: None,
+        standby_kid: None,
+    };
+    if was_signing {
+        let standby = ring.standby.ok_or_else(|| {
+            anyhow!(
+                "there is no standby key to take over; run `auth-server serve` once to publish one"
+            )
+        })?;
+        outcome.replacement_kid = Some(standby.kid.clone());
+        let mut promoted: signing_key::ActiveModel = standby.into();
+        promoted.standby = Set(false);
+        promoted.activates_at = Set(now);
+        promoted.update(&txn).await?;
+    }
+    if was_signing || was_standby {
+        outcome.standby_kid = Some(insert_key(&txn, next_standby, now, true).await?);
+    }
     txn.commit().await?;
-    ensure_signing_key(db, kek).await
+    Ok(outcome)
 }

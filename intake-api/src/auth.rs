@@ -11,6 +11,7 @@ use serde::Deserialize;
 use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
 
 use crate::jwks::JwksCache;
+use crate::revocations::RevokedClients;
 
 /// Longest bearer token considered; ours are about 900 bytes.
 pub const MAX_TOKEN_BYTES: usize = 4096;
@@ -67,6 +68,8 @@ struct Verified {
 /// Verifies tokens for one issuer and audience.
 pub struct Verifier {
     jwks: Arc<JwksCache>,
+    /// Clients whose tokens are refused though they verify.
+    revoked: Option<Arc<RevokedClients>>,
     validation: Validation,
     /// Verified tokens by their exact text, so a partner's next request with the same token
     /// costs a lookup instead of an RSA verification.
@@ -85,6 +88,7 @@ impl Verifier {
         validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
         Self {
             jwks,
+            revoked: None,
             validation,
             verified: RwLock::new(HashMap::new()),
             capacity: VERIFIED_TOKENS,
@@ -97,9 +101,20 @@ impl Verifier {
         self
     }
 
+    /// Refuses the tokens of the clients on `revoked`.
+    pub fn with_revocations(mut self, revoked: Arc<RevokedClients>) -> Self {
+        self.revoked = Some(revoked);
+        self
+    }
+
     /// The key cache.
     pub fn jwks(&self) -> &Arc<JwksCache> {
         &self.jwks
+    }
+
+    /// The revocation list, if one is checked.
+    pub fn revocations(&self) -> Option<&Arc<RevokedClients>> {
+        self.revoked.as_ref()
     }
 
     /// Checks the token of an `Authorization` header value; scopes are the caller's to check.
@@ -108,10 +123,18 @@ impl Verifier {
         authorization: Option<&[u8]>,
     ) -> Result<Arc<AccessTokenClaims>, AuthError> {
         let token = bearer_token(authorization)?;
-        match self.remembered(token) {
-            Some(claims) => Ok(claims),
-            None => self.verify(token).await,
+        let claims = match self.remembered(token) {
+            Some(claims) => claims,
+            None => self.verify(token).await?,
+        };
+        if self
+            .revoked
+            .as_ref()
+            .is_some_and(|r| r.contains(&claims.client_id))
+        {
+            return Err(AuthError::Invalid("client_disabled"));
         }
+        Ok(claims)
     }
 
     /// A token verified before, while it is still within its lifetime and the key that

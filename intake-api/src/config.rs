@@ -47,6 +47,20 @@ pub struct Config {
         global = true
     )]
     pub jwks_url: String,
+    /// Where the auth-server lists disabled clients; by default `/revocations` beside the
+    /// JWKS.
+    #[arg(long, env = "INTAKE_REVOCATIONS_URL", global = true)]
+    pub revocations_url: Option<String>,
+    /// How often the signing keys and the revocation list are checked for changes, in
+    /// milliseconds (a conditional request: a 304 when nothing changed).
+    #[arg(
+        long,
+        env = "INTAKE_KEYS_POLL_MS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(100..=60_000),
+        global = true
+    )]
+    pub keys_poll_ms: u64,
     /// The `iss` every access token must carry.
     #[arg(
         long,
@@ -128,6 +142,17 @@ impl Config {
             activation_delay: Duration::from_secs(self.activation_delay_secs),
             redirect_ttl: Duration::from_secs(self.redirect_ttl_secs),
         }
+    }
+
+    /// Where disabled clients are listed: as configured, or `/revocations` on the JWKS's
+    /// server.
+    pub fn revocations_url(&self) -> anyhow::Result<String> {
+        if let Some(url) = &self.revocations_url {
+            return Ok(url.clone());
+        }
+        let jwks = Url::parse(&self.jwks_url)
+            .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?;
+        Ok(jwks.join("/revocations")?.into())
     }
 
     /// The issuer as tokens carry it (no trailing slash).

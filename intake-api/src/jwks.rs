@@ -1,13 +1,14 @@
 //! The auth-server's signing keys, fetched and cached so tokens are verified locally.
 //!
-//! Refreshed in the background as the JWKS's `Cache-Control: max-age` says; a token with
-//! an unknown `kid` triggers at most one fetch per cooldown, and every request that needs
-//! it waits on that one fetch. When the auth-server is down or answers garbage, the last
-//! good keys stay in use.
+//! Polled every second or so with `If-None-Match`, so a revoked key leaves, and a new one
+//! arrives, within about a second at the cost of a 304 when nothing changed. A token with an
+//! unknown `kid` also triggers a fetch, at most one per cooldown, which every request that
+//! needs it waits on. When the auth-server is down or answers garbage, the last good keys
+//! stay in use.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -15,16 +16,74 @@ use jsonwebtoken::DecodingKey;
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
 use serde::Deserialize;
 
-/// Minimum time between two fetches triggered by unknown key ids.
-pub const UNKNOWN_KID_COOLDOWN: Duration = Duration::from_secs(10);
-/// Bounds on the background refresh period, whatever the JWKS's max-age says.
-const MIN_REFRESH: Duration = Duration::from_secs(10);
-const MAX_REFRESH: Duration = Duration::from_secs(3600);
-/// Retry period while the JWKS cannot be fetched.
-const RETRY_LOADED: Duration = Duration::from_secs(10);
-const RETRY_NOT_LOADED: Duration = Duration::from_millis(500);
-/// Largest JWKS accepted.
-const MAX_JWKS_BYTES: usize = 256 * 1024;
+/// Minimum time between two fetches triggered by unknown key ids. Legitimate keys never
+/// need one (a standby key is published long before it signs, and the poll picks it up);
+/// the bound keeps made-up `kid`s from turning into a fetch each.
+pub const UNKNOWN_KID_COOLDOWN: Duration = Duration::from_secs(1);
+/// Retry period while nothing could be fetched yet.
+const RETRY_NOT_LOADED: Duration = Duration::from_millis(200);
+/// Largest document accepted from the auth-server.
+const MAX_BODY_BYTES: usize = 256 * 1024;
+
+/// What a conditional fetch found.
+pub(crate) enum Fetched {
+    /// Unchanged since the entity tag sent.
+    NotModified,
+    /// A new version: its body and entity tag.
+    Changed {
+        /// The body.
+        body: Vec<u8>,
+        /// Its `ETag`, to send next time.
+        etag: Option<String>,
+    },
+}
+
+/// A GET of `url` with `If-None-Match: etag`, bounded in size.
+pub(crate) async fn conditional_get(
+    http: &reqwest::Client,
+    url: &str,
+    etag: Option<String>,
+) -> anyhow::Result<Fetched> {
+    let mut request = http.get(url);
+    if let Some(etag) = etag {
+        request = request.header(reqwest::header::IF_NONE_MATCH, etag);
+    }
+    let resp = request.send().await.context("request failed")?;
+    if resp.status() == reqwest::StatusCode::NOT_MODIFIED {
+        return Ok(Fetched::NotModified);
+    }
+    if !resp.status().is_success() {
+        bail!("answered {}", resp.status());
+    }
+    if resp
+        .content_length()
+        .is_some_and(|l| l > MAX_BODY_BYTES as u64)
+    {
+        bail!("too large");
+    }
+    let etag = resp
+        .headers()
+        .get(reqwest::header::ETAG)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let body = resp.bytes().await.context("body unreadable")?;
+    if body.len() > MAX_BODY_BYTES {
+        bail!("too large");
+    }
+    Ok(Fetched::Changed {
+        body: body.to_vec(),
+        etag,
+    })
+}
+
+/// The HTTP client for the auth-server: short timeouts, no redirects.
+pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(2))
+        .timeout(Duration::from_secs(5))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?)
+}
 
 /// A key set as served, each key kept as JSON until it is read on its own, so one key this
 /// service cannot use (another type, a newer format) does not cost the others.
@@ -64,22 +123,14 @@ pub fn parse_jwks(body: &[u8]) -> anyhow::Result<HashMap<String, Arc<DecodingKey
     Ok(keys)
 }
 
-/// Reads `max-age` from a `Cache-Control` value.
-fn max_age(cache_control: Option<&str>) -> Option<Duration> {
-    cache_control?.split(',').find_map(|d| {
-        let (k, v) = d.trim().split_once('=')?;
-        k.trim()
-            .eq_ignore_ascii_case("max-age")
-            .then(|| v.trim().parse().ok().map(Duration::from_secs))?
-    })
-}
-
 /// The cached key set.
 pub struct JwksCache {
     url: String,
     http: reqwest::Client,
     keys: RwLock<Arc<HashMap<String, Arc<DecodingKey>>>>,
     loaded: AtomicBool,
+    /// The entity tag of the set held.
+    etag: Mutex<Option<String>>,
     /// Held during an unknown-kid fetch; holds the time of the last one.
     unknown_kid_fetch: tokio::sync::Mutex<Option<Instant>>,
 }
@@ -87,16 +138,12 @@ pub struct JwksCache {
 impl JwksCache {
     /// An empty cache for the JWKS at `url`.
     pub fn new(url: impl Into<String>) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(2))
-            .timeout(Duration::from_secs(5))
-            .redirect(reqwest::redirect::Policy::none())
-            .build()?;
         Ok(Self {
             url: url.into(),
-            http,
+            http: http_client()?,
             keys: RwLock::new(Arc::new(HashMap::new())),
             loaded: AtomicBool::new(false),
+            etag: Mutex::new(None),
             unknown_kid_fetch: tokio::sync::Mutex::new(None),
         })
     }
@@ -133,64 +180,38 @@ impl JwksCache {
         self.lookup(kid)
     }
 
-    /// Fetches the JWKS and swaps it in; returns the max-age it was served with.
-    pub async fn refresh(&self, trigger: &'static str) -> anyhow::Result<Option<Duration>> {
-        let outcome = self.fetch().await;
-        let label = if outcome.is_ok() { "ok" } else { "error" };
-        metrics::counter!("intake_jwks_refreshes_total", "trigger" => trigger, "outcome" => label)
-            .increment(1);
-        match outcome {
-            Ok((keys, max_age)) => {
+    /// Fetches the JWKS if it changed and swaps it in.
+    pub async fn refresh(&self, trigger: &'static str) -> anyhow::Result<()> {
+        let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let outcome = match conditional_get(&self.http, &self.url, etag).await {
+            Ok(Fetched::NotModified) => Ok("not_modified"),
+            Ok(Fetched::Changed { body, etag }) => parse_jwks(&body).map(|keys| {
                 tracing::debug!(keys = keys.len(), trigger, "JWKS refreshed");
                 *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
+                *self.etag.lock().unwrap_or_else(|e| e.into_inner()) = etag;
                 self.loaded.store(true, Ordering::Release);
-                Ok(max_age)
-            }
-            Err(e) => {
-                tracing::warn!(error = %format!("{e:#}"), trigger, "JWKS refresh failed; keeping the last good keys");
-                Err(e)
-            }
-        }
+                "ok"
+            }),
+            Err(e) => Err(e),
+        };
+        let label = outcome.as_ref().map_or("error", |o| *o);
+        metrics::counter!("intake_jwks_refreshes_total", "trigger" => trigger, "outcome" => label)
+            .increment(1);
+        outcome.map(|_| ()).map_err(|e| {
+            tracing::warn!(error = %format!("{e:#}"), trigger, url = %self.url, "JWKS refresh failed; keeping the last good keys");
+            e
+        })
     }
 
-    async fn fetch(&self) -> anyhow::Result<(HashMap<String, Arc<DecodingKey>>, Option<Duration>)> {
-        let resp = self
-            .http
-            .get(&self.url)
-            .send()
-            .await
-            .context("JWKS request failed")?;
-        if !resp.status().is_success() {
-            bail!("JWKS answered {}", resp.status());
-        }
-        if resp
-            .content_length()
-            .is_some_and(|l| l > MAX_JWKS_BYTES as u64)
-        {
-            bail!("JWKS too large");
-        }
-        let max_age = max_age(
-            resp.headers()
-                .get(reqwest::header::CACHE_CONTROL)
-                .and_then(|v| v.to_str().ok()),
-        );
-        let body = resp.bytes().await.context("JWKS body unreadable")?;
-        if body.len() > MAX_JWKS_BYTES {
-            bail!("JWKS too large");
-        }
-        Ok((parse_jwks(&body)?, max_age))
-    }
-
-    /// Keeps the cache fresh until the task is aborted: quickly retried until first loaded,
-    /// then on the served max-age (bounded), and with a back-off while fetches fail.
-    pub async fn run_refresher(self: Arc<Self>) {
+    /// Keeps the cache current until the task is aborted: every `period`, and quickly
+    /// until the first set is loaded.
+    pub async fn run_refresher(self: Arc<Self>, period: Duration) {
         loop {
-            let wait = match self.refresh("schedule").await {
-                Ok(age) => age
-                    .unwrap_or(Duration::from_secs(300))
-                    .clamp(MIN_REFRESH, MAX_REFRESH),
-                Err(_) if self.is_loaded() => RETRY_LOADED,
-                Err(_) => RETRY_NOT_LOADED,
+            let _ = self.refresh("schedule").await;
+            let wait = if self.is_loaded() {
+                period
+            } else {
+                RETRY_NOT_LOADED
             };
             tokio::time::sleep(wait).await;
         }
@@ -200,16 +221,6 @@ impl JwksCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn max_age_is_read_from_cache_control() {
-        assert_eq!(
-            max_age(Some("public, max-age=300")),
-            Some(Duration::from_secs(300))
-        );
-        assert_eq!(max_age(Some("no-cache")), None);
-        assert_eq!(max_age(None), None);
-    }
 
     #[test]
     fn garbage_and_unusable_key_sets_are_refused() {

@@ -15,6 +15,7 @@ pub mod error;
 pub mod examples;
 pub mod jwks;
 pub mod migration;
+pub mod revocations;
 pub mod routes;
 pub mod startup;
 pub mod state;

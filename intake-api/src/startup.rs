@@ -77,7 +77,13 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let state = self.state;
-        let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher());
+        let poll = Duration::from_millis(state.config.keys_poll_ms);
+        let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher(poll));
+        let revocations = state
+            .verifier
+            .revocations()
+            .cloned()
+            .map(|r| tokio::spawn(r.run_refresher(poll)));
         let activator = tokio::spawn(activation::run(state.clone()));
         let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "intake-api",
@@ -89,6 +95,9 @@ impl Application {
         tracing::info!(port = self.port, "intake-api listening");
         let result = ops::serve(self.acceptor, app, shutdown).await;
         refresher.abort();
+        if let Some(r) = revocations {
+            r.abort();
+        }
         activator.abort();
         pool_gauges.abort();
         state.cases.close().await;

@@ -10,6 +10,7 @@ use crate::auth::Verifier;
 use crate::config::{BrandConfig, Config, parse_brands};
 use crate::jwks::JwksCache;
 use crate::migration;
+use crate::revocations::RevokedClients;
 use crate::store::CaseStore;
 
 /// The intake-api's shared state.
@@ -33,7 +34,9 @@ impl AppState {
         let db = migration::connect(&config.database_url, config.database_max_connections).await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());
         let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
-        let verifier = Verifier::new(jwks, config.issuer(), &config.audience);
+        let revoked = Arc::new(RevokedClients::new(config.revocations_url()?)?);
+        let verifier =
+            Verifier::new(jwks, config.issuer(), &config.audience).with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         Ok(Self {
             config,

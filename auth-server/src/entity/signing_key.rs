@@ -14,10 +14,13 @@ pub struct Model {
     pub private_key: String,
     /// When the key was generated (and published).
     pub created_at: DateTimeUtc,
-    /// When it starts signing.
+    /// When it starts signing; meaningless while the key is on standby.
     pub activates_at: DateTimeUtc,
     /// Set by an emergency revoke: unpublished and never used again.
     pub revoked_at: Option<DateTimeUtc>,
+    /// Published, but with no activation scheduled: the key the next rotation or revoke
+    /// switches to.
+    pub standby: bool,
 }
 
 // Hand-written so the private key can never reach a log through `{:?}`.
@@ -29,6 +32,7 @@ impl std::fmt::Debug for Model {
             .field("created_at", &self.created_at)
             .field("activates_at", &self.activates_at)
             .field("revoked_at", &self.revoked_at)
+            .field("standby", &self.standby)
             .finish()
     }
 }

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use auth_server::config::KeyCommand;
+use auth_server::config::{ClientCommand, KeyCommand};
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
@@ -163,7 +163,108 @@ async fn private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set(bac
     assert!(err.contains("no signing key"), "{err}");
 }
 
+/// A standby key is published from the start; revoking the signing key makes that standby
+/// sign at once, never an older key still in the JWKS, and a new standby is published.
+async fn revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let first = kid_of(
+        &app.auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await,
+    );
+    let listed = app.auth.key_cmd(KeyCommand::List).await.unwrap();
+    let standby = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["state"] == "standby")
+        .expect("a standby key from the start")["kid"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(app.published_kids().await.contains(&standby));
+    // The first key retires (still published), the standby signs, a new standby appears.
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .unwrap();
+    assert_eq!(rotated["kid"], standby.as_str());
+    let second_standby = rotated["standby_kid"].as_str().unwrap().to_owned();
+    assert!(app.wait_for_signing_kid(&standby).await);
+    let revoked = app
+        .auth
+        .key_cmd(KeyCommand::Revoke {
+            kid: standby.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(revoked["replacement_kid"], second_standby.as_str());
+    assert!(revoked["standby_kid"].is_string());
+    for _ in 0..3 {
+        let t = app
+            .auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await;
+        assert_eq!(kid_of(&t), second_standby, "not the standby that took over");
+        assert_ne!(kid_of(&t), first);
+    }
+    let kids = app.published_kids().await;
+    assert!(kids.contains(&first), "the retired key left the JWKS early");
+    assert!(kids.iter().any(|k| revoked["standby_kid"] == k.as_str()));
+    assert!(!kids.contains(&standby));
+}
+
+/// Resource servers poll the JWKS and the revocation list with `If-None-Match`: an unchanged
+/// document answers 304, a changed one 200 with a new tag.
+async fn the_jwks_and_the_revocation_list_answer_304_while_unchanged(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let http = reqwest::Client::new();
+    for path in ["/.well-known/jwks.json", "/revocations"] {
+        let url = format!("{}{path}", app.auth.base_url());
+        let first = http.get(&url).send().await.unwrap();
+        assert_eq!(first.status(), 200);
+        let etag = first.headers()["etag"].to_str().unwrap().to_owned();
+        let again = http
+            .get(&url)
+            .header("if-none-match", &etag)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 304, "{path}");
+        assert_eq!(again.headers()["etag"], etag.as_str());
+        assert!(again.bytes().await.unwrap().is_empty());
+    }
+    let url = format!("{}/revocations", app.auth.base_url());
+    let before = http.get(&url).send().await.unwrap();
+    let etag = before.headers()["etag"].to_str().unwrap().to_owned();
+    let body: serde_json::Value = before.json().await.unwrap();
+    assert_eq!(body, serde_json::json!({"disabled_clients": []}));
+    app.auth
+        .client_cmd(ClientCommand::Disable {
+            client_id: app.client_id.clone(),
+        })
+        .await
+        .unwrap();
+    let after = http
+        .get(&url)
+        .header("if-none-match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.status(), 200);
+    let body: serde_json::Value = after.json().await.unwrap();
+    assert_eq!(
+        body,
+        serde_json::json!({"disabled_clients": [app.client_id]})
+    );
+}
+
 on_both_backends!(
+    revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key,
+    the_jwks_and_the_revocation_list_answer_304_while_unchanged,
     rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify,
     a_key_rotated_with_publish_ahead_is_published_before_it_signs,
     a_revoked_key_leaves_the_jwks_and_a_new_one_signs,

@@ -91,17 +91,32 @@ impl TestApp {
 
     /// Starts both services, with `configure` applied to the intake-api's configuration.
     pub async fn spawn_with(backend: Backend, configure: impl FnOnce(&mut Config)) -> Self {
-        Self::build(backend, false, configure).await
+        Self::build(backend, false, |_| {}, configure).await
     }
 
     /// Starts both services, the intake-api fetching the JWKS through a counting relay.
     pub async fn spawn_with_relay(backend: Backend) -> Self {
-        Self::build(backend, true, |_| {}).await
+        Self::build(backend, true, |_| {}, |_| {}).await
     }
 
-    async fn build(backend: Backend, relay: bool, configure: impl FnOnce(&mut Config)) -> Self {
+    /// Starts both services with `configure_auth` applied to the auth-server's configuration
+    /// and `configure` to the intake-api's.
+    pub async fn spawn_configured(
+        backend: Backend,
+        configure_auth: impl FnOnce(&mut auth_server::config::Config),
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
+        Self::build(backend, false, configure_auth, configure).await
+    }
+
+    async fn build(
+        backend: Backend,
+        relay: bool,
+        configure_auth: impl FnOnce(&mut auth_server::config::Config),
+        configure: impl FnOnce(&mut Config),
+    ) -> Self {
         let auth_db = TestDb::auth(backend).await;
-        let auth = AuthServer::start(&auth_db.url, |_| {})
+        let auth = AuthServer::start(&auth_db.url, configure_auth)
             .await
             .expect("auth-server starts");
         let relay = if relay {
@@ -115,6 +130,9 @@ impl TestApp {
         let intake = IntakeServer::start(&intake_db.url, &auth, |c| {
             if let Some(url) = relay_url {
                 c.jwks_url = url;
+                // Only fetches a test causes reach the relay: the periodic poll waits.
+                c.keys_poll_ms = 60_000;
+                c.revocations_url = Some(format!("{}/revocations", auth.base_url()));
             }
             configure(c);
         })
@@ -357,6 +375,24 @@ pub async fn query_column(url: &str, sql: &str, column: &str) -> Vec<String> {
         .collect();
     let _ = conn.close().await;
     values
+}
+
+/// The sum of the samples of metric `name` that carry a label with value `label_value`, from
+/// a scrape of the `/metrics` of the service at `base_url`.
+pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str, label_value: &str) -> f64 {
+    let text = http
+        .get(format!("{base_url}/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    let wanted = format!("\"{label_value}\"");
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&wanted))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
 }
 
 /// `{"message": text}`.

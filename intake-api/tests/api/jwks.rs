@@ -35,15 +35,15 @@ async fn rotate_now(app: &TestApp) -> (String, String) {
     (new_kid, new_token)
 }
 
-async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path(
-    backend: Backend,
-) {
+/// A rotation switches to the standby key, which the intake-api fetched with the JWKS long
+/// before: the new key's tokens are accepted at once without a fetch of their own. (The
+/// periodic poll is slowed down here so that every fetch the relay counts is explained.)
+async fn a_rotated_key_is_known_before_it_signs_so_its_tokens_need_no_fetch(backend: Backend) {
     let app = TestApp::spawn_with_relay(backend).await;
     let relay = app.relay.as_ref().expect("relay");
     let fetches_at_start = relay.hits();
     assert_eq!(fetches_at_start, 1, "one scheduled fetch at start-up");
     let old_kid = kid_of(&app.token);
-    let rotated_at = Instant::now();
     let (new_kid, new_token) = rotate_now(&app).await;
     assert_ne!(new_kid, old_kid);
 
@@ -51,9 +51,7 @@ async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown
     let body = purchase_enquiry("brand_a", &fresh_email());
     let reply = app.post(ENQUIRY, Some(&bearer), &body).await;
     assert_eq!(reply.status, 201, "new key refused: {:?}", reply.body);
-    // Well before the JWKS max-age (300 s), through exactly one unknown-kid fetch.
-    assert!(rotated_at.elapsed() < Duration::from_secs(30));
-    assert_eq!(relay.hits(), fetches_at_start + 1);
+    assert_eq!(relay.hits(), fetches_at_start, "the new key needed a fetch");
     // Tokens of the old key still work.
     let reply = app
         .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
@@ -61,9 +59,12 @@ async fn a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown
     assert_eq!(reply.status, 201, "old key refused: {:?}", reply.body);
 }
 
-/// Verified tokens are remembered, but never past their key: once a key is revoked and the
-/// JWKS no longer has it, a token it signed is refused even though it was accepted before.
-async fn a_revoked_keys_tokens_are_refused_even_after_being_accepted(backend: Backend) {
+/// Verified tokens are remembered, but never past their key: once the signing key is revoked,
+/// a token it signed is refused within seconds even though it was accepted before, and the
+/// standby key that took over is accepted at once.
+async fn a_revoked_keys_tokens_are_refused_within_seconds_even_after_being_accepted(
+    backend: Backend,
+) {
     let app = TestApp::spawn(backend).await;
     let old_kid = kid_of(&app.token);
     for _ in 0..2 {
@@ -72,23 +73,38 @@ async fn a_revoked_keys_tokens_are_refused_even_after_being_accepted(backend: Ba
             .await;
         assert_eq!(reply.status, 201, "{:?}", reply.body);
     }
-    let (_, new_token) = rotate_now(&app).await;
-    app.auth
+    let started = Instant::now();
+    let revoked = app
+        .auth
         .key_cmd(KeyCommand::Revoke {
             kid: old_kid.clone(),
         })
         .await
         .expect("key revoke");
-    // The new key's first token makes the intake-api fetch the JWKS, now without the old key.
+    let refused = eventually(Duration::from_secs(5), || async {
+        let reply = app
+            .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+            .await;
+        (reply.status == 401).then_some(reply)
+    })
+    .await
+    .expect("the revoked key's token was still accepted after 5 s");
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(refused.body, message("Unauthenticated."));
+    let replacement = revoked["replacement_kid"].as_str().expect("replacement");
+    let new_token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(kid_of(&new_token), replacement);
     let bearer = format!("Bearer {new_token}");
     let body = purchase_enquiry("brand_a", &fresh_email());
     let reply = app.post(ENQUIRY, Some(&bearer), &body).await;
-    assert_eq!(reply.status, 201, "new key refused: {:?}", reply.body);
-    let reply = app
-        .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
-        .await;
-    assert_eq!(reply.status, 401, "revoked key accepted: {:?}", reply.body);
-    assert_eq!(reply.body, message("Unauthenticated."));
+    assert_eq!(
+        reply.status, 201,
+        "the replacement was refused: {:?}",
+        reply.body
+    );
 }
 
 /// A token whose header names `kid` (and is otherwise plausible), with a garbage signature.
@@ -223,8 +239,8 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
 }
 
 on_both_backends!(
-    a_key_rotated_without_publish_ahead_is_accepted_at_once_via_the_unknown_kid_path,
-    a_revoked_keys_tokens_are_refused_even_after_being_accepted,
+    a_rotated_key_is_known_before_it_signs_so_its_tokens_need_no_fetch,
+    a_revoked_keys_tokens_are_refused_within_seconds_even_after_being_accepted,
     a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown,
     tokens_already_issued_are_accepted_while_the_auth_server_is_down,
     an_intake_api_started_before_the_auth_server_is_ready_once_it_answers,

@@ -12,4 +12,5 @@ mod faults;
 mod jwks;
 mod rate_limits;
 mod replicas;
+mod revocation;
 mod validation;
