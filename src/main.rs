@@ -9,10 +9,12 @@ use std::path::Path;
 
 use anyhow::Context;
 use auth_server::config::ClientCommand;
+use base64::Engine;
 use clap::Parser;
 use serde_json::{Value, json};
 
 const DEMO_FILE: &str = "data/demo-client.json";
+const KEY_ENCRYPTION_KEY_FILE: &str = "data/key-encryption-key";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
 
@@ -65,6 +67,21 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The key-encryption key of the local stack: made once (32 random bytes, base64) and kept
+/// in `data/` beside the databases, readable only by its owner, so a first start needs no
+/// setting and the signing keys are still never stored in clear.
+fn local_key_encryption_key() -> anyhow::Result<String> {
+    let path = Path::new(KEY_ENCRYPTION_KEY_FILE);
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        return Ok(existing.trim().to_owned());
+    }
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| anyhow::anyhow!("no randomness for a key"))?;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
+    write_private(path, encoded.as_bytes())?;
+    Ok(encoded)
+}
+
 /// The enquiry the banner's curl command submits: the tests' own purchase fixture.
 fn example_enquiry() -> Value {
     intake_api::examples::purchase_enquiry("brand_a", DEMO_EMAIL)
@@ -106,7 +123,10 @@ curl -s {intake_url}/partners/external/intake/attach -H "Authorization: Bearer $
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // Each service reads its own environment variables, exactly as its binary does.
-    let auth_config = auth_server::config::Cli::parse_from(["auth-server"]).config;
+    let mut auth_config = auth_server::config::Cli::parse_from(["auth-server"]).config;
+    if auth_config.key_encryption_key.is_none() {
+        auth_config.key_encryption_key = Some(local_key_encryption_key()?.parse()?);
+    }
     let intake_config = intake_api::config::Cli::parse_from(["intake-api"]).config;
     let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 

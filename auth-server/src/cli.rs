@@ -68,7 +68,6 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
 /// Runs `auth-server key ...` and returns what it prints.
 pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_json::Value> {
     let db = open(config).await?;
-    let kek = config.kek()?;
     match command {
         KeyCommand::Rotate { publish_ahead_secs } => {
             let ahead = publish_ahead_secs.unwrap_or(config.jwks_max_age_secs);
@@ -76,7 +75,7 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
             // Never sooner than every auth-server can have loaded the change: then all
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
-            let rotated = store::rotate_keys(&db, kek.as_ref(), ahead, not_before).await?;
+            let rotated = store::rotate_keys(&db, &config.kek()?, ahead, not_before).await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
@@ -92,7 +91,7 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
         }
         KeyCommand::List => Ok(serde_json::to_value(store::list_keys(&db).await?)?),
         KeyCommand::Revoke { kid } => {
-            let revoked = store::revoke_key(&db, kek.as_ref(), &kid).await?;
+            let revoked = store::revoke_key(&db, &config.kek()?, &kid).await?;
             propagated().await;
             Ok(json!({
                 "kid": kid,

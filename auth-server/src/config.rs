@@ -50,7 +50,8 @@ pub struct Config {
         global = true
     )]
     pub jwks_max_age_secs: u64,
-    /// Base64 of 32 random bytes; when set, private keys are encrypted at rest with it.
+    /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
+    /// encrypted with at rest. Required by `serve`, `key rotate` and `key revoke`.
     #[arg(
         long,
         env = "AUTH_KEY_ENCRYPTION_KEY",
@@ -91,12 +92,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// The key-encryption key, when one is configured.
-    pub fn kek(&self) -> anyhow::Result<Option<KeyEncryptionKey>> {
-        self.key_encryption_key
-            .as_ref()
-            .map(KeyEncryptionKey::from_base64)
-            .transpose()
+    /// The key-encryption key. Private keys are never stored or loaded in clear, so there
+    /// is no running without one.
+    pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
+        let encoded = self.key_encryption_key.as_ref().ok_or_else(|| {
+            anyhow::anyhow!(
+                "AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are never stored in clear. \
+                 Make one with `openssl rand -base64 32`, keep it with your other secrets, and \
+                 give every auth-server replica the same one."
+            )
+        })?;
+        KeyEncryptionKey::from_base64(encoded)
     }
 
     /// The issuer without a trailing slash, as it appears in tokens and metadata.

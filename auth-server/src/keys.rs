@@ -49,16 +49,9 @@ impl KeyEncryptionKey {
 const PLAIN_PREFIX: &str = "pkcs8:";
 const SEALED_PREFIX: &str = "aes256gcm:";
 
-/// Encodes a PKCS#8 private key for storage, encrypted when a key-encryption key is set.
-/// The kid is bound in as associated data so a sealed key cannot be swapped onto another row.
-pub fn seal_private_key(
-    kek: Option<&KeyEncryptionKey>,
-    kid: &str,
-    pkcs8: &[u8],
-) -> anyhow::Result<String> {
-    let Some(kek) = kek else {
-        return Ok(format!("{PLAIN_PREFIX}{}", STANDARD.encode(pkcs8)));
-    };
+/// Encrypts a PKCS#8 private key for storage. The kid is bound in as associated data so a
+/// sealed key cannot be swapped onto another row.
+pub fn seal_private_key(kek: &KeyEncryptionKey, kid: &str, pkcs8: &[u8]) -> anyhow::Result<String> {
     let mut nonce = [0u8; NONCE_LEN];
     aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
     let mut in_out = pkcs8.to_vec();
@@ -74,9 +67,15 @@ pub fn seal_private_key(
     Ok(format!("{SEALED_PREFIX}{}", STANDARD.encode(blob)))
 }
 
-/// Decodes a stored private key back to PKCS#8.
+/// Whether a stored private key is in clear, as older versions could store one.
+pub fn stored_in_clear(stored: &str) -> bool {
+    stored.starts_with(PLAIN_PREFIX)
+}
+
+/// Decodes a stored private key back to PKCS#8; a key stored in clear by an older version
+/// is read too, so that it can be sealed.
 pub fn open_private_key(
-    kek: Option<&KeyEncryptionKey>,
+    kek: &KeyEncryptionKey,
     kid: &str,
     stored: &str,
 ) -> anyhow::Result<Vec<u8>> {
@@ -88,9 +87,6 @@ pub fn open_private_key(
     let b64 = stored
         .strip_prefix(SEALED_PREFIX)
         .ok_or_else(|| anyhow!("stored key {kid} has an unknown format"))?;
-    let kek = kek.ok_or_else(|| {
-        anyhow!("key {kid} is encrypted at rest but AUTH_KEY_ENCRYPTION_KEY is not set")
-    })?;
     let blob = STANDARD
         .decode(b64)
         .with_context(|| format!("stored key {kid} is corrupt"))?;
@@ -105,7 +101,10 @@ pub fn open_private_key(
         .0
         .open_in_place(nonce, Aad::from(kid.as_bytes()), &mut in_out)
         .map_err(|_| {
-            anyhow!("cannot decrypt key {kid}: wrong AUTH_KEY_ENCRYPTION_KEY or tampered row")
+            anyhow!(
+                "cannot decrypt signing key {kid}: AUTH_KEY_ENCRYPTION_KEY is not the key it was \
+                 sealed with (or the row was altered)"
+            )
         })?;
     Ok(plain.to_vec())
 }
@@ -344,15 +343,15 @@ mod tests {
         let kek = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([7u8; 32]))).unwrap();
         let other =
             KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
-        let sealed = seal_private_key(Some(&kek), "kid1", b"private").unwrap();
+        let sealed = seal_private_key(&kek, "kid1", b"private").unwrap();
         assert!(!sealed.contains(&STANDARD.encode(b"private")));
-        assert_eq!(
-            open_private_key(Some(&kek), "kid1", &sealed).unwrap(),
-            b"private"
-        );
-        assert!(open_private_key(Some(&other), "kid1", &sealed).is_err());
-        assert!(open_private_key(Some(&kek), "kid2", &sealed).is_err());
-        assert!(open_private_key(None, "kid1", &sealed).is_err());
+        assert!(!stored_in_clear(&sealed));
+        assert_eq!(open_private_key(&kek, "kid1", &sealed).unwrap(), b"private");
+        assert!(open_private_key(&other, "kid1", &sealed).is_err());
+        assert!(open_private_key(&kek, "kid2", &sealed).is_err());
+        let legacy = format!("pkcs8:{}", STANDARD.encode(b"private"));
+        assert!(stored_in_clear(&legacy));
+        assert_eq!(open_private_key(&kek, "kid1", &legacy).unwrap(), b"private");
     }
 
     #[test]

@@ -90,15 +90,16 @@ impl Snapshot {
 pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
-    kek: Option<KeyEncryptionKey>,
+    kek: KeyEncryptionKey,
 }
 
 impl Registry {
-    /// Loads the first snapshot; fails when no key can be loaded.
-    pub async fn load(
-        db: DatabaseConnection,
-        kek: Option<KeyEncryptionKey>,
-    ) -> anyhow::Result<Self> {
+    /// Loads the first snapshot; fails when a stored key cannot be decrypted (a wrong
+    /// key-encryption key) or none can be loaded.
+    pub async fn load(db: DatabaseConnection, kek: KeyEncryptionKey) -> anyhow::Result<Self> {
+        for key in store::KeyRing::load(&db).await?.all() {
+            keys::open_private_key(&kek, &key.kid, &key.private_key)?;
+        }
         let registry = Self {
             current: RwLock::new(Arc::new(Snapshot::default())),
             db,
@@ -138,8 +139,8 @@ impl Registry {
             {
                 return Some(k.clone());
             }
-            let parsed = keys::open_private_key(self.kek.as_ref(), &row.kid, &row.private_key)
-                .and_then(|der| {
+            let parsed =
+                keys::open_private_key(&self.kek, &row.kid, &row.private_key).and_then(|der| {
                     LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der)
                 });
             match parsed {

@@ -61,7 +61,14 @@ impl Application {
         service_kit::telemetry::metrics_handle();
         let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;
-        for kid in store::ensure_keys(&db, kek.as_ref()).await? {
+        let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
+        if sealed > 0 {
+            tracing::info!(
+                count = sealed,
+                "signing keys stored in clear are now encrypted"
+            );
+        }
+        for kid in store::ensure_keys(&db, &kek).await? {
             tracing::info!(%kid, "created a signing key");
         }
         let registry = Arc::new(Registry::load(db, kek).await?);

@@ -262,7 +262,7 @@ struct FreshKey {
     sealed: String,
 }
 
-async fn fresh_key(kek: Option<&KeyEncryptionKey>) -> anyhow::Result<FreshKey> {
+async fn fresh_key(kek: &KeyEncryptionKey) -> anyhow::Result<FreshKey> {
     // Key generation is CPU-heavy: keep it off the async workers.
     let generated = tokio::task::spawn_blocking(keys::generate_key)
         .await
@@ -324,6 +324,11 @@ impl KeyRing {
         })
     }
 
+    /// Every live key, the standby last.
+    pub fn all(&self) -> impl Iterator<Item = &signing_key::Model> {
+        self.scheduled.iter().chain(&self.standby)
+    }
+
     /// The key signing at `now`: the most recently activated one.
     pub fn signer(&self, now: DateTime<Utc>) -> Option<&signing_key::Model> {
         self.scheduled.iter().rev().find(|k| k.activates_at <= now)
@@ -339,11 +344,34 @@ async fn begin_key_change(db: &DatabaseConnection) -> anyhow::Result<DatabaseTra
     Ok(txn)
 }
 
+/// Encrypts the private keys an older version stored in clear, in one transaction; returns
+/// how many there were.
+pub async fn seal_keys_stored_in_clear(
+    db: &DatabaseConnection,
+    kek: &KeyEncryptionKey,
+) -> anyhow::Result<usize> {
+    let txn = begin_key_change(db).await?;
+    let mut sealed = 0;
+    for key in signing_key::Entity::find().all(&txn).await? {
+        if !keys::stored_in_clear(&key.private_key) {
+            continue;
+        }
+        let pkcs8 = Secret::new(keys::open_private_key(kek, &key.kid, &key.private_key)?);
+        let kid = key.kid.clone();
+        let mut row: signing_key::ActiveModel = key.into();
+        row.private_key = Set(keys::seal_private_key(kek, &kid, pkcs8.expose())?);
+        row.update(&txn).await?;
+        sealed += 1;
+    }
+    txn.commit().await?;
+    Ok(sealed)
+}
+
 /// Makes sure a key signs now and a standby key is published; serve runs it at start.
 /// Returns the kids it created.
 pub async fn ensure_keys(
     db: &DatabaseConnection,
-    kek: Option<&KeyEncryptionKey>,
+    kek: &KeyEncryptionKey,
 ) -> anyhow::Result<Vec<String>> {
     let now = Utc::now();
     let ring = KeyRing::load(db).await?;
@@ -392,7 +420,7 @@ pub struct Rotation {
 /// sooner than `not_before`, and publishes a new standby key, in one transaction.
 pub async fn rotate_keys(
     db: &DatabaseConnection,
-    kek: Option<&KeyEncryptionKey>,
+    kek: &KeyEncryptionKey,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
 ) -> anyhow::Result<Rotation> {
@@ -522,7 +550,7 @@ pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(
 /// resource server to hold it, the revoke first waits until it has been.
 pub async fn revoke_key(
     db: &DatabaseConnection,
-    kek: Option<&KeyEncryptionKey>,
+    kek: &KeyEncryptionKey,
     kid: &str,
 ) -> anyhow::Result<Revocation> {
     let found = signing_key::Entity::find_by_id(kid.to_owned())

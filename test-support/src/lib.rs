@@ -106,6 +106,9 @@ fn init_test_logging() {
     }
 }
 
+/// The key-encryption key test auth-servers seal their signing keys with (32 bytes, base64).
+pub const TEST_KEY_ENCRYPTION_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
+
 /// A real auth-server on port 0 over a database of its own (or a shared one).
 pub struct AuthServer {
     /// The server.
@@ -123,6 +126,7 @@ impl AuthServer {
         init_test_logging();
         let mut config = auth_server::config::Config::with_database(database_url);
         config.bind = "127.0.0.1:0".into();
+        config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
         configure(&mut config);
         let app = auth_server::startup::Application::build(config.clone()).await?;
         let port = app.port();

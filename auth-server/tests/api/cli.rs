@@ -11,6 +11,10 @@ fn auth_server(db: &TestDb, args: &[&str]) -> (bool, Value, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
         .args(args)
         .env("AUTH_DATABASE_URL", &db.url)
+        .env(
+            "AUTH_KEY_ENCRYPTION_KEY",
+            test_support::TEST_KEY_ENCRYPTION_KEY,
+        )
         .env("RUST_LOG", "info")
         .output()
         .expect("auth-server runs");

@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use auth_server::config::{ClientCommand, KeyCommand};
+use base64::Engine;
 use sea_orm::{ConnectionTrait, Database};
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
@@ -131,36 +132,83 @@ async fn two_servers_on_one_database_agree_on_the_signing_key_after_rotation(bac
     }
 }
 
-async fn private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set(backend: Backend) {
+/// Every private key in the database is sealed; without a key-encryption key, or with the
+/// wrong one, the server refuses to start and says why; keys an older version stored in
+/// clear are sealed at start.
+async fn private_keys_are_never_at_rest_in_clear(backend: Backend) {
     let db = test_support::TestDb::auth(backend).await;
-    let kek = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8="; // 32 bytes
-    let auth = AuthServer::start(&db.url, |c| {
-        c.key_encryption_key = Some(kek.parse().unwrap());
-    })
-    .await
-    .unwrap();
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
     let (id, secret) = auth.create_client(INTAKE).await;
     auth.token(&id, &secret, INTAKE).await;
     let conn = Database::connect(db.url.as_str()).await.unwrap();
-    let rows = conn
-        .query_all_raw(sea_orm::Statement::from_string(
-            conn.get_database_backend(),
-            "SELECT private_key FROM signing_keys",
-        ))
-        .await
-        .unwrap();
-    assert!(!rows.is_empty());
-    for row in rows {
-        let stored: String = row.try_get("", "private_key").unwrap();
-        assert!(stored.starts_with("aes256gcm:"), "stored in the clear");
-    }
+    let stored_keys = || async {
+        let rows = conn
+            .query_all_raw(sea_orm::Statement::from_string(
+                conn.get_database_backend(),
+                "SELECT kid, private_key FROM signing_keys",
+            ))
+            .await
+            .unwrap();
+        rows.iter()
+            .map(|row| {
+                (
+                    row.try_get::<String>("", "kid").unwrap(),
+                    row.try_get::<String>("", "private_key").unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let keys = stored_keys().await;
+    assert_eq!(keys.len(), 2, "the signing key and the standby");
+    assert!(
+        keys.iter().all(|(_, k)| k.starts_with("aes256gcm:")),
+        "stored in the clear"
+    );
     auth.server.stop().await;
-    let without = AuthServer::start(&db.url, |_| {}).await;
-    let err = without
-        .err()
-        .expect("starts without the key-encryption key")
-        .to_string();
-    assert!(err.contains("no signing key"), "{err}");
+
+    let without = AuthServer::start(&db.url, |c| c.key_encryption_key = None).await;
+    let err = format!(
+        "{:#}",
+        without.err().expect("started without a key-encryption key")
+    );
+    assert!(err.contains("AUTH_KEY_ENCRYPTION_KEY is not set"), "{err}");
+    assert!(err.contains("openssl rand -base64 32"), "{err}");
+    let wrong = "BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=";
+    let with_wrong = AuthServer::start(&db.url, |c| {
+        c.key_encryption_key = Some(wrong.parse().unwrap());
+    })
+    .await;
+    let err = format!(
+        "{:#}",
+        with_wrong.err().expect("started with the wrong key")
+    );
+    assert!(err.contains("cannot decrypt signing key"), "{err}");
+
+    // A key an older version stored in clear: readable, and sealed at the next start.
+    let (kid, _) = &keys[0];
+    let kek = auth.config.kek().unwrap();
+    let pkcs8 = auth_server::keys::open_private_key(&kek, kid, &keys[0].1).unwrap();
+    let clear = format!(
+        "pkcs8:{}",
+        base64::engine::general_purpose::STANDARD.encode(&pkcs8)
+    );
+    conn.execute_raw(sea_orm::Statement::from_sql_and_values(
+        conn.get_database_backend(),
+        match backend {
+            Backend::Postgres => "UPDATE signing_keys SET private_key = $1 WHERE kid = $2",
+            Backend::Sqlite => "UPDATE signing_keys SET private_key = ? WHERE kid = ?",
+        },
+        [clear.into(), kid.clone().into()],
+    ))
+    .await
+    .unwrap();
+    let again = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let keys = stored_keys().await;
+    assert!(
+        keys.iter().all(|(_, k)| k.starts_with("aes256gcm:")),
+        "left in the clear"
+    );
+    again.token(&id, &secret, INTAKE).await;
 }
 
 /// A standby key is published from the start; revoking the signing key makes that standby
@@ -269,5 +317,5 @@ on_both_backends!(
     a_key_rotated_with_publish_ahead_is_published_before_it_signs,
     a_revoked_key_leaves_the_jwks_and_a_new_one_signs,
     two_servers_on_one_database_agree_on_the_signing_key_after_rotation,
-    private_keys_are_encrypted_at_rest_when_a_key_encryption_key_is_set,
+    private_keys_are_never_at_rest_in_clear,
 );

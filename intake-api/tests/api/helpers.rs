@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
 use base64::Engine;
-use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use intake_api::config::{CaseCommand, Config};
 pub use intake_api::examples::{address, purchase_enquiry, remortgage_enquiry, with};
 use poem::listener::{Acceptor, Listener, TcpListener};
@@ -227,7 +227,7 @@ impl TestApp {
 
     /// The auth-server's current signing key, able to sign whatever a test needs.
     pub async fn real_signer(&self) -> Signer {
-        Signer::from_auth_db(&self.auth_db.url, &kid_of(&self.token)).await
+        Signer::from_auth_db(&self.auth, &self.auth_db.url, &kid_of(&self.token)).await
     }
 
     /// Claims of a valid access token for this app's partner, issued now.
@@ -434,19 +434,14 @@ pub struct Signer {
 }
 
 impl Signer {
-    /// The auth-server's key `kid`, read from `signing_keys` (stored as `pkcs8:<base64>`
-    /// when no key-encryption key is configured).
-    pub async fn from_auth_db(auth_db_url: &str, kid: &str) -> Self {
+    /// The auth-server's key `kid`, read from `signing_keys` and decrypted with the
+    /// auth-server's key-encryption key.
+    pub async fn from_auth_db(auth: &AuthServer, auth_db_url: &str, kid: &str) -> Self {
         let sql = format!("SELECT private_key FROM signing_keys WHERE kid = '{kid}'");
         let stored = query_column(auth_db_url, &sql, "private_key").await;
         let stored = stored.first().expect("the signing key is stored");
-        let pkcs8 = STANDARD
-            .decode(
-                stored
-                    .strip_prefix("pkcs8:")
-                    .expect("key stored in the clear"),
-            )
-            .expect("base64 key");
+        let kek = auth.config.kek().expect("the test key-encryption key");
+        let pkcs8 = auth_server::keys::open_private_key(&kek, kid, stored).expect("the key opens");
         Self {
             kid: kid.to_owned(),
             pair: KeyPair::from_pkcs8(&pkcs8).expect("PKCS#8 key"),
