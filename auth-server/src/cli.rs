@@ -10,7 +10,7 @@ use crate::registry::PROPAGATION;
 use crate::{migration, store};
 
 async fn open(config: &Config) -> anyhow::Result<DatabaseConnection> {
-    migration::connect(&config.database_url, 2).await
+    migration::open_existing(&config.database_url, 2).await
 }
 
 /// Waits until every running server has picked up a change just committed.

@@ -7,7 +7,7 @@ use crate::store::CaseStore;
 /// Runs `intake-api case ...` and returns what it prints.
 pub async fn case(config: &Config, command: CaseCommand) -> anyhow::Result<serde_json::Value> {
     const POOL: u32 = 2;
-    let db = migration::connect(&config.database_url, POOL).await?;
+    let db = migration::open_existing(&config.database_url, POOL).await?;
     let cases = CaseStore::new(db, POOL, config.timing());
     match command {
         CaseCommand::Show { reference } => {

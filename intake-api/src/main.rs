@@ -12,7 +12,7 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(service_kit::db::exit_code(&e))
         }
     }
 }

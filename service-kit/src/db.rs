@@ -1,7 +1,7 @@
 //! Database connection set-up shared by both services: SQLite for the embedded default,
 //! PostgreSQL in production, with the same timeouts on both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -18,10 +18,21 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connects to `url` (`sqlite://...` or `postgres://...`), creating the SQLite file's
 /// directory when it does not exist yet.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
-    if let Some(dir) = sqlite_parent_dir(url) {
-        std::fs::create_dir_all(&dir)
-            .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
+    if let Some(dir) = sqlite_file(url).as_deref().and_then(Path::parent) {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).with_context(|| {
+                format!("cannot create the database directory {}", dir.display())
+            })?;
+        }
     }
+    connect_pool(url, max_connections, true).await
+}
+
+async fn connect_pool(
+    url: &str,
+    max_connections: u32,
+    create: bool,
+) -> anyhow::Result<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.max_connections(max_connections)
         .min_connections(1)
@@ -32,13 +43,19 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         // died meanwhile fails its query instead (answered 503) and leaves the pool.
         .test_before_acquire(false)
         .sqlx_logging(false)
-        .map_sqlx_sqlite_opts(|o| {
+        .map_sqlx_sqlite_opts(move |o| {
             // WAL lets readers run beside the one writer; the busy timeout makes writers
             // from several processes (the CLI beside a running server) queue, not fail.
-            o.journal_mode(SqliteJournalMode::Wal)
+            let o = o
+                .journal_mode(SqliteJournalMode::Wal)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(5))
-                .foreign_keys(true)
+                .foreign_keys(true);
+            if create {
+                o
+            } else {
+                o.create_if_missing(false)
+            }
         });
     if url.starts_with("postgres") {
         opts.statement_timeout(STATEMENT_TIMEOUT);
@@ -48,14 +65,71 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         .with_context(|| format!("cannot connect to the database at {}", redact_url(url)))
 }
 
-/// The directory of a file-backed SQLite URL, if `url` is one, as sqlx itself reads it.
-fn sqlite_parent_dir(url: &str) -> Option<PathBuf> {
+/// The file of a file-backed SQLite URL, if `url` is one, as sqlx itself reads it.
+fn sqlite_file(url: &str) -> Option<PathBuf> {
     if !url.starts_with("sqlite:") {
         return None;
     }
     let options = SqliteConnectOptions::from_str(url).ok()?;
-    let parent = options.get_filename().parent()?;
-    (!parent.as_os_str().is_empty()).then(|| parent.to_owned())
+    let file = options.get_filename();
+    (file.as_os_str() != ":memory:").then(|| file.to_owned())
+}
+
+/// A database an operator command needs is missing, unreachable or not migrated.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct DatabaseNotReady(String);
+
+/// The process exit code for a command that failed with `e`: 3 when its database is not
+/// there or not ready, 1 otherwise (2, for usage, is clap's).
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<DatabaseNotReady>().is_some() {
+        3
+    } else {
+        1
+    }
+}
+
+/// Opens the existing database at `url`, migrated to `M`, for an operator command of
+/// `binary`: nothing is created and no migration runs, so a command pointed at the wrong
+/// place fails instead of working on a new, empty database.
+pub async fn open_existing<M: sea_orm_migration::MigratorTrait>(
+    url: &str,
+    max_connections: u32,
+    binary: &str,
+) -> anyhow::Result<DatabaseConnection> {
+    let first = format!("run `{binary} serve` or `{binary} migrate` with it first");
+    if let Some(file) = sqlite_file(url)
+        && !file.exists()
+    {
+        return Err(DatabaseNotReady(format!(
+            "there is no database at {}; {first} (nothing was created)",
+            file.display()
+        ))
+        .into());
+    }
+    let db = connect_pool(url, max_connections, false)
+        .await
+        .map_err(|e| DatabaseNotReady(format!("{e:#}")))?;
+    let pending = M::get_pending_migrations_read_only(&db)
+        .await
+        .map_err(|e| DatabaseNotReady(format!("cannot read the database's schema version: {e}")))?;
+    let described = redact_url(url);
+    if pending.len() == M::migrations().len() {
+        return Err(DatabaseNotReady(format!(
+            "the database at {described} has no {binary} schema; {first}"
+        ))
+        .into());
+    }
+    if !pending.is_empty() {
+        return Err(DatabaseNotReady(format!(
+            "the database at {described} is behind this version of {binary} ({} migration(s) \
+             pending); run `{binary} migrate` with it first",
+            pending.len()
+        ))
+        .into());
+    }
+    Ok(db)
 }
 
 /// `url` with any password replaced, fit for logs and errors.
@@ -135,17 +209,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn sqlite_parent_dir_is_found_for_relative_and_absolute_paths() {
+    fn sqlite_files_are_found_for_relative_and_absolute_paths() {
         assert_eq!(
-            sqlite_parent_dir("sqlite://data/auth.db?mode=rwc"),
-            Some(PathBuf::from("data"))
+            sqlite_file("sqlite://data/auth.db?mode=rwc"),
+            Some(PathBuf::from("data/auth.db"))
         );
         assert_eq!(
-            sqlite_parent_dir("sqlite:///tmp/x/a.db"),
-            Some(PathBuf::from("/tmp/x"))
+            sqlite_file("sqlite:///tmp/x/a.db"),
+            Some(PathBuf::from("/tmp/x/a.db"))
         );
-        assert_eq!(sqlite_parent_dir("sqlite::memory:"), None);
-        assert_eq!(sqlite_parent_dir("postgres://localhost/test"), None);
+        assert_eq!(sqlite_file("sqlite::memory:"), None);
+        assert_eq!(sqlite_file("postgres://localhost/test"), None);
     }
 
     #[test]

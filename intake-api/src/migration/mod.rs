@@ -25,5 +25,11 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
     service_kit::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
 }
 
+/// The existing, migrated database at `url`, for an operator command: nothing is created
+/// or migrated ([`service_kit::db::open_existing`]).
+pub async fn open_existing(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
+    service_kit::db::open_existing::<Migrator>(url, max_connections, "intake-api").await
+}
+
 /// The PostgreSQL advisory lock migrations of this database run under.
 const LOCK_ID: i64 = 7206114002;
