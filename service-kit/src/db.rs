@@ -18,12 +18,11 @@ pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connects to `url` (`sqlite://...` or `postgres://...`), creating the SQLite file's
 /// directory when it does not exist yet.
 pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
-    if let Some(dir) = sqlite_file(url).as_deref().and_then(Path::parent) {
-        if !dir.as_os_str().is_empty() {
-            std::fs::create_dir_all(dir).with_context(|| {
-                format!("cannot create the database directory {}", dir.display())
-            })?;
-        }
+    if let Some(dir) = sqlite_file(url).as_deref().and_then(Path::parent)
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
     connect_pool(url, max_connections, true).await
 }
