@@ -1,4 +1,4 @@
--- One pass of the intake-api's activation worker on PostgreSQL (intake-api/src/store.rs,
+-- One pass of the intake-api's activation worker on PostgreSQL (intake-api/src/store/activate.rs,
 -- activate_due_now), for pgbench: in one transaction, the due cases claimed and activated in
 -- one UPDATE (the oldest due first, at most ACTIVATION_BATCH = 500, FOR UPDATE SKIP LOCKED),
 -- then one 'activated' event inserted per case returned. Run by bench/run.sh's scale section:

@@ -1,6 +1,6 @@
 -- What one POST /partners/external/intake/attach does in the database on PostgreSQL
--- (intake-api/src/store.rs: LATEST_CASE_POSTGRES, then ATTACH_POSTGRES, each committed on
--- its own), for pgbench, the same way as bench/intake.sql:
+-- (intake-api/src/store/attach.rs: the ORM query of find_for_attach, then ATTACH_POSTGRES,
+-- each committed on its own), for pgbench, the same way as bench/intake.sql:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/attach.sql -D tag=r1 -D pool=.. \
 --     -D threads=.. -D client=.. INTAKE_DB_URL
 -- It picks the same cases as bench/attach.lua: c-TAG-T-I@example.com, T in 1..threads,

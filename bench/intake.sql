@@ -1,4 +1,4 @@
--- What one POST /partners/external/intake writes (intake-api/src/store.rs, SUBMIT_POSTGRES),
+-- What one POST /partners/external/intake writes (intake-api/src/store/submit.rs, SUBMIT_POSTGRES),
 -- for pgbench: the one statement the intake-api sends on PostgreSQL, which upserts the case
 -- and inserts the submission and the event, committed on its own. Run by bench/run.sh:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D mode=create|spread|one \

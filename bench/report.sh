@@ -102,9 +102,9 @@ $intake_ours requests/s are **$ours_cpu µs** each: the intake-api's own $intake
 check, validating and storing the JSON, the database driver, logs and metrics), wrk's
 $wrk_own µs, and PostgreSQL's $pg_under_ours µs for the same statement (the intake-api sends it
 over its $INTAKE_POOL pooled connections, pgbench over $INTAKE_CONNS). The statement is as cheap
-for PostgreSQL as it can be (one round trip, one commit, on a connection kept from the last
-submission, so without the test round trip sqlx's pool makes when it takes a connection
-back), so the ratio rises only as the service's own CPU per request falls; the profile below
+for PostgreSQL as it can be (one round trip, one commit; sqlx's pool checks each connection
+it takes back with a round trip of its own, off the request's path), so the ratio rises only
+as the service's own CPU per request falls; the profile below
 shows where it goes. Per request the intake-api's threads waited for work
 $(med intake_create vol_cs_per_req_intake-api) times and were preempted $(med intake_create invol_cs_per_req_intake-api) times (PostgreSQL's backends and wrk's threads
 share the cores).
