@@ -69,9 +69,11 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
     if !url.starts_with("sqlite:") {
         return None;
     }
+    if url.contains(":memory:") || url.contains("mode=memory") {
+        return None;
+    }
     let options = SqliteConnectOptions::from_str(url).ok()?;
-    let file = options.get_filename();
-    (file.as_os_str() != ":memory:").then(|| file.to_owned())
+    Some(options.get_filename().to_owned())
 }
 
 /// A database an operator command needs is missing, unreachable or not migrated.
