@@ -4,7 +4,8 @@ use chrono::{Duration, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::json;
 
-use crate::config::{ClientCommand, Config, KeyCommand};
+use crate::audit;
+use crate::config::{AuditCommand, ClientCommand, Config, KeyCommand};
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::{migration, store};
@@ -21,10 +22,11 @@ async fn propagated() {
 /// Runs `auth-server client ...` and returns what it prints.
 pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<serde_json::Value> {
     let db = open(config).await?;
+    let actor = audit::actor(config.actor.as_deref());
     let mutates = !matches!(command, ClientCommand::List);
     let out: anyhow::Result<serde_json::Value> = match command {
         ClientCommand::Create { name, scopes } => {
-            let created = store::create_client(&db, &name, &scopes).await?;
+            let created = store::create_client(&db, &name, &scopes, &actor).await?;
             Ok(json!({
                 "client_id": created.client_id,
                 "client_secret": created.client_secret.expose(),
@@ -37,7 +39,7 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
             grace_secs,
         } => {
             let grace = Duration::seconds(i64::try_from(grace_secs)?);
-            let rotated = store::rotate_secret(&db, &client_id, grace).await?;
+            let rotated = store::rotate_secret(&db, &client_id, grace, &actor).await?;
             Ok(json!({
                 "client_id": rotated.client_id,
                 "client_secret": rotated.client_secret.expose(),
@@ -45,7 +47,7 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
             }))
         }
         ClientCommand::Disable { client_id } => {
-            let (c, changed) = store::set_client_disabled(&db, &client_id, true).await?;
+            let (c, changed) = store::set_client_disabled(&db, &client_id, true, &actor).await?;
             Ok(json!({
                 "client_id": c.client_id,
                 "disabled": true,
@@ -54,7 +56,7 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
             }))
         }
         ClientCommand::Enable { client_id } => {
-            let (c, changed) = store::set_client_disabled(&db, &client_id, false).await?;
+            let (c, changed) = store::set_client_disabled(&db, &client_id, false, &actor).await?;
             Ok(json!({"client_id": c.client_id, "disabled": false, "changed": changed}))
         }
     };
@@ -68,6 +70,7 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
 /// Runs `auth-server key ...` and returns what it prints.
 pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_json::Value> {
     let db = open(config).await?;
+    let actor = audit::actor(config.actor.as_deref());
     match command {
         KeyCommand::Rotate { publish_ahead_secs } => {
             let ahead = publish_ahead_secs.unwrap_or(config.jwks_max_age_secs);
@@ -75,7 +78,8 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
             // Never sooner than every auth-server can have loaded the change: then all
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
-            let rotated = store::rotate_keys(&db, &config.kek()?, ahead, not_before).await?;
+            let rotated =
+                store::rotate_keys(&db, &config.kek()?, ahead, not_before, &actor).await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
@@ -91,7 +95,7 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
         }
         KeyCommand::List => Ok(serde_json::to_value(store::list_keys(&db).await?)?),
         KeyCommand::Revoke { kid } => {
-            let revoked = store::revoke_key(&db, &config.kek()?, &kid).await?;
+            let revoked = store::revoke_key(&db, &config.kek()?, &kid, &actor).await?;
             propagated().await;
             Ok(json!({
                 "kid": kid,
@@ -100,5 +104,14 @@ pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_j
                 "standby_kid": revoked.standby_kid,
             }))
         }
+    }
+}
+
+/// Runs `auth-server audit ...` and returns what it prints.
+pub async fn audit(config: &Config, command: AuditCommand) -> anyhow::Result<serde_json::Value> {
+    let db = open(config).await?;
+    match command {
+        AuditCommand::List { since } => Ok(serde_json::to_value(audit::list(&db, since).await?)?),
+        AuditCommand::Verify => Ok(serde_json::to_value(audit::verify(&db).await?)?),
     }
 }

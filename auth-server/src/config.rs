@@ -59,6 +59,9 @@ pub struct Config {
         global = true
     )]
     pub key_encryption_key: Option<Secret<String>>,
+    /// Who is making a change, for the audit trail; the operating-system user when unset.
+    #[arg(long, env = "AUTH_ACTOR", global = true)]
+    pub actor: Option<String>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
     pub redis_url: Option<Secret<String>>,
@@ -148,6 +151,22 @@ pub enum Command {
     /// Manage token-signing keys.
     #[command(subcommand)]
     Key(KeyCommand),
+    /// Read and check the audit trail of changes to clients and keys.
+    #[command(subcommand)]
+    Audit(AuditCommand),
+}
+
+/// `auth-server audit ...`
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Print the entries, oldest first.
+    List {
+        /// Only entries made at or after this time (RFC 3339, e.g. 2026-11-26T00:00:00Z).
+        #[arg(long)]
+        since: Option<chrono::DateTime<chrono::Utc>>,
+    },
+    /// Check the hash chain: exits 1 naming the first entry altered, removed or reordered.
+    Verify,
 }
 
 /// `auth-server client ...`

@@ -2,6 +2,7 @@
 //! JWT access tokens and publishes the keys to verify them, with staged key rotation and
 //! operator commands for clients and keys.
 
+pub mod audit;
 pub mod cli;
 pub mod config;
 pub mod entity;
@@ -36,6 +37,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Client(c) => print(&cli::client(&cli.config, c).await?),
         Command::Key(k) => print(&cli::key(&cli.config, k).await?),
+        Command::Audit(a) => print(&cli::audit(&cli.config, a).await?),
     }
 }
 

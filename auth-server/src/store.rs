@@ -11,11 +11,12 @@ use sea_orm::{
     EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
 };
 use serde::Serialize;
+use serde_json::json;
 use service_kit::Secret;
 
 use crate::entity::{client, client_secret, revision, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState};
-use crate::secrets;
+use crate::{audit, secrets};
 
 async fn bump_revision<C: ConnectionTrait>(db: &C) -> anyhow::Result<()> {
     revision::Entity::update_many()
@@ -74,6 +75,7 @@ pub async fn create_client(
     db: &DatabaseConnection,
     name: &str,
     scopes: &str,
+    actor: &str,
 ) -> anyhow::Result<NewClient> {
     let name = name.trim();
     if name.is_empty() {
@@ -83,7 +85,7 @@ pub async fn create_client(
     let client_id = uuid::Uuid::new_v4().to_string();
     let secret = secrets::generate_secret()?;
     let now = Utc::now();
-    let txn = db.begin().await?;
+    let txn = begin_change(db).await?;
     client::ActiveModel {
         client_id: Set(client_id.clone()),
         name: Set(name.to_owned()),
@@ -95,7 +97,8 @@ pub async fn create_client(
     .insert(&txn)
     .await?;
     insert_secret(&txn, &client_id, &secret, now).await?;
-    bump_revision(&txn).await?;
+    let detail = json!({"name": name, "scopes": scopes});
+    audit::append(&txn, actor, "client.create", &client_id, detail).await?;
     txn.commit().await?;
     Ok(NewClient {
         client_id,
@@ -205,11 +208,12 @@ pub async fn rotate_secret(
     db: &DatabaseConnection,
     client_id: &str,
     grace: Duration,
+    actor: &str,
 ) -> anyhow::Result<RotatedSecret> {
     let now = Utc::now();
     let valid_until = now + grace;
     let secret = secrets::generate_secret()?;
-    let txn = db.begin().await?;
+    let txn = begin_change(db).await?;
     find_client(&txn, client_id).await?;
     // Secrets already on a shorter grace keep theirs; a rotation never extends one.
     client_secret::Entity::update_many()
@@ -223,7 +227,8 @@ pub async fn rotate_secret(
         .exec(&txn)
         .await?;
     insert_secret(&txn, client_id, &secret, now).await?;
-    bump_revision(&txn).await?;
+    let detail = json!({"previous_secrets_valid_until": valid_until});
+    audit::append(&txn, actor, "client.rotate_secret", client_id, detail).await?;
     txn.commit().await?;
     Ok(RotatedSecret {
         client_id: client_id.to_owned(),
@@ -239,8 +244,13 @@ pub async fn set_client_disabled(
     db: &DatabaseConnection,
     client_id: &str,
     disabled: bool,
+    actor: &str,
 ) -> anyhow::Result<(client::Model, bool)> {
-    let txn = db.begin().await?;
+    let found = find_client(db, client_id).await?;
+    if found.disabled_at.is_some() == disabled {
+        return Ok((found, false));
+    }
+    let txn = begin_change(db).await?;
     let found = find_client(&txn, client_id).await?;
     if found.disabled_at.is_some() == disabled {
         return Ok((found, false));
@@ -250,7 +260,12 @@ pub async fn set_client_disabled(
     active.disabled_at = Set(disabled.then_some(now));
     active.updated_at = Set(now);
     let updated = active.update(&txn).await?;
-    bump_revision(&txn).await?;
+    let action = if disabled {
+        "client.disable"
+    } else {
+        "client.enable"
+    };
+    audit::append(&txn, actor, action, client_id, json!({})).await?;
     txn.commit().await?;
     Ok((updated, true))
 }
@@ -335,10 +350,11 @@ impl KeyRing {
     }
 }
 
-/// Opens a transaction for a key change. Bumping the revision first takes its row lock, so
-/// key changes from several processes (replicas starting, the CLI) run one after another
-/// and each sees the keys the one before it left.
-async fn begin_key_change(db: &DatabaseConnection) -> anyhow::Result<DatabaseTransaction> {
+/// Opens a transaction for a change to clients or keys. Bumping the revision first takes
+/// its row lock, so changes from several processes (replicas starting, the CLI) run one
+/// after another: each sees what the one before it left, and audit entries follow each
+/// other without gaps.
+async fn begin_change(db: &DatabaseConnection) -> anyhow::Result<DatabaseTransaction> {
     let txn = db.begin().await?;
     bump_revision(&txn).await?;
     Ok(txn)
@@ -350,7 +366,14 @@ pub async fn seal_keys_stored_in_clear(
     db: &DatabaseConnection,
     kek: &KeyEncryptionKey,
 ) -> anyhow::Result<usize> {
-    let txn = begin_key_change(db).await?;
+    let in_clear = signing_key::Entity::find().all(db).await?;
+    if !in_clear
+        .iter()
+        .any(|k| keys::stored_in_clear(&k.private_key))
+    {
+        return Ok(0);
+    }
+    let txn = begin_change(db).await?;
     let mut sealed = 0;
     for key in signing_key::Entity::find().all(&txn).await? {
         if !keys::stored_in_clear(&key.private_key) {
@@ -361,6 +384,7 @@ pub async fn seal_keys_stored_in_clear(
         let mut row: signing_key::ActiveModel = key.into();
         row.private_key = Set(keys::seal_private_key(kek, &kid, pkcs8.expose())?);
         row.update(&txn).await?;
+        audit::append(&txn, audit::SERVER_ACTOR, "key.seal", &kid, json!({})).await?;
         sealed += 1;
     }
     txn.commit().await?;
@@ -390,15 +414,25 @@ pub async fn ensure_keys(
     } else {
         None
     };
-    let txn = begin_key_change(db).await?;
+    let txn = begin_change(db).await?;
     // Another process may have made them meanwhile.
     let ring = KeyRing::load(&txn).await?;
     let mut created = Vec::new();
     if let (Some(key), None) = (signer, ring.signer(now)) {
-        created.push(insert_key(&txn, key, now, false).await?);
+        let kid = insert_key(&txn, key, now, false).await?;
+        let detail = json!({"role": "signing", "activates_at": now});
+        audit::append(&txn, audit::SERVER_ACTOR, "key.create", &kid, detail).await?;
+        created.push(kid);
     }
     if let (Some(key), None) = (standby, &ring.standby) {
-        created.push(insert_key(&txn, key, now, true).await?);
+        let kid = insert_key(&txn, key, now, true).await?;
+        let detail = json!({"role": "standby"});
+        audit::append(&txn, audit::SERVER_ACTOR, "key.create", &kid, detail).await?;
+        created.push(kid);
+    }
+    if created.is_empty() {
+        // Another process made them meanwhile: nothing changed after all.
+        return Ok(created);
     }
     txn.commit().await?;
     Ok(created)
@@ -423,6 +457,7 @@ pub async fn rotate_keys(
     kek: &KeyEncryptionKey,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
+    actor: &str,
 ) -> anyhow::Result<Rotation> {
     let next_standby = fresh_key(kek).await?;
     // Without a standby (a database from before standby keys) the new key takes its place.
@@ -431,7 +466,7 @@ pub async fn rotate_keys(
     } else {
         None
     };
-    let txn = begin_key_change(db).await?;
+    let txn = begin_change(db).await?;
     let ring = KeyRing::load(&txn).await?;
     let (kid, activates_at) = match (ring.standby, spare) {
         (Some(standby), _) => {
@@ -453,6 +488,8 @@ pub async fn rotate_keys(
         (None, None) => bail!("the standby key disappeared during the rotation; run it again"),
     };
     let standby_kid = insert_key(&txn, next_standby, Utc::now(), true).await?;
+    let detail = json!({"activates_at": activates_at, "standby_kid": standby_kid});
+    audit::append(&txn, actor, "key.rotate", &kid, detail).await?;
     txn.commit().await?;
     Ok(Rotation {
         kid,
@@ -552,6 +589,7 @@ pub async fn revoke_key(
     db: &DatabaseConnection,
     kek: &KeyEncryptionKey,
     kid: &str,
+    actor: &str,
 ) -> anyhow::Result<Revocation> {
     let found = signing_key::Entity::find_by_id(kid.to_owned())
         .one(db)
@@ -569,7 +607,7 @@ pub async fn revoke_key(
             tokio::time::sleep(wait).await;
         }
     }
-    let txn = begin_key_change(db).await?;
+    let txn = begin_change(db).await?;
     let now = Utc::now();
     let ring = KeyRing::load(&txn).await?;
     let key = signing_key::Entity::find_by_id(kid.to_owned())
@@ -603,6 +641,11 @@ pub async fn revoke_key(
     if was_signing || was_standby {
         outcome.standby_kid = Some(insert_key(&txn, next_standby, now, true).await?);
     }
+    let detail = json!({
+        "replacement_kid": outcome.replacement_kid,
+        "standby_kid": outcome.standby_kid,
+    });
+    audit::append(&txn, actor, "key.revoke", kid, detail).await?;
     txn.commit().await?;
     Ok(outcome)
 }

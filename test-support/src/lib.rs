@@ -160,6 +160,14 @@ impl AuthServer {
         auth_server::cli::key(&self.config, command).await
     }
 
+    /// Runs an operator `audit` command against the same database; returns its output.
+    pub async fn audit_cmd(
+        &self,
+        command: auth_server::config::AuditCommand,
+    ) -> anyhow::Result<serde_json::Value> {
+        auth_server::cli::audit(&self.config, command).await
+    }
+
     /// Registers a client with `scopes`; returns `(client_id, client_secret)`.
     pub async fn create_client(&self, scopes: &str) -> (String, String) {
         let out = self

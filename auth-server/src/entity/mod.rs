@@ -1,5 +1,6 @@
 //! Database tables of the auth-server.
 
+pub mod audit_entry;
 pub mod client;
 pub mod client_secret;
 pub mod revision;

@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261125_000001_create_auth_tables;
 mod m20261126_000001_add_standby_keys;
+mod m20261126_000002_create_audit_log;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261125_000001_create_auth_tables::Migration),
             Box::new(m20261126_000001_add_standby_keys::Migration),
+            Box::new(m20261126_000002_create_audit_log::Migration),
         ]
     }
 }

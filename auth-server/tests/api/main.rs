@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod audit;
 mod cli;
 mod clients;
 mod keys;
