@@ -6,17 +6,18 @@ WORKDIR /src
 # Build dependencies first, from the manifests alone, so source edits reuse that layer.
 COPY Cargo.toml Cargo.lock ./
 COPY shared/Cargo.toml shared/Cargo.toml
+COPY service-kit/Cargo.toml service-kit/Cargo.toml
 COPY auth-server/Cargo.toml auth-server/Cargo.toml
 COPY intake-api/Cargo.toml intake-api/Cargo.toml
 COPY test-support/Cargo.toml test-support/Cargo.toml
-RUN for d in shared auth-server intake-api test-support; do mkdir -p $d/src && echo '' > $d/src/lib.rs; done \
+RUN for d in shared service-kit auth-server intake-api test-support; do mkdir -p $d/src && echo '' > $d/src/lib.rs; done \
  && echo 'fn main() {}' > auth-server/src/main.rs && cp auth-server/src/main.rs intake-api/src/main.rs \
  && mkdir -p src && cp auth-server/src/main.rs src/main.rs \
  && cargo build --release --locked -p auth-server -p intake-api \
- && rm -rf shared/src auth-server/src intake-api/src test-support/src src
+ && rm -rf shared/src service-kit/src auth-server/src intake-api/src test-support/src src
 COPY . .
 # Touch the sources so cargo rebuilds the workspace crates over the placeholder builds.
-RUN find shared auth-server intake-api src -name '*.rs' -exec touch {} + \
+RUN find shared service-kit auth-server intake-api src -name '*.rs' -exec touch {} + \
  && cargo build --release --locked -p auth-server -p intake-api \
  && cp target/release/auth-server target/release/intake-api /usr/local/bin/
 

@@ -785,6 +785,7 @@ AUTH_ENV=(
     AUTH_KEY_ENCRYPTION_KEY="$(openssl rand -base64 32)"
     # Out of the way: one client from one address makes every request here.
     AUTH_TOKEN_RATE_LIMIT=1000000000
+    AUTH_SOURCE_RATE_LIMIT=1000000000
     AUTH_FAILED_AUTH_LIMIT=1000000000
 )
 INTAKE_ENV=(

@@ -23,7 +23,7 @@ intake=http://127.0.0.1:$intake_port
 # Limits raised out of the way: the run sends many requests from one client.
 (cd "$work" && AUTH_BIND=127.0.0.1:$auth_port INTAKE_BIND=127.0.0.1:$intake_port \
     AUTH_ISSUER=$auth INTAKE_ISSUER=$auth INTAKE_JWKS_URL=$auth/.well-known/jwks.json \
-    AUTH_TOKEN_RATE_LIMIT=1000000 AUTH_FAILED_AUTH_LIMIT=1000000 INTAKE_RATE_LIMIT=1000000 \
+    AUTH_TOKEN_RATE_LIMIT=1000000 AUTH_SOURCE_RATE_LIMIT=1000000 AUTH_FAILED_AUTH_LIMIT=1000000 INTAKE_RATE_LIMIT=1000000 \
     RUST_LOG=warn exec "$bin" > stack.log 2>&1) &
 # exec: $! is the stack itself, so the cleanup stops it rather than only the subshell.
 pid=$!

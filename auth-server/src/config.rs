@@ -2,6 +2,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use service_kit::Secret;
+use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 
 use crate::keys::KeyEncryptionKey;
@@ -76,6 +77,19 @@ pub struct Config {
         global = true
     )]
     pub token_rate_limit: u32,
+    /// Token requests allowed per source address per window, whatever the client id: the
+    /// first limit a request meets.
+    #[arg(
+        long,
+        env = "AUTH_SOURCE_RATE_LIMIT",
+        default_value_t = 1200,
+        global = true
+    )]
+    pub source_rate_limit: u32,
+    /// Proxies whose `X-Forwarded-For` names the source address: comma-separated CIDR
+    /// blocks or addresses. None by default: the TCP peer is the source.
+    #[arg(long, env = "AUTH_TRUSTED_PROXIES", default_value = "", global = true)]
+    pub trusted_proxies: TrustedProxies,
     /// Failed client authentications allowed per client id and source address per window.
     #[arg(
         long,

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use poem::listener::TcpAcceptor;
 use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
@@ -49,7 +48,7 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 
 /// A built server, bound to its port, not yet serving.
 pub struct Application {
-    acceptor: TcpAcceptor,
+    listener: tokio::net::TcpListener,
     port: u16,
     state: Arc<AppState>,
 }
@@ -73,9 +72,9 @@ impl Application {
         }
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
-        let (acceptor, port) = ops::bind(&config.bind).await?;
+        let (listener, port) = ops::bind(&config.bind).await?;
         Ok(Self {
-            acceptor,
+            listener,
             port,
             state: Arc::new(AppState {
                 config,
@@ -114,9 +113,12 @@ impl Application {
             // Browsers may call the token endpoint cross-origin (the intake-api's docs page
             // does): no cookies are involved, so any origin is safe.
             .with(Cors::new().allow_credentials(false))
-            .with(RequestTelemetry::new("auth-server", ROUTES));
+            .with(
+                RequestTelemetry::new("auth-server", ROUTES)
+                    .trusting(state.config.trusted_proxies.clone()),
+            );
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
-        let result = ops::serve(self.acceptor, app, shutdown).await;
+        let result = ops::serve(self.listener, app, shutdown).await;
         watcher.abort();
         pool_gauges.abort();
         let _ = state.registry.db().clone().close().await;

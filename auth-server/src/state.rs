@@ -17,10 +17,11 @@ pub struct AppState {
     pub limits: TokenLimits,
 }
 
-/// The token endpoint's limits: requests, and (more tightly) failed authentications, per
-/// client id and source address.
+/// The token endpoint's limits: requests per source address; then requests, and (more
+/// tightly) failed authentications, per client and source address.
 pub struct TokenLimits {
     limiter: RateLimiter,
+    per_source: Limit,
     requests: Limit,
     failures: Limit,
 }
@@ -30,12 +31,18 @@ impl TokenLimits {
     pub fn new(config: &Config) -> anyhow::Result<Self> {
         Ok(Self {
             limiter: RateLimiter::new("auth-server", config.redis_url.as_ref())?,
+            per_source: Limit::per(config.source_rate_limit, config.rate_window_secs),
             requests: Limit::per(config.token_rate_limit, config.rate_window_secs),
             failures: Limit::per(config.failed_auth_limit, config.rate_window_secs),
         })
     }
 
-    /// Counts a token request.
+    /// Counts a token request from a source address.
+    pub async fn hit_source(&self, key: &str) -> Decision {
+        self.limiter.hit(key, self.per_source).await
+    }
+
+    /// Counts a token request of a client.
     pub async fn hit_request(&self, key: &str) -> Decision {
         self.limiter.hit(key, self.requests).await
     }

@@ -8,7 +8,15 @@ use service_kit::Secret;
 use shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 
 use crate::error::OAuthError;
-use crate::registry::Snapshot;
+use crate::registry::{ClientEntry, Snapshot};
+
+/// What an unknown client id is checked against: one secret nobody has (the hash of the
+/// empty string, which no generated secret is).
+static DECOY: std::sync::LazyLock<ClientEntry> = std::sync::LazyLock::new(|| ClientEntry {
+    scopes: Vec::new(),
+    disabled: false,
+    secrets: vec![(crate::secrets::hash_secret(""), None)],
+});
 
 /// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -241,9 +249,11 @@ pub fn authorize(
         used_authorization_header,
     };
     let client = snapshot.clients.get(&client_id);
-    let authenticated = match (client, &secret) {
-        (Some(c), Some(s)) => c.accepts(s.expose(), now) && !c.disabled,
-        _ => false,
+    // An unknown id is checked against a decoy, so it takes as long as a wrong secret.
+    let checked = client.unwrap_or(&DECOY);
+    let authenticated = match &secret {
+        Some(s) => checked.accepts(s.expose(), now) && !checked.disabled && client.is_some(),
+        None => false,
     };
     let Some(client) = client.filter(|_| authenticated) else {
         return Err(invalid_client);

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 use service_kit::Secret;
+use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 use url::Url;
 
@@ -104,6 +105,15 @@ pub struct Config {
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
     pub redis_url: Option<Secret<String>>,
+    /// Proxies whose `X-Forwarded-For` names a request's source address (for the logs):
+    /// comma-separated CIDR blocks or addresses; none by default.
+    #[arg(
+        long,
+        env = "INTAKE_TRUSTED_PROXIES",
+        default_value = "",
+        global = true
+    )]
+    pub trusted_proxies: TrustedProxies,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
     pub log_format: LogFormat,

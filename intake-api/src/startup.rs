@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use poem::listener::TcpAcceptor;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, readiness, shutdown_signal};
@@ -41,7 +40,7 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
-    acceptor: TcpAcceptor,
+    listener: tokio::net::TcpListener,
     port: u16,
     state: Arc<AppState>,
 }
@@ -51,10 +50,10 @@ impl Application {
     /// fetched once serving starts; until it is, `/readyz` says not ready.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
-        let (acceptor, port) = ops::bind(&config.bind).await?;
+        let (listener, port) = ops::bind(&config.bind).await?;
         let state = Arc::new(AppState::build(config).await?);
         Ok(Self {
-            acceptor,
+            listener,
             port,
             state,
         })
@@ -91,9 +90,12 @@ impl Application {
         ));
         let app = ops::service_routes(routes::api(&state), routes::documents(&state), readyz)
             .data(state.clone())
-            .with(RequestTelemetry::new("intake-api", ROUTES));
+            .with(
+                RequestTelemetry::new("intake-api", ROUTES)
+                    .trusting(state.config.trusted_proxies.clone()),
+            );
         tracing::info!(port = self.port, "intake-api listening");
-        let result = ops::serve(self.acceptor, app, shutdown).await;
+        let result = ops::serve(self.listener, app, shutdown).await;
         refresher.abort();
         if let Some(r) = revocations {
             r.abort();

@@ -2,12 +2,22 @@
 
 use std::time::Duration;
 
-use poem::endpoint::make_sync;
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use poem::endpoint::{DynEndpoint, ToDynEndpoint, make_sync};
 use poem::http::StatusCode;
-use poem::listener::{Acceptor, Listener, TcpAcceptor, TcpListener};
-use poem::web::Html;
-use poem::{Endpoint, IntoEndpoint, IntoResponse, Response, Route, Server, get, handler};
+use poem::http::uri::Scheme;
+use poem::web::{Html, LocalAddr, RemoteAddr};
+use poem::{Endpoint, EndpointExt, IntoEndpoint, IntoResponse, Response, Route, get, handler};
 use poem_openapi::{OpenApi, OpenApiService};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -70,18 +80,13 @@ pub fn readiness(checks: &[(&'static str, bool)]) -> Response {
 }
 
 /// Binds the listening socket; returns it with the port actually bound (for port 0).
-pub async fn bind(addr: &str) -> anyhow::Result<(TcpAcceptor, u16)> {
+pub async fn bind(addr: &str) -> anyhow::Result<(TcpListener, u16)> {
     use anyhow::Context;
-    let acceptor = TcpListener::bind(addr.to_owned())
-        .into_acceptor()
+    let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
-    let port = acceptor
-        .local_addr()
-        .first()
-        .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-        .context("listener has no socket address")?;
-    Ok((acceptor, port))
+    let port = listener.local_addr()?.port();
+    Ok((listener, port))
 }
 
 /// A service's OpenAPI document and its interactive docs page, made once at start-up.
@@ -134,13 +139,94 @@ where
         .at("/metrics", get(metrics))
 }
 
+/// How long a client has to send a request's head (the request line and headers). It
+/// bounds a keep-alive connection's idle time too: hyper starts the same timer while it
+/// waits for the next request. Slow or idle connections cannot pile up and use up the
+/// process's file descriptors.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most client connections open at once; past it, new ones wait in the kernel's backlog.
+pub const MAX_CONNECTIONS: usize = 8192;
+
 /// Serves `app` until `shutdown` resolves, then lets in-flight requests finish (bounded).
+///
+/// HTTP/1.1 through hyper, with [`HEADER_READ_TIMEOUT`] and at most
+/// [`MAX_CONNECTIONS`] connections. The file-descriptor limit is raised to the hard limit
+/// first, so a burst of connections meets the connection bound, not `EMFILE`.
 pub async fn serve(
-    acceptor: TcpAcceptor,
+    listener: TcpListener,
     app: impl Endpoint + 'static,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    Server::new_with_acceptor(acceptor)
-        .run_with_graceful_shutdown(app, shutdown, Some(SHUTDOWN_GRACE))
-        .await
+    raise_file_limit();
+    let app: Arc<dyn DynEndpoint<Output = Response>> =
+        Arc::new(ToDynEndpoint(app.map_to_response()));
+    let local = listener.local_addr()?;
+    // HTTP/1.1 only: telling HTTP/2's preface from HTTP/1 waits for bytes with no time
+    // limit, which a client sending `P` and nothing more would hold open for ever.
+    let mut builder = auto::Builder::new(TokioExecutor::new()).http1_only();
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    let graceful = GracefulShutdown::new();
+    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    tokio::pin!(shutdown);
+    loop {
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot.expect("the semaphore is never closed"),
+            () = &mut shutdown => break,
+        };
+        let (stream, peer) = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or a connection reset before it was accepted: the
+                    // listener itself is fine, so wait a moment and go on.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let app = app.clone();
+        let service = service_fn(move |req: hyper::Request<Incoming>| {
+            let app = app.clone();
+            async move {
+                let req = poem::Request::from((
+                    req,
+                    LocalAddr(local.into()),
+                    RemoteAddr(peer.into()),
+                    Scheme::HTTP,
+                ));
+                Ok::<_, Infallible>(hyper::Response::from(app.get_response(req).await))
+            }
+        });
+        let connection = builder
+            .serve_connection(TokioIo::new(stream), service)
+            .into_owned();
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(slot);
+        });
+    }
+    drop(listener);
+    tokio::select! {
+        () = graceful.shutdown() => {},
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("shutdown grace over: closing the connections still open");
+        },
+    }
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit; a failure is only logged.
+fn raise_file_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::debug!(limit, "open-file limit"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
 }

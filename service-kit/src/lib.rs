@@ -6,6 +6,7 @@ pub mod db;
 pub mod http;
 pub mod ratelimit;
 pub mod secret;
+pub mod source;
 pub mod telemetry;
 
 pub use secret::Secret;

@@ -68,8 +68,61 @@ return {count, ttl}
 const REDIS_TIMEOUT: Duration = Duration::from_millis(250);
 /// How long to stay on local counters after Redis failed, before trying it again.
 const REDIS_RETRY: Duration = Duration::from_secs(5);
-/// Local counters kept before stale ones are swept.
-const LOCAL_SWEEP_AT: usize = 10_000;
+/// Most keys counted in process. Keys beyond it share one counter: a flood of new keys
+/// (sources, say) then runs into the limit together instead of growing memory.
+const LOCAL_MAX_KEYS: usize = 50_000;
+/// The shortest time between two generations of local counters.
+const LOCAL_MIN_GENERATION: Duration = Duration::from_secs(60);
+
+/// Fixed-window counters kept in process, bounded in number. Counters live in two
+/// generations: a key used again moves to the current one, and the older generation is
+/// dropped whole once per window, so stale keys go without any per-request scan.
+struct LocalCounters {
+    current: HashMap<String, (u32, Instant)>,
+    previous: HashMap<String, (u32, Instant)>,
+    started: Instant,
+    overflow: (u32, Instant),
+}
+
+impl LocalCounters {
+    fn new() -> Self {
+        let now = Instant::now();
+        Self {
+            current: HashMap::new(),
+            previous: HashMap::new(),
+            started: now,
+            overflow: (0, now),
+        }
+    }
+
+    /// Adds `n` to `key`'s count in its current window: the count and the time left.
+    fn add(&mut self, key: &str, limit: Limit, n: u32, now: Instant) -> (u64, Duration) {
+        if now.duration_since(self.started) >= limit.window.max(LOCAL_MIN_GENERATION) {
+            self.previous = std::mem::take(&mut self.current);
+            self.started = now;
+        }
+        let entry = if self.current.contains_key(key) {
+            self.current.get_mut(key)
+        } else if let Some(moved) = self.previous.remove(key) {
+            Some(self.current.entry(key.to_owned()).or_insert(moved))
+        } else if self.current.len() < LOCAL_MAX_KEYS {
+            Some(self.current.entry(key.to_owned()).or_insert((0, now)))
+        } else {
+            None
+        };
+        let entry = entry.unwrap_or(&mut self.overflow);
+        if now.duration_since(entry.1) >= limit.window {
+            *entry = (0, now);
+        }
+        entry.0 = entry.0.saturating_add(n);
+        let remaining = limit.window.saturating_sub(now.duration_since(entry.1));
+        (u64::from(entry.0), remaining)
+    }
+
+    fn len(&self) -> usize {
+        self.current.len() + self.previous.len()
+    }
+}
 
 struct RedisState {
     conn: Option<ConnectionManager>,
@@ -82,7 +135,9 @@ pub struct RateLimiter {
     redis_client: Option<redis::Client>,
     redis: tokio::sync::Mutex<RedisState>,
     script: redis::Script,
-    local: Mutex<HashMap<String, (u32, Instant)>>,
+    local: Mutex<LocalCounters>,
+    /// How many keys the in-process counters hold.
+    local_keys: metrics::Gauge,
 }
 
 impl RateLimiter {
@@ -100,7 +155,8 @@ impl RateLimiter {
                 down_since: None,
             }),
             script: redis::Script::new(SCRIPT),
-            local: Mutex::new(HashMap::new()),
+            local: Mutex::new(LocalCounters::new()),
+            local_keys: metrics::gauge!("ratelimit_local_keys", "service" => service),
         })
     }
 
@@ -194,20 +250,15 @@ impl RateLimiter {
     }
 
     fn local_add(&self, key: &str, limit: Limit, n: u32) -> (u64, Duration) {
-        let now = Instant::now();
-        let mut map = self.local.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= LOCAL_SWEEP_AT {
-            map.retain(|_, (_, start)| {
-                now.duration_since(*start) < limit.window.max(Duration::from_secs(300))
-            });
-        }
-        let entry = map.entry(key.to_owned()).or_insert((0, now));
-        if now.duration_since(entry.1) >= limit.window {
-            *entry = (0, now);
-        }
-        entry.0 = entry.0.saturating_add(n);
-        let remaining = limit.window.saturating_sub(now.duration_since(entry.1));
-        (u64::from(entry.0), remaining)
+        let mut local = self.local.lock().unwrap_or_else(|e| e.into_inner());
+        let counted = local.add(key, limit, n, Instant::now());
+        self.local_keys.set(local.len() as f64);
+        counted
+    }
+
+    /// Keys counted in process now (both generations).
+    pub fn local_keys(&self) -> usize {
+        self.local.lock().unwrap_or_else(|e| e.into_inner()).len()
     }
 }
 
@@ -231,6 +282,36 @@ mod tests {
         assert_eq!(limiter.hit("other", limit).await, Decision::Allowed);
         tokio::time::sleep(Duration::from_millis(220)).await;
         assert_eq!(limiter.hit("k", limit).await, Decision::Allowed);
+    }
+
+    #[test]
+    fn local_counters_stay_bounded_and_stale_keys_go_a_generation_later() {
+        let limit = Limit::per(2, 60);
+        let mut counters = LocalCounters::new();
+        let start = counters.started;
+        for i in 0..LOCAL_MAX_KEYS + 10 {
+            counters.add(&format!("k{i}"), limit, 1, start);
+        }
+        assert_eq!(
+            counters.len(),
+            LOCAL_MAX_KEYS,
+            "keys past the bound are not kept"
+        );
+        // The keys past the bound share one counter, so they are limited together.
+        assert_eq!(counters.add("new-a", limit, 0, start).0, 10);
+        // A key used in the next generation survives it; the others are gone after two.
+        let next = start + Duration::from_secs(61);
+        counters.add("k1", limit, 1, next);
+        assert_eq!(counters.len(), LOCAL_MAX_KEYS);
+        counters.add("k1", limit, 1, next + Duration::from_secs(61));
+        assert_eq!(counters.len(), 1);
+        // A window that ended starts again at zero.
+        assert_eq!(
+            counters
+                .add("k1", limit, 1, next + Duration::from_secs(61))
+                .0,
+            2
+        );
     }
 
     #[tokio::test]

@@ -13,6 +13,8 @@ use tracing::Instrument;
 use tracing_appender::non_blocking::{NonBlockingBuilder, WorkerGuard};
 use tracing_subscriber::EnvFilter;
 
+use crate::source::TrustedProxies;
+
 /// Log output format: `pretty` for people, `json` for log pipelines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
@@ -111,13 +113,24 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 pub struct RequestTelemetry {
     service: &'static str,
     routes: &'static [&'static str],
+    proxies: TrustedProxies,
 }
 
 impl RequestTelemetry {
     /// `routes` are the service's paths; anything else is counted as `other` so a scan of
     /// random paths cannot blow up the metric label space.
     pub fn new(service: &'static str, routes: &'static [&'static str]) -> Self {
-        Self { service, routes }
+        Self {
+            service,
+            routes,
+            proxies: TrustedProxies::default(),
+        }
+    }
+
+    /// Names the request's source from `X-Forwarded-For` when it comes through `proxies`.
+    pub fn trusting(mut self, proxies: TrustedProxies) -> Self {
+        self.proxies = proxies;
+        self
     }
 }
 
@@ -128,6 +141,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
             inner: ep,
             service: self.service,
             routes: self.routes,
+            proxies: self.proxies.clone(),
             metrics: HttpMetricsCache::new(self.service),
         }
     }
@@ -138,6 +152,7 @@ pub struct RequestTelemetryEndpoint<E> {
     inner: E,
     service: &'static str,
     routes: &'static [&'static str],
+    proxies: TrustedProxies,
     metrics: HttpMetricsCache,
 }
 
@@ -278,6 +293,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .find(|r| **r == req.uri().path())
             .copied()
             .unwrap_or("other");
+        let source = self.proxies.source_of(&req);
         // Every line logged while serving the request carries these.
         let span = tracing::info_span!(
             "request",
@@ -285,6 +301,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             request_id = request_id.as_str(),
             method,
             route,
+            source = source.map(tracing::field::display),
             client_id = tracing::field::Empty,
         );
         let served = async {

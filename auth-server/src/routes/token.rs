@@ -292,27 +292,39 @@ impl TokenApi {
             })?)?,
             None => None,
         };
+        let source = self
+            .state
+            .config
+            .trusted_proxies
+            .source_of(req)
+            .map(|ip| ip.to_string())
+            .unwrap_or_default();
+        let limits = &self.state.limits;
+        // Per source first, so that no client id, real or made up, gets counters of its own
+        // before the source is within its limit.
+        limits.check(limits.hit_source(&format!("token-source:{source}")).await)?;
         let claimed_id = basic
             .as_ref()
             .map(|b| b.client_id.as_str())
             .or(params.client_id.as_deref())
             .unwrap_or_default();
-        let source = req
-            .remote_addr()
-            .as_socket_addr()
-            .map(|a| a.ip().to_string())
-            .unwrap_or_default();
-        let limits = &self.state.limits;
-        let failures_key = format!("token-failures:{claimed_id}:{source}");
+        // Ids that are not clients share one key per source: made-up ids never get state of
+        // their own, and cost the same work as a real one.
+        let snapshot = self.state.registry.snapshot();
+        let client_key = if snapshot.clients.contains_key(claimed_id) {
+            claimed_id
+        } else {
+            "?"
+        };
+        let failures_key = format!("token-failures:{client_key}:{source}");
         // A brute-force guard: once too many authentications failed, refuse before checking.
         limits.check(limits.peek_failures(&failures_key).await)?;
         limits.check(
             limits
-                .hit_request(&format!("token:{claimed_id}:{source}"))
+                .hit_request(&format!("token:{client_key}:{source}"))
                 .await,
         )?;
         let now = Utc::now();
-        let snapshot = self.state.registry.snapshot();
         let grant = match token::authorize(params, basic, authorization.is_some(), &snapshot, now) {
             Err(e @ OAuthError::InvalidClient { .. }) => {
                 limits.hit_failure(&failures_key).await;

@@ -30,6 +30,7 @@ impl TestApp {
         // the limits have tests of their own.
         let auth = AuthServer::start(&db.url, |c| {
             c.token_rate_limit = 1_000_000;
+            c.source_rate_limit = 1_000_000;
             c.failed_auth_limit = 1_000_000;
         })
         .await

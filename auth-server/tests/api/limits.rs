@@ -185,3 +185,151 @@ async fn statuses(base: &str, id: &str, secret: &str, n: usize) -> Vec<u16> {
     }
     out
 }
+
+/// A token request with `client_id`, sent as coming from `forwarded_for` when given.
+async fn post_from(base: &str, id: &str, secret: &str, forwarded_for: Option<&str>) -> u16 {
+    let mut request = reqwest::Client::new()
+        .post(format!("{base}/oauth/token"))
+        .json(&json!({"grant_type": "client_credentials", "client_id": id, "client_secret": secret, "scope": INTAKE}));
+    if let Some(address) = forwarded_for {
+        request = request.header("x-forwarded-for", address);
+    }
+    request.send().await.unwrap().status().as_u16()
+}
+
+/// The value of an unlabelled-but-for-service gauge in a scrape.
+fn gauge(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .find(|l| l.starts_with(&format!("{name}{{")))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn made_up_client_ids_get_no_state_of_their_own_and_meet_the_per_source_limit_first() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |c| {
+        c.source_rate_limit = 300;
+        c.failed_auth_limit = 1_000_000;
+    })
+    .await
+    .unwrap();
+    let (id, secret) = auth.create_client(INTAKE).await;
+    let base = auth.base_url();
+    let mut statuses = Vec::new();
+    for _ in 0..300 {
+        let made_up = uuid::Uuid::new_v4().to_string();
+        statuses.push(post(&base, &made_up, "whatever").await.0);
+    }
+    assert!(statuses.iter().all(|s| *s == 401), "{statuses:?}");
+    // Three hundred ids, and the counters hold the source's and one shared pair, not one
+    // each. (The gauge is the process's, which other tests' servers also set, with a few
+    // keys of their own.)
+    let keys = gauge(&metrics_text(&base).await, "ratelimit_local_keys");
+    assert!(keys < 50.0, "{keys} counters for 300 made-up ids");
+    // The source is now at its limit: even a real client's request from it waits.
+    assert_eq!(post(&base, &id, &secret).await.0, 429);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwarded_for_counts_only_through_a_trusted_proxy() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let trusting = AuthServer::start(&db.url, |c| {
+        c.failed_auth_limit = 2;
+        c.trusted_proxies = "127.0.0.1/32".parse().unwrap();
+    })
+    .await
+    .unwrap();
+    let (id, secret) = trusting.create_client(INTAKE).await;
+    let base = trusting.base_url();
+    // An attacker behind the proxy locks out the partner's id for its own address only.
+    for _ in 0..2 {
+        assert_eq!(
+            post_from(&base, &id, "guess", Some("203.0.113.66")).await,
+            401
+        );
+    }
+    assert_eq!(
+        post_from(&base, &id, &secret, Some("203.0.113.66")).await,
+        429
+    );
+    assert_eq!(
+        post_from(&base, &id, &secret, Some("198.51.100.7")).await,
+        200
+    );
+    // What a client writes left of the proxy's own entry is not believed.
+    assert_eq!(
+        post_from(&base, &id, &secret, Some("198.51.100.7, 203.0.113.66")).await,
+        429
+    );
+
+    // Without trusted proxies the header is ignored: every request is the TCP peer's.
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let plain = AuthServer::start(&db.url, |c| c.failed_auth_limit = 2)
+        .await
+        .unwrap();
+    let (id, secret) = plain.create_client(INTAKE).await;
+    let base = plain.base_url();
+    for address in ["203.0.113.66", "203.0.113.67"] {
+        assert_eq!(post_from(&base, &id, "guess", Some(address)).await, 401);
+    }
+    assert_eq!(
+        post_from(&base, &id, &secret, Some("198.51.100.7")).await,
+        429
+    );
+}
+
+/// An unknown id and a wrong secret get the same answer, headers and all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unknown_client_id_is_answered_exactly_as_a_wrong_secret() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (id, _) = auth.create_client(INTAKE).await;
+    let base = auth.base_url();
+    let unknown = post(&base, "no-such-client", "s3cret").await;
+    let wrong = post(&base, &id, "s3cret").await;
+    assert_eq!(unknown, wrong);
+    assert_eq!(unknown.0, 401);
+}
+
+/// A thousand connections that send one byte of a request and stall: the server keeps
+/// answering, and closes them once the header read timeout passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_stalled_connections_do_not_stop_the_server_and_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let address = format!("127.0.0.1:{}", auth.server.port);
+    let mut stalled = Vec::new();
+    for _ in 0..1000 {
+        let mut stream = tokio::net::TcpStream::connect(&address)
+            .await
+            .expect("connect");
+        stream.write_all(b"P").await.expect("one byte");
+        stalled.push(stream);
+    }
+    let answered = tokio::time::timeout(
+        Duration::from_secs(3),
+        reqwest::get(format!("{}/healthz", auth.base_url())),
+    )
+    .await
+    .expect("the server stopped answering")
+    .expect("healthz");
+    assert_eq!(answered.status(), 200);
+    // Each stalled connection is closed by the server: a read sees the end (or a reset).
+    let closed = tokio::time::timeout(Duration::from_secs(15), async {
+        for stream in &mut stalled {
+            let mut buf = [0u8; 256];
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "stalled connections were left open");
+}

@@ -144,6 +144,15 @@ fn stranger_token(kid: &str) -> String {
     )
 }
 
+/// Sets its flag when dropped.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// The drill: tokens issued and used without pause while keys are rotated (with no
 /// publish-ahead) and revoked, and a stranger sends tokens with made-up kids. No token
 /// request fails, and no token is refused unless its key was revoked.
@@ -154,12 +163,17 @@ async fn rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_toke
     let app = Arc::new(
         TestApp::spawn_configured(
             backend,
-            |c| c.token_rate_limit = 1_000_000,
+            |c| {
+                c.token_rate_limit = 1_000_000;
+                c.source_rate_limit = 1_000_000;
+            },
             |c| c.rate_limit = 1_000_000,
         )
         .await,
     );
     let stop = Arc::new(AtomicBool::new(false));
+    // Stops the load however the test ends, so a failed assertion cannot leave it running.
+    let _stop_on_exit = StopOnDrop(stop.clone());
     let issued = Arc::new(AtomicUsize::new(0));
     let token_failures = Arc::new(AtomicUsize::new(0));
     let refused: Arc<Mutex<Vec<(u16, String)>>> = Arc::default();
