@@ -18,6 +18,10 @@ pub struct Config {
         global = true
     )]
     pub bind: String,
+    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
+    /// unset, `/metrics` is served on the main listener.
+    #[arg(long, env = "AUTH_ADMIN_BIND", global = true)]
+    pub admin_bind: Option<String>,
     /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
     #[arg(
         long,

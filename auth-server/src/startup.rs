@@ -50,6 +50,8 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 pub struct Application {
     listener: tokio::net::TcpListener,
     port: u16,
+    /// The admin listener for `/metrics`, when one is configured, and its port.
+    admin: Option<(tokio::net::TcpListener, u16)>,
     state: Arc<AppState>,
 }
 
@@ -58,6 +60,7 @@ impl Application {
     /// clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
+        ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
         let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;
         let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
@@ -73,9 +76,14 @@ impl Application {
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
         let (listener, port) = ops::bind(&config.bind).await?;
+        let admin = match &config.admin_bind {
+            Some(addr) => Some(ops::bind(addr).await?),
+            None => None,
+        };
         Ok(Self {
             listener,
             port,
+            admin,
             state: Arc::new(AppState {
                 config,
                 registry,
@@ -87,6 +95,11 @@ impl Application {
     /// The port actually bound (useful with port 0).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The admin listener's port, when one is configured.
+    pub fn admin_port(&self) -> Option<u16> {
+        self.admin.as_ref().map(|(_, port)| *port)
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -108,7 +121,7 @@ impl Application {
         ));
         let api = api_service(state.clone());
         let documents = ops::ApiDocuments::of(&api);
-        let app = ops::service_routes(api, documents, readyz)
+        let app = ops::service_routes(api, documents, readyz, self.admin.is_none())
             .data(state.clone())
             // Browsers may call the token endpoint cross-origin (the intake-api's docs page
             // does): no cookies are involved, so any origin is safe.
@@ -118,7 +131,16 @@ impl Application {
                     .trusting(state.config.trusted_proxies.clone()),
             );
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
+        // The admin listener has nothing to finish on shutdown: it stops with the process.
+        let admin = self.admin.map(|(listener, port)| {
+            tracing::info!(port, "admin listener (metrics) up");
+            let app = ops::admin_routes(readyz).data(state.clone());
+            tokio::spawn(ops::serve(listener, app, std::future::pending()))
+        });
         let result = ops::serve(self.listener, app, shutdown).await;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
         watcher.abort();
         pool_gauges.abort();
         let _ = state.registry.db().clone().close().await;

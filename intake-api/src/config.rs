@@ -21,6 +21,10 @@ pub struct Config {
         global = true
     )]
     pub bind: String,
+    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
+    /// unset, `/metrics` is served on the main listener.
+    #[arg(long, env = "INTAKE_ADMIN_BIND", global = true)]
+    pub admin_bind: Option<String>,
     /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
     #[arg(
         long,
@@ -48,6 +52,10 @@ pub struct Config {
         global = true
     )]
     pub jwks_url: String,
+    /// A PEM file of certificates to trust, besides the system's, when fetching from the
+    /// auth-server (a private or self-signed certificate on its https URLs).
+    #[arg(long, env = "INTAKE_AUTH_CA_FILE", global = true)]
+    pub auth_ca_file: Option<std::path::PathBuf>,
     /// Where the auth-server lists disabled clients; by default `/revocations` beside the
     /// JWKS.
     #[arg(long, env = "INTAKE_REVOCATIONS_URL", global = true)]

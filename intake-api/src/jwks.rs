@@ -76,13 +76,23 @@ pub(crate) async fn conditional_get(
     })
 }
 
-/// The HTTP client for the auth-server: short timeouts, no redirects.
-pub(crate) fn http_client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
+/// The HTTP client for the auth-server: short timeouts, no redirects, and the
+/// certificates in `ca_file` trusted besides the system's.
+pub fn http_client(ca_file: Option<&std::path::Path>) -> anyhow::Result<reqwest::Client> {
+    let mut builder = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(2))
         .timeout(Duration::from_secs(5))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()?)
+        .redirect(reqwest::redirect::Policy::none());
+    if let Some(path) = ca_file {
+        let pem = std::fs::read(path)
+            .with_context(|| format!("cannot read INTAKE_AUTH_CA_FILE {}", path.display()))?;
+        for cert in reqwest::Certificate::from_pem_bundle(&pem)
+            .with_context(|| format!("{} holds no PEM certificate", path.display()))?
+        {
+            builder = builder.add_root_certificate(cert);
+        }
+    }
+    Ok(builder.build()?)
 }
 
 /// A key set as served, each key kept as JSON until it is read on its own, so one key this
@@ -138,9 +148,14 @@ pub struct JwksCache {
 impl JwksCache {
     /// An empty cache for the JWKS at `url`.
     pub fn new(url: impl Into<String>) -> anyhow::Result<Self> {
+        Self::with_client(url, http_client(None)?)
+    }
+
+    /// An empty cache for the JWKS at `url`, fetched with `http`.
+    pub fn with_client(url: impl Into<String>, http: reqwest::Client) -> anyhow::Result<Self> {
         Ok(Self {
             url: url.into(),
-            http: http_client()?,
+            http,
             keys: RwLock::new(Arc::new(HashMap::new())),
             loaded: AtomicBool::new(false),
             etag: Mutex::new(None),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde::Deserialize;
 
-use crate::jwks::{Fetched, conditional_get, http_client};
+use crate::jwks::{Fetched, conditional_get};
 
 #[derive(Deserialize)]
 struct RevocationList {
@@ -26,11 +26,11 @@ pub struct RevokedClients {
 }
 
 impl RevokedClients {
-    /// An empty list for the document at `url`.
-    pub fn new(url: impl Into<String>) -> anyhow::Result<Self> {
+    /// An empty list for the document at `url`, fetched with `http`.
+    pub fn new(url: impl Into<String>, http: reqwest::Client) -> anyhow::Result<Self> {
         Ok(Self {
             url: url.into(),
-            http: http_client()?,
+            http,
             disabled: RwLock::default(),
             loaded: AtomicBool::new(false),
             etag: Mutex::new(None),

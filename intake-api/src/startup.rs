@@ -42,6 +42,8 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 pub struct Application {
     listener: tokio::net::TcpListener,
     port: u16,
+    /// The admin listener for `/metrics`, when one is configured, and its port.
+    admin: Option<(tokio::net::TcpListener, u16)>,
     state: Arc<AppState>,
 }
 
@@ -50,11 +52,19 @@ impl Application {
     /// fetched once serving starts; until it is, `/readyz` says not ready.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
+        ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);
+        ops::warn_if_plain_http("INTAKE_JWKS_URL", &config.jwks_url);
+        ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", &config.revocations_url()?);
         let (listener, port) = ops::bind(&config.bind).await?;
+        let admin = match &config.admin_bind {
+            Some(addr) => Some(ops::bind(addr).await?),
+            None => None,
+        };
         let state = Arc::new(AppState::build(config).await?);
         Ok(Self {
             listener,
             port,
+            admin,
             state,
         })
     }
@@ -62,6 +72,11 @@ impl Application {
     /// The port actually bound (useful with port 0).
     pub fn port(&self) -> u16 {
         self.port
+    }
+
+    /// The admin listener's port, when one is configured.
+    pub fn admin_port(&self) -> Option<u16> {
+        self.admin.as_ref().map(|(_, port)| *port)
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -88,14 +103,28 @@ impl Application {
             "intake-api",
             state.cases.db().clone(),
         ));
-        let app = ops::service_routes(routes::api(&state), routes::documents(&state), readyz)
-            .data(state.clone())
-            .with(
-                RequestTelemetry::new("intake-api", ROUTES)
-                    .trusting(state.config.trusted_proxies.clone()),
-            );
+        let app = ops::service_routes(
+            routes::api(&state),
+            routes::documents(&state),
+            readyz,
+            self.admin.is_none(),
+        )
+        .data(state.clone())
+        .with(
+            RequestTelemetry::new("intake-api", ROUTES)
+                .trusting(state.config.trusted_proxies.clone()),
+        );
         tracing::info!(port = self.port, "intake-api listening");
+        // The admin listener has nothing to finish on shutdown: it stops with the process.
+        let admin = self.admin.map(|(listener, port)| {
+            tracing::info!(port, "admin listener (metrics) up");
+            let app = ops::admin_routes(readyz).data(state.clone());
+            tokio::spawn(ops::serve(listener, app, std::future::pending()))
+        });
         let result = ops::serve(self.listener, app, shutdown).await;
+        if let Some(admin) = admin {
+            admin.abort();
+        }
         refresher.abort();
         if let Some(r) = revocations {
             r.abort();

@@ -33,8 +33,12 @@ impl AppState {
         let brands = parse_brands(&config.brands)?;
         let db = migration::connect(&config.database_url, config.database_max_connections).await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());
-        let jwks = Arc::new(JwksCache::new(config.jwks_url.clone())?);
-        let revoked = Arc::new(RevokedClients::new(config.revocations_url()?)?);
+        let http = crate::jwks::http_client(config.auth_ca_file.as_deref())?;
+        let jwks = Arc::new(JwksCache::with_client(
+            config.jwks_url.clone(),
+            http.clone(),
+        )?);
+        let revoked = Arc::new(RevokedClients::new(config.revocations_url()?, http)?);
         let verifier =
             Verifier::new(jwks, config.issuer(), &config.audience).with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;

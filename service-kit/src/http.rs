@@ -116,8 +116,9 @@ impl ApiDocuments {
     }
 }
 
-/// A service's routes: its API, `/openapi.json`, `/docs`, and the operational endpoints.
-pub fn service_routes<A, R>(api: A, documents: ApiDocuments, readyz: R) -> Route
+/// A service's routes: its API, `/openapi.json`, `/docs`, `/healthz`, `/readyz`, and
+/// `/metrics` unless it is served on an admin listener of its own ([`admin_routes`]).
+pub fn service_routes<A, R>(api: A, documents: ApiDocuments, readyz: R, with_metrics: bool) -> Route
 where
     A: IntoEndpoint,
     A::Endpoint: 'static,
@@ -130,13 +131,47 @@ where
             .body(json.clone())
     });
     let docs = make_sync(move |_| Html(html.clone()));
-    Route::new()
+    let routes = Route::new()
         .nest("/", api)
         .at("/openapi.json", get(spec))
         .nest("/docs", Route::new().at("/", get(docs)))
         .at("/healthz", get(healthz))
-        .at("/readyz", get(readyz))
+        .at("/readyz", get(readyz));
+    if with_metrics {
+        routes.at("/metrics", get(metrics))
+    } else {
+        routes
+    }
+}
+
+/// The admin listener's routes: `/metrics`, `/healthz` and `/readyz`, for the monitoring
+/// network only.
+pub fn admin_routes<R: Endpoint + 'static>(readyz: R) -> Route {
+    Route::new()
         .at("/metrics", get(metrics))
+        .at("/healthz", get(healthz))
+        .at("/readyz", get(readyz))
+}
+
+/// Warns when `url` (the setting `name`) is plain HTTP to a host other than this one:
+/// tokens and keys would then cross a network unencrypted.
+pub fn warn_if_plain_http(name: &str, url: &str) {
+    let Ok(parsed) = url::Url::parse(url) else {
+        return;
+    };
+    let loopback = match parsed.host() {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(d)) => d == "localhost",
+        None => true,
+    };
+    if parsed.scheme() == "http" && !loopback {
+        tracing::warn!(
+            setting = name,
+            url,
+            "plain http to another host: use https, so tokens and keys are not sent in clear"
+        );
+    }
 }
 
 /// How long a client has to send a request's head (the request line and headers). It

@@ -113,6 +113,8 @@ pub const TEST_KEY_ENCRYPTION_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaG
 pub struct AuthServer {
     /// The server.
     pub server: Running,
+    /// The admin listener's port, when the configuration asked for one.
+    pub admin_port: Option<u16>,
     /// Its configuration (the CLI commands use it too).
     pub config: auth_server::config::Config,
 }
@@ -129,14 +131,18 @@ impl AuthServer {
         config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
         configure(&mut config);
         let app = auth_server::startup::Application::build(config.clone()).await?;
-        let port = app.port();
+        let (port, admin_port) = (app.port(), app.admin_port());
         let server = Running::spawn(port, move |rx| async move {
             app.run_until(async {
                 let _ = rx.await;
             })
             .await
         });
-        Ok(Self { server, config })
+        Ok(Self {
+            server,
+            admin_port,
+            config,
+        })
     }
 
     /// The server's base URL.
@@ -212,6 +218,8 @@ impl AuthServer {
 pub struct IntakeServer {
     /// The server.
     pub server: Running,
+    /// The admin listener's port, when the configuration asked for one.
+    pub admin_port: Option<u16>,
     /// Its configuration.
     pub config: intake_api::config::Config,
 }
@@ -246,14 +254,18 @@ impl IntakeServer {
         config.jwks_url = jwks_url.to_owned();
         configure(&mut config);
         let app = intake_api::startup::Application::build(config.clone()).await?;
-        let port = app.port();
+        let (port, admin_port) = (app.port(), app.admin_port());
         let server = Running::spawn(port, move |rx| async move {
             app.run_until(async {
                 let _ = rx.await;
             })
             .await
         });
-        Ok(Self { server, config })
+        Ok(Self {
+            server,
+            admin_port,
+            config,
+        })
     }
 
     /// The server's base URL.

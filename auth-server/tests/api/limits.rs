@@ -333,3 +333,42 @@ async fn a_thousand_stalled_connections_do_not_stop_the_server_and_are_closed() 
     .await;
     assert!(closed.is_ok(), "stalled connections were left open");
 }
+
+/// With an admin listener configured, `/metrics` is served there and not on the main one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_move_to_the_admin_listener_when_one_is_configured() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |c| c.admin_bind = Some("127.0.0.1:0".into()))
+        .await
+        .unwrap();
+    let admin = format!(
+        "http://127.0.0.1:{}",
+        auth.admin_port.expect("an admin port")
+    );
+    let main = reqwest::get(format!("{}/metrics", auth.base_url()))
+        .await
+        .unwrap();
+    assert_eq!(main.status(), 404, "metrics still on the main listener");
+    let scraped = reqwest::get(format!("{admin}/metrics")).await.unwrap();
+    assert_eq!(scraped.status(), 200);
+    assert!(
+        scraped
+            .text()
+            .await
+            .unwrap()
+            .contains("http_requests_total")
+    );
+    for path in ["/healthz", "/readyz"] {
+        assert_eq!(
+            reqwest::get(format!("{admin}{path}"))
+                .await
+                .unwrap()
+                .status(),
+            200
+        );
+        let on_main = reqwest::get(format!("{}{path}", auth.base_url()))
+            .await
+            .unwrap();
+        assert_eq!(on_main.status(), 200, "{path} left the main listener");
+    }
+}
