@@ -4,6 +4,7 @@ use sea_orm::DatabaseConnection;
 use sea_orm_migration::prelude::*;
 
 mod m20261125_000001_create_case_tables;
+mod m20261127_000001_indexes_for_scale;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -11,7 +12,10 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![Box::new(m20261125_000001_create_case_tables::Migration)]
+        vec![
+            Box::new(m20261125_000001_create_case_tables::Migration),
+            Box::new(m20261127_000001_indexes_for_scale::Migration),
+        ]
     }
 }
 

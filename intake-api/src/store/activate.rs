@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{LockBehavior, LockType, Order, Query};
+use sea_orm::sea_query::{Expr, LockBehavior, LockType, Order, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait};
 use uuid::Uuid;
 
@@ -41,7 +41,12 @@ impl CaseStore {
         let mut due = Query::select();
         due.column(case::Column::Id)
             .from(case::Entity)
-            .and_where(case::Column::Status.eq(case::STATUS_PENDING))
+            // Written out, not bound: only a literal lets PostgreSQL's plans (generic ones
+            // too) use the index of pending cases.
+            .and_where(Expr::cust(format!(
+                r#""status" = '{}'"#,
+                case::STATUS_PENDING
+            )))
             .and_where(case::Column::ActivatesAt.lte(now))
             .order_by(case::Column::ActivatesAt, Order::Asc)
             .limit(ACTIVATION_BATCH as u64);
