@@ -3,12 +3,14 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
+use sea_orm::sqlx::Row;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, Statement,
+    ActiveValue::Set, ColumnTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    QueryTrait, Statement,
 };
 use uuid::Uuid;
 
+use super::reused::decode_error;
 use super::submit::case_key;
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Email;
@@ -64,20 +66,32 @@ impl CaseStore {
     pub async fn find_for_attach(&self, email: &Email) -> Result<Option<CaseRef>, StoreError> {
         // The most recently updated case for the e-mail, any brand. `bench/attach.sql` runs
         // the same query in pgbench.
+        let query = case::Entity::find()
+            .select_only()
+            .columns([
+                case::Column::Id,
+                case::Column::Reference,
+                case::Column::Brand,
+            ])
+            .filter(case::Column::Email.eq(email.as_str()))
+            .order_by_desc(case::Column::UpdatedAt)
+            .limit(1);
         let found: Option<(Uuid, String, String)> = bounded(async {
             let _connection = self.request_connection().await?;
-            Ok(case::Entity::find()
-                .select_only()
-                .columns([
-                    case::Column::Id,
-                    case::Column::Reference,
-                    case::Column::Brand,
-                ])
-                .filter(case::Column::Email.eq(email.as_str()))
-                .order_by_desc(case::Column::UpdatedAt)
-                .into_tuple()
-                .one(&self.db)
-                .await?)
+            let Some(reused) = self.reused() else {
+                return Ok(Box::pin(query.into_tuple().one(&self.db)).await?);
+            };
+            let row = reused
+                .fetch_optional(query.build(DbBackend::Postgres))
+                .await?;
+            Ok(match row {
+                None => None,
+                Some(r) => Some((
+                    r.try_get(0).map_err(decode_error)?,
+                    r.try_get(1).map_err(decode_error)?,
+                    r.try_get(2).map_err(decode_error)?,
+                )),
+            })
         })
         .await?;
         Ok(found.map(|(id, reference, brand)| CaseRef {
@@ -123,7 +137,7 @@ impl CaseStore {
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
             detail: serde_json::json!({"product_uuid": link.product_uuid}),
         };
-        if self.is_postgres() {
+        if let Some(reused) = self.reused() {
             let statement = Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 ATTACH_POSTGRES,
@@ -139,7 +153,7 @@ impl CaseStore {
                     new.detail.to_string().into(),
                 ],
             );
-            self.db.execute_raw(statement).await?;
+            reused.execute(statement).await?;
             return Ok(());
         }
         // Boxed, as in `submit`: the ORM's futures are large.

@@ -2,11 +2,13 @@
 //! the connection pool, the queue writes to one case wait in, and the timing rules.
 //!
 //! Each change and the event describing it are written in one transaction. On PostgreSQL the
-//! hot writes are single statements (one round trip, one implicit transaction); on SQLite,
-//! which has no data-modifying CTEs, the same rows go through the ORM in a transaction.
+//! hot writes are single statements (one round trip, one implicit transaction) on connections
+//! reused between requests ([`reused`]); on SQLite, which has no data-modifying CTEs, the same
+//! rows go through the ORM in a transaction.
 
 mod activate;
 mod attach;
+mod reused;
 mod submit;
 mod view;
 mod write_queue;
@@ -148,6 +150,8 @@ pub const LEFT_FOR_OTHERS: u32 = 2;
 #[derive(Clone)]
 pub struct CaseStore {
     db: DatabaseConnection,
+    /// On PostgreSQL, the hot statements' connections.
+    reused: Option<Arc<reused::Reused>>,
     writes: Arc<WriteQueue>,
     /// Connections requests may hold at once: the pool's, less [`LEFT_FOR_OTHERS`].
     request_connections: Arc<Semaphore>,
@@ -158,8 +162,14 @@ impl CaseStore {
     /// A store over `db`, which must be migrated and have a pool of `max_connections`.
     pub fn new(db: DatabaseConnection, max_connections: u32, timing: Timing) -> Self {
         let for_requests = max_connections.saturating_sub(LEFT_FOR_OTHERS).max(1);
+        let reused = (db.get_database_backend() == DatabaseBackend::Postgres).then(|| {
+            Arc::new(reused::Reused::new(
+                db.get_postgres_connection_pool().clone(),
+            ))
+        });
         Self {
             db,
+            reused,
             writes: Arc::new(WriteQueue::default()),
             request_connections: Arc::new(Semaphore::new(for_requests as usize)),
             timing,
@@ -179,8 +189,14 @@ impl CaseStore {
         &self.db
     }
 
-    fn is_postgres(&self) -> bool {
-        self.db.get_database_backend() == DatabaseBackend::Postgres
+    /// Connections reused for the hot statements, on PostgreSQL.
+    fn reused(&self) -> Option<&reused::Reused> {
+        self.reused.as_deref()
+    }
+
+    /// Connections kept for reuse now, idle.
+    pub fn idle_reused_connections(&self) -> usize {
+        self.reused().map_or(0, reused::Reused::idle_count)
     }
 
     /// A write transaction. On SQLite it takes the write lock at `BEGIN`: a deferred one
@@ -197,6 +213,9 @@ impl CaseStore {
 
     /// Closes the pool once in-flight work is done.
     pub async fn close(&self) {
+        if let Some(reused) = self.reused() {
+            reused.release_all();
+        }
         let _ = self.db.clone().close().await;
     }
 }

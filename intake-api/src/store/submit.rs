@@ -2,11 +2,11 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
-use sea_orm::{
-    ActiveValue::Set, ConnectionTrait, DbBackend, DbErr, EntityTrait, SqlErr, Statement,
-};
+use sea_orm::sqlx::Row;
+use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
 use uuid::Uuid;
 
+use super::reused::{Reused, decode_error};
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Enquiry;
 use crate::entity::{case, case_event, submission};
@@ -128,8 +128,8 @@ impl CaseStore {
                 .checked_add_signed(delay)
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
         };
-        let (case_id, reference) = if self.is_postgres() {
-            self.submit_in_one_statement(&new).await?
+        let (case_id, reference) = if let Some(reused) = self.reused() {
+            Self::submit_in_one_statement(reused, &new).await?
         } else {
             // Boxed: the ORM's futures take kilobytes, which every layer of the request's
             // future above this one would otherwise hold and copy, on PostgreSQL too.
@@ -144,7 +144,7 @@ impl CaseStore {
     }
 
     async fn submit_in_one_statement(
-        &self,
+        reused: &Reused,
         new: &NewSubmission<'_>,
     ) -> Result<(Uuid, String), StoreError> {
         // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which
@@ -169,12 +169,14 @@ impl CaseStore {
                 new_row_id().into(),
             ],
         );
-        let row = self
-            .db
-            .query_one_raw(statement)
+        let row = reused
+            .fetch_optional(statement)
             .await?
             .ok_or(DbErr::RecordNotInserted)?;
-        Ok((row.try_get("", "id")?, row.try_get("", "reference")?))
+        Ok((
+            row.try_get("id").map_err(decode_error)?,
+            row.try_get("reference").map_err(decode_error)?,
+        ))
     }
 
     /// The same writes through the ORM, for SQLite: the upsert, then the submission and the

@@ -12,5 +12,6 @@ mod faults;
 mod jwks;
 mod rate_limits;
 mod replicas;
+mod reused_connections;
 mod revocation;
 mod validation;
