@@ -1,6 +1,7 @@
 -- What one POST /partners/external/intake/attach does in the database on PostgreSQL
--- (intake-api/src/store/attach.rs: the ORM query of find_for_attach, then ATTACH_POSTGRES,
--- each committed on its own), for pgbench, the same way as bench/intake.sql:
+-- (intake-api/src/store/attach.rs: the ORM query of find_for_attach, the case among those
+-- the partner submitted on, then ATTACH_POSTGRES, each committed on its own), for pgbench,
+-- the same way as bench/intake.sql:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/attach.sql -D tag=r1 -D pool=.. \
 --     -D threads=.. -D client=.. INTAKE_DB_URL
 -- It picks the same cases as bench/attach.lua: c-TAG-T-I@example.com, T in 1..threads,
@@ -9,7 +10,7 @@
 -- time-ordered like the service's, from bench_id (bench/run.sh).
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
-SELECT "id" AS case_id, "reference", "brand" FROM "cases" WHERE "email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' ORDER BY "updated_at" DESC LIMIT 1 \gset found_
+SELECT "id" AS case_id, "reference", "brand" FROM "cases" WHERE "email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "cases"."id" AND "submissions"."client_id" = :client) ORDER BY "updated_at" DESC LIMIT 1 \gset found_
 WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")

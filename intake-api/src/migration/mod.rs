@@ -5,6 +5,7 @@ use sea_orm_migration::prelude::*;
 
 mod m20261125_000001_create_case_tables;
 mod m20261127_000001_indexes_for_scale;
+mod m20261128_000001_submissions_by_partner;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -15,6 +16,7 @@ impl MigratorTrait for Migrator {
         vec![
             Box::new(m20261125_000001_create_case_tables::Migration),
             Box::new(m20261127_000001_indexes_for_scale::Migration),
+            Box::new(m20261128_000001_submissions_by_partner::Migration),
         ]
     }
 }

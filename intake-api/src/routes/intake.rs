@@ -96,8 +96,8 @@ impl IntakeApi {
 
     /// Attach an eligibility-engine product to a case.
     ///
-    /// Finds the most recently updated case for the e-mail address (any brand), records the
-    /// product on it, and answers with a link on the brand's customer portal that carries a
+    /// Finds the most recently updated case for the e-mail address (any brand) among the
+    /// cases the calling partner has submitted an enquiry on, records the product on it, and answers with a link on the brand's customer portal that carries a
     /// fresh, single-use, expiring token.
     #[oai(
         path = "/partners/external/intake/attach",
@@ -114,7 +114,7 @@ impl IntakeApi {
         let request = parse_attach(&body.value)?;
         let case = state
             .cases
-            .find_for_attach(&request.email)
+            .find_for_attach(&request.email, partner.client_id())
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
         record(Field::Reference, &case.reference);

@@ -2,7 +2,7 @@
 //! redirect link's token on it.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
+use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::sqlx::Row;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -14,7 +14,7 @@ use super::reused::decode_error;
 use super::submit::case_key;
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Email;
-use crate::entity::{case, case_event, redirect_token};
+use crate::entity::{case, case_event, redirect_token, submission};
 
 /// What attaching a product needs to know of a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,10 +62,25 @@ INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "crea
 VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)"#;
 
 impl CaseStore {
-    /// The case a product for `email` is attached to, if any.
-    pub async fn find_for_attach(&self, email: &Email) -> Result<Option<CaseRef>, StoreError> {
-        // The most recently updated case for the e-mail, any brand. `bench/attach.sql` runs
-        // the same query in pgbench.
+    /// The case a product for `email` from partner `client_id` is attached to, if any: the
+    /// most recently updated of the e-mail's cases (any brand) that the partner has made at
+    /// least one submission on. Another partner's customer is not found, exactly as an
+    /// unknown e-mail is not, so attach tells a partner nothing about others' customers.
+    pub async fn find_for_attach(
+        &self,
+        email: &Email,
+        client_id: &str,
+    ) -> Result<Option<CaseRef>, StoreError> {
+        // `bench/attach.sql` runs the same query in pgbench.
+        let by_partner = Query::select()
+            .expr(Expr::val(1))
+            .from(submission::Entity)
+            .and_where(
+                Expr::col((submission::Entity, submission::Column::CaseId))
+                    .equals((case::Entity, case::Column::Id)),
+            )
+            .and_where(Expr::col((submission::Entity, submission::Column::ClientId)).eq(client_id))
+            .to_owned();
         let query = case::Entity::find()
             .select_only()
             .columns([
@@ -74,6 +89,7 @@ impl CaseStore {
                 case::Column::Brand,
             ])
             .filter(case::Column::Email.eq(email.as_str()))
+            .filter(Expr::exists(by_partner))
             .order_by_desc(case::Column::UpdatedAt)
             .limit(1);
         let found: Option<(Uuid, String, String)> = bounded(async {

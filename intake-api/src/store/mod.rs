@@ -359,7 +359,7 @@ mod statement_tests {
             ),
             (
                 "find_for_attach",
-                std::mem::size_of_val(&store.find_for_attach(&enquiry.email)),
+                std::mem::size_of_val(&store.find_for_attach(&enquiry.email, "c")),
             ),
             (
                 "attach",

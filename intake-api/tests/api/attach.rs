@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    ATTACH, Backend, CaseRowLock, ENQUIRY, PRODUCT, TestApp, event_kinds, fresh_email, invalid,
-    message, remortgage_enquiry, statuses,
+    ATTACH, Backend, CaseRowLock, ENQUIRY, INTAKE, PRODUCT, TestApp, event_kinds, fresh_email,
+    invalid, message, remortgage_enquiry, statuses,
 };
 use test_support::on_both_backends;
 
@@ -110,6 +110,43 @@ async fn attach_for_an_email_without_a_case_is_404(backend: Backend) {
     let reply = app.attach("unknown@example.com", PRODUCT).await;
     assert_eq!(reply.status, 404);
     assert_eq!(reply.body, message("Case not found"));
+}
+
+async fn a_partner_attaches_only_to_cases_it_submitted_on(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (b_id, b_secret) = app.auth.create_client(INTAKE).await;
+    let b_token = app.auth.token(&b_id, &b_secret, INTAKE).await;
+    let b = format!("Bearer {b_token}");
+    let attach_body = |email: &str| json!({"email": email, "product_uuid": PRODUCT});
+    let email = fresh_email();
+    let a_reference = app.submit(&remortgage_enquiry("brand_a", &email)).await;
+
+    // Partner A's customer is, to partner B, an unknown e-mail address.
+    let reply = app.post(ATTACH, Some(&b), &attach_body(&email)).await;
+    assert_eq!(reply.status, 404, "{:?}", reply.body);
+    assert_eq!(reply.body, message("Case not found"));
+    assert_eq!(event_kinds(&app.case_show(&a_reference).await), ["created"]);
+
+    // The customer comes to B for brand_b: B finds that case, never A's brand_a one, even
+    // once A's is the more recently updated.
+    let b_enquiry = remortgage_enquiry("brand_b", &email);
+    let reply = app.post(ENQUIRY, Some(&b), &b_enquiry).await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+    app.submit(&remortgage_enquiry("brand_a", &email)).await;
+    let reply = app.post(ATTACH, Some(&b), &attach_body(&email)).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    token_of(&reply.body, "https://portal.brand-b.example/continue");
+    assert_eq!(
+        event_kinds(&app.case_show(&a_reference).await),
+        ["created", "updated"]
+    );
+
+    // A submission by B on A's case lets B attach to it too: the case is B's customer now.
+    app.post(ENQUIRY, Some(&b), &remortgage_enquiry("brand_a", &email))
+        .await;
+    let reply = app.post(ATTACH, Some(&b), &attach_body(&email)).await;
+    assert_eq!(reply.status, 200, "{:?}", reply.body);
+    token_of(&reply.body, "https://portal.brand-a.example/continue");
 }
 
 async fn attach_with_a_bad_email_or_product_uuid_is_422(backend: Backend) {
@@ -234,6 +271,7 @@ on_both_backends!(
     attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash,
     attach_uses_the_most_recently_updated_case_of_any_brand,
     attach_for_an_email_without_a_case_is_404,
+    a_partner_attaches_only_to_cases_it_submitted_on,
     attach_with_a_bad_email_or_product_uuid_is_422,
     attach_for_a_brand_without_a_portal_url_is_500_and_stores_nothing,
 );
