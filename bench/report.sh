@@ -171,6 +171,46 @@ scale_settings() {
     [[ -z $SCALE_KEEP_DB ]] || printf ' BENCH_SCALE_KEEP_DB=%s' "$SCALE_KEEP_DB"
 }
 
+# The baseline setting, as the command line of the run would give it.
+ab_settings() {
+    [[ -z $BASELINE ]] || printf ' BENCH_BASELINE=<release binaries of %s>' "$BASELINE_NAME"
+}
+
+# Section 7: this build against the baseline, load by load.
+ab_section() {
+    [[ -n $BASELINE ]] || return 0
+    local load r base new
+    for load in "${AB_LOADS[@]}"; do
+        for r in $(seq "$ROUNDS"); do
+            base=$(awk -F'\t' -v k="ab_${load}_base" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
+            new=$(awk -F'\t' -v k="ab_${load}_new" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
+            [[ -n $base && -n $new ]] && rec "ab_$load" "$r" ratio "$(calc "$new / $base")"
+        done
+    done
+    cat <<EOF
+
+## 7. Before and after
+
+This build against **$BASELINE_NAME**, each on an auth-server and an intake-api of its own
+with fresh databases, started side by side after the sections above and measured
+interleaved: every round runs each load against both, the baseline first in odd rounds and
+this build first in even ones. Loads as above: the token endpoint with client_secret_post at
+64 connections; create, update (spread over the cases the first round's creates made) and
+attach at $INTAKE_CONNS connections. The ratio of two throughputs measured beside each other is the
+change in the ratio to the limit each section compares with (the limit is the same machine's).
+
+| load | baseline req/s | this build req/s | this build / baseline, by round | median | CPU per request, baseline / this build | p99, baseline / this build | within 5% |
+|---|---|---|---|---|---|---|---|
+EOF
+    local name proc
+    for load in "${AB_LOADS[@]}"; do
+        name=$load
+        proc=intake-api
+        [[ $load == token ]] && name="token (client_secret_post, 64)" && proc=auth-server
+        echo "| $name | $(med "ab_${load}_base" rps) | $(med "ab_${load}_new" rps) | $(rounds "ab_$load" ratio) | **$(med "ab_$load" ratio)** | $(med "ab_${load}_base" "cpu_us_per_req_$proc") / $(med "ab_${load}_new" "cpu_us_per_req_$proc") µs | $(med "ab_${load}_base" p99_ms) / $(med "ab_${load}_new" p99_ms) ms | $(verdict "$(med "ab_$load" ratio)" '>=' 0.95) |"
+    done
+}
+
 # Section 6: the scale run.
 scale_section() {
     ((SCALE)) || return 0
@@ -458,6 +498,7 @@ time over the intake-api's CPU time per request, from /proc/PID/stat during the 
 | auth-server | $MEM_IDLE_AUTH MiB | $MEM_AFTER_AUTH MiB | $MEM_PEAK_AUTH MiB |
 | intake-api | $MEM_IDLE_INTAKE MiB | $MEM_AFTER_INTAKE MiB | $MEM_PEAK_INTAKE MiB |
 $(scale_section)
+$(ab_section)
 
 ## Targets
 
@@ -532,7 +573,7 @@ EOF
 ## Commands
 
 \`\`\`sh
-BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS$(scale_settings) bench/run.sh     # all of the below
+BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS$(scale_settings)$(ab_settings) bench/run.sh     # all of the below
 ${BUILD_CMD[*]}
 ${BEARER_CMD[*]}
 # services (ports, databases and the key-encryption key are per run):

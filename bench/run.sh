@@ -29,6 +29,12 @@
 #   BENCH_SCALE_PASSES   activation passes per round and database (default 200)
 #   BENCH_SCALE_PORT     first of the two ports of the scale run's intake-apis (default
 #                   BENCH_INTAKE_PORT + 2)
+#   BENCH_BASELINE  a directory holding another build's release auth-server and intake-api
+#                   (say, the last release): section 7 then runs the token, create, update and
+#                   attach loads against it and this build, interleaved round by round, each
+#                   on services and databases of its own
+#   BENCH_BASELINE_NAME  what to call that build in the report (default: its directory)
+#   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
 # packages are installed with apt-get when running as root. Only 127.0.0.1 is ever contacted.
@@ -64,6 +70,10 @@ SCALE_CASES=(10000 "${BENCH_SCALE_CASES:-10000000}")
 SCALE_KEEP_DB=${BENCH_SCALE_KEEP_DB:-}
 SCALE_PASSES=${BENCH_SCALE_PASSES:-200}
 SCALE_PORT=${BENCH_SCALE_PORT:-$((INTAKE_PORT + 2))}
+# Before and after (section 7).
+BASELINE=${BENCH_BASELINE:-}
+BASELINE_NAME=${BENCH_BASELINE_NAME:-$BASELINE}
+AB_PORT=${BENCH_AB_PORT:-$((AUTH_PORT + 10))}
 
 # Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
 exec 3>&2
@@ -369,12 +379,13 @@ declare -A PROC_NAME
 UNSET_ENV=(-u REDIS_URL)
 for var in $(compgen -e | grep -E '^(AUTH|INTAKE)_' || true); do UNSET_ENV+=(-u "$var"); done
 
-# Starts a service binary in the background with its log in $WORK; sets STARTED_PID.
+# Starts a service binary in the background with its log in $WORK; sets STARTED_PID. The
+# binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log).
 start_service() {
     local name=$1
     shift
-    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "$TARGET_DIR/release/$name" serve \
-        >>"$WORK/$name.log" 2>&1 &
+    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
+        >>"$WORK/${LOG_NAME:-$name}.log" 2>&1 &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
     PROC_NAME[$STARTED_PID]=$name
@@ -392,9 +403,10 @@ wait_ready() {
 
 port_free() { ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# A fresh access token, with client_secret_post.
+# A fresh access token, with client_secret_post, from the auth-server at $1 (default
+# $AUTH_URL) for the client in BENCH_CLIENT_ID and BENCH_CLIENT_SECRET.
 get_token() {
-    curl -sf "$AUTH_URL/oauth/token" -H 'Content-Type: application/json' \
+    curl -sf "${1:-$AUTH_URL}/oauth/token" -H 'Content-Type: application/json' \
         -d "{\"grant_type\":\"client_credentials\",\"client_id\":\"$BENCH_CLIENT_ID\",\"client_secret\":\"$BENCH_CLIENT_SECRET\",\"scope\":\"$SCOPE\"}" |
         sed -E 's/.*"access_token":"([^"]+)".*/\1/'
 }
@@ -409,6 +421,103 @@ post_enquiry() {
 
 # The enquiry bench/enquiry.lua sends, for e-mail $1.
 enquiry_json() { sed "s/EMAIL/$1/" "$BENCH_DIR/enquiry.json" | tr -d '\n'; }
+
+# ---------------------------------------------------------------------------------------------
+# Before and after (section 7)
+
+declare -A AB_AUTH_PID AB_INTAKE_PID AB_AUTH_PORT AB_INTAKE_PORT AB_CLIENT_ID AB_CLIENT_SECRET
+
+# Starts side $1 (base or new): an auth-server and an intake-api of the build in directory $2,
+# on ports $3 and $3 + 1 and databases of their own, with a client like the main run's.
+ab_start() {
+    local side=$1 dir=$2 port=$3 db json
+    local auth_db="bench_auth_${side}_$RUN_ID" intake_db="bench_intake_${side}_$RUN_ID"
+    local auth_url="http://127.0.0.1:$port"
+    for db in "$auth_db" "$intake_db"; do
+        psql_admin -c "CREATE DATABASE \"$db\"" >/dev/null
+        DBS+=("$db")
+    done
+    # Later settings win: the main run's, with this side's addresses and databases.
+    local auth_env=("${AUTH_ENV[@]}" AUTH_BIND="127.0.0.1:$port"
+        AUTH_DATABASE_URL="$(db_url "$auth_db")" AUTH_ISSUER="$auth_url")
+    local intake_env=("${INTAKE_ENV[@]}" INTAKE_BIND="127.0.0.1:$((port + 1))"
+        INTAKE_DATABASE_URL="$(db_url "$intake_db")" INTAKE_ISSUER="$auth_url"
+        INTAKE_JWKS_URL="$auth_url/.well-known/jwks.json")
+    BIN_DIR=$dir LOG_NAME=auth-server-$side start_service auth-server "${auth_env[@]}"
+    AB_AUTH_PID[$side]=$STARTED_PID
+    wait_ready "$auth_url" "$STARTED_PID"
+    BIN_DIR=$dir LOG_NAME=intake-api-$side start_service intake-api "${intake_env[@]}"
+    AB_INTAKE_PID[$side]=$STARTED_PID
+    wait_ready "http://127.0.0.1:$((port + 1))" "$STARTED_PID"
+    json=$(env "${UNSET_ENV[@]}" "${auth_env[@]}" RUST_LOG=warn "$dir/auth-server" \
+        client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
+    AB_CLIENT_ID[$side]=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
+    AB_CLIENT_SECRET[$side]=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
+    [[ -n ${AB_CLIENT_ID[$side]} && -n ${AB_CLIENT_SECRET[$side]} ]] ||
+        die "$side: client create printed no credentials"
+    AB_AUTH_PORT[$side]=$port
+    AB_INTAKE_PORT[$side]=$((port + 1))
+}
+
+# Runs load $1 (token, create, update or attach) of round $2 against side $3, recorded as
+# ab_$1_$3. Updates and attaches go to cases the first round's creates made (AB_POOL each).
+ab_load() {
+    local load=$1 r=$2 side=$3
+    export BENCH_CLIENT_ID=${AB_CLIENT_ID[$side]} BENCH_CLIENT_SECRET=${AB_CLIENT_SECRET[$side]}
+    BENCH_BASIC=$(printf '%s:%s' "$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" | openssl base64 -A)
+    BENCH_TOKEN=$(get_token "http://127.0.0.1:${AB_AUTH_PORT[$side]}")
+    [[ $BENCH_TOKEN == *.*.* ]] || die "$side: no access token"
+    export BENCH_BASIC BENCH_TOKEN BENCH_TAG=ab1 BENCH_POOL=${AB_POOL:-1}
+    local key=ab_${load}_$side pid=${AB_INTAKE_PID[$side]}
+    export PORT_OVERRIDE=${AB_INTAKE_PORT[$side]}
+    case $load in
+    token)
+        PORT_OVERRIDE=${AB_AUTH_PORT[$side]}
+        run_wrk "$key" "$r" 64 token_post.lua /oauth/token -- "${AB_AUTH_PID[$side]}"
+        ;;
+    create)
+        BENCH_TAG=ab$r
+        run_wrk "$key" "$r" "$INTAKE_CONNS" intake_create.lua /partners/external/intake -- "$pid"
+        ;;
+    update) run_wrk "$key" "$r" "$INTAKE_CONNS" intake_update.lua /partners/external/intake -- "$pid" ;;
+    attach) run_wrk "$key" "$r" "$INTAKE_CONNS" attach.lua /partners/external/intake/attach -- "$pid" ;;
+    esac
+    unset PORT_OVERRIDE
+}
+
+AB_LOADS=(token create update attach)
+
+# Section 7: every load against the baseline build and this one, alternating which goes first.
+ab_run() {
+    local p r load side sides saved=("$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" "$BENCH_BASIC")
+    for p in $(seq "$AB_PORT" $((AB_PORT + 3))); do
+        port_free "$p" || die "port $p is in use (set BENCH_AB_PORT)"
+    done
+    log "before and after: starting $BASELINE_NAME and this build side by side"
+    ab_start base "$BASELINE" "$AB_PORT"
+    ab_start new "$TARGET_DIR/release" $((AB_PORT + 2))
+    for r in $(seq "$ROUNDS"); do
+        if ((r % 2)); then sides=(base new); else sides=(new base); fi
+        for load in "${AB_LOADS[@]}"; do
+            if [[ $load == update && -z ${AB_POOL:-} ]]; then
+                # Half of what each wrk thread created on the side that created fewer.
+                AB_POOL=$(awk -F'\t' '$1 ~ /^ab_create_/ && $2 == 1 && $3 == "requests" { print $4 }' "$DATA" |
+                    sort -g | head -1)
+                AB_POOL=$((AB_POOL / (2 * THREADS)))
+                ((AB_POOL > 5000)) && AB_POOL=5000
+                ((AB_POOL < 1)) && AB_POOL=1
+            fi
+            for side in "${sides[@]}"; do
+                ab_load "$load" "$r" "$side"
+            done
+        done
+    done
+    for side in base new; do
+        kill -TERM "${AB_AUTH_PID[$side]}" "${AB_INTAKE_PID[$side]}" 2>/dev/null || true
+        wait "${AB_AUTH_PID[$side]}" "${AB_INTAKE_PID[$side]}" 2>/dev/null || true
+    done
+    BENCH_CLIENT_ID=${saved[0]} BENCH_CLIENT_SECRET=${saved[1]} BENCH_BASIC=${saved[2]}
+}
 
 # ---------------------------------------------------------------------------------------------
 # Scale run (section 6)
@@ -705,8 +814,15 @@ scale_run() {
                     scale_wrk "scale${cases}_update" "$r" "$port" "$pid" intake_update.lua /partners/external/intake
                     ;;
                 attach)
+                    # Attach finds only cases the calling partner has submitted on; the
+                    # loaded ones carry other partners' submissions. This round's updates
+                    # went through the same sequence of cases from its start, so attaches
+                    # keep to the first half of what each wrk thread updated.
                     export BENCH_TAG=load BENCH_POOL
-                    BENCH_POOL=$(scale_pool "$cases")
+                    BENCH_POOL=$(awk -F'\t' -v k="scale${cases}_update" -v r="$r" \
+                        '$1 == k && $2 == r && $3 == "requests" { print int($4 / (2 * t)) }' t="$THREADS" "$DATA")
+                    ((BENCH_POOL > $(scale_pool "$cases"))) && BENCH_POOL=$(scale_pool "$cases")
+                    ((BENCH_POOL < 1)) && BENCH_POOL=1
                     scale_wrk "scale${cases}_attach" "$r" "$port" "$pid" attach.lua /partners/external/intake/attach
                     ;;
                 esac
@@ -741,6 +857,10 @@ log "work directory $WORK; load average $LOAD_AT_START"
 port_free "$AUTH_PORT" || die "port $AUTH_PORT is in use (set BENCH_AUTH_PORT)"
 port_free "$INTAKE_PORT" || die "port $INTAKE_PORT is in use (set BENCH_INTAKE_PORT)"
 psql_admin -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG_URL"
+if [[ -n $BASELINE ]]; then
+    [[ -x $BASELINE/auth-server && -x $BASELINE/intake-api ]] ||
+        die "BENCH_BASELINE ($BASELINE) must hold release auth-server and intake-api binaries"
+fi
 if ((SCALE)); then
     { port_free "$SCALE_PORT" && port_free "$((SCALE_PORT + 1))"; } ||
         die "ports $SCALE_PORT and $((SCALE_PORT + 1)) must be free for the scale run (set BENCH_SCALE_PORT)"
@@ -973,6 +1093,11 @@ LOAD_AT_END=$(cut -d' ' -f1-3 /proc/loadavg)
 grep -q '"level":"ERROR"' "$WORK/intake-api.log" "$WORK/auth-server.log" &&
     log "warning: the services logged errors during the run"
 LOG_LINES=$(cat "$WORK/auth-server.log" "$WORK/intake-api.log" | wc -l)
+
+# 7. Before and after, on services of their own, before the scale run fills the disk.
+if [[ -n $BASELINE ]]; then
+    ab_run
+fi
 
 # 6. Scale: the same operations against 10,000 and against many existing cases, on
 # databases and intake-apis of their own, after everything above.
