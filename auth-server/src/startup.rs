@@ -131,12 +131,7 @@ impl Application {
                     .trusting(state.config.trusted_proxies.clone()),
             );
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
-        // The admin listener has nothing to finish on shutdown: it stops with the process.
-        let admin = self.admin.map(|(listener, port)| {
-            tracing::info!(port, "admin listener (metrics) up");
-            let app = ops::admin_routes(readyz).data(state.clone());
-            tokio::spawn(ops::serve(listener, app, std::future::pending()))
-        });
+        let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));
         let result = ops::serve(self.listener, app, shutdown).await;
         if let Some(admin) = admin {
             admin.abort();

@@ -153,6 +153,17 @@ pub fn admin_routes<R: Endpoint + 'static>(readyz: R) -> Route {
         .at("/readyz", get(readyz))
 }
 
+/// Serves `app` (built by [`admin_routes`]) on the admin listener, if one is bound, in a
+/// task of its own. The listener has nothing to finish on shutdown: abort the task.
+pub fn spawn_admin(
+    admin: Option<(TcpListener, u16)>,
+    app: impl Endpoint + 'static,
+) -> Option<tokio::task::JoinHandle<std::io::Result<()>>> {
+    let (listener, port) = admin?;
+    tracing::info!(port, "admin listener (metrics) up");
+    Some(tokio::spawn(serve(listener, app, std::future::pending())))
+}
+
 /// Warns when `url` (the setting `name`) is plain HTTP to a host other than this one:
 /// tokens and keys would then cross a network unencrypted.
 pub fn warn_if_plain_http(name: &str, url: &str) {
