@@ -101,8 +101,8 @@ enum ErrorResponse {
         Json<InvalidScope>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
-    /// Attach: no case for this e-mail address: `{"message":"Case not found"}`. Send the
-    /// customer to the enquiry form instead.
+    /// No case of yours for this e-mail address or reference: `{"message":"Case not found"}`.
+    /// On attach, send the customer to the enquiry form instead.
     #[oai(status = 404)]
     NotFound(Json<CaseNotFound>),
     /// The body is larger than 64 KiB.

@@ -19,6 +19,7 @@ use crate::{activation, routes};
 const ROUTES: &[&str] = &[
     "/partners/external/intake",
     "/partners/external/intake/attach",
+    "/partners/external/cases/{reference}",
     "/healthz",
     "/readyz",
     "/metrics",

@@ -276,6 +276,25 @@ pub fn record_client_id(client_id: &str) {
     tracing::Span::current().record("client_id", client_id);
 }
 
+/// Whether `path` is one of `route`'s paths: the same segments, where a `{name}` segment
+/// stands for any one non-empty segment. The route, not the path, labels the metrics, so
+/// references in paths do not each make a time series.
+fn route_matches(route: &str, path: &str) -> bool {
+    let mut path_segments = path.split('/');
+    for expected in route.split('/') {
+        match path_segments.next() {
+            Some(seg) if expected.starts_with('{') && expected.ends_with('}') => {
+                if seg.is_empty() {
+                    return false;
+                }
+            }
+            Some(seg) if seg == expected => {}
+            _ => return false,
+        }
+    }
+    path_segments.next().is_none()
+}
+
 impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
     type Output = Response;
 
@@ -290,7 +309,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
         let route: &'static str = self
             .routes
             .iter()
-            .find(|r| **r == req.uri().path())
+            .find(|r| route_matches(r, req.uri().path()))
             .copied()
             .unwrap_or("other");
         let source = self.proxies.source_of(&req);
@@ -350,6 +369,25 @@ mod tests {
     use poem::{EndpointExt, handler, test::TestClient};
 
     use super::*;
+
+    #[test]
+    fn a_route_with_a_parameter_matches_one_segment_in_its_place() {
+        let route = "/partners/external/cases/{reference}";
+        assert!(route_matches(
+            route,
+            "/partners/external/cases/418290357116"
+        ));
+        for path in [
+            "/partners/external/cases/",
+            "/partners/external/cases",
+            "/partners/external/cases/1/events",
+            "/partners/external/other/1",
+        ] {
+            assert!(!route_matches(route, path), "{path}");
+        }
+        assert!(route_matches("/healthz", "/healthz"));
+        assert!(!route_matches("/healthz", "/healthz/"));
+    }
 
     #[derive(Clone, Default)]
     struct Captured(Arc<Mutex<Vec<u8>>>);

@@ -1,15 +1,20 @@
-//! `POST /partners/external/intake` and `POST /partners/external/intake/attach`.
+//! `POST /partners/external/intake`, `POST /partners/external/intake/attach` and
+//! `GET /partners/external/cases/{reference}`.
 
 use std::sync::Arc;
 
+use poem_openapi::param::Path;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use service_kit::telemetry::{Field, record};
 
 use super::body::LenientJson;
 use super::partner::Partner;
-use super::wire::{AttachRequestBody, CaseResponse, EnquiryRequest, RedirectResponse};
+use super::wire::{
+    AttachRequestBody, CaseResponse, CaseState, CaseStatusBody, EnquiryRequest, RedirectResponse,
+};
 use crate::domain::{RedirectToken, parse_attach, parse_enquiry};
+use crate::entity::case;
 use crate::error::IntakeError;
 use crate::state::AppState;
 use crate::store::{NewLink, Outcome};
@@ -37,6 +42,14 @@ pub enum AttachResponse {
     /// The product was attached; send the customer to `redirect`.
     #[oai(status = 200)]
     Ok(Json<RedirectResponse>),
+}
+
+/// Successful answer of the case status endpoint.
+#[derive(ApiResponse)]
+pub enum CaseStatusResponse {
+    /// The case.
+    #[oai(status = 200)]
+    Ok(Json<CaseStatusBody>),
 }
 
 /// What happened to a case, on the request's log line.
@@ -138,6 +151,47 @@ impl IntakeApi {
         record_case("product_attached", &case.reference, &case.brand);
         Ok(AttachResponse::Ok(Json(RedirectResponse {
             redirect: token.link(portal).into(),
+        })))
+    }
+
+    /// Read a case back.
+    ///
+    /// The case's state for a reference from an earlier submission: whether it is active
+    /// yet and what is attached to it. Only cases the calling partner has submitted an
+    /// enquiry on are found; any other reference answers 404.
+    #[oai(
+        path = "/partners/external/cases/:reference",
+        method = "get",
+        operation_id = "getCase",
+        tag = "ApiTags::Intake"
+    )]
+    async fn case_status(
+        &self,
+        partner: Partner,
+        /// The case reference a submission answered with.
+        reference: Path<String>,
+    ) -> Result<CaseStatusResponse, IntakeError> {
+        let found = self
+            .state
+            .cases
+            .status_for_partner(&reference.0, partner.client_id())
+            .await?
+            .ok_or(IntakeError::CaseNotFound)?;
+        record(Field::Reference, &found.reference);
+        let status = if found.status == case::STATUS_ACTIVE {
+            CaseState::Active
+        } else {
+            CaseState::PendingActivation
+        };
+        Ok(CaseStatusResponse::Ok(Json(CaseStatusBody {
+            reference: found.reference,
+            brand: found.brand,
+            status,
+            created_at: found.created_at,
+            updated_at: found.updated_at,
+            activates_at: found.activates_at,
+            activated_at: found.activated_at,
+            product_uuid: found.product_uuid,
         })))
     }
 }

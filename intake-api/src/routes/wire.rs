@@ -8,6 +8,7 @@
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use chrono::{DateTime, Utc};
 use poem_openapi::{
     Object,
     registry::{MetaSchema, MetaSchemaRef},
@@ -179,6 +180,59 @@ impl ParseFromJSON for Email {
 impl ToJSON for Email {
     fn to_json(&self) -> Option<Value> {
         Some(Value::String(self.as_str().to_owned()))
+    }
+}
+
+/// Where a case stands in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, poem_openapi::Enum)]
+#[oai(rename_all = "snake_case")]
+pub enum CaseState {
+    /// Accepted; it becomes active at `activates_at`.
+    PendingActivation,
+    /// Active.
+    Active,
+}
+
+/// A case as its partner may read it back.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct CaseStatusBody {
+    /// The case reference number.
+    pub reference: String,
+    /// The brand the case is with.
+    pub brand: String,
+    /// `pending_activation` until `activates_at`, then `active`.
+    pub status: CaseState,
+    /// When the case was created.
+    pub created_at: DateTime<Utc>,
+    /// When an enquiry or product last changed it.
+    pub updated_at: DateTime<Utc>,
+    /// When it becomes (or became) active.
+    pub activates_at: DateTime<Utc>,
+    /// When it became active; null until then.
+    #[oai(nullable)]
+    pub activated_at: Option<DateTime<Utc>>,
+    /// The eligibility-engine product attached last; null until one is.
+    #[oai(nullable)]
+    pub product_uuid: Option<Uuid>,
+}
+
+impl Example for CaseStatusBody {
+    fn example() -> Self {
+        let created = DateTime::parse_from_rfc3339("2026-11-26T09:30:00Z")
+            .map(|t| t.with_timezone(&Utc))
+            .unwrap_or_default();
+        let activates = created + chrono::Duration::minutes(15);
+        Self {
+            reference: "418290357116".into(),
+            brand: "brand_a".into(),
+            status: CaseState::Active,
+            created_at: created,
+            updated_at: created + chrono::Duration::minutes(2),
+            activates_at: activates,
+            activated_at: Some(activates + chrono::Duration::seconds(1)),
+            product_uuid: Uuid::parse_str("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07").ok(),
+        }
     }
 }
 

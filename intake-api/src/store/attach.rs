@@ -2,7 +2,7 @@
 //! redirect link's token on it.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, Query};
+use sea_orm::sea_query::Expr;
 use sea_orm::sqlx::Row;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
@@ -12,9 +12,9 @@ use uuid::Uuid;
 
 use super::reused::decode_error;
 use super::submit::case_key;
-use super::{CaseStore, StoreError, bounded, event, new_row_id};
+use super::{CaseStore, StoreError, bounded, event, new_row_id, submitted_by};
 use crate::domain::Email;
-use crate::entity::{case, case_event, redirect_token, submission};
+use crate::entity::{case, case_event, redirect_token};
 
 /// What attaching a product needs to know of a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -72,15 +72,6 @@ impl CaseStore {
         client_id: &str,
     ) -> Result<Option<CaseRef>, StoreError> {
         // `bench/attach.sql` runs the same query in pgbench.
-        let by_partner = Query::select()
-            .expr(Expr::val(1))
-            .from(submission::Entity)
-            .and_where(
-                Expr::col((submission::Entity, submission::Column::CaseId))
-                    .equals((case::Entity, case::Column::Id)),
-            )
-            .and_where(Expr::col((submission::Entity, submission::Column::ClientId)).eq(client_id))
-            .to_owned();
         let query = case::Entity::find()
             .select_only()
             .columns([
@@ -89,7 +80,7 @@ impl CaseStore {
                 case::Column::Brand,
             ])
             .filter(case::Column::Email.eq(email.as_str()))
-            .filter(Expr::exists(by_partner))
+            .filter(submitted_by(client_id))
             .order_by_desc(case::Column::UpdatedAt)
             .limit(1);
         let found: Option<(Uuid, String, String)> = bounded(async {

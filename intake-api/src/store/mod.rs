@@ -27,10 +27,10 @@ use uuid::Uuid;
 pub use activate::{ACTIVATION_BATCH, Activated};
 pub use attach::{CaseRef, NewLink};
 pub use submit::{Outcome, Submitted};
-pub use view::{CaseView, EventView};
+pub use view::{CaseStatus, CaseView, EventView};
 pub use write_queue::WriteQueue;
 
-use crate::entity::case_event;
+use crate::entity::{case, case_event, submission};
 
 /// The longest one unit of database work may take, waiting for its turn included: past it
 /// the request answers 503 instead of hanging on a database that stopped answering.
@@ -114,6 +114,22 @@ async fn bounded<T>(
 /// creation time they carry tells partners nothing.
 fn new_row_id() -> Uuid {
     Uuid::now_v7()
+}
+
+/// Cases partner `client_id` has made at least one submission on: the cases it may see.
+fn submitted_by(client_id: &str) -> sea_orm::sea_query::SimpleExpr {
+    use sea_orm::sea_query::{Expr, ExprTrait, Query};
+    Expr::exists(
+        Query::select()
+            .expr(Expr::val(1))
+            .from(submission::Entity)
+            .and_where(
+                Expr::col((submission::Entity, submission::Column::CaseId))
+                    .equals((case::Entity, case::Column::Id)),
+            )
+            .and_where(Expr::col((submission::Entity, submission::Column::ClientId)).eq(client_id))
+            .to_owned(),
+    )
 }
 
 /// One entry of a case's history.

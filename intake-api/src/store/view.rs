@@ -1,16 +1,20 @@
-//! Reading a case back, as the operator CLI shows it.
+//! Reading a case back: its state, as its partners see it, and all of it, as the operator
+//! CLI shows it.
 
 use chrono::{DateTime, Utc};
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder};
+use sea_orm::{
+    ColumnTrait, DerivePartialModel, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+};
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{CaseStore, StoreError};
+use super::{CaseStore, StoreError, bounded, submitted_by};
 use crate::entity::{case, case_event, submission};
 
-/// A case as `intake-api case show` prints it.
-#[derive(Debug, Serialize)]
-pub struct CaseView {
+/// A case's state, as its partners may read it.
+#[derive(Debug, Clone, Serialize, DerivePartialModel)]
+#[sea_orm(entity = "case::Entity")]
+pub struct CaseStatus {
     /// The reference.
     pub reference: String,
     /// The brand.
@@ -27,6 +31,14 @@ pub struct CaseView {
     pub activated_at: Option<DateTime<Utc>>,
     /// The attached eligibility-engine product.
     pub product_uuid: Option<Uuid>,
+}
+
+/// A case as `intake-api case show` prints it.
+#[derive(Debug, Serialize)]
+pub struct CaseView {
+    /// Its state.
+    #[serde(flatten)]
+    pub case: CaseStatus,
     /// How many enquiries were accepted for it.
     pub submissions: u64,
     /// Its history, oldest first.
@@ -72,16 +84,39 @@ impl CaseStore {
             })
             .collect();
         Ok(Some(CaseView {
-            reference: c.reference,
-            brand: c.brand,
-            status: c.status,
-            created_at: c.created_at,
-            updated_at: c.updated_at,
-            activates_at: c.activates_at,
-            activated_at: c.activated_at,
-            product_uuid: c.product_uuid,
+            case: CaseStatus {
+                reference: c.reference,
+                brand: c.brand,
+                status: c.status,
+                created_at: c.created_at,
+                updated_at: c.updated_at,
+                activates_at: c.activates_at,
+                activated_at: c.activated_at,
+                product_uuid: c.product_uuid,
+            },
             submissions,
             events,
         }))
+    }
+
+    /// The case with `reference`, if partner `client_id` has made a submission on it: a
+    /// partner reads only its own customers' cases, and anyone else's answer as unknown.
+    pub async fn status_for_partner(
+        &self,
+        reference: &str,
+        client_id: &str,
+    ) -> Result<Option<CaseStatus>, StoreError> {
+        bounded(async {
+            let _connection = self.request_connection().await?;
+            Ok(Box::pin(
+                case::Entity::find()
+                    .filter(case::Column::Reference.eq(reference))
+                    .filter(submitted_by(client_id))
+                    .into_partial_model::<CaseStatus>()
+                    .one(&self.db),
+            )
+            .await?)
+        })
+        .await
     }
 }

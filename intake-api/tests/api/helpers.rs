@@ -202,6 +202,17 @@ impl TestApp {
         self.post(ATTACH, Some(&self.bearer()), &body).await
     }
 
+    /// Reads case `reference` back with `bearer` as the `Authorization` header.
+    pub async fn case_status(&self, reference: &str, bearer: Option<&str>) -> Reply {
+        let mut request = self
+            .http
+            .get(self.url(&format!("/partners/external/cases/{reference}")));
+        if let Some(bearer) = bearer {
+            request = request.header("Authorization", bearer);
+        }
+        Reply::read(request.send().await.expect("the intake-api answers")).await
+    }
+
     /// Submits an enquiry that must be accepted; returns its reference.
     pub async fn submit(&self, body: &Value) -> String {
         let reply = self.enquiry(body).await;

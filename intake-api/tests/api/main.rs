@@ -6,6 +6,7 @@ mod helpers;
 mod activation;
 mod attach;
 mod bearer;
+mod case_status;
 mod cases;
 mod enquiry_properties;
 mod faults;
