@@ -10,7 +10,26 @@ use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, readiness, shutdown_signal};
-use service_kit::telemetry::RequestTelemetry;
+use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
+
+/// The auth-server's own metrics.
+const AUTH_METRICS: &[MetricHelp] = &[
+    MetricHelp {
+        name: "auth_tokens_issued_total",
+        kind: MetricKind::Counter,
+        help: "Access tokens issued, by client_id.",
+    },
+    MetricHelp {
+        name: "auth_token_requests_failed_total",
+        kind: MetricKind::Counter,
+        help: "Token requests refused, by OAuth error (reason).",
+    },
+    MetricHelp {
+        name: "auth_registry_reloads_total",
+        kind: MetricKind::Counter,
+        help: "Reloads of clients and keys from the database, by outcome (`ok` or `error`).",
+    },
+];
 
 use crate::config::Config;
 use crate::registry::Registry;
@@ -60,6 +79,11 @@ impl Application {
     /// clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
+        service_kit::telemetry::describe_metrics(
+            "auth-server",
+            env!("CARGO_PKG_VERSION"),
+            AUTH_METRICS,
+        );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
         let db = migration::connect(&config.database_url, 10).await?;
         let kek = config.kek()?;

@@ -9,11 +9,50 @@ use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, readiness, shutdown_signal};
-use service_kit::telemetry::RequestTelemetry;
+use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
 use crate::{activation, routes};
+
+/// The intake-api's own metrics.
+const INTAKE_METRICS: &[MetricHelp] = &[
+    MetricHelp {
+        name: "intake_cases_total",
+        kind: MetricKind::Counter,
+        help: "Enquiries accepted, by brand and outcome (`created` or `updated`).",
+    },
+    MetricHelp {
+        name: "intake_products_attached_total",
+        kind: MetricKind::Counter,
+        help: "Products attached to cases, by brand.",
+    },
+    MetricHelp {
+        name: "intake_cases_activated_total",
+        kind: MetricKind::Counter,
+        help: "Cases activated, by brand.",
+    },
+    MetricHelp {
+        name: "intake_activation_lag_seconds",
+        kind: MetricKind::Histogram,
+        help: "How long after its activation time a case was activated.",
+    },
+    MetricHelp {
+        name: "intake_auth_failures_total",
+        kind: MetricKind::Counter,
+        help: "Requests refused for their bearer token, by reason.",
+    },
+    MetricHelp {
+        name: "intake_jwks_refreshes_total",
+        kind: MetricKind::Counter,
+        help: "Fetches of the auth-server's JWKS, by trigger and outcome.",
+    },
+    MetricHelp {
+        name: "intake_revocation_refreshes_total",
+        kind: MetricKind::Counter,
+        help: "Fetches of the auth-server's revocation list, by outcome.",
+    },
+];
 
 /// Every path the service answers, for metric labels.
 const ROUTES: &[&str] = &[
@@ -53,6 +92,11 @@ impl Application {
     /// fetched once serving starts; until it is, `/readyz` says not ready.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
+        service_kit::telemetry::describe_metrics(
+            "intake-api",
+            env!("CARGO_PKG_VERSION"),
+            INTAKE_METRICS,
+        );
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);
         ops::warn_if_plain_http("INTAKE_JWKS_URL", &config.jwks_url);
         ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", &config.revocations_url()?);

@@ -80,6 +80,14 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
                     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
                 ],
             )
+            .and_then(|b| {
+                // Lags (seconds behind schedule) as histograms too: unlike a summary's
+                // quantiles they add up across replicas.
+                b.set_buckets_for_metric(
+                    Matcher::Suffix("lag_seconds".into()),
+                    &[0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0],
+                )
+            })
             .expect("static bucket list is not empty");
         let recorder = builder.build_recorder();
         let handle = recorder.handle();
@@ -103,6 +111,80 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
         let _ = metrics::set_global_recorder(recorder);
         handle
     })
+}
+
+/// What kind of metric a [`MetricHelp`] describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Observations in buckets.
+    Histogram,
+}
+
+/// A metric a service records and what it means: its `# HELP` line on `/metrics`.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricHelp {
+    /// The metric's name.
+    pub name: &'static str,
+    /// Its kind.
+    pub kind: MetricKind,
+    /// What it measures, and its labels.
+    pub help: &'static str,
+}
+
+/// The metrics both services record through this crate.
+pub const COMMON_METRICS: &[MetricHelp] = &[
+    MetricHelp {
+        name: "http_requests_total",
+        kind: MetricKind::Counter,
+        help: "HTTP requests answered, by service, route (`other` for unknown paths), method and status.",
+    },
+    MetricHelp {
+        name: "http_request_duration_seconds",
+        kind: MetricKind::Histogram,
+        help: "Time from a request's arrival to its response, by service, route, method and status.",
+    },
+    MetricHelp {
+        name: "db_pool_connections",
+        kind: MetricKind::Gauge,
+        help: "Database pool connections, by service and state (`in_use` or `idle`).",
+    },
+    MetricHelp {
+        name: "ratelimit_refused_total",
+        kind: MetricKind::Counter,
+        help: "Requests refused with 429 by a rate limit, by service.",
+    },
+    MetricHelp {
+        name: "ratelimit_redis_errors_total",
+        kind: MetricKind::Counter,
+        help: "Redis failures of the rate limiter, which then counts in this process alone, by service and stage.",
+    },
+    MetricHelp {
+        name: "ratelimit_local_keys",
+        kind: MetricKind::Gauge,
+        help: "Keys the in-process rate limiter holds counts for (bounded), by service.",
+    },
+    MetricHelp {
+        name: "build_info",
+        kind: MetricKind::Gauge,
+        help: "Always 1; labels name the service and its version.",
+    },
+];
+
+/// Gives the recorder each metric's help text and sets `build_info` for `service`. Call
+/// once at start, after [`metrics_handle`]; a metric is listed on `/metrics` once recorded.
+pub fn describe_metrics(service: &'static str, version: &'static str, own: &[MetricHelp]) {
+    for m in COMMON_METRICS.iter().chain(own) {
+        match m.kind {
+            MetricKind::Counter => metrics::describe_counter!(m.name, m.help),
+            MetricKind::Gauge => metrics::describe_gauge!(m.name, m.help),
+            MetricKind::Histogram => metrics::describe_histogram!(m.name, m.help),
+        }
+    }
+    metrics::gauge!("build_info", "service" => service, "version" => version).set(1.0);
 }
 
 /// Name of the request-id header, accepted from the caller or generated.

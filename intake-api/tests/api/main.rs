@@ -11,6 +11,7 @@ mod cases;
 mod enquiry_properties;
 mod faults;
 mod jwks;
+mod metrics;
 mod rate_limits;
 mod replicas;
 mod reused_connections;
