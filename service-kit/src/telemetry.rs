@@ -2,7 +2,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::io::BufWriter;
+use std::io::{BufWriter, Write};
 use std::sync::{OnceLock, RwLock};
 use std::time::{Duration, Instant};
 
@@ -29,6 +29,28 @@ pub enum LogFormat {
 /// bound on memory, never a reason to drop a line.
 const LOG_QUEUE_LINES: usize = 128_000;
 
+/// How long the log writer rests after writing out what was queued. Without the rest it
+/// sleeps whenever the queue is empty, and under load the next line wakes it at once: a
+/// thread switch per line on cores the requests need. With it, it wakes at most a few
+/// hundred times a second and writes all that came meanwhile; a line waits at most this long.
+const LOG_WRITE_REST: Duration = Duration::from_millis(5);
+
+/// The log writer thread's output: tracing-appender flushes it once the queue is empty, so
+/// the rest goes there.
+struct PacedWriter<W: Write>(BufWriter<W>);
+
+impl<W: Write> Write for PacedWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.write(buf)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.0.flush()?;
+        std::thread::sleep(LOG_WRITE_REST);
+        Ok(())
+    }
+}
+
 /// Keeps the log writer going; dropping it writes out every line still queued.
 pub struct LogGuard {
     _writer: Option<WorkerGuard>,
@@ -45,7 +67,10 @@ pub fn init_tracing(format: LogFormat) -> LogGuard {
         .buffered_lines_limit(LOG_QUEUE_LINES)
         .lossy(false)
         .thread_name("log-writer")
-        .finish(BufWriter::with_capacity(64 * 1024, std::io::stderr()));
+        .finish(PacedWriter(BufWriter::with_capacity(
+            64 * 1024,
+            std::io::stderr(),
+        )));
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
