@@ -816,14 +816,16 @@ scale_run() {
                 attach)
                     # Attach finds only cases the calling partner has submitted on; the
                     # loaded ones carry other partners' submissions. This round's updates
-                    # went through the same sequence of cases from its start, so attaches
-                    # keep to the first half of what each wrk thread updated.
-                    export BENCH_TAG=load BENCH_POOL
+                    # went through the same sequence of cases from its start (from the
+                    # second for wrk's thread 1, bench/threads.lua), so attaches keep to
+                    # the first half of what each thread updated, from the second case.
+                    export BENCH_TAG=load BENCH_POOL BENCH_FIRST=3
                     BENCH_POOL=$(awk -F'\t' -v k="scale${cases}_update" -v r="$r" \
-                        '$1 == k && $2 == r && $3 == "requests" { print int($4 / (2 * t)) }' t="$THREADS" "$DATA")
-                    ((BENCH_POOL > $(scale_pool "$cases"))) && BENCH_POOL=$(scale_pool "$cases")
+                        '$1 == k && $2 == r && $3 == "requests" { print int($4 / (2 * t)) - 1 }' t="$THREADS" "$DATA")
+                    ((BENCH_POOL > $(scale_pool "$cases") - 1)) && BENCH_POOL=$(($(scale_pool "$cases") - 1))
                     ((BENCH_POOL < 1)) && BENCH_POOL=1
                     scale_wrk "scale${cases}_attach" "$r" "$port" "$pid" attach.lua /partners/external/intake/attach
+                    unset BENCH_FIRST
                     ;;
                 esac
             done
