@@ -544,6 +544,9 @@ EOF
 - The load generator runs on the same $CORES cores as the services and PostgreSQL, so CPU the
   services spend per request is CPU PostgreSQL does not get; pgbench has no service beside
   it. The CPU per request columns show that cost.
+- PostgreSQL has \`autovacuum = $(psql_admin -c 'SHOW autovacuum' 2>/dev/null)\`; the run runs
+  \`ANALYZE\` on the intake databases after the first round of creates (and the scale run after
+  loading), so the planner knows the tables' sizes whether or not autovacuum got to them.
 - PostgreSQL has \`ssl = $(psql_admin -c 'SHOW ssl' 2>/dev/null)\`: the intake-api (sqlx) and pgbench (libpq) both
   connect with sslmode=prefer, so both pay for the same TLS over loopback, or neither does.
 - The intake-api's CPU per request includes its background work (the activation worker's

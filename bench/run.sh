@@ -131,6 +131,11 @@ db_url() { sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\1/$1#" <<<"$PG_URL"; }
 
 psql_admin() { psql "$PG_URL" -v ON_ERROR_STOP=1 -qAt "$@"; }
 
+# Gives the planner statistics of database $1's tables now, as autovacuum would once they had
+# grown: without them (a server with autovacuum off, or a run shorter than its naptime) a
+# lookup by e-mail is planned for thousands of rows, in parallel workers.
+analyze_db() { psql "$(db_url "$1")" -v ON_ERROR_STOP=1 -qc ANALYZE >/dev/null; }
+
 # ---------------------------------------------------------------------------------------------
 # Clean-up: whatever happens, stop what was started and drop what was created.
 
@@ -500,6 +505,8 @@ ab_run() {
         if ((r % 2)); then sides=(base new); else sides=(new base); fi
         for load in "${AB_LOADS[@]}"; do
             if [[ $load == update && -z ${AB_POOL:-} ]]; then
+                analyze_db "bench_intake_base_$RUN_ID"
+                analyze_db "bench_intake_new_$RUN_ID"
                 # Half of what each wrk thread created on the side that created fewer.
                 AB_POOL=$(awk -F'\t' '$1 ~ /^ab_create_/ && $2 == 1 && $3 == "requests" { print $4 }' "$DATA" |
                     sort -g | head -1)
@@ -1010,6 +1017,7 @@ for r in $(seq "$ROUNDS"); do
     run_wrk intake_create "$r" "$INTAKE_CONNS" intake_create.lua \
         /partners/external/intake -- "$INTAKE_PID"
     if ((r == 1)); then
+        analyze_db "$INTAKE_DB"
         # Half of what each wrk thread of the first round created: cases known to exist.
         CASES_POOL=$(($(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA") / (2 * THREADS)))
         ((CASES_POOL > 5000)) && CASES_POOL=5000
