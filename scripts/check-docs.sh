@@ -4,28 +4,11 @@
 # or target/release/ when given --release) on free ports in a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-profile=debug
-[ "${1:-}" = "--release" ] && profile=release
-bin="${CARGO_TARGET_DIR:-$PWD/target}/$profile/partner-intake"
-[ -x "$bin" ] || { echo "$bin not built: cargo build${1:+ $1}" >&2; exit 1; }
+# shellcheck source=scripts/stack.sh
+. scripts/stack.sh
 chrome=$(command -v chromium || command -v chromium-browser || true)
 [ -n "$chrome" ] || { echo "chromium is not installed (Debian: apt-get install chromium)" >&2; exit 1; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-auth_port=$(free_port); intake_port=$(free_port)
-work=$(mktemp -d)
-cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-(cd "$work" && AUTH_BIND=127.0.0.1:$auth_port INTAKE_BIND=127.0.0.1:$intake_port \
-    AUTH_ISSUER=http://127.0.0.1:$auth_port INTAKE_ISSUER=http://127.0.0.1:$auth_port \
-    INTAKE_JWKS_URL=http://127.0.0.1:$auth_port/.well-known/jwks.json \
-    exec "$bin" > stack.log 2>&1) &
-# exec: $! is the stack itself, so the cleanup stops it rather than only the subshell.
-pid=$!
-for _ in $(seq 1 60); do
-    curl -fsS "http://127.0.0.1:$intake_port/readyz" >/dev/null 2>&1 && break
-    sleep 0.5
-done
+start_stack "$@"
 
 render() { # url -> rendered DOM on stdout
     "$chrome" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \

@@ -6,27 +6,10 @@
 # services' metrics.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-profile=debug
-[ "${1:-}" = "--release" ] && profile=release
-bin="${CARGO_TARGET_DIR:-$PWD/target}/$profile/partner-intake"
-[ -x "$bin" ] || { echo "$bin not built: cargo build -p partner-intake${1:+ $1}" >&2; exit 1; }
+# shellcheck source=scripts/stack.sh
+. scripts/stack.sh
 command -v promtool >/dev/null || { echo "promtool is not installed (Debian: apt-get install prometheus)" >&2; exit 1; }
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-auth_port=$(free_port); intake_port=$(free_port)
-auth=http://127.0.0.1:$auth_port intake=http://127.0.0.1:$intake_port
-work=$(mktemp -d)
-cleanup() { [ -n "${pid:-}" ] && kill "$pid" 2>/dev/null; wait 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-(cd "$work" && AUTH_BIND=127.0.0.1:$auth_port INTAKE_BIND=127.0.0.1:$intake_port \
-    AUTH_ISSUER=$auth INTAKE_ISSUER=$auth INTAKE_JWKS_URL=$auth/.well-known/jwks.json \
-    INTAKE_ACTIVATION_DELAY_SECS=0 exec "$bin" > stack.log 2>&1) &
-pid=$!
-for _ in $(seq 1 60); do
-    curl -fsS "$intake/readyz" >/dev/null 2>&1 && break
-    sleep 0.5
-done
-curl -fsS "$intake/readyz" >/dev/null || { echo "the stack did not start:" >&2; cat "$work/stack.log" >&2; exit 1; }
+start_stack "$@" INTAKE_ACTIVATION_DELAY_SECS=0
 
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 id=$(field client_id <"$work/data/demo-client.json")
