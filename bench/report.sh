@@ -179,13 +179,9 @@ ab_settings() {
 # Section 7: this build against the baseline, load by load.
 ab_section() {
     [[ -n $BASELINE ]] || return 0
-    local load r base new
+    local load
     for load in "${AB_LOADS[@]}"; do
-        for r in $(seq "$ROUNDS"); do
-            base=$(awk -F'\t' -v k="ab_${load}_base" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
-            new=$(awk -F'\t' -v k="ab_${load}_new" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
-            [[ -n $base && -n $new ]] && rec "ab_$load" "$r" ratio "$(calc "$new / $base")"
-        done
+        record_ratios "ab_${load}_new" "ab_${load}_base" rps
     done
     cat <<EOF
 
@@ -207,7 +203,7 @@ EOF
         name=$load
         proc=intake-api
         [[ $load == token ]] && name="token (client_secret_post, 64)" && proc=auth-server
-        echo "| $name | $(med "ab_${load}_base" rps) | $(med "ab_${load}_new" rps) | $(rounds "ab_$load" ratio) | **$(med "ab_$load" ratio)** | $(med "ab_${load}_base" "cpu_us_per_req_$proc") / $(med "ab_${load}_new" "cpu_us_per_req_$proc") µs | $(med "ab_${load}_base" p99_ms) / $(med "ab_${load}_new" p99_ms) ms | $(verdict "$(med "ab_$load" ratio)" '>=' 0.95) |"
+        echo "| $name | $(med "ab_${load}_base" rps) | $(med "ab_${load}_new" rps) | $(rounds "ab_${load}_new" ratio) | **$(med "ab_${load}_new" ratio)** | $(med "ab_${load}_base" "cpu_us_per_req_$proc") / $(med "ab_${load}_new" "cpu_us_per_req_$proc") µs | $(med "ab_${load}_base" p99_ms) / $(med "ab_${load}_new" p99_ms) ms | $(verdict "$(med "ab_${load}_new" ratio)" '>=' 0.95) |"
     done
 }
 

@@ -416,6 +416,27 @@ get_token() {
         sed -E 's/.*"access_token":"([^"]+)".*/\1/'
 }
 
+# Creates the bench partner with the auth-server binary in directory $1, the rest of the
+# arguments being its environment; sets CREATED_ID and CREATED_SECRET.
+create_bench_client() {
+    local dir=$1 json
+    shift
+    json=$(env "${UNSET_ENV[@]}" "$@" RUST_LOG=warn "$dir/auth-server" \
+        client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
+    CREATED_ID=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
+    CREATED_SECRET=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
+    [[ -n $CREATED_ID && -n $CREATED_SECRET ]] || die "client create printed no credentials"
+}
+
+# The cases each wrk thread updates and attaches to, from the $1 create responses of a first
+# round: half of what each thread created (cases known to exist), at most 5,000.
+cases_pool() {
+    local pool=$(($1 / (2 * THREADS)))
+    ((pool > 5000)) && pool=5000
+    ((pool < 1)) && pool=1
+    echo "$pool"
+}
+
 # POSTs one enquiry for $1 through the service (creates its case); prints the status.
 post_enquiry() {
     local body
@@ -435,7 +456,7 @@ declare -A AB_AUTH_PID AB_INTAKE_PID AB_AUTH_PORT AB_INTAKE_PORT AB_CLIENT_ID AB
 # Starts side $1 (base or new): an auth-server and an intake-api of the build in directory $2,
 # on ports $3 and $3 + 1 and databases of their own, with a client like the main run's.
 ab_start() {
-    local side=$1 dir=$2 port=$3 db json
+    local side=$1 dir=$2 port=$3 db
     local auth_db="bench_auth_${side}_$RUN_ID" intake_db="bench_intake_${side}_$RUN_ID"
     local auth_url="http://127.0.0.1:$port"
     for db in "$auth_db" "$intake_db"; do
@@ -454,12 +475,9 @@ ab_start() {
     BIN_DIR=$dir LOG_NAME=intake-api-$side start_service intake-api "${intake_env[@]}"
     AB_INTAKE_PID[$side]=$STARTED_PID
     wait_ready "http://127.0.0.1:$((port + 1))" "$STARTED_PID"
-    json=$(env "${UNSET_ENV[@]}" "${auth_env[@]}" RUST_LOG=warn "$dir/auth-server" \
-        client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
-    AB_CLIENT_ID[$side]=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
-    AB_CLIENT_SECRET[$side]=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
-    [[ -n ${AB_CLIENT_ID[$side]} && -n ${AB_CLIENT_SECRET[$side]} ]] ||
-        die "$side: client create printed no credentials"
+    create_bench_client "$dir" "${auth_env[@]}"
+    AB_CLIENT_ID[$side]=$CREATED_ID
+    AB_CLIENT_SECRET[$side]=$CREATED_SECRET
     AB_AUTH_PORT[$side]=$port
     AB_INTAKE_PORT[$side]=$((port + 1))
 }
@@ -507,12 +525,9 @@ ab_run() {
             if [[ $load == update && -z ${AB_POOL:-} ]]; then
                 analyze_db "bench_intake_base_$RUN_ID"
                 analyze_db "bench_intake_new_$RUN_ID"
-                # Half of what each wrk thread created on the side that created fewer.
-                AB_POOL=$(awk -F'\t' '$1 ~ /^ab_create_/ && $2 == 1 && $3 == "requests" { print $4 }' "$DATA" |
-                    sort -g | head -1)
-                AB_POOL=$((AB_POOL / (2 * THREADS)))
-                ((AB_POOL > 5000)) && AB_POOL=5000
-                ((AB_POOL < 1)) && AB_POOL=1
+                # From the side that created fewer.
+                AB_POOL=$(cases_pool "$(awk -F'\t' '$1 ~ /^ab_create_/ && $2 == 1 && $3 == "requests" { print $4 }' "$DATA" |
+                    sort -g | head -1)")
             fi
             for side in "${sides[@]}"; do
                 ab_load "$load" "$r" "$side"
@@ -938,11 +953,8 @@ start_service intake-api "${INTAKE_ENV[@]}"
 INTAKE_PID=$STARTED_PID
 wait_ready "$INTAKE_URL" "$INTAKE_PID"
 
-client_json=$(env "${UNSET_ENV[@]}" "${AUTH_ENV[@]}" RUST_LOG=warn "$TARGET_DIR/release/auth-server" \
-    client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
-BENCH_CLIENT_ID=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$client_json" | head -1)
-BENCH_CLIENT_SECRET=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$client_json" | head -1)
-[[ -n $BENCH_CLIENT_ID && -n $BENCH_CLIENT_SECRET ]] || die "client create printed no credentials"
+create_bench_client "$TARGET_DIR/release" "${AUTH_ENV[@]}"
+BENCH_CLIENT_ID=$CREATED_ID BENCH_CLIENT_SECRET=$CREATED_SECRET
 BENCH_BASIC=$(printf '%s:%s' "$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" | openssl base64 -A)
 export BENCH_DIR BENCH_CLIENT_ID BENCH_CLIENT_SECRET BENCH_BASIC
 BENCH_TOKEN=$(get_token)
@@ -1018,10 +1030,7 @@ for r in $(seq "$ROUNDS"); do
         /partners/external/intake -- "$INTAKE_PID"
     if ((r == 1)); then
         analyze_db "$INTAKE_DB"
-        # Half of what each wrk thread of the first round created: cases known to exist.
-        CASES_POOL=$(($(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA") / (2 * THREADS)))
-        ((CASES_POOL > 5000)) && CASES_POOL=5000
-        ((CASES_POOL < 1)) && CASES_POOL=1
+        CASES_POOL=$(cases_pool "$(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA")")
     fi
     run_pgbench pg_update "$r" intake.sql -D mode=spread -D tag=r1 -D "pool=$CASES_POOL" \
         -D "threads=$THREADS" -D email=- "${PG_VARS[@]}"
