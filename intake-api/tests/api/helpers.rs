@@ -388,17 +388,21 @@ pub async fn query_column(url: &str, sql: &str, column: &str) -> Vec<String> {
     values
 }
 
-/// The sum of the samples of metric `name` that carry a label with value `label_value`, from
-/// a scrape of the `/metrics` of the service at `base_url`.
-pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str, label_value: &str) -> f64 {
-    let text = http
-        .get(format!("{base_url}/metrics"))
+/// A scrape of the `/metrics` of the service at `base_url`.
+pub async fn metrics_text(http: &reqwest::Client, base_url: &str) -> String {
+    http.get(format!("{base_url}/metrics"))
         .send()
         .await
         .expect("metrics")
         .text()
         .await
-        .expect("metrics text");
+        .expect("metrics text")
+}
+
+/// The sum of the samples of metric `name` that carry a label with value `label_value`, from
+/// a scrape of the `/metrics` of the service at `base_url`.
+pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str, label_value: &str) -> f64 {
+    let text = metrics_text(http, base_url).await;
     let wanted = format!("\"{label_value}\"");
     text.lines()
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&wanted))

@@ -4,7 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
-use crate::helpers::{Backend, TestApp, eventually, fresh_email, metric, purchase_enquiry};
+use crate::helpers::{
+    Backend, TestApp, eventually, fresh_email, metric, metrics_text, purchase_enquiry,
+};
 
 /// The `# HELP` and `# TYPE` lines of a scrape, by metric name.
 fn families(text: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
@@ -49,15 +51,7 @@ async fn every_metric_has_help_and_lags_are_histograms() {
     .await
     .expect("the case was activated");
 
-    let text = app
-        .http
-        .get(format!("{base}/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = metrics_text(&app.http, &base).await;
     let (help, kinds) = families(&text);
     let undescribed: Vec<&String> = kinds.keys().filter(|k| !help.contains(*k)).collect();
     assert!(undescribed.is_empty(), "no help text: {undescribed:?}");
