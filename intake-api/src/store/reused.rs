@@ -59,15 +59,9 @@ impl Reused {
         Ok(row)
     }
 
-    /// Runs `statement` for its effect.
-    pub async fn execute(&self, mut statement: Statement) -> Result<(), DbErr> {
-        let (mut conn, first_taken) = self.take().await?;
-        query(&mut statement)
-            .execute(&mut *conn)
-            .await
-            .map_err(query_error)?;
-        self.put_back(conn, first_taken);
-        Ok(())
+    /// Runs `statement` for its effect (any rows it returns are read and dropped).
+    pub async fn execute(&self, statement: Statement) -> Result<(), DbErr> {
+        self.fetch_optional(statement).await.map(drop)
     }
 
     /// The most recently used idle connection, or a new one from the pool.
