@@ -25,9 +25,9 @@ pub enum AuthError {
     /// A token was sent but is not acceptable; the reason is for logs and metrics only.
     #[error("invalid token: {0}")]
     Invalid(&'static str),
-    /// The token is valid but lacks the scope the operation needs.
-    #[error("insufficient scope")]
-    InsufficientScope,
+    /// The token is valid but lacks the scope the operation needs, named here.
+    #[error("insufficient scope: {0} needed")]
+    InsufficientScope(&'static str),
 }
 
 /// What an `Authorization` header states about its token before any key or clock is consulted.

@@ -35,9 +35,9 @@ pub enum IntakeError {
     /// No bearer token, or one that does not verify.
     #[error("not authenticated: {0}")]
     Unauthenticated(AuthError),
-    /// The token lacks the scope the operation needs.
-    #[error("the token lacks the required scope")]
-    Forbidden,
+    /// The token lacks the scope the operation needs, named here.
+    #[error("the token lacks the required scope {0}")]
+    Forbidden(&'static str),
     /// No case the partner may see.
     #[error("no case found")]
     CaseNotFound,
@@ -67,7 +67,7 @@ pub enum IntakeError {
 impl From<AuthError> for IntakeError {
     fn from(e: AuthError) -> Self {
         match e {
-            AuthError::InsufficientScope => Self::Forbidden,
+            AuthError::InsufficientScope(scope) => Self::Forbidden(scope),
             other => Self::Unauthenticated(other),
         }
     }
@@ -95,7 +95,8 @@ enum ErrorResponse {
         Json<Unauthenticated>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
-    /// The token lacks `enquiry:case:intake:create`: `{"message":"Invalid scope(s) provided."}`.
+    /// The token lacks the operation's scope (`enquiry:case:intake:create` for partners'
+    /// operations): `{"message":"Invalid scope(s) provided."}`.
     #[oai(status = 403)]
     Forbidden(
         Json<InvalidScope>,
@@ -134,7 +135,7 @@ impl IntakeError {
         match self {
             Self::NotJson | Self::Unreadable => 400,
             Self::Unauthenticated(_) => 401,
-            Self::Forbidden => 403,
+            Self::Forbidden(_) => 403,
             Self::CaseNotFound => 404,
             Self::PayloadTooLarge => 413,
             Self::Invalid(_) => 422,
@@ -158,9 +159,9 @@ impl IntakeError {
                 };
                 ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge.into())
             }
-            Self::Forbidden => ErrorResponse::Forbidden(
+            Self::Forbidden(scope) => ErrorResponse::Forbidden(
                 Json(InvalidScope::default()),
-                r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#.into(),
+                format!(r#"Bearer error="insufficient_scope", scope="{scope}""#),
             ),
             Self::CaseNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
             Self::PayloadTooLarge => ErrorResponse::PayloadTooLarge(Json(TooLarge::default())),
@@ -300,7 +301,7 @@ mod tests {
                 message("Unauthenticated."),
             ),
             (
-                AuthError::InsufficientScope.into(),
+                AuthError::InsufficientScope("enquiry:case:intake:create").into(),
                 403,
                 Some(r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#),
                 None,

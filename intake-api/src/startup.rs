@@ -28,6 +28,11 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Products attached to cases, by brand.",
     },
     MetricHelp {
+        name: "intake_redirects_redeemed_total",
+        kind: MetricKind::Counter,
+        help: "Redirect links presented by customer portals, by outcome (`redeemed` or `gone`).",
+    },
+    MetricHelp {
         name: "intake_cases_activated_total",
         kind: MetricKind::Counter,
         help: "Cases activated, by brand.",
@@ -59,6 +64,7 @@ const ROUTES: &[&str] = &[
     "/partners/external/intake",
     "/partners/external/intake/attach",
     "/partners/external/cases/{reference}",
+    "/portal/redirect-tokens/redeem",
     "/healthz",
     "/readyz",
     "/metrics",

@@ -17,8 +17,10 @@ pub mod scopes {
     pub const REFERRAL_CREATE: &str = "enquiry:referral:create";
     /// Creating cases through the enquiry intake method.
     pub const CASE_INTAKE_CREATE: &str = "enquiry:case:intake:create";
+    /// Redeeming a customer's redirect link: for a brand's customer portal, not partners.
+    pub const PORTAL_REDIRECT_REDEEM: &str = "portal:redirect:redeem";
     /// Every scope the authorization server knows.
-    pub const ALL: [&str; 2] = [REFERRAL_CREATE, CASE_INTAKE_CREATE];
+    pub const ALL: [&str; 3] = [REFERRAL_CREATE, CASE_INTAKE_CREATE, PORTAL_REDIRECT_REDEEM];
 
     /// Whether `scope` is one the authorization server knows.
     pub fn is_known(scope: &str) -> bool {

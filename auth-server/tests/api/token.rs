@@ -194,7 +194,11 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
     );
     assert_eq!(
         meta["scopes_supported"],
-        json!(["enquiry:referral:create", "enquiry:case:intake:create"])
+        json!([
+            "enquiry:referral:create",
+            "enquiry:case:intake:create",
+            "portal:redirect:redeem"
+        ])
     );
     for path in ["/healthz", "/readyz", "/openapi.json", "/docs"] {
         let resp = app.http.get(app.url(path)).send().await.unwrap();

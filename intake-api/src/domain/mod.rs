@@ -14,5 +14,5 @@ pub use choices::{
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MobileNumber};
 pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 pub use errors::ValidationErrors;
-pub use parse::{parse_attach, parse_enquiry};
+pub use parse::{parse_attach, parse_enquiry, parse_redeem};
 pub use redirect::RedirectToken;

@@ -6,6 +6,7 @@ use sea_orm_migration::prelude::*;
 mod m20261125_000001_create_case_tables;
 mod m20261127_000001_indexes_for_scale;
 mod m20261128_000001_submissions_by_partner;
+mod m20261129_000001_redirect_tokens_by_case;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -17,6 +18,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261125_000001_create_case_tables::Migration),
             Box::new(m20261127_000001_indexes_for_scale::Migration),
             Box::new(m20261128_000001_submissions_by_partner::Migration),
+            Box::new(m20261129_000001_redirect_tokens_by_case::Migration),
         ]
     }
 }

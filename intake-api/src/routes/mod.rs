@@ -4,6 +4,7 @@
 pub mod body;
 pub mod intake;
 pub mod partner;
+pub mod portal;
 pub mod rate_limit;
 pub mod wire;
 
@@ -16,16 +17,22 @@ use service_kit::http::ApiDocuments;
 use crate::state::AppState;
 use intake::IntakeApi;
 use partner::{Authenticate, TOKEN_URL_PLACEHOLDER};
+use portal::PortalApi;
 use rate_limit::PartnerRateLimit;
 
 /// The OpenAPI service of the intake-api.
-pub fn api_service(state: Arc<AppState>) -> OpenApiService<IntakeApi, ()> {
+pub fn api_service(state: Arc<AppState>) -> OpenApiService<(IntakeApi, PortalApi), ()> {
     OpenApiService::new(
-        IntakeApi { state },
+        (
+            IntakeApi {
+                state: state.clone(),
+            },
+            PortalApi { state },
+        ),
         "Partner Intake API",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Every call needs a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint.")
+    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint; the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`.")
 }
 
 /// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.

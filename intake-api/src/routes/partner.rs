@@ -1,6 +1,7 @@
-//! Who is calling: bearer-token authentication as middleware, and the `Partner` extractor that
-//! each operation declares as its OAuth 2.0 security scheme.
+//! Who is calling: bearer-token authentication as middleware, and the [`Caller`] extractors
+//! (a partner, a brand's portal) that each operation declares as its OAuth 2.0 security scheme.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use poem::{Endpoint, Middleware, Request, RequestBody};
@@ -73,44 +74,79 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
     }
 }
 
-/// A partner whose bearer token verified and carries `enquiry:case:intake:create`.
-pub struct Partner(pub Arc<AccessTokenClaims>);
+/// The scope an operation requires of its caller's token.
+pub trait RequiredScope: Send + Sync + 'static {
+    /// The scope's name.
+    const SCOPE: &'static str;
+}
 
-impl Partner {
-    /// The partner's client id.
+/// Partners' operations: `enquiry:case:intake:create`.
+pub struct CaseIntake;
+
+impl RequiredScope for CaseIntake {
+    const SCOPE: &'static str = scopes::CASE_INTAKE_CREATE;
+}
+
+/// The customer portal's operation: `portal:redirect:redeem`.
+pub struct RedirectRedeem;
+
+impl RequiredScope for RedirectRedeem {
+    const SCOPE: &'static str = scopes::PORTAL_REDIRECT_REDEEM;
+}
+
+/// A caller whose bearer token verified and carries `S::SCOPE`.
+pub struct Caller<S> {
+    /// The token's claims.
+    pub claims: Arc<AccessTokenClaims>,
+    _scope: PhantomData<S>,
+}
+
+/// A partner: its token carries `enquiry:case:intake:create`.
+pub type Partner = Caller<CaseIntake>;
+
+/// A brand's customer portal: its token carries `portal:redirect:redeem`.
+pub type Portal = Caller<RedirectRedeem>;
+
+impl<S> Caller<S> {
+    /// The caller's client id.
     pub fn client_id(&self) -> &str {
-        &self.0.client_id
+        &self.claims.client_id
     }
 }
 
-/// The partner behind `req`, or why there is none.
-fn partner(req: &Request) -> Result<Partner, IntakeError> {
+/// The caller behind `req` with a token for `S`, or why there is none.
+fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
     let outcome = req
         .extensions()
         .get::<Authentication>()
         .map(|a| a.0.clone())
         .unwrap_or(Err(AuthError::Missing));
     let claims = outcome.and_then(|claims| {
-        if claims.has_scope(scopes::CASE_INTAKE_CREATE) {
+        if claims.has_scope(S::SCOPE) {
             Ok(claims)
         } else {
-            Err(AuthError::InsufficientScope)
+            Err(AuthError::InsufficientScope(S::SCOPE))
         }
     });
-    claims.map(Partner).map_err(|e| {
-        let reason = match e {
-            AuthError::Missing => "missing",
-            AuthError::Invalid(r) => r,
-            AuthError::InsufficientScope => "scope",
-        };
-        metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
-        record(Field::Outcome, "unauthenticated");
-        record(Field::Reason, reason);
-        e.into()
-    })
+    claims
+        .map(|claims| Caller {
+            claims,
+            _scope: PhantomData,
+        })
+        .map_err(|e| {
+            let reason = match e {
+                AuthError::Missing => "missing",
+                AuthError::Invalid(r) => r,
+                AuthError::InsufficientScope(_) => "scope",
+            };
+            metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
+            record(Field::Outcome, "unauthenticated");
+            record(Field::Reason, reason);
+            e.into()
+        })
 }
 
-impl<'a> ApiExtractor<'a> for Partner {
+impl<'a, S: RequiredScope> ApiExtractor<'a> for Caller<S> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
     type ParamType = ();
     type ParamRawType = ();
@@ -143,6 +179,12 @@ impl<'a> ApiExtractor<'a> for Partner {
                                 name: scopes::REFERRAL_CREATE,
                                 description: Some("Creating case referral data"),
                             },
+                            MetaOAuthScope {
+                                name: scopes::PORTAL_REDIRECT_REDEEM,
+                                description: Some(
+                                    "Redeeming a customer's redirect link (brands' customer portals)",
+                                ),
+                            },
                         ],
                     }),
                     authorization_code: None,
@@ -161,6 +203,6 @@ impl<'a> ApiExtractor<'a> for Partner {
         _body: &mut RequestBody,
         _opts: ExtractParamOptions<Self::ParamType>,
     ) -> poem::Result<Self> {
-        Ok(partner(request)?)
+        Ok(caller(request)?)
     }
 }

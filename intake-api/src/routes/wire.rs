@@ -236,6 +236,49 @@ impl Example for CaseStatusBody {
     }
 }
 
+/// The body of the portal's redeem call.
+#[derive(Debug, Clone, Object)]
+#[oai(rename = "RedeemRequest", example)]
+pub struct RedeemRequestBody {
+    /// The `token` parameter of the customer's redirect link, as it arrived.
+    #[oai(validator(max_length = 128))]
+    pub token: String,
+}
+
+impl Example for RedeemRequestBody {
+    fn example() -> Self {
+        Self {
+            token: "q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
+}
+
+/// What a redeemed link continues with: the case and the product the partner attached.
+#[derive(Debug, Object)]
+#[oai(example)]
+pub struct RedeemedLink {
+    /// The case reference number.
+    pub reference: String,
+    /// The brand the case is with.
+    pub brand: String,
+    /// The product attached when the link was made.
+    pub product_uuid: Uuid,
+    /// The customer's e-mail address.
+    pub email: String,
+}
+
+impl Example for RedeemedLink {
+    fn example() -> Self {
+        Self {
+            reference: "418290357116".into(),
+            brand: "brand_a".into(),
+            product_uuid: Uuid::parse_str("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07")
+                .unwrap_or_default(),
+            email: "jane.doe@example.com".into(),
+        }
+    }
+}
+
 /// `{"message": "Case created" | "Case updated", "reference": "..."}`
 #[derive(Debug, Object)]
 #[oai(example)]
@@ -321,6 +364,10 @@ message_body!(
 message_body!(
     /// No case the partner may see for the e-mail address.
     CaseNotFound = "Case not found"
+);
+message_body!(
+    /// The redirect link cannot be used (any more).
+    LinkGone = "Link expired or already used"
 );
 message_body!(
     /// The body is over the size limit.

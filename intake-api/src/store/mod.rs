@@ -8,6 +8,7 @@
 
 mod activate;
 mod attach;
+mod redeem;
 mod reused;
 mod submit;
 mod view;
@@ -26,6 +27,7 @@ use uuid::Uuid;
 
 pub use activate::{ACTIVATION_BATCH, Activated};
 pub use attach::{CaseRef, NewLink};
+pub use redeem::Redeemed;
 pub use submit::{Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
 pub use write_queue::WriteQueue;

@@ -5,34 +5,11 @@ use serde_json::{Value, json};
 
 use crate::helpers::{
     ATTACH, Backend, CaseRowLock, ENQUIRY, INTAKE, PRODUCT, TestApp, event_kinds, fresh_email,
-    invalid, message, remortgage_enquiry, statuses,
+    invalid, message, remortgage_enquiry, statuses, token_of,
 };
 use test_support::on_both_backends;
 
 const OTHER_PRODUCT: &str = "0b0f5d3e-3c1a-4c5e-9d7e-2f6a1b8c9d01";
-
-/// The token of a redirect link, after checking the link is `portal` with only a `token`.
-fn token_of(body: &Value, portal: &str) -> String {
-    let keys: Vec<&String> = body.as_object().expect("object").keys().collect();
-    assert_eq!(keys, ["redirect"], "{body}");
-    let url = reqwest::Url::parse(body["redirect"].as_str().expect("redirect is a string"))
-        .expect("redirect is a URL");
-    let mut bare = url.clone();
-    bare.set_query(None);
-    assert_eq!(bare.as_str(), portal);
-    let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
-    assert_eq!(pairs.len(), 1, "{url}");
-    assert_eq!(pairs[0].0, "token", "{url}");
-    let token = pairs[0].1.clone();
-    assert!(
-        token.len() >= 32
-            && token
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
-        "token {token:?} is not a long base64url string"
-    );
-    token
-}
 
 async fn attach_answers_a_portal_link_with_a_fresh_token_stored_only_as_a_hash(backend: Backend) {
     let app = TestApp::spawn(backend).await;

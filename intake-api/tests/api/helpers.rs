@@ -28,6 +28,10 @@ pub const REFERRAL: &str = "enquiry:referral:create";
 pub const ENQUIRY: &str = "/partners/external/intake";
 /// The attach endpoint.
 pub const ATTACH: &str = "/partners/external/intake/attach";
+/// The scope brands' customer portals redeem links with.
+pub const PORTAL: &str = "portal:redirect:redeem";
+/// The portal's redeem endpoint.
+pub const REDEEM: &str = "/portal/redirect-tokens/redeem";
 /// A well-formed product identifier.
 pub const PRODUCT: &str = intake_api::examples::PRODUCT_UUID;
 
@@ -161,6 +165,18 @@ impl TestApp {
             .expect("second intake-api starts");
         assert!(intake.wait_ready().await, "second intake-api never ready");
         intake
+    }
+
+    /// `Bearer <token>` for a new customer-portal client holding only the redeem scope.
+    pub async fn portal_bearer(&self) -> String {
+        let (id, secret) = self.auth.create_client(PORTAL).await;
+        format!("Bearer {}", self.auth.token(&id, &secret, PORTAL).await)
+    }
+
+    /// Redeems a redirect link's `token` with `bearer` as the `Authorization` header.
+    pub async fn redeem(&self, bearer: &str, token: &str) -> Reply {
+        self.post(REDEEM, Some(bearer), &json!({ "token": token }))
+            .await
     }
 
     /// `Bearer <token>` for this app's token.
@@ -332,6 +348,29 @@ impl CaseRowLock {
     pub async fn release(self) {
         self.txn.commit().await.expect("lock released");
     }
+}
+
+/// The token of a redirect link, after checking the link is `portal` with only a `token`.
+pub fn token_of(body: &Value, portal: &str) -> String {
+    let keys: Vec<&String> = body.as_object().expect("object").keys().collect();
+    assert_eq!(keys, ["redirect"], "{body}");
+    let url = reqwest::Url::parse(body["redirect"].as_str().expect("redirect is a string"))
+        .expect("redirect is a URL");
+    let mut bare = url.clone();
+    bare.set_query(None);
+    assert_eq!(bare.as_str(), portal);
+    let pairs: Vec<(String, String)> = url.query_pairs().into_owned().collect();
+    assert_eq!(pairs.len(), 1, "{url}");
+    assert_eq!(pairs[0].0, "token", "{url}");
+    let token = pairs[0].1.clone();
+    assert!(
+        token.len() >= 32
+            && token
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'),
+        "token {token:?} is not a long base64url string"
+    );
+    token
 }
 
 /// POSTs raw bytes as `application/json` to `url` with the given `Authorization` header.

@@ -13,6 +13,7 @@ mod faults;
 mod jwks;
 mod metrics;
 mod rate_limits;
+mod redeem;
 mod replicas;
 mod reused_connections;
 mod revocation;

@@ -113,6 +113,17 @@ pub fn parse_attach(body: &Value) -> Result<AttachRequest, ValidationErrors> {
     finish(request, errors)
 }
 
+/// Longest redirect token considered: ours are 43 characters.
+pub const MAX_REDIRECT_TOKEN: usize = 128;
+
+/// Parses the portal's redeem body: the redirect link's token.
+pub fn parse_redeem(body: &Value) -> Result<String, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    let mut fields = Fields::root(body, &mut errors);
+    let token = fields.required("token", |v, attr| bounded_text(v, attr, MAX_REDIRECT_TOKEN));
+    finish(token, errors)
+}
+
 fn purchase(f: &mut Fields<'_, '_>) -> Option<Purchase> {
     let when = ("mortgage_purpose", "purchase");
     let purchase_type = f.required_if("purchase_type", when, choice);

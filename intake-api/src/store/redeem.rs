@@ -1,0 +1,97 @@
+//! Redeeming a customer's redirect link: the brand's portal trades the link's token, once,
+//! for the case and product it continues with.
+
+use chrono::Utc;
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use uuid::Uuid;
+
+use super::{CaseStore, StoreError, bounded, event};
+use crate::entity::{case, case_event, redirect_token};
+
+/// What a redeemed link continues with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redeemed {
+    /// The case's reference.
+    pub reference: String,
+    /// Its brand.
+    pub brand: String,
+    /// Its customer's e-mail address.
+    pub email: String,
+    /// The product attached when the link was made.
+    pub product_uuid: Uuid,
+}
+
+impl CaseStore {
+    /// Marks the link whose token hashes to `token_hash` used and answers what it continues
+    /// with, if it can still be used: it exists, was never used, has not expired, and no newer
+    /// link was made for its case. Of two redeems of one link exactly one gets it: the mark
+    /// is a conditional update, and the loser's finds the token already used.
+    pub async fn redeem(
+        &self,
+        token_hash: &str,
+        portal_client_id: &str,
+    ) -> Result<Option<Redeemed>, StoreError> {
+        bounded(async {
+            let _connection = self.request_connection().await?;
+            Box::pin(self.redeem_now(token_hash, portal_client_id)).await
+        })
+        .await
+    }
+
+    async fn redeem_now(
+        &self,
+        token_hash: &str,
+        portal_client_id: &str,
+    ) -> Result<Option<Redeemed>, StoreError> {
+        let now = Utc::now();
+        let txn = self.begin_write().await?;
+        let Some(token) = redirect_token::Entity::find()
+            .filter(redirect_token::Column::TokenHash.eq(token_hash))
+            .one(&txn)
+            .await?
+        else {
+            return Ok(None);
+        };
+        if token.used_at.is_some() || token.expires_at <= now {
+            return Ok(None);
+        }
+        let newer = redirect_token::Entity::find()
+            .filter(redirect_token::Column::CaseId.eq(token.case_id))
+            .filter(redirect_token::Column::CreatedAt.gt(token.created_at))
+            .count(&txn)
+            .await?;
+        if newer > 0 {
+            return Ok(None);
+        }
+        let marked = redirect_token::Entity::update_many()
+            .col_expr(redirect_token::Column::UsedAt, Expr::value(now))
+            .filter(redirect_token::Column::Id.eq(token.id))
+            .filter(redirect_token::Column::UsedAt.is_null())
+            .exec(&txn)
+            .await?;
+        if marked.rows_affected != 1 {
+            return Ok(None);
+        }
+        let Some(case) = case::Entity::find_by_id(token.case_id).one(&txn).await? else {
+            return Ok(None);
+        };
+        let detail = serde_json::json!({"product_uuid": token.product_uuid});
+        case_event::Entity::insert(event(
+            case.id,
+            "redirect_redeemed",
+            Some(portal_client_id),
+            Some(detail),
+            now,
+        ))
+        .exec_without_returning(&txn)
+        .await?;
+        txn.commit().await?;
+        Ok(Some(Redeemed {
+            reference: case.reference,
+            brand: case.brand,
+            email: case.email,
+            product_uuid: token.product_uuid,
+        }))
+    }
+}

@@ -1,0 +1,147 @@
+//! `POST /portal/redirect-tokens/redeem`: a brand's customer portal trades the token of the
+//! link attach handed out, once, for the case and product it continues with.
+
+use serde_json::json;
+
+use crate::helpers::{
+    Backend, REDEEM, TestApp, event_kinds, fresh_email, invalid, message, purchase_enquiry,
+    token_of,
+};
+use test_support::on_both_backends;
+
+const PORTAL_URL: &str = "https://portal.brand-a.example/continue";
+const OTHER_PRODUCT: &str = "0b0f5d3e-3c1a-4c5e-9d7e-2f6a1b8c9d01";
+
+/// A new customer of this app's partner with a product attached: its e-mail, its case's
+/// reference and the link's token.
+async fn customer_with_link(app: &TestApp) -> (String, String, String) {
+    let email = fresh_email();
+    let reference = app.submit(&purchase_enquiry("brand_a", &email)).await;
+    let attached = app.attach(&email, OTHER_PRODUCT).await;
+    assert_eq!(attached.status, 200, "{:?}", attached.body);
+    (email, reference, token_of(&attached.body, PORTAL_URL))
+}
+
+fn gone() -> serde_json::Value {
+    message("Link expired or already used")
+}
+
+async fn a_link_redeems_once_for_its_case_and_product(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let portal = app.portal_bearer().await;
+    let (email, reference, token) = customer_with_link(&app).await;
+
+    let first = app.redeem(&portal, &token).await;
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    assert_eq!(
+        first.body,
+        json!({
+            "reference": reference,
+            "brand": "brand_a",
+            "product_uuid": OTHER_PRODUCT,
+            "email": email,
+        })
+    );
+    let again = app.redeem(&portal, &token).await;
+    assert_eq!((again.status, again.body), (410, gone()));
+
+    let case = app.case_show(&reference).await;
+    assert_eq!(
+        event_kinds(&case),
+        ["created", "product_attached", "redirect_redeemed"]
+    );
+}
+
+async fn a_newer_link_for_the_case_retires_the_older_one(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let portal = app.portal_bearer().await;
+    let (email, reference, older) = customer_with_link(&app).await;
+    let newer = app.attach(&email, OTHER_PRODUCT).await;
+    let newer = token_of(&newer.body, PORTAL_URL);
+
+    let refused = app.redeem(&portal, &older).await;
+    assert_eq!((refused.status, refused.body), (410, gone()));
+    let redeemed = app.redeem(&portal, &newer).await;
+    assert_eq!(redeemed.status, 200, "{:?}", redeemed.body);
+    assert_eq!(redeemed.body["reference"], reference.as_str());
+}
+
+async fn two_redeems_of_one_link_at_once_give_exactly_one_success(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let portal = app.portal_bearer().await;
+    for _ in 0..3 {
+        let (_, _, token) = customer_with_link(&app).await;
+        let (a, b) = tokio::join!(app.redeem(&portal, &token), app.redeem(&portal, &token));
+        let mut statuses = [a.status, b.status];
+        statuses.sort_unstable();
+        assert_eq!(statuses, [200, 410], "{:?} / {:?}", a.body, b.body);
+    }
+}
+
+async fn an_expired_or_unknown_link_is_gone(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| c.redirect_ttl_secs = 0).await;
+    let portal = app.portal_bearer().await;
+    let (_, _, token) = customer_with_link(&app).await;
+    let expired = app.redeem(&portal, &token).await;
+    assert_eq!((expired.status, expired.body), (410, gone()));
+    let unknown = app
+        .redeem(&portal, "q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM")
+        .await;
+    assert_eq!((unknown.status, unknown.body), (410, gone()));
+}
+
+async fn only_a_portal_token_redeems_and_bad_bodies_are_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (_, _, token) = customer_with_link(&app).await;
+    let body = json!({ "token": token });
+
+    let anonymous = app.post(REDEEM, None, &body).await;
+    assert_eq!(
+        (anonymous.status, anonymous.body),
+        (401, message("Unauthenticated."))
+    );
+    let partner = app.post(REDEEM, Some(&app.bearer()), &body).await;
+    assert_eq!(
+        (partner.status, &partner.body),
+        (403, &message("Invalid scope(s) provided.")),
+    );
+    assert_eq!(
+        partner.challenge.as_deref(),
+        Some(r#"Bearer error="insufficient_scope", scope="portal:redirect:redeem""#)
+    );
+
+    let portal = app.portal_bearer().await;
+    let cases = [
+        (
+            json!({}),
+            invalid(json!({"token": ["The token field is required."]})),
+        ),
+        (
+            json!({"token": 42}),
+            invalid(json!({"token": ["The token field must be a string."]})),
+        ),
+        (
+            json!({"token": "x".repeat(129)}),
+            invalid(json!({"token": ["The token field must not be greater than 128 characters."]})),
+        ),
+    ];
+    for (body, expected) in cases {
+        let reply = app.post(REDEEM, Some(&portal), &body).await;
+        assert_eq!((reply.status, &reply.body), (422, &expected), "{body}");
+    }
+    let not_json = app
+        .post_raw(REDEEM, Some(&portal), b"{token".to_vec())
+        .await;
+    assert_eq!(not_json.status, 400, "{:?}", not_json.body);
+    // None of that used the link up.
+    let redeemed = app.redeem(&portal, &token).await;
+    assert_eq!(redeemed.status, 200, "{:?}", redeemed.body);
+}
+
+on_both_backends!(
+    a_link_redeems_once_for_its_case_and_product,
+    a_newer_link_for_the_case_retires_the_older_one,
+    two_redeems_of_one_link_at_once_give_exactly_one_success,
+    an_expired_or_unknown_link_is_gone,
+    only_a_portal_token_redeems_and_bad_bodies_are_refused,
+);
