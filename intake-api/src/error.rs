@@ -15,13 +15,16 @@ use poem_openapi::registry::{MetaResponses, Registry};
 use crate::auth::AuthError;
 use crate::domain::ValidationErrors;
 use crate::routes::wire::{
-    BadRequestBody, CaseNotFound, InvalidScope, ServerError, TooLarge, TooManyAttempts,
-    Unauthenticated, Unavailable, ValidationErrorBody,
+    BadRequestBody, CaseNotFound, InvalidScope, RequestInFlight, ServerError, TooLarge,
+    TooManyAttempts, Unauthenticated, Unavailable, ValidationErrorBody,
 };
 use crate::store::StoreError;
 
 /// Seconds a partner is asked to wait after a passing outage.
 pub const RETRY_AFTER_SECS: u32 = 5;
+
+/// Seconds a partner is asked to wait for an attempt in flight with the same key.
+pub const KEY_IN_FLIGHT_RETRY_SECS: u32 = 1;
 
 /// Why an intake request was not done.
 #[derive(Debug, thiserror::Error)]
@@ -32,6 +35,15 @@ pub enum IntakeError {
     /// The body could not be read (the connection failed while sending it).
     #[error("the request body could not be read")]
     Unreadable,
+    /// The `Idempotency-Key` header is empty or too long.
+    #[error("malformed Idempotency-Key")]
+    BadIdempotencyKey,
+    /// Another attempt with the same `Idempotency-Key` is being processed.
+    #[error("a request with this Idempotency-Key is in flight")]
+    KeyInFlight,
+    /// The `Idempotency-Key` was used with a different request.
+    #[error("Idempotency-Key reused with a different request")]
+    KeyReused,
     /// No bearer token, or one that does not verify.
     #[error("not authenticated: {0}")]
     Unauthenticated(AuthError),
@@ -75,7 +87,10 @@ impl From<AuthError> for IntakeError {
 
 impl From<StoreError> for IntakeError {
     fn from(e: StoreError) -> Self {
-        if e.is_transient() {
+        if matches!(e, StoreError::LeaseLost) {
+            // Another attempt with the key took over; it answers for the request.
+            Self::KeyInFlight
+        } else if e.is_transient() {
             Self::Unavailable(e)
         } else {
             Self::Internal(e.into())
@@ -86,7 +101,8 @@ impl From<StoreError> for IntakeError {
 /// The answers of [`IntakeError`], one per status, as partners see them.
 #[derive(ApiResponse)]
 enum ErrorResponse {
-    /// The body is not JSON: `{"message":"The request body must be valid JSON."}`.
+    /// The body is not JSON (`{"message":"The request body must be valid JSON."}`), or the
+    /// `Idempotency-Key` header is empty or longer than 255 characters.
     #[oai(status = 400)]
     BadRequest(Json<BadRequestBody>),
     /// No valid bearer token: `{"message":"Unauthenticated."}`. Get a new token and retry once.
@@ -106,10 +122,17 @@ enum ErrorResponse {
     /// On attach, send the customer to the enquiry form instead.
     #[oai(status = 404)]
     NotFound(Json<CaseNotFound>),
+    /// Another request with this `Idempotency-Key` is still being processed:
+    /// `{"message":"A request with this Idempotency-Key is still being processed."}`. Retry
+    /// after `Retry-After` seconds to get its answer.
+    #[oai(status = 409)]
+    Conflict(Json<RequestInFlight>, #[oai(header = "Retry-After")] u32),
     /// The body is larger than 64 KiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<TooLarge>),
-    /// The body breaks the rules; every problem is listed by field path.
+    /// The body breaks the rules; every problem is listed by field path. Or the
+    /// `Idempotency-Key` was used before with a different request:
+    /// `{"message":"Idempotency-Key reused with a different request."}`.
     #[oai(status = 422)]
     Invalid(Json<ValidationErrorBody>),
     /// Too many requests from this partner: `{"message":"Too Many Attempts."}`. Wait
@@ -133,12 +156,13 @@ impl IntakeError {
     /// The status it is answered with.
     pub fn status(&self) -> u16 {
         match self {
-            Self::NotJson | Self::Unreadable => 400,
+            Self::NotJson | Self::Unreadable | Self::BadIdempotencyKey => 400,
             Self::Unauthenticated(_) => 401,
             Self::Forbidden(_) => 403,
             Self::CaseNotFound => 404,
+            Self::KeyInFlight => 409,
             Self::PayloadTooLarge => 413,
-            Self::Invalid(_) => 422,
+            Self::Invalid(_) | Self::KeyReused => 422,
             Self::TooManyRequests { .. } => 429,
             Self::RedirectFailed(_) | Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
@@ -150,6 +174,16 @@ impl IntakeError {
             Self::NotJson => ErrorResponse::BadRequest(Json(BadRequestBody::default())),
             Self::Unreadable => ErrorResponse::BadRequest(Json(BadRequestBody {
                 message: "The request body could not be read.".into(),
+            })),
+            Self::BadIdempotencyKey => ErrorResponse::BadRequest(Json(BadRequestBody {
+                message: "The Idempotency-Key header must be 1 to 255 characters.".into(),
+            })),
+            Self::KeyInFlight => {
+                ErrorResponse::Conflict(Json(RequestInFlight::default()), KEY_IN_FLIGHT_RETRY_SECS)
+            }
+            Self::KeyReused => ErrorResponse::Invalid(Json(ValidationErrorBody {
+                message: "Idempotency-Key reused with a different request.".into(),
+                errors: Default::default(),
             })),
             Self::Unauthenticated(reason) => {
                 // RFC 6750 3.1: no error code when the request carried no token at all.
@@ -308,11 +342,39 @@ mod tests {
                 message("Invalid scope(s) provided."),
             ),
             (
+                IntakeError::BadIdempotencyKey,
+                400,
+                None,
+                None,
+                message("The Idempotency-Key header must be 1 to 255 characters."),
+            ),
+            (
                 IntakeError::CaseNotFound,
                 404,
                 None,
                 None,
                 message("Case not found"),
+            ),
+            (
+                IntakeError::KeyInFlight,
+                409,
+                None,
+                Some("1"),
+                message("A request with this Idempotency-Key is still being processed."),
+            ),
+            (
+                StoreError::LeaseLost.into(),
+                409,
+                None,
+                Some("1"),
+                message("A request with this Idempotency-Key is still being processed."),
+            ),
+            (
+                IntakeError::KeyReused,
+                422,
+                None,
+                None,
+                message("Idempotency-Key reused with a different request."),
             ),
             (
                 IntakeError::PayloadTooLarge,
@@ -383,6 +445,6 @@ mod tests {
             .iter()
             .filter_map(|r| r.status)
             .collect();
-        assert_eq!(statuses, [400, 401, 403, 404, 413, 422, 429, 500, 503]);
+        assert_eq!(statuses, [400, 401, 403, 404, 409, 413, 422, 429, 500, 503]);
     }
 }

@@ -13,7 +13,7 @@ use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
-use crate::{activation, routes};
+use crate::{activation, housekeeping, routes};
 
 /// The intake-api's own metrics.
 const INTAKE_METRICS: &[MetricHelp] = &[
@@ -31,6 +31,11 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         name: "intake_redirects_redeemed_total",
         kind: MetricKind::Counter,
         help: "Redirect links presented by customer portals, by outcome (`redeemed` or `gone`).",
+    },
+    MetricHelp {
+        name: "intake_idempotent_replays_total",
+        kind: MetricKind::Counter,
+        help: "Requests answered with the stored answer of an earlier request with the same Idempotency-Key, by operation.",
     },
     MetricHelp {
         name: "intake_cases_activated_total",
@@ -150,6 +155,7 @@ impl Application {
             .cloned()
             .map(|r| tokio::spawn(r.run_refresher(poll)));
         let activator = tokio::spawn(activation::run(state.clone()));
+        let housekeeper = tokio::spawn(housekeeping::run(state.clone()));
         let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
@@ -176,6 +182,7 @@ impl Application {
             r.abort();
         }
         activator.abort();
+        housekeeper.abort();
         pool_gauges.abort();
         state.cases.close().await;
         tracing::info!("intake-api stopped");

@@ -2,5 +2,6 @@
 
 pub mod case;
 pub mod case_event;
+pub mod idempotency_key;
 pub mod redirect_token;
 pub mod submission;

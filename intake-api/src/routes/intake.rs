@@ -3,21 +3,23 @@
 
 use std::sync::Arc;
 
-use poem_openapi::param::Path;
+use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
+use poem_openapi::types::{ParseFromJSON, ToJSON};
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use service_kit::telemetry::{Field, record};
 
 use super::body::LenientJson;
+use super::idempotency::{self, Begun};
 use super::partner::Partner;
 use super::wire::{
     AttachRequestBody, CaseResponse, CaseState, CaseStatusBody, EnquiryRequest, RedirectResponse,
 };
-use crate::domain::{RedirectToken, parse_attach, parse_enquiry};
+use crate::domain::{AttachRequest, RedirectToken, parse_attach, parse_enquiry};
 use crate::entity::case;
 use crate::error::IntakeError;
 use crate::state::AppState;
-use crate::store::{NewLink, Outcome};
+use crate::store::{Lease, NewLink, Outcome, StoreError, StoredAnswer, Submitted};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -25,23 +27,66 @@ enum ApiTags {
     Intake,
 }
 
-/// Successful answers of the enquiry endpoint.
+/// Successful answers of the enquiry endpoint. `Idempotent-Replayed: true` marks the
+/// stored answer to an earlier request with the same `Idempotency-Key`.
 #[derive(ApiResponse)]
 pub enum IntakeResponse {
     /// A new case was created for this brand and e-mail address.
     #[oai(status = 201)]
-    Created(Json<CaseResponse>),
+    Created(
+        Json<CaseResponse>,
+        #[oai(header = "Idempotent-Replayed")] Option<bool>,
+    ),
     /// The existing case for this brand and e-mail address was updated.
     #[oai(status = 200)]
-    Updated(Json<CaseResponse>),
+    Updated(
+        Json<CaseResponse>,
+        #[oai(header = "Idempotent-Replayed")] Option<bool>,
+    ),
 }
 
 /// Successful answer of the attach endpoint.
 #[derive(ApiResponse)]
 pub enum AttachResponse {
-    /// The product was attached; send the customer to `redirect`.
+    /// The product was attached; send the customer to `redirect`. `Idempotent-Replayed:
+    /// true` marks the stored answer to an earlier request with the same `Idempotency-Key`.
     #[oai(status = 200)]
-    Ok(Json<RedirectResponse>),
+    Ok(
+        Json<RedirectResponse>,
+        #[oai(header = "Idempotent-Replayed")] Option<bool>,
+    ),
+}
+
+/// The answer to an accepted enquiry, as sent and as stored for its key.
+fn case_answer(submitted: &Submitted) -> (u16, CaseResponse) {
+    let (status, message) = match submitted.outcome {
+        Outcome::Created => (201, "Case created"),
+        Outcome::Updated => (200, "Case updated"),
+    };
+    let body = CaseResponse {
+        message: message.into(),
+        reference: submitted.reference.clone(),
+    };
+    (status, body)
+}
+
+/// `body` as stored for an `Idempotency-Key`.
+fn stored<T: ToJSON>(status: u16, body: &T) -> StoredAnswer {
+    StoredAnswer {
+        status,
+        body: body.to_json_string(),
+    }
+}
+
+/// A stored answer's body read back.
+fn replayed<T: ParseFromJSON>(answer: &StoredAnswer) -> Result<Json<T>, IntakeError> {
+    let value = serde_json::from_str(&answer.body).ok();
+    T::parse_from_json(value).map(Json).map_err(|e| {
+        IntakeError::Internal(anyhow::anyhow!(
+            "a stored answer is unreadable: {}",
+            e.into_message()
+        ))
+    })
 }
 
 /// Successful answer of the case status endpoint.
@@ -80,30 +125,59 @@ impl IntakeApi {
     async fn intake(
         &self,
         partner: Partner,
+        /// Makes a retry safe: a request repeated with the same key and body within 24 hours
+        /// gets the first answer again (with `Idempotent-Replayed: true`) and changes
+        /// nothing. Up to 255 characters; a fresh UUID per enquiry is a good key.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
         body: LenientJson<EnquiryRequest>,
     ) -> Result<IntakeResponse, IntakeError> {
         let state = &self.state;
         let today = chrono::Utc::now().date_naive();
         let enquiry = parse_enquiry(&body.value, &state.brand_ids(), today)?;
-        let submitted = state
+        let key = idempotency_key.0.as_deref();
+        let begun = idempotency::begin(state, &partner, "submitEnquiry", key, &body.value).await?;
+        let lease = match &begun {
+            Begun::Replay(answer) => {
+                record(Field::Outcome, "replayed");
+                let body = replayed(answer)?;
+                return Ok(match answer.status {
+                    201 => IntakeResponse::Created(body, Some(true)),
+                    _ => IntakeResponse::Updated(body, Some(true)),
+                });
+            }
+            Begun::Keyed(lease) => Some(lease),
+            Begun::Unkeyed => None,
+        };
+        let answer = |s: &Submitted| {
+            let (status, body) = case_answer(s);
+            stored(status, &body)
+        };
+        let submitted = match state
             .cases
-            .submit(&enquiry, &body.raw, partner.client_id())
-            .await?;
-        let (message, label) = match submitted.outcome {
-            Outcome::Created => ("Case created", "created"),
-            Outcome::Updated => ("Case updated", "updated"),
+            .submit(
+                &enquiry,
+                &body.raw,
+                partner.client_id(),
+                lease.map(|l| (l, &answer as _)),
+            )
+            .await
+        {
+            Ok(submitted) => submitted,
+            Err(e) => return idempotency::fail(state, &begun, e.into()).await,
+        };
+        let label = match submitted.outcome {
+            Outcome::Created => "created",
+            Outcome::Updated => "updated",
         };
         let brand = enquiry.brand.as_str();
         metrics::counter!("intake_cases_total", "brand" => brand.to_owned(), "outcome" => label)
             .increment(1);
         record_case(label, &submitted.reference, brand);
-        let body = Json(CaseResponse {
-            message: message.into(),
-            reference: submitted.reference,
-        });
+        let (_, body) = case_answer(&submitted);
         Ok(match submitted.outcome {
-            Outcome::Created => IntakeResponse::Created(body),
-            Outcome::Updated => IntakeResponse::Updated(body),
+            Outcome::Created => IntakeResponse::Created(Json(body), None),
+            Outcome::Updated => IntakeResponse::Updated(Json(body), None),
         })
     }
 
@@ -121,37 +195,29 @@ impl IntakeApi {
     async fn attach(
         &self,
         partner: Partner,
+        /// Makes a retry safe: a request repeated with the same key and body within 24 hours
+        /// gets the first answer, the same link, again (with `Idempotent-Replayed: true`)
+        /// and changes nothing. Up to 255 characters.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
         body: LenientJson<AttachRequestBody>,
     ) -> Result<AttachResponse, IntakeError> {
         let state = &self.state;
         let request = parse_attach(&body.value)?;
-        let case = state
-            .cases
-            .find_for_attach(&request.email, partner.client_id())
-            .await?
-            .ok_or(IntakeError::CaseNotFound)?;
-        record(Field::Reference, &case.reference);
-        record(Field::Brand, &case.brand);
-        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
-        let portal = state
-            .portal_url(&case.brand)
-            .map_err(IntakeError::RedirectFailed)?;
-        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
-        let link = NewLink {
-            product_uuid: request.product_uuid,
-            token_hash: &token.hash(),
+        let key = idempotency_key.0.as_deref();
+        let begun = idempotency::begin(state, &partner, "attachProduct", key, &body.value).await?;
+        let lease = match &begun {
+            Begun::Replay(answer) => {
+                record(Field::Outcome, "replayed");
+                return Ok(AttachResponse::Ok(replayed(answer)?, Some(true)));
+            }
+            Begun::Keyed(lease) => Some(lease),
+            Begun::Unkeyed => None,
         };
-        state
-            .cases
-            .attach(&case, link, partner.client_id())
-            .await
-            .map_err(|e| IntakeError::RedirectFailed(e.into()))?;
-        metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
-            .increment(1);
-        record_case("product_attached", &case.reference, &case.brand);
-        Ok(AttachResponse::Ok(Json(RedirectResponse {
-            redirect: token.link(portal).into(),
-        })))
+        match self.attach_now(&partner, &request, lease).await {
+            Ok(answer) => Ok(answer),
+            Err(e) => idempotency::fail(state, &begun, e).await,
+        }
     }
 
     /// Read a case back.
@@ -193,5 +259,49 @@ impl IntakeApi {
             activated_at: found.activated_at,
             product_uuid: found.product_uuid,
         })))
+    }
+}
+
+impl IntakeApi {
+    /// Attaches the product and makes the link; a keyed attach stores its answer with it.
+    async fn attach_now(
+        &self,
+        partner: &Partner,
+        request: &AttachRequest,
+        lease: Option<&Lease>,
+    ) -> Result<AttachResponse, IntakeError> {
+        let state = &self.state;
+        let case = state
+            .cases
+            .find_for_attach(&request.email, partner.client_id())
+            .await?
+            .ok_or(IntakeError::CaseNotFound)?;
+        record(Field::Reference, &case.reference);
+        record(Field::Brand, &case.brand);
+        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
+        let portal = state
+            .portal_url(&case.brand)
+            .map_err(IntakeError::RedirectFailed)?;
+        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        let link = NewLink {
+            product_uuid: request.product_uuid,
+            token_hash: &token.hash(),
+        };
+        let response = RedirectResponse {
+            redirect: token.link(portal).into(),
+        };
+        let answer = lease.map(|_| stored(200, &response));
+        state
+            .cases
+            .attach(&case, link, partner.client_id(), lease.zip(answer.as_ref()))
+            .await
+            .map_err(|e| match e {
+                StoreError::LeaseLost => IntakeError::from(e),
+                e => IntakeError::RedirectFailed(e.into()),
+            })?;
+        metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
+            .increment(1);
+        record_case("product_attached", &case.reference, &case.brand);
+        Ok(AttachResponse::Ok(Json(response), None))
     }
 }

@@ -2,6 +2,7 @@
 //! types, who may call them and how often.
 
 pub mod body;
+pub mod idempotency;
 pub mod intake;
 pub mod partner;
 pub mod portal;

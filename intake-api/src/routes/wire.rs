@@ -320,7 +320,9 @@ impl Example for RedirectResponse {
 pub struct ValidationErrorBody {
     /// Always "The given data was invalid.".
     pub message: String,
-    /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`).
+    /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`);
+    /// absent when the request as a whole is refused.
+    #[oai(default, skip_serializing_if_is_empty)]
     pub errors: BTreeMap<String, Vec<String>>,
 }
 
@@ -364,6 +366,10 @@ message_body!(
 message_body!(
     /// No case the partner may see for the e-mail address.
     CaseNotFound = "Case not found"
+);
+message_body!(
+    /// Another request with the same `Idempotency-Key` is being processed.
+    RequestInFlight = "A request with this Idempotency-Key is still being processed."
 );
 message_body!(
     /// The redirect link cannot be used (any more).

@@ -10,6 +10,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::idempotency::{Lease, StoredAnswer, store_answer};
 use super::reused::decode_error;
 use super::submit::case_key;
 use super::{CaseStore, StoreError, bounded, event, new_row_id, submitted_by};
@@ -47,7 +48,11 @@ struct NewAttachment<'a> {
     now: DateTime<Utc>,
     expires_at: DateTime<Utc>,
     detail: serde_json::Value,
+    keyed: Option<KeyedAttach<'a>>,
 }
+
+/// A keyed attach's hold on its key and its answer, stored with the change.
+pub type KeyedAttach<'a> = (&'a Lease, &'a StoredAnswer);
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
 /// hash, the product on the case and the event. `bench/attach.sql` runs the same statement.
@@ -110,17 +115,19 @@ impl CaseStore {
     }
 
     /// Records the product on the case and stores the link's token hash, with the event.
-    /// Like submissions, writes to one case wait in line before they take a connection.
+    /// Like submissions, writes to one case wait in line before they take a connection. A
+    /// keyed attach stores its answer in the same transaction.
     pub async fn attach(
         &self,
         case: &CaseRef,
         link: NewLink<'_>,
         client_id: &str,
+        keyed: Option<KeyedAttach<'_>>,
     ) -> Result<(), StoreError> {
         bounded(async {
             let _turn = self.writes.wait(&case_key(&case.brand, &case.email)).await;
             let _connection = self.request_connection().await?;
-            self.attach_now(case.id, link, client_id).await
+            self.attach_now(case.id, link, client_id, keyed).await
         })
         .await
     }
@@ -130,6 +137,7 @@ impl CaseStore {
         case_id: Uuid,
         link: NewLink<'_>,
         client_id: &str,
+        keyed: Option<KeyedAttach<'_>>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
         let ttl =
@@ -143,8 +151,9 @@ impl CaseStore {
                 .checked_add_signed(ttl)
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
             detail: serde_json::json!({"product_uuid": link.product_uuid}),
+            keyed,
         };
-        if let Some(reused) = self.reused() {
+        if let (Some(reused), None) = (self.reused(), keyed) {
             let statement = Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 ATTACH_POSTGRES,
@@ -167,7 +176,8 @@ impl CaseStore {
         Box::pin(self.attach_in_transaction(new)).await
     }
 
-    /// The same writes through the ORM, for SQLite, in one transaction.
+    /// The same writes through the ORM, for SQLite and keyed attaches, in one transaction
+    /// with a keyed attach's answer.
     async fn attach_in_transaction(&self, new: NewAttachment<'_>) -> Result<(), StoreError> {
         let txn = self.begin_write().await?;
         redirect_token::Entity::insert(redirect_token::ActiveModel {
@@ -199,6 +209,9 @@ impl CaseStore {
         ))
         .exec_without_returning(&txn)
         .await?;
+        if let Some((lease, answer)) = new.keyed {
+            store_answer(&txn, lease, answer).await?;
+        }
         txn.commit().await?;
         Ok(())
     }

@@ -8,6 +8,7 @@
 
 mod activate;
 mod attach;
+mod idempotency;
 mod redeem;
 mod reused;
 mod submit;
@@ -26,9 +27,10 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 use uuid::Uuid;
 
 pub use activate::{ACTIVATION_BATCH, Activated};
-pub use attach::{CaseRef, NewLink};
+pub use attach::{CaseRef, KeyedAttach, NewLink};
+pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
 pub use redeem::Redeemed;
-pub use submit::{Outcome, Submitted};
+pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
 pub use write_queue::WriteQueue;
 
@@ -53,6 +55,9 @@ pub enum StoreError {
     /// Every reference drawn for a new case was taken.
     #[error("no free case reference after {0} draws")]
     ReferencesExhausted(u32),
+    /// The attempt's hold on its `Idempotency-Key` ran out and another attempt took it over.
+    #[error("the idempotency key was taken over by another attempt")]
+    LeaseLost,
 }
 
 impl StoreError {
@@ -65,7 +70,9 @@ impl StoreError {
             Self::Db(
                 DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)),
             ) => sqlx_is_transient(e),
-            Self::Db(_) | Self::Encoding(_) | Self::ReferencesExhausted(_) => false,
+            Self::Db(_) | Self::Encoding(_) | Self::ReferencesExhausted(_) | Self::LeaseLost => {
+                false
+            }
         }
     }
 }
@@ -373,7 +380,7 @@ mod statement_tests {
         let sizes = [
             (
                 "submit",
-                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c")),
+                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c", None)),
             ),
             (
                 "find_for_attach",
@@ -381,7 +388,7 @@ mod statement_tests {
             ),
             (
                 "attach",
-                std::mem::size_of_val(&store.attach(&case, link, "c")),
+                std::mem::size_of_val(&store.attach(&case, link, "c", None)),
             ),
         ];
         assert!(sizes.iter().all(|(_, size)| *size <= SMALL), "{sizes:?}");

@@ -6,6 +6,7 @@ use sea_orm::sqlx::Row;
 use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
 use uuid::Uuid;
 
+use super::idempotency::{Lease, StoredAnswer, store_answer};
 use super::reused::{Reused, decode_error};
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Enquiry;
@@ -28,6 +29,10 @@ pub struct Submitted {
     /// The case reference.
     pub reference: String,
 }
+
+/// A keyed submission's hold on its key, and how it answers: the answer is stored with the
+/// change.
+pub type KeyedSubmit<'a> = (&'a Lease, &'a (dyn Fn(&Submitted) -> StoredAnswer + Sync));
 
 /// How many references a new case may draw before giving up: a collision has a chance of
 /// the number of cases in 9 x 10^11, so a third draw means something else is wrong.
@@ -84,19 +89,20 @@ impl CaseStore {
     /// Creates the case for the enquiry's brand and e-mail, or applies the enquiry to the
     /// existing one; the submission is stored as sent either way. Writes to one case wait
     /// in line before they take a connection ([`super::WriteQueue`]), within the same
-    /// time bound as the work.
+    /// time bound as the work. A keyed submission stores its answer in the same transaction.
     pub async fn submit(
         &self,
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
+        keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let key = case_key(enquiry.brand.as_str(), enquiry.email.as_str());
         for draw in 1..=REFERENCE_DRAWS {
             let attempt = bounded(async {
                 let _turn = self.writes.wait(&key).await;
                 let _connection = self.request_connection().await?;
-                self.try_submit(enquiry, raw_body, client_id).await
+                self.try_submit(enquiry, raw_body, client_id, keyed).await
             });
             match attempt.await {
                 Err(StoreError::Db(e)) if reference_taken(&e) => {
@@ -113,6 +119,7 @@ impl CaseStore {
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
+        keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
         let delay = chrono::Duration::from_std(self.timing.activation_delay)
@@ -128,19 +135,15 @@ impl CaseStore {
                 .checked_add_signed(delay)
                 .unwrap_or(DateTime::<Utc>::MAX_UTC),
         };
-        let (case_id, reference) = if let Some(reused) = self.reused() {
-            Self::submit_in_one_statement(reused, &new).await?
-        } else {
+        let (case_id, reference) = match (self.reused(), keyed) {
+            (Some(reused), None) => Self::submit_in_one_statement(reused, &new).await?,
+            // A keyed submission's answer joins the change's transaction, which the one
+            // statement has no room for.
             // Boxed: the ORM's futures take kilobytes, which every layer of the request's
             // future above this one would otherwise hold and copy, on PostgreSQL too.
-            Box::pin(self.submit_in_transaction(&new)).await?
+            _ => Box::pin(self.submit_in_transaction(&new, keyed)).await?,
         };
-        let outcome = if case_id == new.case_id {
-            Outcome::Created
-        } else {
-            Outcome::Updated
-        };
-        Ok(Submitted { outcome, reference })
+        Ok(submitted(&new, case_id, reference))
     }
 
     async fn submit_in_one_statement(
@@ -179,11 +182,12 @@ impl CaseStore {
         ))
     }
 
-    /// The same writes through the ORM, for SQLite: the upsert, then the submission and the
-    /// event, in one transaction.
+    /// The same writes through the ORM, for SQLite and keyed submissions: the upsert, then
+    /// the submission, the event and a keyed submission's answer, in one transaction.
     async fn submit_in_transaction(
         &self,
         new: &NewSubmission<'_>,
+        keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
         let enquiry_json = serde_json::to_value(new.enquiry).map_err(StoreError::Encoding)?;
         let txn = self.begin_write().await?;
@@ -228,9 +232,24 @@ impl CaseStore {
         case_event::Entity::insert(event(upserted.id, kind, Some(new.client_id), None, new.now))
             .exec_without_returning(&txn)
             .await?;
+        if let Some((lease, answer)) = keyed {
+            let done = submitted(new, upserted.id, upserted.reference.clone());
+            store_answer(&txn, lease, &answer(&done)).await?;
+        }
         txn.commit().await?;
         Ok((upserted.id, upserted.reference))
     }
+}
+
+/// What a submission that wrote case `case_id` did: a case keeps its id on update, so the
+/// new id tells a creation.
+fn submitted(new: &NewSubmission<'_>, case_id: Uuid, reference: String) -> Submitted {
+    let outcome = if case_id == new.case_id {
+        Outcome::Created
+    } else {
+        Outcome::Updated
+    };
+    Submitted { outcome, reference }
 }
 
 /// The key writes to one case queue on, by its brand and e-mail: the same for submissions

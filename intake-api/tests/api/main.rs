@@ -10,6 +10,7 @@ mod case_status;
 mod cases;
 mod enquiry_properties;
 mod faults;
+mod idempotency;
 mod jwks;
 mod metrics;
 mod rate_limits;

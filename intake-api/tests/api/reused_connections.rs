@@ -26,7 +26,7 @@ async fn submit(store: &CaseStore, email: &str) -> Result<Outcome, intake_api::s
     let body = purchase_enquiry("brand_a", email);
     let enquiry = parse_enquiry(&body, &BRANDS, Utc::now().date_naive()).unwrap();
     store
-        .submit(&enquiry, &body.to_string(), "client")
+        .submit(&enquiry, &body.to_string(), "client", None)
         .await
         .map(|s| s.outcome)
 }

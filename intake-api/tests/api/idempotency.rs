@@ -1,0 +1,278 @@
+//! `Idempotency-Key` on both POST operations: a retry with the same key and body gets the
+//! first answer again and changes nothing; the same key with another body, or while the
+//! first attempt is in flight, is refused; failures are not kept.
+
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    ATTACH, Backend, CaseRowLock, ENQUIRY, INTAKE, PRODUCT, Reply, TestApp, event_kinds,
+    fresh_email, invalid, message, purchase_enquiry, with,
+};
+use test_support::on_both_backends;
+
+/// One answer with its `Idempotent-Replayed` header.
+struct Keyed {
+    reply: Reply,
+    replayed: Option<String>,
+}
+
+/// POSTs `body` (as these exact bytes) to the intake-api at `base` with `bearer` and `key`.
+async fn send(app: &TestApp, base: &str, path: &str, bearer: &str, key: &str, body: &str) -> Keyed {
+    let resp = app
+        .http
+        .post(format!("{base}{path}"))
+        .header("content-type", "application/json")
+        .header("authorization", bearer)
+        .header("idempotency-key", key)
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("request sent");
+    let replayed = resp
+        .headers()
+        .get("idempotent-replayed")
+        .map(|v| v.to_str().expect("ASCII").to_owned());
+    Keyed {
+        reply: Reply::read(resp).await,
+        replayed,
+    }
+}
+
+/// POSTs `body` to this app's intake-api with its partner's token and `key`.
+async fn keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> Keyed {
+    let (base, bearer) = (app.intake.base_url(), app.bearer());
+    send(app, &base, path, &bearer, key, &body.to_string()).await
+}
+
+fn fresh_key() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+async fn a_repeated_enquiry_gets_the_first_answer_and_changes_nothing(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = fresh_key();
+    let enquiry = purchase_enquiry("brand_a", &fresh_email());
+
+    let first = keyed(&app, ENQUIRY, &key, &enquiry).await;
+    assert_eq!(first.reply.status, 201, "{:?}", first.reply.body);
+    assert_eq!(first.replayed, None);
+    let reference = first.reply.body["reference"].as_str().unwrap().to_owned();
+    // The same JSON, spaced differently, is the same request.
+    let (base, bearer) = (app.intake.base_url(), app.bearer());
+    let pretty = serde_json::to_string_pretty(&enquiry).unwrap();
+    for _ in 0..2 {
+        let again = send(&app, &base, ENQUIRY, &bearer, &key, &pretty).await;
+        assert_eq!(
+            (again.reply.status, &again.reply.body),
+            (201, &first.reply.body)
+        );
+        assert_eq!(again.replayed.as_deref(), Some("true"));
+    }
+    let case = app.case_show(&reference).await;
+    assert_eq!(case["submissions"], 1);
+    assert_eq!(event_kinds(&case), ["created"]);
+
+    // A new key is a new request: the case is updated.
+    let update = keyed(&app, ENQUIRY, &fresh_key(), &enquiry).await;
+    assert_eq!(update.reply.status, 200, "{:?}", update.reply.body);
+    assert_eq!(update.reply.body["reference"], reference.as_str());
+    assert_eq!(update.replayed, None);
+    // Without a key every request is applied, as before.
+    let unkeyed = app.enquiry(&enquiry).await;
+    assert_eq!(unkeyed.status, 200);
+    assert_eq!(app.case_show(&reference).await["submissions"], 3);
+}
+
+async fn a_repeated_attach_gets_the_same_link_and_makes_no_other(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let reference = app.submit(&purchase_enquiry("brand_a", &email)).await;
+    let key = fresh_key();
+    let body = json!({"email": email, "product_uuid": PRODUCT});
+
+    let first = keyed(&app, ATTACH, &key, &body).await;
+    assert_eq!(first.reply.status, 200, "{:?}", first.reply.body);
+    let again = keyed(&app, ATTACH, &key, &body).await;
+    assert_eq!(
+        (again.reply.status, &again.reply.body),
+        (200, &first.reply.body)
+    );
+    assert_eq!(again.replayed.as_deref(), Some("true"));
+    let case = app.case_show(&reference).await;
+    assert_eq!(event_kinds(&case), ["created", "product_attached"]);
+    let tokens = app
+        .intake_column(
+            "SELECT CAST(count(*) AS TEXT) AS n FROM redirect_tokens",
+            "n",
+        )
+        .await;
+    assert_eq!(tokens, ["1"]);
+    // The replayed link is the one stored: it still redeems.
+    let token = reqwest::Url::parse(first.reply.body["redirect"].as_str().unwrap())
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
+        .unwrap();
+    let portal = app.portal_bearer().await;
+    assert_eq!(app.redeem(&portal, &token).await.status, 200);
+}
+
+async fn a_key_reused_with_another_request_or_malformed_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let enquiry = purchase_enquiry("brand_a", &email);
+    let key = fresh_key();
+    assert_eq!(keyed(&app, ENQUIRY, &key, &enquiry).await.reply.status, 201);
+
+    let reused = message("Idempotency-Key reused with a different request.");
+    let changed = with(enquiry.clone(), json!({"first_name": "Someone"}));
+    let other_body = keyed(&app, ENQUIRY, &key, &changed).await;
+    assert_eq!(
+        (other_body.reply.status, other_body.reply.body),
+        (422, reused.clone())
+    );
+    let attach = json!({"email": email, "product_uuid": PRODUCT});
+    let other_operation = keyed(&app, ATTACH, &key, &attach).await;
+    assert_eq!(
+        (other_operation.reply.status, other_operation.reply.body),
+        (422, reused)
+    );
+
+    let bad = message("The Idempotency-Key header must be 1 to 255 characters.");
+    for key in [String::new(), "k".repeat(256)] {
+        let refused = keyed(&app, ENQUIRY, &key, &enquiry).await;
+        assert_eq!(
+            (refused.reply.status, &refused.reply.body),
+            (400, &bad),
+            "{key:?}"
+        );
+    }
+    let longest = keyed(&app, ENQUIRY, &"k".repeat(255), &enquiry).await;
+    assert_eq!(longest.reply.status, 200, "{:?}", longest.reply.body);
+
+    // An invalid enquiry is refused before its key is looked at, and does not take it.
+    let invalid_key = fresh_key();
+    let broken = with(enquiry.clone(), json!({"email": "not an address"}));
+    let refused = keyed(&app, ENQUIRY, &invalid_key, &broken).await;
+    assert_eq!(
+        (refused.reply.status, refused.reply.body),
+        (
+            422,
+            invalid(json!({"email": ["The email field must be a valid email address."]}))
+        )
+    );
+    assert_eq!(
+        keyed(&app, ENQUIRY, &invalid_key, &enquiry)
+            .await
+            .reply
+            .status,
+        200
+    );
+}
+
+async fn a_failed_request_leaves_its_key_free(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let key = fresh_key();
+    let attach = json!({"email": email, "product_uuid": PRODUCT});
+    let missing = keyed(&app, ATTACH, &key, &attach).await;
+    assert_eq!(
+        (missing.reply.status, missing.reply.body),
+        (404, message("Case not found"))
+    );
+    app.submit(&purchase_enquiry("brand_a", &email)).await;
+    let retried = keyed(&app, ATTACH, &key, &attach).await;
+    assert_eq!(retried.reply.status, 200, "{:?}", retried.reply.body);
+    assert_eq!(retried.replayed, None);
+}
+
+async fn keys_are_per_partner_and_shared_by_replicas(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let replica = app.second_intake(|_| {}).await;
+    let key = fresh_key();
+    let enquiry = purchase_enquiry("brand_a", &fresh_email());
+    let body = enquiry.to_string();
+    let bearer = app.bearer();
+
+    let first = send(&app, &app.intake.base_url(), ENQUIRY, &bearer, &key, &body).await;
+    assert_eq!(first.reply.status, 201, "{:?}", first.reply.body);
+    let elsewhere = send(&app, &replica.base_url(), ENQUIRY, &bearer, &key, &body).await;
+    assert_eq!(
+        (elsewhere.reply.status, &elsewhere.reply.body),
+        (201, &first.reply.body)
+    );
+    assert_eq!(elsewhere.replayed.as_deref(), Some("true"));
+
+    // Another partner's same key is its own: its request is applied.
+    let (id, secret) = app.auth.create_client(INTAKE).await;
+    let other = format!("Bearer {}", app.auth.token(&id, &secret, INTAKE).await);
+    let theirs = send(&app, &app.intake.base_url(), ENQUIRY, &other, &key, &body).await;
+    assert_eq!(theirs.reply.status, 200, "{:?}", theirs.reply.body);
+    assert_eq!(theirs.replayed, None);
+}
+
+/// While the first attempt waits on its case, a second with the same key is told to come
+/// back; once the first is done, the second gets its answer.
+async fn a_repeat_while_the_first_is_in_flight_gets_409(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let enquiry = purchase_enquiry("brand_a", &fresh_email());
+    let reference = app.submit(&enquiry).await;
+    let key = fresh_key();
+    let lock = CaseRowLock::take(&app, &reference).await;
+
+    let (base, bearer, body) = (app.intake.base_url(), app.bearer(), enquiry.to_string());
+    let first = {
+        let (http, key, body, bearer) =
+            (app.http.clone(), key.clone(), body.clone(), bearer.clone());
+        let url = format!("{base}{ENQUIRY}");
+        tokio::spawn(async move {
+            let resp = http
+                .post(url)
+                .header("content-type", "application/json")
+                .header("authorization", bearer)
+                .header("idempotency-key", key)
+                .body(body)
+                .send()
+                .await
+                .expect("request sent");
+            Reply::read(resp).await
+        })
+    };
+    assert_eq!(
+        lock.first_waiters().await,
+        1,
+        "the first attempt waits on the row"
+    );
+    let second = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
+    assert_eq!(
+        (second.reply.status, second.reply.body),
+        (
+            409,
+            message("A request with this Idempotency-Key is still being processed.")
+        )
+    );
+    lock.release().await;
+    let first = first.await.expect("first attempt");
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    let third = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
+    assert_eq!((third.reply.status, &third.reply.body), (200, &first.body));
+    assert_eq!(third.replayed.as_deref(), Some("true"));
+    assert_eq!(app.case_show(&reference).await["submissions"], 2);
+}
+
+on_both_backends!(
+    a_repeated_enquiry_gets_the_first_answer_and_changes_nothing,
+    a_repeated_attach_gets_the_same_link_and_makes_no_other,
+    a_key_reused_with_another_request_or_malformed_is_refused,
+    a_failed_request_leaves_its_key_free,
+    keys_are_per_partner_and_shared_by_replicas,
+);
+
+mod in_flight {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres() {
+        super::a_repeat_while_the_first_is_in_flight_gets_409(crate::helpers::Backend::Postgres)
+            .await
+    }
+}
