@@ -54,7 +54,7 @@ where
             return;
         }
         let Some(span) = ctx.span(id) else { return };
-        let mut fields = SpanFields::default();
+        let mut fields = SpanFields::with_room_for(attrs.metadata().fields().len());
         attrs.record(&mut fields);
         span.extensions_mut().insert(fields);
     }
@@ -237,14 +237,23 @@ impl Visit for EventFields<'_> {
 
 /// The request span's fields as the entries of its `span` object, each `,"name":value`,
 /// kept in the span's extensions and copied into every line logged in it.
-#[derive(Default)]
 struct SpanFields {
     json: Vec<u8>,
     /// Each field's name and where its entry starts in `json`.
     starts: Vec<(&'static str, usize)>,
 }
 
+/// Bytes a request span's fields usually take, so that writing them seldom reallocates.
+const SPAN_FIELDS_BYTES: usize = 256;
+
 impl SpanFields {
+    fn with_room_for(fields: usize) -> Self {
+        Self {
+            json: Vec::with_capacity(SPAN_FIELDS_BYTES),
+            starts: Vec::with_capacity(fields),
+        }
+    }
+
     /// Where to write `field`, replacing what was recorded for it before: a key must appear
     /// once, some log stores refuse an object that repeats one.
     fn entries(&mut self, field: &Field) -> Entries<'_> {
