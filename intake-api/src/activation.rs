@@ -41,3 +41,28 @@ pub async fn run(state: Arc<AppState>) {
         };
     }
 }
+
+/// How often the activation backlog is measured.
+const BACKLOG_PERIOD: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Measures the activation backlog every [`BACKLOG_PERIOD`] until aborted, apart from the
+/// worker: a worker that stalls stops activating but cannot stop these gauges from
+/// showing the cases piling up.
+pub async fn watch_backlog(state: Arc<AppState>) {
+    let mut ticks = tokio::time::interval(BACKLOG_PERIOD);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        match state.cases.activation_backlog().await {
+            Ok(backlog) => {
+                let oldest = backlog
+                    .oldest_due
+                    .map(|due| (chrono::Utc::now() - due).num_milliseconds().max(0) as f64 / 1000.0)
+                    .unwrap_or(0.0);
+                metrics::gauge!("intake_activation_backlog").set(backlog.due as f64);
+                metrics::gauge!("intake_activation_oldest_due_seconds").set(oldest);
+            }
+            Err(e) => tracing::warn!(error = %e, "measuring the activation backlog failed"),
+        }
+    }
+}

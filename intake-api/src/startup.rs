@@ -48,6 +48,16 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "How long after its activation time a case was activated.",
     },
     MetricHelp {
+        name: "intake_activation_backlog",
+        kind: MetricKind::Gauge,
+        help: "Cases due for activation and not yet active, measured every 5 s apart from the activation worker.",
+    },
+    MetricHelp {
+        name: "intake_activation_oldest_due_seconds",
+        kind: MetricKind::Gauge,
+        help: "How long ago the longest-due case not yet active fell due (0 when none is); grows without bound while activation is stalled.",
+    },
+    MetricHelp {
         name: "intake_auth_failures_total",
         kind: MetricKind::Counter,
         help: "Requests refused for their bearer token, by reason.",
@@ -156,6 +166,7 @@ impl Application {
             .map(|r| tokio::spawn(r.run_refresher(poll)));
         let activator = tokio::spawn(activation::run(state.clone()));
         let housekeeper = tokio::spawn(housekeeping::run(state.clone()));
+        let backlog = tokio::spawn(activation::watch_backlog(state.clone()));
         let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
@@ -183,6 +194,7 @@ impl Application {
         }
         activator.abort();
         housekeeper.abort();
+        backlog.abort();
         pool_gauges.abort();
         state.cases.close().await;
         tracing::info!("intake-api stopped");

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, LockBehavior, LockType, Order, Query};
+use sea_orm::sea_query::{Expr, Func, LockBehavior, LockType, Order, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait};
 use uuid::Uuid;
 
@@ -17,6 +17,16 @@ pub struct Activated {
     pub brand: String,
     /// How late the activation was.
     pub lag: Duration,
+}
+
+/// The cases that are due and not yet active: how many, and when the longest due of them
+/// fell due.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// How many.
+    pub due: u64,
+    /// When the longest due one fell due; none when none is due.
+    pub oldest_due: Option<DateTime<Utc>>,
 }
 
 /// Cases one activation pass takes at most. Every activated case is a row of the event
@@ -33,6 +43,39 @@ impl CaseStore {
     /// the same transaction: a case is never activated twice, nor without its event.
     pub async fn activate_due(&self) -> Result<Vec<Activated>, StoreError> {
         bounded(self.activate_due_now()).await
+    }
+
+    /// The activation backlog, read apart from the worker, so a stalled worker shows as a
+    /// growing backlog rather than as no activations at all.
+    pub async fn activation_backlog(&self) -> Result<Backlog, StoreError> {
+        bounded(async {
+            let mut query = Query::select();
+            query
+                .expr(Func::count(Expr::col(case::Column::Id)))
+                .expr(Func::min(Expr::col(case::Column::ActivatesAt)))
+                .from(case::Entity)
+                // A literal, as in the pass itself, so the index of pending cases serves.
+                .and_where(Expr::cust(format!(
+                    r#""status" = '{}'"#,
+                    case::STATUS_PENDING
+                )))
+                .and_where(case::Column::ActivatesAt.lte(Utc::now()));
+            let backend = self.db.get_database_backend();
+            let row = self.db.query_one_raw(backend.build(&query)).await?;
+            let Some(row) = row else {
+                return Ok(Backlog {
+                    due: 0,
+                    oldest_due: None,
+                });
+            };
+            let due: i64 = row.try_get_by_index(0)?;
+            let oldest_due: Option<DateTime<Utc>> = row.try_get_by_index(1)?;
+            Ok(Backlog {
+                due: u64::try_from(due).unwrap_or(0),
+                oldest_due,
+            })
+        })
+        .await
     }
 
     async fn activate_due_now(&self) -> Result<Vec<Activated>, StoreError> {
@@ -97,5 +140,53 @@ impl CaseStore {
                 brand,
             })
             .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use test_support::{Backend, TestDb};
+
+    use super::super::Timing;
+    use super::*;
+
+    #[tokio::test]
+    async fn the_backlog_counts_due_cases_until_they_activate() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let test_db = TestDb::new(backend, "intake-backlog").await;
+            let db = crate::migration::connect(&test_db.url, 4).await.unwrap();
+            let timing = Timing {
+                activation_delay: Duration::ZERO,
+                redirect_ttl: Duration::from_secs(60),
+            };
+            let store = CaseStore::new(db, 4, timing);
+            let none = Backlog {
+                due: 0,
+                oldest_due: None,
+            };
+            assert_eq!(store.activation_backlog().await.unwrap(), none);
+
+            let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+            let before = Utc::now();
+            for email in ["a@example.com", "b@example.com"] {
+                let body = crate::examples::purchase_enquiry("brand_a", email);
+                let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
+                store.submit(&enquiry, "{}", "partner", None).await.unwrap();
+            }
+            let backlog = store.activation_backlog().await.unwrap();
+            assert_eq!(backlog.due, 2, "{backend:?}");
+            let oldest = backlog.oldest_due.expect("an oldest due case");
+            assert!(
+                oldest >= before - chrono::Duration::milliseconds(1) && oldest <= Utc::now(),
+                "{backend:?}: {oldest} not between {before} and now"
+            );
+
+            assert_eq!(store.activate_due().await.unwrap().len(), 2);
+            assert_eq!(
+                store.activation_backlog().await.unwrap(),
+                none,
+                "{backend:?}"
+            );
+        }
     }
 }

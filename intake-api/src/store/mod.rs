@@ -26,7 +26,7 @@ use sea_orm::{
 use tokio::sync::{Semaphore, SemaphorePermit};
 use uuid::Uuid;
 
-pub use activate::{ACTIVATION_BATCH, Activated};
+pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
 pub use redeem::Redeemed;

@@ -57,6 +57,8 @@ async fn every_metric_has_help_and_lags_are_histograms() {
     assert!(undescribed.is_empty(), "no help text: {undescribed:?}");
     for (name, kind) in [
         ("intake_activation_lag_seconds", "histogram"),
+        ("intake_activation_backlog", "gauge"),
+        ("intake_activation_oldest_due_seconds", "gauge"),
         ("http_request_duration_seconds", "histogram"),
         ("intake_cases_total", "counter"),
         ("build_info", "gauge"),
