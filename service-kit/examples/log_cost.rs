@@ -20,7 +20,7 @@
 //! ```text
 //! format     ns/request   instructions/request
 //! old-json        10871                 106836
-//! json             2261                  21713
+//! json             2261                  21891
 //! pretty           4016                  36775
 //! warn               94                    384
 //! ```

@@ -67,14 +67,7 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
-        LINE.with(|line| {
-            // A field whose Debug logs comes back here while the buffer is in use.
-            let mut own = Vec::new();
-            let mut shared = line.try_borrow_mut();
-            let buf = match &mut shared {
-                Ok(shared) => &mut **shared,
-                Err(_) => &mut own,
-            };
+        let write = |buf: &mut Vec<u8>| {
             buf.clear();
             write_line(buf, event, &ctx);
             // The writer is stderr or a queue to it: there is nowhere to report its failure.
@@ -82,7 +75,13 @@ where
                 .make_writer
                 .make_writer_for(event.metadata())
                 .write_all(buf);
-        });
+        };
+        let reused = LINE.try_with(|line| line.try_borrow_mut().map(|mut buf| write(&mut buf)));
+        // A field whose Debug logs comes back here while the buffer is in use, and a thread
+        // that logs as it ends may have dropped it already.
+        if !matches!(reused, Ok(Ok(()))) {
+            write(&mut Vec::new());
+        }
     }
 }
 
@@ -115,8 +114,8 @@ where
         && let Some(fields) = span.extensions().get::<SpanFields>()
     {
         entry(out, "span", |out| {
-            out.extend_from_slice(b"{\"name\":");
-            serde_json::to_writer(&mut *out, span.name())?;
+            out.push(b'{');
+            entry(out, "name", |out| serde_json::to_writer(out, span.name()));
             out.extend_from_slice(&fields.json);
             out.push(b'}');
             Ok(())
