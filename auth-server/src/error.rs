@@ -10,6 +10,36 @@ const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malform
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
+/// Why a client failed to authenticate. Operators see it in the metric and the log line; the
+/// client is answered `invalid_client` whatever it is, so a caller cannot learn which ids
+/// exist or which of them are disabled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientFailure {
+    /// The id names no client.
+    UnknownClient,
+    /// The client exists; the secret is none of its secrets, or there is no secret.
+    WrongSecret,
+    /// The secret is one of the client's, past the grace its rotation gave it.
+    ExpiredSecret,
+    /// The secret is right, but an operator disabled the client.
+    DisabledClient,
+    /// The `Authorization` header cannot be read as Basic credentials.
+    MalformedCredentials,
+}
+
+impl ClientFailure {
+    /// Its label in metrics and logs.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Self::UnknownClient => "unknown_client",
+            Self::WrongSecret => "wrong_secret",
+            Self::ExpiredSecret => "expired_secret",
+            Self::DisabledClient => "disabled_client",
+            Self::MalformedCredentials => "malformed_credentials",
+        }
+    }
+}
+
 /// Why a token request was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum OAuthError {
@@ -26,10 +56,12 @@ pub enum OAuthError {
     #[error("unsupported_grant_type")]
     UnsupportedGrantType,
     /// Unknown client, wrong or expired secret, disabled client.
-    #[error("invalid_client")]
+    #[error("invalid_client ({})", failure.reason())]
     InvalidClient {
         /// Whether the request carried an `Authorization` header (answered with a challenge).
         used_authorization_header: bool,
+        /// Which of those it was; never part of the answer.
+        failure: ClientFailure,
     },
     /// A scope is unknown or not granted to the client.
     #[error("invalid_scope: {scope}")]
@@ -69,13 +101,14 @@ impl OAuthError {
         }
     }
 
-    /// A short label for metrics.
+    /// A short label for metrics and logs; finer than the error code, which for a failed
+    /// client authentication is always `invalid_client`.
     pub fn reason(&self) -> &'static str {
         match self {
             Self::InvalidRequest { .. } => "invalid_request",
             Self::BodyTooLarge => "body_too_large",
             Self::UnsupportedGrantType => "unsupported_grant_type",
-            Self::InvalidClient { .. } => "invalid_client",
+            Self::InvalidClient { failure, .. } => failure.reason(),
             Self::InvalidScope { .. } => "invalid_scope",
             Self::ServerError => "server_error",
             Self::TooManyRequests { .. } => "too_many_requests",
@@ -142,6 +175,7 @@ mod tests {
             (
                 OAuthError::InvalidClient {
                     used_authorization_header: false,
+                    failure: ClientFailure::WrongSecret,
                 },
                 401,
                 "invalid_client",
@@ -176,5 +210,34 @@ mod tests {
             assert_eq!(body.hint.as_deref(), hint);
             assert_eq!(body.message, body.error_description);
         }
+    }
+
+    #[test]
+    fn every_client_failure_is_answered_the_same_and_counted_apart() {
+        let failures = [
+            ClientFailure::UnknownClient,
+            ClientFailure::WrongSecret,
+            ClientFailure::ExpiredSecret,
+            ClientFailure::DisabledClient,
+            ClientFailure::MalformedCredentials,
+        ];
+        let answer = |failure| {
+            let e = OAuthError::InvalidClient {
+                used_authorization_header: false,
+                failure,
+            };
+            (e.status(), e.body())
+        };
+        let mut reasons: Vec<_> = failures.iter().map(|f| f.reason()).collect();
+        for failure in failures {
+            assert_eq!(
+                answer(failure),
+                answer(ClientFailure::UnknownClient),
+                "{failure:?}"
+            );
+        }
+        reasons.sort_unstable();
+        reasons.dedup();
+        assert_eq!(reasons.len(), failures.len(), "{reasons:?}");
     }
 }

@@ -36,15 +36,37 @@ pub struct ClientEntry {
     pub secrets: Vec<([u8; 32], Option<DateTime<Utc>>)>,
 }
 
+/// How a presented secret compares with a client's secrets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SecretCheck {
+    /// One of its secrets, valid now.
+    Current,
+    /// One of its secrets, but its grace after a rotation has ended.
+    Expired,
+    /// None of its secrets.
+    Wrong,
+}
+
 impl ClientEntry {
-    /// Whether `secret` is one of this client's secrets still valid at `now`.
-    pub fn accepts(&self, secret: &str, now: DateTime<Utc>) -> bool {
+    /// Whether `secret` is one of this client's secrets, and whether it is still valid at `now`.
+    pub fn check_secret(&self, secret: &str, now: DateTime<Utc>) -> SecretCheck {
         let presented = secrets::hash_secret(secret);
         // Compare against every secret, so the time taken says nothing about which matched.
-        self.secrets.iter().fold(false, |ok, (hash, expires)| {
-            let matches = secrets::hashes_match(hash, &presented);
-            ok | (matches && expires.is_none_or(|e| now < e))
-        })
+        let (current, expired) =
+            self.secrets
+                .iter()
+                .fold((false, false), |(current, expired), (hash, expires)| {
+                    let matches = secrets::hashes_match(hash, &presented);
+                    let valid = expires.is_none_or(|e| now < e);
+                    (current | (matches & valid), expired | (matches & !valid))
+                });
+        if current {
+            SecretCheck::Current
+        } else if expired {
+            SecretCheck::Expired
+        } else {
+            SecretCheck::Wrong
+        }
     }
 }
 

@@ -22,7 +22,7 @@ const AUTH_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "auth_token_requests_failed_total",
         kind: MetricKind::Counter,
-        help: "Token requests refused, by OAuth error (reason).",
+        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error.",
     },
     MetricHelp {
         name: "auth_registry_reloads_total",

@@ -7,8 +7,8 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use service_kit::Secret;
 use shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 
-use crate::error::OAuthError;
-use crate::registry::{ClientEntry, Snapshot};
+use crate::error::{ClientFailure, OAuthError};
+use crate::registry::{ClientEntry, SecretCheck, Snapshot};
 
 /// What an unknown client id is checked against: one secret nobody has (the hash of the
 /// empty string, which no generated secret is).
@@ -173,6 +173,7 @@ pub struct BasicCredentials {
 pub fn parse_basic(header: &str) -> Result<Option<BasicCredentials>, OAuthError> {
     let invalid = OAuthError::InvalidClient {
         used_authorization_header: true,
+        failure: ClientFailure::MalformedCredentials,
     };
     let Some((scheme, rest)) = header.trim().split_once(' ') else {
         return Ok(None);
@@ -245,19 +246,12 @@ pub fn authorize(
         }
     };
     let scope = params.scope.ok_or_else(|| OAuthError::parameter("scope"))?;
-    let invalid_client = OAuthError::InvalidClient {
-        used_authorization_header,
-    };
-    let client = snapshot.clients.get(&client_id);
-    // An unknown id is checked against a decoy, so it takes as long as a wrong secret.
-    let checked = client.unwrap_or(&DECOY);
-    let authenticated = match &secret {
-        Some(s) => checked.accepts(s.expose(), now) && !checked.disabled && client.is_some(),
-        None => false,
-    };
-    let Some(client) = client.filter(|_| authenticated) else {
-        return Err(invalid_client);
-    };
+    let client = authenticate(snapshot.clients.get(&client_id), secret.as_ref(), now).map_err(
+        |failure| OAuthError::InvalidClient {
+            used_authorization_header,
+            failure,
+        },
+    )?;
     let mut granted: Vec<String> = Vec::new();
     for s in scope.split(' ').filter(|s| !s.is_empty()) {
         if !scopes::is_known(s) || !client.scopes.iter().any(|c| c == s) {
@@ -276,6 +270,27 @@ pub fn authorize(
         client_id,
         scopes: granted,
     })
+}
+
+/// The client, when `secret` authenticates it at `now`; else why not.
+fn authenticate<'a>(
+    client: Option<&'a ClientEntry>,
+    secret: Option<&Secret<String>>,
+    now: DateTime<Utc>,
+) -> Result<&'a ClientEntry, ClientFailure> {
+    // An unknown id is checked against a decoy, so it takes as long as a wrong secret.
+    let check = match secret {
+        Some(s) => client.unwrap_or(&DECOY).check_secret(s.expose(), now),
+        None => SecretCheck::Wrong,
+    };
+    match (client, check) {
+        (None, _) => Err(ClientFailure::UnknownClient),
+        (Some(_), SecretCheck::Wrong) => Err(ClientFailure::WrongSecret),
+        (Some(_), SecretCheck::Expired) => Err(ClientFailure::ExpiredSecret),
+        // Only the right secret says it is the partner calling: anyone else is just wrong.
+        (Some(c), SecretCheck::Current) if c.disabled => Err(ClientFailure::DisabledClient),
+        (Some(c), SecretCheck::Current) => Ok(c),
+    }
 }
 
 /// The claims of a token for `grant`, issued at `now`.
@@ -377,5 +392,83 @@ mod tests {
         assert!(parse_basic("Bearer abc").unwrap().is_none());
         assert!(parse_basic("Basic !!!").is_err());
         assert!(parse_basic(&format!("Basic {}", STANDARD.encode("nocolon"))).is_err());
+    }
+
+    #[test]
+    fn each_failed_client_authentication_is_told_apart() {
+        use ClientFailure::{DisabledClient, ExpiredSecret, UnknownClient, WrongSecret};
+        let now = Utc::now();
+        let intake = scopes::CASE_INTAKE_CREATE;
+        let client = |disabled| ClientEntry {
+            scopes: vec![intake.to_owned()],
+            disabled,
+            secrets: vec![
+                (crate::secrets::hash_secret("new"), None),
+                (
+                    crate::secrets::hash_secret("old"),
+                    Some(now - chrono::Duration::minutes(1)),
+                ),
+            ],
+        };
+        let cases = [
+            (
+                "unknown id",
+                "nobody",
+                Some("new"),
+                false,
+                Err(UnknownClient),
+            ),
+            ("wrong secret", "c", Some("guess"), false, Err(WrongSecret)),
+            ("no secret", "c", None, false, Err(WrongSecret)),
+            (
+                "secret past its grace",
+                "c",
+                Some("old"),
+                false,
+                Err(ExpiredSecret),
+            ),
+            (
+                "disabled, right secret",
+                "c",
+                Some("new"),
+                true,
+                Err(DisabledClient),
+            ),
+            // Only the right secret shows it is the partner still calling.
+            (
+                "disabled, wrong secret",
+                "c",
+                Some("guess"),
+                true,
+                Err(WrongSecret),
+            ),
+            (
+                "disabled, expired secret",
+                "c",
+                Some("old"),
+                true,
+                Err(ExpiredSecret),
+            ),
+            ("right secret", "c", Some("new"), false, Ok(())),
+        ];
+        for (name, id, secret, disabled, expected) in cases {
+            let snapshot = Snapshot {
+                clients: std::collections::HashMap::from([("c".to_owned(), client(disabled))]),
+                ..Snapshot::default()
+            };
+            let params = TokenParams {
+                grant_type: Some("client_credentials".into()),
+                client_id: Some(id.into()),
+                client_secret: secret.map(|s| Secret::new(s.to_owned())),
+                scope: Some(intake.into()),
+            };
+            let got = authorize(params, None, false, &snapshot, now)
+                .map(|_| ())
+                .map_err(|e| match e {
+                    OAuthError::InvalidClient { failure, .. } => failure,
+                    other => panic!("{name}: {other:?}"),
+                });
+            assert_eq!(got, expected, "{name}");
+        }
     }
 }

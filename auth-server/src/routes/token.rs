@@ -13,7 +13,8 @@ use poem_openapi::{
 use service_kit::telemetry::{Field, record};
 use shared::error::OAuthErrorBody;
 
-use crate::error::OAuthError;
+use crate::error::{ClientFailure, OAuthError};
+use crate::registry::Snapshot;
 use crate::state::AppState;
 use crate::token::{self, BodyKind};
 
@@ -138,7 +139,8 @@ oauth_error_body!(
 oauth_error_body!(
     /// `invalid_client`.
     InvalidClientBody = OAuthError::InvalidClient {
-        used_authorization_header: false
+        used_authorization_header: false,
+        failure: ClientFailure::WrongSecret,
     }
 );
 oauth_error_body!(
@@ -228,6 +230,7 @@ impl From<OAuthError> for TokenResponse {
         match e {
             OAuthError::InvalidClient {
                 used_authorization_header,
+                ..
             } => Self::Unauthorized(
                 Json(body.into()),
                 cc,
@@ -263,35 +266,82 @@ impl TokenApi {
         tag = "ApiTags::OAuth"
     )]
     async fn token(&self, req: &Request, body: TokenRequestBody) -> TokenResponse {
-        match self.issue(req, body).await {
+        let (params, basic) = match read_request(req, body) {
+            Ok(read) => read,
+            Err(e) => return refuse(e, None),
+        };
+        let snapshot = self.state.registry.snapshot();
+        let claimed_id = basic
+            .as_ref()
+            .map(|b| b.client_id.as_str())
+            .or(params.client_id.as_deref())
+            .unwrap_or_default();
+        let client = snapshot
+            .clients
+            .get_key_value(claimed_id)
+            .map(|(id, _)| id.as_str());
+        match self.issue(req, params, basic, &snapshot, client).await {
             Ok(resp) => resp,
-            Err(e) => {
-                metrics::counter!("auth_token_requests_failed_total", "reason" => e.reason())
-                    .increment(1);
-                record(Field::Outcome, "refused");
-                record(Field::Reason, e.reason());
-                e.into()
-            }
+            Err(e) => refuse(e, client),
         }
     }
 }
 
+/// Counts and logs a refusal, naming the client only when it is registered: any other id is
+/// the caller's invention (each would be a new series) or a secret pasted in the wrong field.
+fn refuse(e: OAuthError, client: Option<&str>) -> TokenResponse {
+    let reason = e.reason();
+    match client {
+        Some(id) => {
+            metrics::counter!(
+                "auth_token_requests_failed_total",
+                "reason" => reason,
+                "client_id" => id.to_owned()
+            )
+            .increment(1);
+            service_kit::telemetry::record_client_id(id);
+        }
+        None => {
+            metrics::counter!("auth_token_requests_failed_total", "reason" => reason).increment(1)
+        }
+    }
+    record(Field::Outcome, "refused");
+    record(Field::Reason, reason);
+    e.into()
+}
+
+/// The parameters and any Basic credentials of a request, each read once.
+fn read_request(
+    req: &Request,
+    body: TokenRequestBody,
+) -> Result<(token::TokenParams, Option<token::BasicCredentials>), OAuthError> {
+    let bytes = body.bytes?;
+    let kind: BodyKind = token::body_kind(body.content_type.as_deref(), &bytes)?;
+    let params = token::parse_params(kind, &bytes)?;
+    let basic = match req.headers().get(poem::http::header::AUTHORIZATION) {
+        Some(h) => token::parse_basic(h.to_str().map_err(|_| OAuthError::InvalidClient {
+            used_authorization_header: true,
+            failure: ClientFailure::MalformedCredentials,
+        })?)?,
+        None => None,
+    };
+    Ok((params, basic))
+}
+
 impl TokenApi {
+    /// Issues a token for a request whose claimed id is `client` when that names a
+    /// registered client.
     async fn issue(
         &self,
         req: &Request,
-        body: TokenRequestBody,
+        params: token::TokenParams,
+        basic: Option<token::BasicCredentials>,
+        snapshot: &Snapshot,
+        client: Option<&str>,
     ) -> Result<TokenResponse, OAuthError> {
-        let bytes = body.bytes?;
-        let kind: BodyKind = token::body_kind(body.content_type.as_deref(), &bytes)?;
-        let params = token::parse_params(kind, &bytes)?;
-        let authorization = req.headers().get(poem::http::header::AUTHORIZATION);
-        let basic = match authorization {
-            Some(h) => token::parse_basic(h.to_str().map_err(|_| OAuthError::InvalidClient {
-                used_authorization_header: true,
-            })?)?,
-            None => None,
-        };
+        let used_authorization_header = req
+            .headers()
+            .contains_key(poem::http::header::AUTHORIZATION);
         let source = self
             .state
             .config
@@ -303,19 +353,9 @@ impl TokenApi {
         // Per source first, so that no client id, real or made up, gets counters of its own
         // before the source is within its limit.
         limits.check(limits.hit_source(&format!("token-source:{source}")).await)?;
-        let claimed_id = basic
-            .as_ref()
-            .map(|b| b.client_id.as_str())
-            .or(params.client_id.as_deref())
-            .unwrap_or_default();
         // Ids that are not clients share one key per source: made-up ids never get state of
         // their own, and cost the same work as a real one.
-        let snapshot = self.state.registry.snapshot();
-        let client_key = if snapshot.clients.contains_key(claimed_id) {
-            claimed_id
-        } else {
-            "?"
-        };
+        let client_key = client.unwrap_or("?");
         let failures_key = format!("token-failures:{client_key}:{source}");
         // A brute-force guard: once too many authentications failed, refuse before checking.
         limits.check(limits.peek_failures(&failures_key).await)?;
@@ -325,7 +365,8 @@ impl TokenApi {
                 .await,
         )?;
         let now = Utc::now();
-        let grant = match token::authorize(params, basic, authorization.is_some(), &snapshot, now) {
+        let grant = match token::authorize(params, basic, used_authorization_header, snapshot, now)
+        {
             Err(e @ OAuthError::InvalidClient { .. }) => {
                 limits.hit_failure(&failures_key).await;
                 return Err(e);

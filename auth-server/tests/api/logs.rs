@@ -98,6 +98,13 @@ fn every_line_of_the_process_is_checked_for_secrets() {
                 .await
                 .unwrap();
         }
+        // A partner that swaps the fields sends its secret as the id: an unknown id is
+        // never logged, so neither is the secret.
+        http.post(&url)
+            .json(&serde_json::json!({"grant_type": "client_credentials", "client_id": secret, "client_secret": id, "scope": "enquiry:case:intake:create"}))
+            .send()
+            .await
+            .unwrap();
         let rotated = auth
             .client_cmd(auth_server::config::ClientCommand::RotateSecret {
                 client_id: id.clone(),
@@ -139,13 +146,27 @@ fn every_line_of_the_process_is_checked_for_secrets() {
         assert!(line["kid"].as_str().is_some());
         assert_eq!(line["scope"], "enquiry:case:intake:create");
     }
-    let refused = lines
-        .iter()
-        .filter(|l| l["reason"] == "invalid_client")
-        .count();
+    // Refusals carry their reason, and the client's id when the id names a client.
+    let refused = |reason: &str| -> Vec<&Value> {
+        lines
+            .iter()
+            .filter(|l| l["outcome"] == "refused" && l["reason"] == reason)
+            .collect()
+    };
+    let wrong = refused("wrong_secret");
+    assert_eq!(wrong.len(), 2, "two wrong secrets were sent: {logs}");
+    let out_of_scope = refused("invalid_scope");
+    assert_eq!(out_of_scope.len(), 1, "one scope not granted: {logs}");
+    for line in wrong.iter().chain(&out_of_scope) {
+        assert_eq!(line["message"], "request finished");
+        assert_eq!(line["span"]["client_id"], id.as_str(), "{line}");
+    }
+    let unknown = refused("unknown_client");
+    assert_eq!(unknown.len(), 1, "one unknown id was sent: {logs}");
     assert!(
-        refused >= 2,
-        "refusals are logged with their reason: {logs}"
+        unknown[0]["span"].get("client_id").is_none(),
+        "{}",
+        unknown[0]
     );
     for s in &secrets {
         assert!(!logs.contains(s.as_str()), "a secret reached the logs");
