@@ -1,5 +1,6 @@
 //! Starting a fresh auth-server per test and talking to it.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -135,4 +136,65 @@ impl TestApp {
         .await
         .is_some()
     }
+}
+
+/// What `/metrics` at `base_url` shows now. The recorder is the process's, so the scrape
+/// holds the series of every server this test binary runs.
+pub async fn metrics_text(base_url: &str) -> String {
+    reqwest::get(format!("{base_url}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
+/// The label sets and values of `name`'s series in a scrape.
+pub fn series(metrics: &str, name: &str) -> Vec<(BTreeMap<String, String>, f64)> {
+    let prefix = format!("{name}{{");
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix(&prefix))
+        .map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ").expect("a sample line");
+            let value = value.trim().parse().expect("a number");
+            (parse_labels(labels), value)
+        })
+        .collect()
+}
+
+/// The value of `name`'s series with exactly `labels`, in any order; 0 when absent.
+pub fn sample(metrics: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    let wanted: BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    series(metrics, name)
+        .into_iter()
+        .find(|(labels, _)| *labels == wanted)
+        .map_or(0.0, |(_, value)| value)
+}
+
+/// A sample's labels, `a="x",b="y"`, as a map; values unescaped.
+fn parse_labels(text: &str) -> BTreeMap<String, String> {
+    let mut labels = BTreeMap::new();
+    let mut chars = text.chars().peekable();
+    while chars.peek().is_some() {
+        let key: String = chars.by_ref().take_while(|c| *c != '=').collect();
+        assert_eq!(chars.next(), Some('"'), "a quoted value in {text}");
+        let mut value = String::new();
+        while let Some(c) = chars.next() {
+            match c {
+                '"' => break,
+                '\\' => match chars.next() {
+                    Some('n') => value.push('\n'),
+                    Some(other) => value.push(other),
+                    None => break,
+                },
+                c => value.push(c),
+            }
+        }
+        labels.insert(key.trim_start_matches(',').to_owned(), value);
+    }
+    labels
 }

@@ -9,4 +9,5 @@ mod clients;
 mod keys;
 mod limits;
 mod logs;
+mod refusals;
 mod token;
