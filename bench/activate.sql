@@ -1,7 +1,8 @@
 -- One pass of the intake-api's activation worker on PostgreSQL (intake-api/src/store/activate.rs,
 -- activate_due_now), for pgbench: in one transaction, the due cases claimed and activated in
 -- one UPDATE (the oldest due first, at most ACTIVATION_BATCH = 500, FOR UPDATE SKIP LOCKED),
--- then one 'activated' event inserted per case returned. Run by bench/run.sh's scale section:
+-- then one 'activated' event inserted per case returned, and the events queued for partners'
+-- webhooks. Run by bench/run.sh's scale section:
 --   pgbench -n -M prepared -c 1 -j 1 -t PASSES -f bench/activate.sql SCALE_DB_URL
 -- The service binds the time it read once (Utc::now()) where this has now(), the start of
 -- the transaction, and the LIMIT as a value, as :batch is here. Its UPDATE returns id, brand
@@ -25,7 +26,18 @@ SELECT count(*) AS activated, coalesce(array_agg("id"), '{}')::text AS ids FROM 
 -- Fails the run with the count in the error: the backlog of due cases ran out.
 SELECT ('activation pass activated ' || :activated || ' cases, not ' || :batch)::int;
 \endif
-INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-SELECT bench_uuid7(now(), 'activated-' || c || '-' || random()), c, 'activated', NULL, NULL, now()
-FROM unnest(:ids::uuid[]) AS c;
+WITH logged AS (
+    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+    SELECT bench_uuid7(now(), 'activated-' || c || '-' || random()), c, 'activated', NULL, NULL, now()
+    FROM unnest(:ids::uuid[]) AS c
+    RETURNING "id"
+)
+SELECT coalesce(array_agg("id"), '{}')::text AS event_ids FROM logged \gset
+-- The events queued for partners' webhooks, as queue_events (store/webhooks.rs) does.
+INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+    "next_attempt_at", "attempts")
+SELECT "ev"."id", "ep"."client_id", "ev"."case_id", CASE "ev"."kind" WHEN 'created' THEN 'case.created' WHEN 'updated' THEN 'case.updated' WHEN 'activated' THEN 'case.activated' WHEN 'product_attached' THEN 'product.attached' END, "ev"."created_at", "ev"."created_at", 0
+FROM "case_events" AS "ev" INNER JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL
+WHERE "ev"."id" = ANY(:event_ids::uuid[]) AND EXISTS (SELECT 1 FROM "submissions"
+    WHERE "submissions"."case_id" = "ev"."case_id" AND "submissions"."client_id" = "ep"."client_id");
 ROLLBACK;

@@ -17,6 +17,14 @@ WITH token AS (
     VALUES (bench_id(random()::text), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
 ), updated AS (
     UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now() WHERE "id" = :found_case_id
+), logged AS (
+    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+    VALUES (bench_id('e-' || :found_case_id || '-' || random()), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now())
+    RETURNING "id"
 )
-INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-VALUES (bench_id(random()::text), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now());
+INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+    "next_attempt_at", "attempts")
+SELECT (SELECT "id" FROM "logged"), "ep"."client_id", :found_case_id, 'product.attached', now(), now(), 0
+FROM "webhook_endpoints" AS "ep"
+WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions"
+    WHERE "submissions"."case_id" = :found_case_id AND "submissions"."client_id" = "ep"."client_id");

@@ -1,6 +1,7 @@
 -- What one POST /partners/external/intake writes (intake-api/src/store/submit.rs, SUBMIT_POSTGRES),
 -- for pgbench: the one statement the intake-api sends on PostgreSQL, which upserts the case
--- and inserts the submission and the event, committed on its own. Run by bench/run.sh:
+-- and inserts the submission and the event and queues the event for partners' webhooks,
+-- committed on its own. Run by bench/run.sh:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D mode=create|spread|one \
 --     -D tag=.. -D pool=.. -D threads=.. -D email=.. -D enquiry=.. -D payload=.. -D client=.. \
 --     INTAKE_DB_URL
@@ -45,5 +46,15 @@ WITH upserted AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     SELECT bench_id(:n || '-e-' || :m), "id", CASE WHEN "id" = bench_id(:n || '-' || :m) THEN 'created' ELSE 'updated' END, :client, NULL, now()
     FROM upserted
+    RETURNING "id", "case_id", "kind", "created_at"
+), notified AS (
+    INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+        "next_attempt_at", "attempts")
+    SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
+        CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
+        "logged"."created_at", "logged"."created_at", 0
+    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL
+    WHERE "ep"."client_id" = :client OR EXISTS (SELECT 1 FROM "submissions"
+        WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id")
 )
 SELECT "id", "reference" FROM upserted;

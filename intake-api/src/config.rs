@@ -144,6 +144,41 @@ pub struct Config {
         global = true
     )]
     pub activation_poll_ms: u64,
+    /// Lets webhooks go to http URLs and to private, loopback and link-local addresses:
+    /// for local use and tests only.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set,
+        global = true
+    )]
+    pub webhook_allow_insecure: bool,
+    /// How long an event is retried before it is marked failed, in seconds.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_RETRY_SECS",
+        default_value_t = 86_400,
+        global = true
+    )]
+    pub webhook_retry_secs: u64,
+    /// The first wait before an event is tried again, in milliseconds; it doubles with each
+    /// try, up to an hour.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_BACKOFF_MS",
+        default_value_t = 5_000,
+        global = true
+    )]
+    pub webhook_backoff_ms: u64,
+    /// How often the webhook worker looks for due events, in milliseconds.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_POLL_MS",
+        default_value_t = 1000,
+        global = true
+    )]
+    pub webhook_poll_ms: u64,
 }
 
 impl Config {
@@ -255,6 +290,54 @@ pub enum Command {
     /// Look at cases.
     #[command(subcommand)]
     Case(CaseCommand),
+    /// Manage partners' webhook endpoints and their deliveries.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+}
+
+/// `intake-api webhook ...`
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Send a partner's events to URL (https, public addresses only); prints the signing
+    /// secret. Setting it again changes the URL, keeps the secret and re-enables it.
+    Set {
+        /// The partner's client id.
+        client_id: String,
+        /// Where its events are POSTed.
+        url: String,
+    },
+    /// List every endpoint (never the secrets).
+    List,
+    /// Stop sending a partner's events; the ones not yet delivered are dropped.
+    Remove {
+        /// The partner's client id.
+        client_id: String,
+    },
+    /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
+    /// grace period, so the partner can switch without missing a delivery.
+    RotateSecret {
+        /// The partner's client id.
+        client_id: String,
+        /// How long the old secret keeps signing, in seconds.
+        #[arg(long, default_value_t = 86_400)]
+        grace_secs: u64,
+    },
+    /// A partner's events, newest first.
+    Deliveries {
+        /// The partner's client id.
+        client_id: String,
+        /// Only the ones given up on.
+        #[arg(long)]
+        failed: bool,
+        /// How many.
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+    },
+    /// Send an event again, at once, to every partner it went to.
+    Redeliver {
+        /// The event's id (as `deliveries` lists it, or its `webhook-id`).
+        delivery_id: String,
+    },
 }
 
 /// `intake-api case ...`

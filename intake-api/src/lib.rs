@@ -21,10 +21,12 @@ pub mod routes;
 pub mod startup;
 pub mod state;
 pub mod store;
+pub mod webhooks;
 
 use config::{Cli, Command};
 
-/// Runs the binary's command line: `serve` (the default), `migrate`, `case show`.
+/// Runs the binary's command line: `serve` (the default), `migrate`, `case show`,
+/// `webhook ...`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     let _logs = service_kit::telemetry::init_tracing(cli.config.log_format);
     match cli.command.unwrap_or(Command::Serve) {
@@ -44,6 +46,13 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "{}",
                 serde_json::to_string_pretty(&cli::case(&cli.config, c).await?)?
+            );
+            Ok(())
+        }
+        Command::Webhook(c) => {
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&cli::webhook(&cli.config, c).await?)?
             );
             Ok(())
         }

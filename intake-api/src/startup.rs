@@ -13,7 +13,7 @@ use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
-use crate::{activation, housekeeping, routes};
+use crate::{activation, housekeeping, routes, webhooks};
 
 /// The intake-api's own metrics.
 const INTAKE_METRICS: &[MetricHelp] = &[
@@ -56,6 +56,21 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         name: "intake_activation_oldest_due_seconds",
         kind: MetricKind::Gauge,
         help: "How long ago the longest-due case not yet active fell due (0 when none is); grows without bound while activation is stalled.",
+    },
+    MetricHelp {
+        name: "intake_webhook_deliveries_pending",
+        kind: MetricKind::Gauge,
+        help: "Webhook events not yet delivered nor given up on, for every partner.",
+    },
+    MetricHelp {
+        name: "intake_webhook_attempts_total",
+        kind: MetricKind::Counter,
+        help: "Webhook sends, by outcome: `delivered`, `retry` (to be tried again), `failed` (retry window over) or `gone` (410: endpoint disabled).",
+    },
+    MetricHelp {
+        name: "intake_webhook_delivery_lag_seconds",
+        kind: MetricKind::Histogram,
+        help: "From a change to its webhook's delivery.",
     },
     MetricHelp {
         name: "intake_auth_failures_total",
@@ -167,6 +182,7 @@ impl Application {
         let activator = tokio::spawn(activation::run(state.clone()));
         let housekeeper = tokio::spawn(housekeeping::run(state.clone()));
         let backlog = tokio::spawn(activation::watch_backlog(state.clone()));
+        let webhooks = tokio::spawn(webhooks::run(state.clone()));
         let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
@@ -195,6 +211,7 @@ impl Application {
         activator.abort();
         housekeeper.abort();
         backlog.abort();
+        webhooks.abort();
         pool_gauges.abort();
         state.cases.close().await;
         tracing::info!("intake-api stopped");

@@ -8,6 +8,7 @@ mod m20261127_000001_indexes_for_scale;
 mod m20261128_000001_submissions_by_partner;
 mod m20261129_000001_redirect_tokens_by_case;
 mod m20261129_000002_idempotency_keys;
+mod m20261129_000003_webhooks;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -21,6 +22,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261128_000001_submissions_by_partner::Migration),
             Box::new(m20261129_000001_redirect_tokens_by_case::Migration),
             Box::new(m20261129_000002_idempotency_keys::Migration),
+            Box::new(m20261129_000003_webhooks::Migration),
         ]
     }
 }

@@ -7,6 +7,7 @@ use sea_orm::sea_query::{Expr, Func, LockBehavior, LockType, Order, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait};
 use uuid::Uuid;
 
+use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::entity::{case, case_event};
 
@@ -124,13 +125,15 @@ impl CaseStore {
             })
             .collect::<Result<Vec<_>, DbErr>>()?;
         if !activated.is_empty() {
-            case_event::Entity::insert_many(
-                activated
-                    .iter()
-                    .map(|(id, _, _)| event(*id, "activated", None, None, now)),
-            )
-            .exec_without_returning(&txn)
-            .await?;
+            let events: Vec<case_event::ActiveModel> = activated
+                .iter()
+                .map(|(id, _, _)| event(*id, "activated", None, None, now))
+                .collect();
+            let event_ids: Vec<Uuid> = events.iter().filter_map(|e| e.id.clone().take()).collect();
+            case_event::Entity::insert_many(events)
+                .exec_without_returning(&txn)
+                .await?;
+            txn.execute(&queue_events(&event_ids)).await?;
         }
         txn.commit().await?;
         Ok(activated

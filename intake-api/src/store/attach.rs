@@ -5,14 +5,15 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::sqlx::Row;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
-    QueryTrait, Statement,
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
+    QueryOrder, QuerySelect, QueryTrait, Statement,
 };
 use uuid::Uuid;
 
 use super::idempotency::{Lease, StoredAnswer, store_answer};
 use super::reused::decode_error;
 use super::submit::case_key;
+use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event, new_row_id, submitted_by};
 use crate::domain::Email;
 use crate::entity::{case, case_event, redirect_token};
@@ -55,16 +56,24 @@ struct NewAttachment<'a> {
 pub type KeyedAttach<'a> = (&'a Lease, &'a StoredAnswer);
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
-/// hash, the product on the case and the event. `bench/attach.sql` runs the same statement.
+/// hash, the product on the case, the event, and the event queued for every partner with a
+/// webhook endpoint and a submission on the case. `bench/attach.sql` runs the same statement.
 pub(super) const ATTACH_POSTGRES: &str = r#"WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")
     VALUES ($1, $2, $3, $4, $5, $6, NULL)
 ), updated AS (
     UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5 WHERE "id" = $2
+), logged AS (
+    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+    VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)
 )
-INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)"#;
+INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+    "next_attempt_at", "attempts")
+SELECT $7, "ep"."client_id", $2, 'product.attached', $5, $5, 0
+FROM "webhook_endpoints" AS "ep"
+WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions"
+    WHERE "submissions"."case_id" = $2 AND "submissions"."client_id" = "ep"."client_id")"#;
 
 impl CaseStore {
     /// The case a product for `email` from partner `client_id` is attached to, if any: the
@@ -200,15 +209,18 @@ impl CaseStore {
             .filter(case::Column::Id.eq(new.case_id))
             .exec(&txn)
             .await?;
-        case_event::Entity::insert(event(
+        let logged = event(
             new.case_id,
             "product_attached",
             Some(new.client_id),
             Some(new.detail),
             new.now,
-        ))
-        .exec_without_returning(&txn)
-        .await?;
+        );
+        let event_id = logged.id.clone().unwrap();
+        case_event::Entity::insert(logged)
+            .exec_without_returning(&txn)
+            .await?;
+        txn.execute(&queue_events(&[event_id])).await?;
         if let Some((lease, answer)) = new.keyed {
             store_answer(&txn, lease, answer).await?;
         }

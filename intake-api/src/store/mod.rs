@@ -13,6 +13,7 @@ mod redeem;
 mod reused;
 mod submit;
 mod view;
+mod webhooks;
 mod write_queue;
 
 use std::sync::Arc;
@@ -32,6 +33,7 @@ pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
 pub use redeem::Redeemed;
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
+pub use webhooks::{DeliveryView, DueDelivery, EndpointView, TryOutcome};
 pub use write_queue::WriteQueue;
 
 use crate::entity::{case, case_event, submission};
@@ -348,6 +350,26 @@ mod statement_tests {
             ),
         ] {
             assert_eq!(inserted_columns(sql, table), expected, "{table}");
+        }
+    }
+
+    /// The hand-written statements, and the benchmark's copies, queue events for webhooks
+    /// with the columns the ORM's statement queues them with.
+    #[test]
+    fn single_statement_writes_queue_events_as_the_orm_does() {
+        let queued: Vec<String> = super::webhooks::QUEUED_COLUMNS
+            .iter()
+            .map(|c| sea_orm::IdenStatic::as_str(c).to_owned())
+            .collect();
+        let table = crate::entity::webhook_delivery::Entity.table_name();
+        for sql in [
+            SUBMIT_POSTGRES,
+            ATTACH_POSTGRES,
+            include_str!("../../../bench/intake.sql"),
+            include_str!("../../../bench/attach.sql"),
+            include_str!("../../../bench/activate.sql"),
+        ] {
+            assert_eq!(inserted_columns(sql, table), queued, "{sql}");
         }
     }
 

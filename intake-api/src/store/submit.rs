@@ -3,11 +3,14 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::Row;
-use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
+use sea_orm::{
+    ActiveValue::Set, ConnectionTrait, DbBackend, DbErr, EntityTrait, SqlErr, Statement,
+};
 use uuid::Uuid;
 
 use super::idempotency::{Lease, StoredAnswer, store_answer};
 use super::reused::{Reused, decode_error};
+use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Enquiry;
 use crate::entity::{case, case_event, submission};
@@ -52,8 +55,10 @@ fn new_reference() -> String {
 /// What one accepted enquiry writes on PostgreSQL, as one statement and so one round trip
 /// and one implicit transaction: the case upserted on its unique (brand, email) key (two
 /// first submissions racing each other make one case, not two), the submission as sent and
-/// the event. A case keeps its id on update, so `id = $1` tells a creation. An enquiry
-/// without a product leaves an attached one in place. `bench/intake.sql` runs this same
+/// the event, and the event queued for every partner with a webhook endpoint and a
+/// submission on the case (the submitter's own is written by this same statement, which
+/// cannot see it yet). A case keeps its id on update, so `id = $1` tells a creation. An
+/// enquiry without a product leaves an attached one in place. `bench/intake.sql` runs this same
 /// statement in pgbench.
 pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
@@ -71,6 +76,16 @@ pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     SELECT $13, "id", CASE WHEN "id" = $1 THEN 'created' ELSE 'updated' END, $11, NULL, $8
     FROM upserted
+    RETURNING "id", "case_id", "kind", "created_at"
+), notified AS (
+    INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+        "next_attempt_at", "attempts")
+    SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
+        CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
+        "logged"."created_at", "logged"."created_at", 0
+    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL
+    WHERE "ep"."client_id" = $11 OR EXISTS (SELECT 1 FROM "submissions"
+        WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id")
 )
 SELECT "id", "reference" FROM upserted"#;
 
@@ -229,9 +244,12 @@ impl CaseStore {
         } else {
             "updated"
         };
-        case_event::Entity::insert(event(upserted.id, kind, Some(new.client_id), None, new.now))
+        let logged = event(upserted.id, kind, Some(new.client_id), None, new.now);
+        let event_id = logged.id.clone().unwrap();
+        case_event::Entity::insert(logged)
             .exec_without_returning(&txn)
             .await?;
+        txn.execute(&queue_events(&[event_id])).await?;
         if let Some((lease, answer)) = keyed {
             let done = submitted(new, upserted.id, upserted.reference.clone());
             store_answer(&txn, lease, &answer(&done)).await?;

@@ -19,3 +19,4 @@ mod replicas;
 mod reused_connections;
 mod revocation;
 mod validation;
+mod webhooks;

@@ -1,0 +1,35 @@
+//! Where a partner receives its webhooks, and the secrets they are signed with.
+
+use sea_orm::entity::prelude::*;
+
+/// One partner's endpoint.
+#[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
+#[sea_orm(table_name = "webhook_endpoints")]
+pub struct Model {
+    /// The partner.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub client_id: String,
+    /// The URL events are POSTed to.
+    #[sea_orm(column_type = "Text")]
+    pub url: String,
+    /// The signing secret, `whsec_` and base64: HMAC keys must be kept to sign.
+    pub secret: String,
+    /// The secret before the last rotation, still signing until `previous_secret_until`.
+    pub previous_secret: Option<String>,
+    /// When the previous secret stops signing.
+    pub previous_secret_until: Option<DateTimeUtc>,
+    /// When deliveries stopped (the endpoint answered 410); null while active.
+    pub disabled_at: Option<DateTimeUtc>,
+    /// Why deliveries stopped.
+    pub disabled_reason: Option<String>,
+    /// When it was first set.
+    pub created_at: DateTimeUtc,
+    /// When it was last changed.
+    pub updated_at: DateTimeUtc,
+}
+
+/// Relations of `webhook_endpoints`.
+#[derive(Copy, Clone, Debug, EnumIter, DeriveRelation)]
+pub enum Relation {}
+
+impl ActiveModelBehavior for ActiveModel {}

@@ -1,0 +1,651 @@
+//! Webhooks in the database: partners' endpoints, and the outbox of events waiting for them.
+//!
+//! An event is queued in the transaction of the change it reports, as one row per partner
+//! with an active endpoint and a submission on the case: an acknowledged change always has
+//! its events, and a rolled-back one never does. The rows are the delivery worker's queue.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::{
+    Alias, Expr, ExprTrait, InsertStatement, JoinType, LockBehavior, LockType, Order, Query,
+    SelectStatement,
+};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait,
+    QueryFilter, QueryOrder, QuerySelect,
+};
+use serde::Serialize;
+use uuid::Uuid;
+
+use super::{CaseStore, StoreError, bounded};
+use crate::entity::{case, case_event, submission, webhook_delivery, webhook_endpoint};
+
+/// The columns an event is queued with; the rest start empty. The hand-written statements
+/// that queue events list the same ones (a test checks).
+pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
+    webhook_delivery::Column::Id,
+    webhook_delivery::Column::ClientId,
+    webhook_delivery::Column::CaseId,
+    webhook_delivery::Column::EventType,
+    webhook_delivery::Column::CreatedAt,
+    webhook_delivery::Column::NextAttemptAt,
+    webhook_delivery::Column::Attempts,
+];
+
+/// The webhook event type of each case event kind that partners hear of.
+const EVENT_TYPES: [(&str, &str); 4] = [
+    ("created", "case.created"),
+    ("updated", "case.updated"),
+    ("activated", "case.activated"),
+    ("product_attached", "product.attached"),
+];
+
+/// The SQL of the event type of `kind`, a column holding a case event's kind.
+fn event_type_of(kind: &str) -> String {
+    let arms: String = EVENT_TYPES
+        .iter()
+        .map(|(k, t)| format!(" WHEN '{k}' THEN '{t}'"))
+        .collect();
+    format!("CASE {kind}{arms} END")
+}
+
+/// Queues the case events `event_ids` for every partner with an active endpoint that has a
+/// submission on the event's case; run it in the transaction that wrote the events.
+pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
+    let ev = Alias::new("ev");
+    let ep = Alias::new("ep");
+    let mut select = Query::select();
+    select
+        .column((ev.clone(), case_event::Column::Id))
+        .column((ep.clone(), webhook_endpoint::Column::ClientId))
+        .column((ev.clone(), case_event::Column::CaseId))
+        .expr(Expr::cust(event_type_of(r#""ev"."kind""#)))
+        .column((ev.clone(), case_event::Column::CreatedAt))
+        .column((ev.clone(), case_event::Column::CreatedAt))
+        .expr(Expr::val(0))
+        .from_as(case_event::Entity, ev.clone())
+        .join_as(
+            JoinType::InnerJoin,
+            webhook_endpoint::Entity,
+            ep.clone(),
+            Expr::col((ep.clone(), webhook_endpoint::Column::DisabledAt)).is_null(),
+        )
+        .and_where(Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()))
+        .and_where(Expr::exists(
+            Query::select()
+                .expr(Expr::val(1))
+                .from(submission::Entity)
+                .and_where(
+                    Expr::col((submission::Entity, submission::Column::CaseId))
+                        .equals((ev.clone(), case_event::Column::CaseId)),
+                )
+                .and_where(
+                    Expr::col((submission::Entity, submission::Column::ClientId))
+                        .equals((ep, webhook_endpoint::Column::ClientId)),
+                )
+                .to_owned(),
+        ));
+    Query::insert()
+        .into_table(webhook_delivery::Entity)
+        .columns(QUEUED_COLUMNS)
+        .select_from(select)
+        .expect("the select lists the insert's columns")
+        .to_owned()
+}
+
+/// A partner's endpoint as the operator CLI shows it (never the secrets).
+#[derive(Debug, Clone, Serialize)]
+pub struct EndpointView {
+    /// The partner.
+    pub client_id: String,
+    /// Where events go.
+    pub url: String,
+    /// Whether the previous secret still signs, and until when.
+    pub previous_secret_until: Option<DateTime<Utc>>,
+    /// When deliveries stopped, if they did.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// Why.
+    pub disabled_reason: Option<String>,
+    /// When it was first set.
+    pub created_at: DateTime<Utc>,
+    /// When it was last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+impl From<webhook_endpoint::Model> for EndpointView {
+    fn from(m: webhook_endpoint::Model) -> Self {
+        Self {
+            client_id: m.client_id,
+            url: m.url,
+            previous_secret_until: m.previous_secret_until,
+            disabled_at: m.disabled_at,
+            disabled_reason: m.disabled_reason,
+            created_at: m.created_at,
+            updated_at: m.updated_at,
+        }
+    }
+}
+
+/// One event for one partner, as the operator CLI lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeliveryView {
+    /// The event's id; `msg_` and this, without hyphens, is its `webhook-id`.
+    pub id: Uuid,
+    /// The case's reference.
+    pub reference: String,
+    /// The event type.
+    pub event_type: String,
+    /// When the change happened.
+    pub created_at: DateTime<Utc>,
+    /// `pending`, `delivered` or `failed`.
+    pub state: &'static str,
+    /// Tries so far.
+    pub attempts: i32,
+    /// When it is next tried, while pending.
+    pub next_attempt_at: Option<DateTime<Utc>>,
+    /// When the partner acknowledged it.
+    pub delivered_at: Option<DateTime<Utc>>,
+    /// The last answer's status.
+    pub last_status: Option<i16>,
+    /// What went wrong last.
+    pub last_error: Option<String>,
+}
+
+/// An event claimed for sending, with what its payload needs.
+#[derive(Debug, Clone)]
+pub struct DueDelivery {
+    /// The event's id.
+    pub id: Uuid,
+    /// The event type.
+    pub event_type: String,
+    /// When the change happened.
+    pub created_at: DateTime<Utc>,
+    /// Tries so far, this one included.
+    pub attempts: i32,
+    /// The case's reference.
+    pub reference: String,
+    /// The case's brand.
+    pub brand: String,
+    /// The case's status now.
+    pub status: String,
+    /// The product attached, for `product.attached`.
+    pub product_uuid: Option<Uuid>,
+}
+
+/// How a try ended.
+#[derive(Debug, Clone)]
+pub enum TryOutcome {
+    /// The partner answered 2xx.
+    Delivered,
+    /// To be tried again at the given time.
+    Retry {
+        /// When.
+        at: DateTime<Utc>,
+        /// The answer's status, if one came.
+        status: Option<u16>,
+        /// What went wrong.
+        error: String,
+    },
+    /// Given up on.
+    Failed {
+        /// The answer's status, if one came.
+        status: Option<u16>,
+        /// What went wrong.
+        error: String,
+    },
+}
+
+impl CaseStore {
+    /// Sets (or replaces) partner `client_id`'s endpoint, enabling it again if it was
+    /// disabled; a new endpoint gets `new_secret`, an existing one keeps its secrets.
+    /// Returns the endpoint's current secret.
+    pub async fn set_webhook(
+        &self,
+        client_id: &str,
+        url: &str,
+        new_secret: &str,
+    ) -> Result<(EndpointView, String), StoreError> {
+        let now = Utc::now();
+        let txn = self.begin_write().await?;
+        let existing = webhook_endpoint::Entity::find_by_id(client_id)
+            .one(&txn)
+            .await?;
+        let model = match existing {
+            Some(m) => {
+                let mut active: webhook_endpoint::ActiveModel = m.into();
+                active.url = Set(url.to_owned());
+                active.disabled_at = Set(None);
+                active.disabled_reason = Set(None);
+                active.updated_at = Set(now);
+                webhook_endpoint::Entity::update(active).exec(&txn).await?
+            }
+            None => {
+                webhook_endpoint::Entity::insert(webhook_endpoint::ActiveModel {
+                    client_id: Set(client_id.to_owned()),
+                    url: Set(url.to_owned()),
+                    secret: Set(new_secret.to_owned()),
+                    previous_secret: Set(None),
+                    previous_secret_until: Set(None),
+                    disabled_at: Set(None),
+                    disabled_reason: Set(None),
+                    created_at: Set(now),
+                    updated_at: Set(now),
+                })
+                .exec_with_returning(&txn)
+                .await?
+            }
+        };
+        txn.commit().await?;
+        let secret = model.secret.clone();
+        Ok((model.into(), secret))
+    }
+
+    /// Every endpoint.
+    pub async fn webhooks(&self) -> Result<Vec<EndpointView>, StoreError> {
+        Ok(webhook_endpoint::Entity::find()
+            .order_by_asc(webhook_endpoint::Column::ClientId)
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .map(EndpointView::from)
+            .collect())
+    }
+
+    /// The endpoint of `client_id` with its secrets, if it has one.
+    pub async fn webhook(
+        &self,
+        client_id: &str,
+    ) -> Result<Option<webhook_endpoint::Model>, StoreError> {
+        Ok(webhook_endpoint::Entity::find_by_id(client_id)
+            .one(&self.db)
+            .await?)
+    }
+
+    /// Removes `client_id`'s endpoint; its events not yet delivered are dropped with it.
+    /// Whether there was one.
+    pub async fn remove_webhook(&self, client_id: &str) -> Result<bool, StoreError> {
+        let txn = self.begin_write().await?;
+        webhook_delivery::Entity::delete_many()
+            .filter(webhook_delivery::Column::ClientId.eq(client_id))
+            .filter(webhook_delivery::Column::DeliveredAt.is_null())
+            .filter(webhook_delivery::Column::FailedAt.is_null())
+            .exec(&txn)
+            .await?;
+        let removed = webhook_endpoint::Entity::delete_by_id(client_id)
+            .exec(&txn)
+            .await?;
+        txn.commit().await?;
+        Ok(removed.rows_affected == 1)
+    }
+
+    /// Gives `client_id`'s endpoint `new_secret`; the old one keeps signing beside it
+    /// until `grace_until`. None when the partner has no endpoint.
+    pub async fn rotate_webhook_secret(
+        &self,
+        client_id: &str,
+        new_secret: &str,
+        grace_until: DateTime<Utc>,
+    ) -> Result<Option<EndpointView>, StoreError> {
+        let txn = self.begin_write().await?;
+        let Some(m) = webhook_endpoint::Entity::find_by_id(client_id)
+            .one(&txn)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let now = Utc::now();
+        let old = m.secret.clone();
+        let mut active: webhook_endpoint::ActiveModel = m.into();
+        active.secret = Set(new_secret.to_owned());
+        active.previous_secret = Set((grace_until > now).then_some(old));
+        active.previous_secret_until = Set((grace_until > now).then_some(grace_until));
+        active.updated_at = Set(now);
+        let updated = webhook_endpoint::Entity::update(active).exec(&txn).await?;
+        txn.commit().await?;
+        Ok(Some(updated.into()))
+    }
+
+    /// `client_id`'s events, newest first, at most `limit`; only failed ones if `failed`.
+    pub async fn webhook_deliveries(
+        &self,
+        client_id: &str,
+        failed: bool,
+        limit: u64,
+    ) -> Result<Vec<DeliveryView>, StoreError> {
+        let mut query = webhook_delivery::Entity::find()
+            .filter(webhook_delivery::Column::ClientId.eq(client_id));
+        if failed {
+            query = query.filter(webhook_delivery::Column::FailedAt.is_not_null());
+        }
+        let rows = query
+            .order_by_desc(webhook_delivery::Column::CreatedAt)
+            .limit(limit)
+            .all(&self.db)
+            .await?;
+        let case_ids: Vec<Uuid> = rows.iter().map(|r| r.case_id).collect();
+        let references: std::collections::HashMap<Uuid, String> = case::Entity::find()
+            .select_only()
+            .columns([case::Column::Id, case::Column::Reference])
+            .filter(case::Column::Id.is_in(case_ids))
+            .into_tuple::<(Uuid, String)>()
+            .all(&self.db)
+            .await?
+            .into_iter()
+            .collect();
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let state = match (r.delivered_at, r.failed_at) {
+                    (Some(_), _) => "delivered",
+                    (None, Some(_)) => "failed",
+                    (None, None) => "pending",
+                };
+                DeliveryView {
+                    id: r.id,
+                    reference: references.get(&r.case_id).cloned().unwrap_or_default(),
+                    event_type: r.event_type,
+                    created_at: r.created_at,
+                    state,
+                    attempts: r.attempts,
+                    next_attempt_at: (state == "pending").then_some(r.next_attempt_at),
+                    delivered_at: r.delivered_at,
+                    last_status: r.last_status,
+                    last_error: r.last_error,
+                }
+            })
+            .collect())
+    }
+
+    /// Queues event `id` again for every partner it went to (or failed to reach), to be
+    /// sent at once. How many deliveries were queued.
+    pub async fn redeliver(&self, id: Uuid) -> Result<u64, StoreError> {
+        let now = Utc::now();
+        let queued = webhook_delivery::Entity::update_many()
+            .col_expr(
+                webhook_delivery::Column::DeliveredAt,
+                Expr::value(None::<DateTime<Utc>>),
+            )
+            .col_expr(
+                webhook_delivery::Column::FailedAt,
+                Expr::value(None::<DateTime<Utc>>),
+            )
+            .col_expr(
+                webhook_delivery::Column::LockedUntil,
+                Expr::value(None::<DateTime<Utc>>),
+            )
+            .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
+            .filter(webhook_delivery::Column::Id.eq(id))
+            .exec(&self.db)
+            .await?;
+        Ok(queued.rows_affected)
+    }
+
+    /// Partners with events due now and an active endpoint.
+    pub async fn webhook_partners_due(&self) -> Result<Vec<String>, StoreError> {
+        bounded(async {
+            let now = Utc::now();
+            let mut query = Query::select();
+            query
+                .distinct()
+                .column((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
+                .from(webhook_delivery::Entity)
+                .join(
+                    JoinType::InnerJoin,
+                    webhook_endpoint::Entity,
+                    Expr::col((webhook_endpoint::Entity, webhook_endpoint::Column::ClientId))
+                        .equals((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
+                        .and(
+                            Expr::col((
+                                webhook_endpoint::Entity,
+                                webhook_endpoint::Column::DisabledAt,
+                            ))
+                            .is_null(),
+                        ),
+                )
+                .and_where(pending(webhook_delivery::Entity))
+                .and_where(
+                    Expr::col((
+                        webhook_delivery::Entity,
+                        webhook_delivery::Column::NextAttemptAt,
+                    ))
+                    .lte(now),
+                );
+            let backend = self.db.get_database_backend();
+            let rows = self.db.query_all_raw(backend.build(&query)).await?;
+            Ok(rows
+                .iter()
+                .map(|r| r.try_get_by_index::<String>(0))
+                .collect::<Result<_, _>>()?)
+        })
+        .await
+    }
+
+    /// Claims up to `limit` of `client_id`'s due events for `lease`, each the oldest pending
+    /// one of its case, so a partner hears of one case's changes in order. Claimed rows are
+    /// skipped by other replicas until the lease ends.
+    pub async fn claim_deliveries(
+        &self,
+        client_id: &str,
+        limit: u64,
+        lease: std::time::Duration,
+    ) -> Result<Vec<DueDelivery>, StoreError> {
+        bounded(async {
+            let now = Utc::now();
+            let until = now + chrono::Duration::from_std(lease).unwrap_or_default();
+            let backend = self.db.get_database_backend();
+            let d = Alias::new("d");
+            let p = Alias::new("p");
+            let mut due = Query::select();
+            due.column((d.clone(), webhook_delivery::Column::Id))
+                .from_as(webhook_delivery::Entity, d.clone())
+                .and_where(Expr::col((d.clone(), webhook_delivery::Column::ClientId)).eq(client_id))
+                .and_where(pending(d.clone()))
+                .and_where(Expr::col((d.clone(), webhook_delivery::Column::NextAttemptAt)).lte(now))
+                .and_where(
+                    Expr::col((d.clone(), webhook_delivery::Column::LockedUntil))
+                        .is_null()
+                        .or(Expr::col((d.clone(), webhook_delivery::Column::LockedUntil)).lte(now)),
+                )
+                .and_where(Expr::exists(earlier_pending(&d, &p)).not())
+                .order_by((d.clone(), webhook_delivery::Column::CreatedAt), Order::Asc)
+                .limit(limit);
+            if backend == DbBackend::Postgres {
+                due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+            }
+            let mut claim = Query::update();
+            claim
+                .table(webhook_delivery::Entity)
+                .value(webhook_delivery::Column::LockedUntil, until)
+                .value(
+                    webhook_delivery::Column::Attempts,
+                    Expr::col(webhook_delivery::Column::Attempts).add(1),
+                )
+                .and_where(webhook_delivery::Column::ClientId.eq(client_id))
+                .and_where(webhook_delivery::Column::Id.in_subquery(due))
+                .returning(Query::returning().columns([
+                    webhook_delivery::Column::Id,
+                    webhook_delivery::Column::CaseId,
+                    webhook_delivery::Column::EventType,
+                    webhook_delivery::Column::CreatedAt,
+                    webhook_delivery::Column::Attempts,
+                ]));
+            let txn = self.begin_write().await?;
+            let claimed = txn
+                .query_all_raw(backend.build(&claim))
+                .await?
+                .iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get::<Uuid>("", "id")?,
+                        r.try_get::<Uuid>("", "case_id")?,
+                        r.try_get::<String>("", "event_type")?,
+                        r.try_get::<DateTime<Utc>>("", "created_at")?,
+                        r.try_get::<i32>("", "attempts")?,
+                    ))
+                })
+                .collect::<Result<Vec<_>, DbErr>>()?;
+            txn.commit().await?;
+            if claimed.is_empty() {
+                return Ok(Vec::new());
+            }
+            let case_ids: Vec<Uuid> = claimed.iter().map(|c| c.1).collect();
+            let cases: std::collections::HashMap<Uuid, (String, String, String)> =
+                case::Entity::find()
+                    .select_only()
+                    .columns([
+                        case::Column::Id,
+                        case::Column::Reference,
+                        case::Column::Brand,
+                        case::Column::Status,
+                    ])
+                    .filter(case::Column::Id.is_in(case_ids))
+                    .into_tuple::<(Uuid, String, String, String)>()
+                    .all(&self.db)
+                    .await?
+                    .into_iter()
+                    .map(|(id, reference, brand, status)| (id, (reference, brand, status)))
+                    .collect();
+            let event_ids: Vec<Uuid> = claimed.iter().map(|c| c.0).collect();
+            let products: std::collections::HashMap<Uuid, Option<serde_json::Value>> =
+                case_event::Entity::find()
+                    .select_only()
+                    .columns([case_event::Column::Id, case_event::Column::Detail])
+                    .filter(case_event::Column::Id.is_in(event_ids))
+                    .into_tuple::<(Uuid, Option<serde_json::Value>)>()
+                    .all(&self.db)
+                    .await?
+                    .into_iter()
+                    .collect();
+            Ok(claimed
+                .into_iter()
+                .filter_map(|(id, case_id, event_type, created_at, attempts)| {
+                    let (reference, brand, status) = cases.get(&case_id)?.clone();
+                    let product_uuid = products
+                        .get(&id)
+                        .and_then(|d| d.as_ref()?.get("product_uuid")?.as_str()?.parse().ok());
+                    Some(DueDelivery {
+                        id,
+                        event_type,
+                        created_at,
+                        attempts,
+                        reference,
+                        brand,
+                        status,
+                        product_uuid,
+                    })
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Records how a try of event `id` for `client_id` ended.
+    pub async fn finish_delivery(
+        &self,
+        id: Uuid,
+        client_id: &str,
+        outcome: &TryOutcome,
+    ) -> Result<(), StoreError> {
+        let now = Utc::now();
+        let none = None::<DateTime<Utc>>;
+        let mut update = webhook_delivery::Entity::update_many()
+            .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
+            .filter(webhook_delivery::Column::Id.eq(id))
+            .filter(webhook_delivery::Column::ClientId.eq(client_id));
+        update = match outcome {
+            TryOutcome::Delivered => update
+                .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
+                .col_expr(
+                    webhook_delivery::Column::LastError,
+                    Expr::value(None::<String>),
+                ),
+            TryOutcome::Retry { at, status, error } => update
+                .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(*at))
+                .col_expr(
+                    webhook_delivery::Column::LastStatus,
+                    Expr::value(status.map(|s| s as i16)),
+                )
+                .col_expr(
+                    webhook_delivery::Column::LastError,
+                    Expr::value(error.as_str()),
+                ),
+            TryOutcome::Failed { status, error } => update
+                .col_expr(webhook_delivery::Column::FailedAt, Expr::value(now))
+                .col_expr(
+                    webhook_delivery::Column::LastStatus,
+                    Expr::value(status.map(|s| s as i16)),
+                )
+                .col_expr(
+                    webhook_delivery::Column::LastError,
+                    Expr::value(error.as_str()),
+                ),
+        };
+        bounded(async {
+            update.exec(&self.db).await?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Stops deliveries to `client_id`'s endpoint, saying why.
+    pub async fn disable_webhook(&self, client_id: &str, reason: &str) -> Result<(), StoreError> {
+        let now = Utc::now();
+        webhook_endpoint::Entity::update_many()
+            .col_expr(webhook_endpoint::Column::DisabledAt, Expr::value(now))
+            .col_expr(
+                webhook_endpoint::Column::DisabledReason,
+                Expr::value(reason),
+            )
+            .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now))
+            .filter(webhook_endpoint::Column::ClientId.eq(client_id))
+            .exec(&self.db)
+            .await?;
+        Ok(())
+    }
+
+    /// Events not yet delivered nor given up on.
+    pub async fn pending_deliveries(&self) -> Result<u64, StoreError> {
+        bounded(async {
+            Ok(webhook_delivery::Entity::find()
+                .filter(webhook_delivery::Column::DeliveredAt.is_null())
+                .filter(webhook_delivery::Column::FailedAt.is_null())
+                .count(&self.db)
+                .await?)
+        })
+        .await
+    }
+}
+
+/// Whether a delivery in `table` is still to be sent.
+fn pending(table: impl sea_orm::sea_query::IntoIden + Clone) -> sea_orm::sea_query::SimpleExpr {
+    Expr::col((table.clone(), webhook_delivery::Column::DeliveredAt))
+        .is_null()
+        .and(Expr::col((table, webhook_delivery::Column::FailedAt)).is_null())
+}
+
+/// A pending delivery `p` to the same partner, about the same case, older than `d`.
+fn earlier_pending(d: &Alias, p: &Alias) -> SelectStatement {
+    let col = |t: &Alias, c: webhook_delivery::Column| Expr::col((t.clone(), c));
+    Query::select()
+        .expr(Expr::val(1))
+        .from_as(webhook_delivery::Entity, p.clone())
+        .and_where(
+            col(p, webhook_delivery::Column::ClientId)
+                .equals((d.clone(), webhook_delivery::Column::ClientId)),
+        )
+        .and_where(
+            col(p, webhook_delivery::Column::CaseId)
+                .equals((d.clone(), webhook_delivery::Column::CaseId)),
+        )
+        .and_where(pending(p.clone()))
+        .and_where(
+            col(p, webhook_delivery::Column::CreatedAt)
+                .lt(col(d, webhook_delivery::Column::CreatedAt))
+                .or(col(p, webhook_delivery::Column::CreatedAt)
+                    .equals((d.clone(), webhook_delivery::Column::CreatedAt))
+                    .and(
+                        col(p, webhook_delivery::Column::Id)
+                            .lt(col(d, webhook_delivery::Column::Id)),
+                    )),
+        )
+        .to_owned()
+}

@@ -1,0 +1,455 @@
+//! Webhooks to a real local receiver: signed as Standard Webhooks has it, queued with the
+//! change they report, retried while the receiver is down and delivered in order per case,
+//! a 410 disabling the endpoint, a slow partner holding up no other, replicas sending each
+//! event once, and secret rotation signing with both secrets.
+
+use std::collections::HashSet;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_lc_rs::hmac;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use intake_api::config::{Config, WebhookCommand};
+use poem::listener::{Acceptor, Listener, TcpListener};
+use poem::web::Data;
+use poem::{EndpointExt, Request, Route, Server, handler, post};
+use serde_json::{Value, json};
+
+use crate::helpers::{
+    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry, with,
+};
+use test_support::on_both_backends;
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+struct Received {
+    id: String,
+    timestamp: String,
+    signature: String,
+    body: String,
+    /// The status it was answered with.
+    status: u16,
+}
+
+impl Received {
+    fn event(&self) -> Value {
+        serde_json::from_str(&self.body).expect("a JSON body")
+    }
+}
+
+struct ReceiverState {
+    got: Mutex<Vec<Received>>,
+    status: AtomicU16,
+    /// While false, requests wait before they are recorded and answered (a slow partner).
+    open: tokio::sync::watch::Sender<bool>,
+}
+
+#[handler]
+async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) -> poem::Response {
+    let mut open = state.open.subscribe();
+    let _ = open.wait_for(|open| *open).await;
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    let status = state.status.load(Ordering::SeqCst);
+    state.got.lock().unwrap().push(Received {
+        id: header("webhook-id"),
+        timestamp: header("webhook-timestamp"),
+        signature: header("webhook-signature"),
+        body,
+        status,
+    });
+    poem::Response::builder()
+        .status(poem::http::StatusCode::from_u16(status).unwrap())
+        .finish()
+}
+
+/// A partner's webhook receiver on a free local port.
+struct Receiver {
+    url: String,
+    state: Arc<ReceiverState>,
+    _server: Running,
+}
+
+impl Receiver {
+    async fn start() -> Self {
+        let acceptor = TcpListener::bind("127.0.0.1:0")
+            .into_acceptor()
+            .await
+            .expect("bind receiver");
+        let port = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+            .expect("receiver port");
+        let state = Arc::new(ReceiverState {
+            got: Mutex::default(),
+            status: AtomicU16::new(200),
+            open: tokio::sync::watch::channel(true).0,
+        });
+        let app = Route::new().at("/hook", post(receive)).data(state.clone());
+        let server = Running::spawn(port, move |rx| async move {
+            Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(
+                    app,
+                    async {
+                        let _ = rx.await;
+                    },
+                    None,
+                )
+                .await?;
+            Ok(())
+        });
+        Self {
+            url: format!("http://127.0.0.1:{port}/hook"),
+            state,
+            _server: server,
+        }
+    }
+
+    fn answer(&self, status: u16) {
+        self.state.status.store(status, Ordering::SeqCst);
+    }
+
+    fn got(&self) -> Vec<Received> {
+        self.state.got.lock().unwrap().clone()
+    }
+
+    /// The event types acknowledged (2xx), in the order they arrived.
+    fn delivered(&self) -> Vec<String> {
+        self.got()
+            .iter()
+            .filter(|r| (200..300).contains(&r.status))
+            .map(|r| r.event()["type"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Waits until `n` events were acknowledged; the acknowledged ones.
+    async fn wait_for(&self, n: usize) -> Vec<Received> {
+        eventually(Duration::from_secs(20), || async {
+            let got: Vec<Received> = self
+                .got()
+                .into_iter()
+                .filter(|r| (200..300).contains(&r.status))
+                .collect();
+            (got.len() >= n).then_some(got)
+        })
+        .await
+        .unwrap_or_else(|| panic!("{n} deliveries never arrived; got {:?}", self.got()))
+    }
+}
+
+/// Both services, with webhooks allowed to local http receivers and quick retries.
+async fn spawn(backend: Backend) -> TestApp {
+    TestApp::spawn_with(backend, webhook_settings).await
+}
+
+fn webhook_settings(c: &mut Config) {
+    c.webhook_allow_insecure = true;
+    c.webhook_poll_ms = 50;
+    c.webhook_backoff_ms = 100;
+}
+
+async fn webhook(app: &TestApp, command: WebhookCommand) -> Value {
+    intake_api::cli::webhook(&app.intake.config, command)
+        .await
+        .expect("webhook command")
+}
+
+/// Sets `client_id`'s endpoint to `receiver`; its secret.
+async fn set(app: &TestApp, client_id: &str, receiver: &Receiver) -> String {
+    let out = webhook(
+        app,
+        WebhookCommand::Set {
+            client_id: client_id.to_owned(),
+            url: receiver.url.clone(),
+        },
+    )
+    .await;
+    out["secret"].as_str().expect("a secret").to_owned()
+}
+
+/// The signatures Standard Webhooks expects of `received` with `secret`, computed here.
+fn expected_signature(secret: &str, received: &Received) -> String {
+    let key = STANDARD
+        .decode(secret.strip_prefix("whsec_").expect("whsec_ prefix"))
+        .expect("base64 secret");
+    let key = hmac::Key::new(hmac::HMAC_SHA256, &key);
+    let signed = format!("{}.{}.{}", received.id, received.timestamp, received.body);
+    format!(
+        "v1,{}",
+        STANDARD.encode(hmac::sign(&key, signed.as_bytes()).as_ref())
+    )
+}
+
+async fn events_arrive_signed_with_thin_payloads(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    let secret = set(&app, &app.client_id, &receiver).await;
+    assert!(secret.starts_with("whsec_"), "{secret}");
+
+    let email = fresh_email();
+    let reference = app.submit(&purchase_enquiry("brand_a", &email)).await;
+    assert_eq!(app.attach(&email, PRODUCT).await.status, 200);
+    let got = receiver.wait_for(2).await;
+    assert_eq!(receiver.delivered(), ["case.created", "product.attached"]);
+
+    let created = got[0].event();
+    assert_eq!(created["type"], "case.created");
+    assert_eq!(created["data"]["reference"], reference.as_str());
+    assert_eq!(created["data"]["brand"], "brand_a");
+    assert!(
+        ["pending_activation", "active"].contains(&created["data"]["status"].as_str().unwrap())
+    );
+    chrono::DateTime::parse_from_rfc3339(created["timestamp"].as_str().unwrap())
+        .expect("an RFC 3339 timestamp");
+    assert_eq!(got[1].event()["data"]["product_uuid"], PRODUCT);
+    for received in &got {
+        assert!(received.id.starts_with("msg_"), "{}", received.id);
+        let sent_at: i64 = received.timestamp.parse().expect("seconds");
+        assert!((chrono::Utc::now().timestamp() - sent_at).abs() < 300);
+        assert_eq!(received.signature, expected_signature(&secret, received));
+    }
+    assert_ne!(got[0].id, got[1].id);
+
+    // The operator sees both delivered.
+    let deliveries = webhook(
+        &app,
+        WebhookCommand::Deliveries {
+            client_id: app.client_id.clone(),
+            failed: false,
+            limit: 10,
+        },
+    )
+    .await;
+    let states: Vec<&str> = deliveries
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["delivered", "delivered"]);
+}
+
+async fn a_receiver_down_gets_every_event_later_in_order(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    receiver.answer(503);
+
+    let email = fresh_email();
+    let enquiry = purchase_enquiry("brand_a", &email);
+    app.submit(&enquiry).await;
+    app.submit(&enquiry).await;
+    assert_eq!(app.attach(&email, PRODUCT).await.status, 200);
+    // Tried, refused, and tried again while down.
+    eventually(Duration::from_secs(20), || async {
+        (receiver.got().iter().filter(|r| r.status == 503).count() >= 3).then_some(())
+    })
+    .await
+    .expect("retries while the receiver is down");
+
+    receiver.answer(200);
+    receiver.wait_for(3).await;
+    assert_eq!(
+        receiver.delivered(),
+        ["case.created", "case.updated", "product.attached"]
+    );
+    // While down, never a later event of the case before an earlier one was delivered.
+    let first_types: Vec<String> = receiver
+        .got()
+        .iter()
+        .map(|r| r.event()["type"].as_str().unwrap().to_owned())
+        .collect();
+    let first_update = first_types.iter().position(|t| t == "case.updated");
+    let created_delivered = receiver.got().iter().position(|r| r.status == 200).unwrap();
+    assert!(
+        first_update.is_none_or(|u| u > created_delivered),
+        "{first_types:?}"
+    );
+}
+
+async fn a_410_disables_the_endpoint(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    receiver.answer(410);
+    let enquiry = purchase_enquiry("brand_a", &fresh_email());
+    app.submit(&enquiry).await;
+    let list = eventually(Duration::from_secs(20), || async {
+        let list = webhook(&app, WebhookCommand::List).await;
+        (!list[0]["disabled_at"].is_null()).then_some(list)
+    })
+    .await
+    .expect("the endpoint was disabled");
+    assert_eq!(list[0]["client_id"], app.client_id.as_str());
+    assert_eq!(list[0]["disabled_reason"], "the endpoint answered 410 Gone");
+    let failed = webhook(
+        &app,
+        WebhookCommand::Deliveries {
+            client_id: app.client_id.clone(),
+            failed: true,
+            limit: 10,
+        },
+    )
+    .await;
+    assert_eq!(failed[0]["last_status"], 410);
+
+    // A disabled endpoint is sent nothing, and its partner's events are not kept for it:
+    // it said it is gone. Setting the endpoint again re-enables it for what comes next.
+    app.submit(&enquiry).await;
+    receiver.answer(200);
+    set(&app, &app.client_id, &receiver).await;
+    assert_eq!(
+        app.submit(&with(enquiry.clone(), json!({"first_name": "Again"})))
+            .await
+            .len(),
+        12
+    );
+    receiver.wait_for(1).await;
+    assert_eq!(receiver.delivered(), ["case.updated"]);
+    assert_eq!(receiver.got().len(), 2, "{:?}", receiver.got());
+}
+
+async fn a_slow_partner_delays_no_other(backend: Backend) {
+    let app = spawn(backend).await;
+    let slow = Receiver::start().await;
+    let fast = Receiver::start().await;
+    let (other_id, other_secret) = app.auth.create_client(INTAKE).await;
+    let other = format!(
+        "Bearer {}",
+        app.auth.token(&other_id, &other_secret, INTAKE).await
+    );
+    set(&app, &app.client_id, &slow).await;
+    set(&app, &other_id, &fast).await;
+    // The slow partner's receiver takes its requests but does not answer yet.
+    slow.state.open.send_replace(false);
+
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    let theirs = app
+        .post(
+            crate::helpers::ENQUIRY,
+            Some(&other),
+            &purchase_enquiry("brand_b", &fresh_email()),
+        )
+        .await;
+    assert_eq!(theirs.status, 201, "{:?}", theirs.body);
+    fast.wait_for(1).await;
+    assert!(slow.got().is_empty(), "the slow partner answered");
+    slow.state.open.send_replace(true);
+    slow.wait_for(1).await;
+}
+
+async fn replicas_send_each_event_once(backend: Backend) {
+    let app = spawn(backend).await;
+    let replica = app.second_intake(webhook_settings).await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    let mut expected = 0;
+    for _ in 0..10 {
+        let email = fresh_email();
+        let body = purchase_enquiry("brand_a", &email);
+        app.submit(&body).await;
+        let reply = app.enquiry_on(&replica, &body).await;
+        assert_eq!(reply.status, 200, "{:?}", reply.body);
+        expected += 2;
+    }
+    let got = receiver.wait_for(expected).await;
+    let ids: HashSet<&str> = got.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids.len(), expected, "an event was sent twice");
+    assert_eq!(got.len(), expected, "an event was sent twice");
+}
+
+async fn a_rotated_secret_signs_beside_the_old_one(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    let old = set(&app, &app.client_id, &receiver).await;
+    let rotated = webhook(
+        &app,
+        WebhookCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 3600,
+        },
+    )
+    .await;
+    let new = rotated["secret"].as_str().unwrap().to_owned();
+    assert_ne!(new, old);
+    assert!(rotated["previous_secret_until"].is_string(), "{rotated}");
+
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    let got = receiver.wait_for(1).await;
+    let signatures: Vec<&str> = got[0].signature.split(' ').collect();
+    assert_eq!(
+        signatures,
+        [
+            expected_signature(&new, &got[0]),
+            expected_signature(&old, &got[0])
+        ]
+    );
+
+    // Without a grace period the old secret stops at once.
+    let rotated = webhook(
+        &app,
+        WebhookCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 0,
+        },
+    )
+    .await;
+    let newest = rotated["secret"].as_str().unwrap().to_owned();
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    let got = receiver.wait_for(2).await;
+    assert_eq!(got[1].signature, expected_signature(&newest, &got[1]));
+}
+
+async fn only_partners_on_the_case_hear_of_it(backend: Backend) {
+    let app = spawn(backend).await;
+    let mine = Receiver::start().await;
+    let theirs = Receiver::start().await;
+    let (other_id, _) = app.auth.create_client(INTAKE).await;
+    set(&app, &app.client_id, &mine).await;
+    set(&app, &other_id, &theirs).await;
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    mine.wait_for(1).await;
+    // The other partner's endpoint was asked nothing; one more event of ours proves the
+    // worker has been round since.
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    mine.wait_for(2).await;
+    assert!(theirs.got().is_empty(), "{:?}", theirs.got());
+}
+
+on_both_backends!(
+    events_arrive_signed_with_thin_payloads,
+    a_receiver_down_gets_every_event_later_in_order,
+    a_410_disables_the_endpoint,
+    a_slow_partner_delays_no_other,
+    replicas_send_each_event_once,
+    a_rotated_secret_signs_beside_the_old_one,
+    only_partners_on_the_case_hear_of_it,
+);
+
+#[tokio::test]
+async fn endpoints_must_be_public_https_unless_allowed() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    for url in ["http://example.com/hook", "https://127.0.0.1/hook"] {
+        let refused = intake_api::cli::webhook(
+            &app.intake.config,
+            WebhookCommand::Set {
+                client_id: app.client_id.clone(),
+                url: url.into(),
+            },
+        )
+        .await;
+        assert!(refused.is_err(), "{url} accepted");
+    }
+}
