@@ -10,13 +10,15 @@
 -- time-ordered like the service's, from bench_id (bench/run.sh).
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
+\set r random(1, 1000000000000)
 SELECT "id" AS case_id, "reference", "brand" FROM "cases" WHERE "email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "cases"."id" AND "submissions"."client_id" = :client) ORDER BY "updated_at" DESC LIMIT 1 \gset found_
 WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")
-    VALUES (bench_id(random()::text), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
+    VALUES (bench_id('t-' || :r), :found_case_id, substr(md5(random()::text) || md5(random()::text), 1, 43), '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', now(), now() + interval '1 day', NULL)
 ), updated AS (
-    UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now() WHERE "id" = :found_case_id
+    UPDATE "cases" SET "product_uuid" = '3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07', "updated_at" = now(),
+        "redirect_token_id" = bench_id('t-' || :r) WHERE "id" = :found_case_id
 ), logged AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     VALUES (bench_id('e-' || :found_case_id || '-' || random()), :found_case_id, 'product_attached', :client, '{"product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'::jsonb, now())

@@ -35,6 +35,8 @@ pub struct Model {
     pub activates_at: DateTimeUtc,
     /// When it became active.
     pub activated_at: Option<DateTimeUtc>,
+    /// The newest redirect link made for it: only that one may be redeemed.
+    pub redirect_token_id: Option<Uuid>,
 }
 
 /// Relations of `cases`.

@@ -9,6 +9,7 @@ mod m20261128_000001_submissions_by_partner;
 mod m20261129_000001_redirect_tokens_by_case;
 mod m20261129_000002_idempotency_keys;
 mod m20261129_000003_webhooks;
+mod m20261129_000004_case_redirect_token;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000001_redirect_tokens_by_case::Migration),
             Box::new(m20261129_000002_idempotency_keys::Migration),
             Box::new(m20261129_000003_webhooks::Migration),
+            Box::new(m20261129_000004_case_redirect_token::Migration),
         ]
     }
 }

@@ -44,6 +44,7 @@ pub struct NewLink<'a> {
 /// One attachment's values, as both ways of writing it need them.
 struct NewAttachment<'a> {
     case_id: Uuid,
+    token_id: Uuid,
     link: NewLink<'a>,
     client_id: &'a str,
     now: DateTime<Utc>,
@@ -56,14 +57,15 @@ struct NewAttachment<'a> {
 pub type KeyedAttach<'a> = (&'a Lease, &'a StoredAnswer);
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
-/// hash, the product on the case, the event, and the event queued for every partner with a
+/// hash, the product and the newest link on the case, the event, and the event queued for every partner with a
 /// webhook endpoint and a submission on the case. `bench/attach.sql` runs the same statement.
 pub(super) const ATTACH_POSTGRES: &str = r#"WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")
     VALUES ($1, $2, $3, $4, $5, $6, NULL)
 ), updated AS (
-    UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5 WHERE "id" = $2
+    UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5, "redirect_token_id" = $1
+    WHERE "id" = $2
 ), logged AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)
@@ -153,6 +155,7 @@ impl CaseStore {
             chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
         let new = NewAttachment {
             case_id,
+            token_id: new_row_id(),
             link,
             client_id,
             now,
@@ -167,7 +170,7 @@ impl CaseStore {
                 DbBackend::Postgres,
                 ATTACH_POSTGRES,
                 [
-                    new_row_id().into(),
+                    new.token_id.into(),
                     new.case_id.into(),
                     new.link.token_hash.into(),
                     new.link.product_uuid.into(),
@@ -190,7 +193,7 @@ impl CaseStore {
     async fn attach_in_transaction(&self, new: NewAttachment<'_>) -> Result<(), StoreError> {
         let txn = self.begin_write().await?;
         redirect_token::Entity::insert(redirect_token::ActiveModel {
-            id: Set(new_row_id()),
+            id: Set(new.token_id),
             case_id: Set(new.case_id),
             token_hash: Set(new.link.token_hash.to_owned()),
             product_uuid: Set(new.link.product_uuid),
@@ -206,6 +209,7 @@ impl CaseStore {
                 Expr::value(new.link.product_uuid),
             )
             .col_expr(case::Column::UpdatedAt, Expr::value(new.now))
+            .col_expr(case::Column::RedirectTokenId, Expr::value(new.token_id))
             .filter(case::Column::Id.eq(new.case_id))
             .exec(&txn)
             .await?;

@@ -3,7 +3,7 @@
 
 use chrono::Utc;
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, PaginatorTrait, QueryFilter};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, event};
@@ -56,12 +56,11 @@ impl CaseStore {
         if token.used_at.is_some() || token.expires_at <= now {
             return Ok(None);
         }
-        let newer = redirect_token::Entity::find()
-            .filter(redirect_token::Column::CaseId.eq(token.case_id))
-            .filter(redirect_token::Column::CreatedAt.gt(token.created_at))
-            .count(&txn)
-            .await?;
-        if newer > 0 {
+        let Some(case) = case::Entity::find_by_id(token.case_id).one(&txn).await? else {
+            return Ok(None);
+        };
+        if case.redirect_token_id != Some(token.id) {
+            // A newer link was made for the case since.
             return Ok(None);
         }
         let marked = redirect_token::Entity::update_many()
@@ -73,9 +72,6 @@ impl CaseStore {
         if marked.rows_affected != 1 {
             return Ok(None);
         }
-        let Some(case) = case::Entity::find_by_id(token.case_id).one(&txn).await? else {
-            return Ok(None);
-        };
         let detail = serde_json::json!({"product_uuid": token.product_uuid});
         case_event::Entity::insert(event(
             case.id,

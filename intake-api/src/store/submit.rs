@@ -62,8 +62,8 @@ fn new_reference() -> String {
 /// statement in pgbench.
 pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at")
-    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL)
+        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id")
+    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
@@ -218,6 +218,7 @@ impl CaseStore {
             updated_at: Set(new.now),
             activates_at: Set(new.activates_at),
             activated_at: Set(None),
+            redirect_token_id: Set(None),
         })
         .on_conflict(
             OnConflict::columns([case::Column::Brand, case::Column::Email])

@@ -623,15 +623,6 @@ pub struct KeyServer {
 impl KeyServer {
     /// Starts one on port 0.
     pub async fn start(source: KeySource) -> Self {
-        let acceptor = TcpListener::bind("127.0.0.1:0")
-            .into_acceptor()
-            .await
-            .expect("bind key server");
-        let port = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-            .expect("key server port");
         let state = Arc::new(KeyServerState {
             source,
             hits: AtomicUsize::new(0),
@@ -640,18 +631,7 @@ impl KeyServer {
         let app = Route::new()
             .at("/.well-known/jwks.json", get(serve_jwks))
             .data(state.clone());
-        let server = Running::spawn(port, move |rx| async move {
-            Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(
-                    app,
-                    async {
-                        let _ = rx.await;
-                    },
-                    None,
-                )
-                .await?;
-            Ok(())
-        });
+        let (port, server) = serve_locally(app).await;
         Self {
             url: format!("http://127.0.0.1:{port}/.well-known/jwks.json"),
             state,
@@ -663,4 +643,30 @@ impl KeyServer {
     pub fn hits(&self) -> usize {
         self.state.hits.load(Ordering::SeqCst)
     }
+}
+
+/// Serves `app` on a free port of 127.0.0.1 until the returned guard is dropped; its port.
+pub async fn serve_locally(app: impl poem::Endpoint + 'static) -> (u16, Running) {
+    let acceptor = TcpListener::bind("127.0.0.1:0")
+        .into_acceptor()
+        .await
+        .expect("bind a local server");
+    let port = acceptor
+        .local_addr()
+        .first()
+        .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+        .expect("the local server's port");
+    let server = Running::spawn(port, move |rx| async move {
+        Server::new_with_acceptor(acceptor)
+            .run_with_graceful_shutdown(
+                app,
+                async {
+                    let _ = rx.await;
+                },
+                None,
+            )
+            .await?;
+        Ok(())
+    });
+    (port, server)
 }

@@ -12,13 +12,13 @@ use aws_lc_rs::hmac;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use intake_api::config::{Config, WebhookCommand};
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
-use poem::{EndpointExt, Request, Route, Server, handler, post};
+use poem::{EndpointExt, Request, Route, handler, post};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry, with,
+    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry,
+    serve_locally, with,
 };
 use test_support::on_both_backends;
 
@@ -78,33 +78,13 @@ struct Receiver {
 
 impl Receiver {
     async fn start() -> Self {
-        let acceptor = TcpListener::bind("127.0.0.1:0")
-            .into_acceptor()
-            .await
-            .expect("bind receiver");
-        let port = acceptor
-            .local_addr()
-            .first()
-            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-            .expect("receiver port");
         let state = Arc::new(ReceiverState {
             got: Mutex::default(),
             status: AtomicU16::new(200),
             open: tokio::sync::watch::channel(true).0,
         });
         let app = Route::new().at("/hook", post(receive)).data(state.clone());
-        let server = Running::spawn(port, move |rx| async move {
-            Server::new_with_acceptor(acceptor)
-                .run_with_graceful_shutdown(
-                    app,
-                    async {
-                        let _ = rx.await;
-                    },
-                    None,
-                )
-                .await?;
-            Ok(())
-        });
+        let (port, server) = serve_locally(app).await;
         Self {
             url: format!("http://127.0.0.1:{port}/hook"),
             state,
@@ -234,6 +214,27 @@ async fn events_arrive_signed_with_thin_payloads(backend: Backend) {
         .map(|d| d["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["delivered", "delivered"]);
+
+    // Sent again on request, under the same webhook-id, so the partner can tell.
+    let again = webhook(
+        &app,
+        WebhookCommand::Redeliver {
+            delivery_id: got[0].id.clone(),
+        },
+    )
+    .await;
+    assert_eq!(again["queued"], 1);
+    let all = receiver.wait_for(3).await;
+    assert_eq!(all[2].id, got[0].id);
+    assert_eq!(all[2].body, got[0].body);
+    let unknown = intake_api::cli::webhook(
+        &app.intake.config,
+        WebhookCommand::Redeliver {
+            delivery_id: "msg_00000000000070008000000000000000".into(),
+        },
+    )
+    .await;
+    assert!(unknown.is_err());
 }
 
 async fn a_receiver_down_gets_every_event_later_in_order(backend: Backend) {
