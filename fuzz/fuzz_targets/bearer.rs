@@ -29,6 +29,6 @@ fuzz_target!(|data: &[u8]| {
                 "{reason}"
             );
         }
-        Err(AuthError::InsufficientScope) => panic!("scope is not known before verification"),
+        Err(AuthError::InsufficientScope(_)) => panic!("scope is not known before verification"),
     }
 });
