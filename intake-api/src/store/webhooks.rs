@@ -551,25 +551,27 @@ impl CaseStore {
             .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
             .filter(webhook_delivery::Column::Id.eq(id))
             .filter(webhook_delivery::Column::ClientId.eq(client_id));
-        update = match outcome {
-            TryOutcome::Delivered => update
-                .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
-                .col_expr(
-                    webhook_delivery::Column::LastError,
-                    Expr::value(None::<String>),
-                ),
-            TryOutcome::Retry { at, status, error } => update
-                .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(*at))
-                .col_expr(
-                    webhook_delivery::Column::LastStatus,
-                    Expr::value(status.map(|s| s as i16)),
-                )
-                .col_expr(
-                    webhook_delivery::Column::LastError,
-                    Expr::value(error.as_str()),
-                ),
-            TryOutcome::Failed { status, error } => update
-                .col_expr(webhook_delivery::Column::FailedAt, Expr::value(now))
+        // A failed try marks when to try again (or that it was given up on) and why.
+        let (mark, at, failure) = match outcome {
+            TryOutcome::Delivered => (webhook_delivery::Column::DeliveredAt, now, None),
+            TryOutcome::Retry { at, status, error } => (
+                webhook_delivery::Column::NextAttemptAt,
+                *at,
+                Some((status, error)),
+            ),
+            TryOutcome::Failed { status, error } => (
+                webhook_delivery::Column::FailedAt,
+                now,
+                Some((status, error)),
+            ),
+        };
+        update = update.col_expr(mark, Expr::value(at));
+        update = match failure {
+            None => update.col_expr(
+                webhook_delivery::Column::LastError,
+                Expr::value(None::<String>),
+            ),
+            Some((status, error)) => update
                 .col_expr(
                     webhook_delivery::Column::LastStatus,
                     Expr::value(status.map(|s| s as i16)),

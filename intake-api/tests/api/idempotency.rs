@@ -222,38 +222,25 @@ async fn a_repeat_while_the_first_is_in_flight_gets_409(backend: Backend) {
     let lock = CaseRowLock::take(&app, &reference).await;
 
     let (base, bearer, body) = (app.intake.base_url(), app.bearer(), enquiry.to_string());
-    let first = {
-        let (http, key, body, bearer) =
-            (app.http.clone(), key.clone(), body.clone(), bearer.clone());
-        let url = format!("{base}{ENQUIRY}");
-        tokio::spawn(async move {
-            let resp = http
-                .post(url)
-                .header("content-type", "application/json")
-                .header("authorization", bearer)
-                .header("idempotency-key", key)
-                .body(body)
-                .send()
-                .await
-                .expect("request sent");
-            Reply::read(resp).await
-        })
+    let first = send(&app, &base, ENQUIRY, &bearer, &key, &body);
+    let meanwhile = async {
+        assert_eq!(
+            lock.first_waiters().await,
+            1,
+            "the first attempt waits on the row"
+        );
+        let second = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
+        assert_eq!(
+            (second.reply.status, second.reply.body),
+            (
+                409,
+                message("A request with this Idempotency-Key is still being processed.")
+            )
+        );
+        lock.release().await;
     };
-    assert_eq!(
-        lock.first_waiters().await,
-        1,
-        "the first attempt waits on the row"
-    );
-    let second = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
-    assert_eq!(
-        (second.reply.status, second.reply.body),
-        (
-            409,
-            message("A request with this Idempotency-Key is still being processed.")
-        )
-    );
-    lock.release().await;
-    let first = first.await.expect("first attempt");
+    let (first, ()) = tokio::join!(first, meanwhile);
+    let first = first.reply;
     assert_eq!(first.status, 200, "{:?}", first.body);
     let third = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
     assert_eq!((third.reply.status, &third.reply.body), (200, &first.body));
