@@ -1,0 +1,377 @@
+//! The client: typed calls that carry a cached token and retry once with a fresh one on 401.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
+use serde::de::DeserializeOwned;
+
+use crate::error::{BuildError, Error};
+use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
+use crate::wire::{AttachRequest, CaseResponse, Enquiry, RedirectResponse};
+
+/// The scope partners' calls need.
+pub const INTAKE_SCOPE: &str = "enquiry:case:intake:create";
+
+/// How long before expiry a token is renewed by default (spec 5.4).
+pub const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30);
+
+/// A partner's client of the intake API. Cheap to clone; clones share one token.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    submit_url: reqwest::Url,
+    attach_url: reqwest::Url,
+    tokens: TokenSource,
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("submit_url", &self.inner.submit_url.as_str())
+            .field("attach_url", &self.inner.attach_url.as_str())
+            .field("tokens", &self.inner.tokens)
+            .finish()
+    }
+}
+
+/// A successful answer: its body and how it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Answer<T> {
+    /// The status code: 201 for a new case, 200 otherwise.
+    pub status: u16,
+    /// `Idempotent-Replayed: true`: the stored answer to an earlier request with the same
+    /// `Idempotency-Key`; nothing was changed this time.
+    pub replayed: bool,
+    /// The body.
+    pub body: T,
+}
+
+impl Answer<CaseResponse> {
+    /// Whether the enquiry made a new case rather than updating one.
+    pub fn created(&self) -> bool {
+        self.status == 201
+    }
+}
+
+/// An `Idempotency-Key`: sent again with the same body, a retry gets the first answer and
+/// changes nothing (README, "Retrying safely").
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct IdempotencyKey(HeaderValue);
+
+impl IdempotencyKey {
+    /// A fresh random key (a UUID), one per enquiry or attach.
+    pub fn random() -> Self {
+        let key = uuid::Uuid::new_v4().to_string();
+        Self(HeaderValue::from_str(&key).expect("a UUID is a valid header value"))
+    }
+
+    /// A key of the caller's own: 1 to 255 visible ASCII characters, as the service takes.
+    pub fn new(key: &str) -> Result<Self, InvalidIdempotencyKey> {
+        let visible = key.bytes().all(|b| b.is_ascii_graphic());
+        if key.is_empty() || key.len() > 255 || !visible {
+            return Err(InvalidIdempotencyKey);
+        }
+        HeaderValue::from_str(key)
+            .map(Self)
+            .map_err(|_| InvalidIdempotencyKey)
+    }
+
+    /// The key as sent.
+    pub fn as_str(&self) -> &str {
+        self.0.to_str().unwrap_or_default()
+    }
+}
+
+/// A key that is empty, over 255 characters, or not visible ASCII.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("an Idempotency-Key is 1 to 255 visible ASCII characters")]
+pub struct InvalidIdempotencyKey;
+
+/// Settings for a [`Client`]; every one but the credentials and URLs has a default.
+#[derive(Debug)]
+pub struct ClientBuilder {
+    credentials: Credentials,
+    token_url: String,
+    intake_url: String,
+    method: AuthMethod,
+    scope: String,
+    renew_before: Duration,
+    http: Option<reqwest::Client>,
+}
+
+impl ClientBuilder {
+    /// How the credentials are sent; `client_secret_post` by default.
+    pub fn auth_method(mut self, method: AuthMethod) -> Self {
+        self.method = method;
+        self
+    }
+
+    /// The scope asked for; [`INTAKE_SCOPE`] by default.
+    pub fn scope(mut self, scope: impl Into<String>) -> Self {
+        self.scope = scope.into();
+        self
+    }
+
+    /// How long before expiry a token is renewed; 30 s by default (spec 5.4). A larger
+    /// margin suits requests that may spend long in transit.
+    pub fn renew_before(mut self, margin: Duration) -> Self {
+        self.renew_before = margin;
+        self
+    }
+
+    /// The HTTP client to use, for a proxy, timeouts or trusted CAs of the caller's own.
+    pub fn http_client(mut self, http: reqwest::Client) -> Self {
+        self.http = Some(http);
+        self
+    }
+
+    /// The client; fails when a URL does not parse.
+    pub fn build(self) -> Result<Client, BuildError> {
+        let token_url = parse_url("token", &self.token_url)?;
+        let base = parse_url("intake", &self.intake_url)?;
+        if base.cannot_be_a_base() {
+            return Err(BuildError::InvalidUrl {
+                which: "intake",
+                reason: "it cannot be a base URL".into(),
+            });
+        }
+        let endpoint = |path: &str| {
+            let url = format!("{}{path}", base.as_str().trim_end_matches('/'));
+            parse_url("intake", &url)
+        };
+        let (submit_url, attach_url) = (
+            endpoint("/partners/external/intake")?,
+            endpoint("/partners/external/intake/attach")?,
+        );
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .user_agent(concat!("partner-client/", env!("CARGO_PKG_VERSION")))
+                // No timeout at all would let one stalled connection hold a call for ever.
+                .connect_timeout(Duration::from_secs(10))
+                .timeout(Duration::from_secs(60))
+                .build()
+                .map_err(BuildError::Http)?,
+        };
+        let tokens = TokenSource::new(
+            http.clone(),
+            token_url,
+            self.credentials,
+            self.method,
+            self.scope,
+            self.renew_before,
+        );
+        Ok(Client {
+            inner: Arc::new(Inner {
+                http,
+                submit_url,
+                attach_url,
+                tokens,
+            }),
+        })
+    }
+}
+
+fn parse_url(which: &'static str, url: &str) -> Result<reqwest::Url, BuildError> {
+    reqwest::Url::parse(url).map_err(|e| BuildError::InvalidUrl {
+        which,
+        reason: e.to_string(),
+    })
+}
+
+impl Client {
+    /// Settings for a client with `credentials`, getting tokens at `token_url` (e.g.
+    /// `https://auth.example/oauth/token`) and calling the intake API at `intake_url` (its
+    /// base, e.g. `https://intake.example`).
+    pub fn builder(
+        credentials: Credentials,
+        token_url: impl Into<String>,
+        intake_url: impl Into<String>,
+    ) -> ClientBuilder {
+        ClientBuilder {
+            credentials,
+            token_url: token_url.into(),
+            intake_url: intake_url.into(),
+            method: AuthMethod::default(),
+            scope: INTAKE_SCOPE.to_owned(),
+            renew_before: DEFAULT_RENEW_BEFORE,
+            http: None,
+        }
+    }
+
+    /// Submits an enquiry (`POST /partners/external/intake`): a new case (201) or an update
+    /// of the customer's case (200).
+    pub async fn submit(
+        &self,
+        enquiry: &Enquiry,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> Result<Answer<CaseResponse>, Error> {
+        let url = &self.inner.submit_url;
+        self.post(url, enquiry, idempotency_key, &[200, 201]).await
+    }
+
+    /// Attaches a product to the customer's case (`POST /partners/external/intake/attach`);
+    /// the answer holds the link to send the customer to.
+    pub async fn attach(
+        &self,
+        request: &AttachRequest,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> Result<Answer<RedirectResponse>, Error> {
+        let url = &self.inner.attach_url;
+        self.post(url, request, idempotency_key, &[200]).await
+    }
+
+    async fn post<B: serde::Serialize, T: DeserializeOwned>(
+        &self,
+        url: &reqwest::Url,
+        body: &B,
+        key: Option<&IdempotencyKey>,
+        success: &[u16],
+    ) -> Result<Answer<T>, Error> {
+        // Serialised once: the retry sends the very same bytes, as an idempotent retry must.
+        let body = serde_json::to_vec(body).expect("the wire types always serialise");
+        let token = self.inner.tokens.current().await?;
+        let mut resp = self.send(url, &body, key, &token).await?;
+        if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+            // Revoked key, disabled and re-enabled client, clock skew: a new token may pass.
+            // Once only: a second 401 will not be cured by a third token.
+            let fresh = self.inner.tokens.replace(&token).await?;
+            resp = self.send(url, &body, key, &fresh).await?;
+        }
+        read(resp, success).await
+    }
+
+    async fn send(
+        &self,
+        url: &reqwest::Url,
+        body: &[u8],
+        key: Option<&IdempotencyKey>,
+        token: &AccessToken,
+    ) -> Result<reqwest::Response, Error> {
+        let mut req = self
+            .inner
+            .http
+            .post(url.clone())
+            .header(AUTHORIZATION, token.header())
+            .header(CONTENT_TYPE, "application/json")
+            .body(body.to_vec());
+        if let Some(key) = key {
+            req = req.header("Idempotency-Key", key.0.clone());
+        }
+        req.send().await.map_err(Error::Http)
+    }
+}
+
+/// Reads an answer: the body of a success, or the error it stands for.
+async fn read<T: DeserializeOwned>(
+    resp: reqwest::Response,
+    success: &[u16],
+) -> Result<Answer<T>, Error> {
+    let status = resp.status().as_u16();
+    let headers = resp.headers();
+    let replayed = headers
+        .get("idempotent-replayed")
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"));
+    let retry_after = retry_after(headers.get(RETRY_AFTER));
+    let challenge = headers
+        .get(WWW_AUTHENTICATE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    let bytes = resp.bytes().await.map_err(Error::Http)?;
+    if success.contains(&status) {
+        let body = serde_json::from_slice(&bytes)
+            .map_err(|source| Error::UnexpectedBody { status, source })?;
+        return Ok(Answer {
+            status,
+            replayed,
+            body,
+        });
+    }
+    Err(Error::from_answer(status, &bytes, retry_after, challenge))
+}
+
+/// A `Retry-After` of delay-seconds, the form both services send.
+pub(crate) fn retry_after(value: Option<&HeaderValue>) -> Option<Duration> {
+    let secs = value?.to_str().ok()?.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idempotency_keys_are_one_to_255_visible_characters() {
+        let cases = [
+            ("empty", String::new(), false),
+            ("one character", "a".into(), true),
+            ("255 characters", "k".repeat(255), true),
+            ("256 characters", "k".repeat(256), false),
+            ("a space", "a b".into(), false),
+            ("a newline", "a\nb".into(), false),
+            ("non-ASCII", "clé".into(), false),
+        ];
+        for (name, key, ok) in cases {
+            assert_eq!(IdempotencyKey::new(&key).is_ok(), ok, "{name}");
+        }
+        let random = IdempotencyKey::random();
+        assert_eq!(random.as_str().len(), 36);
+        assert_ne!(random, IdempotencyKey::random());
+    }
+
+    #[test]
+    fn retry_after_reads_delay_seconds_only() {
+        let read = |s: &str| retry_after(Some(&HeaderValue::from_str(s).unwrap()));
+        assert_eq!(read("30"), Some(Duration::from_secs(30)));
+        assert_eq!(read(" 1 "), Some(Duration::from_secs(1)));
+        assert_eq!(read("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(retry_after(None), None);
+    }
+
+    #[test]
+    fn urls_are_checked_and_the_endpoints_joined_to_the_base() {
+        let creds = || Credentials::new("id", "secret");
+        let client = Client::builder(creds(), "http://a/oauth/token", "http://i/base/")
+            .build()
+            .expect("builds");
+        assert_eq!(
+            client.inner.submit_url.as_str(),
+            "http://i/base/partners/external/intake"
+        );
+        assert_eq!(
+            client.inner.attach_url.as_str(),
+            "http://i/base/partners/external/intake/attach"
+        );
+        let bad = Client::builder(creds(), "not a url", "http://i").build();
+        assert!(matches!(
+            bad,
+            Err(BuildError::InvalidUrl { which: "token", .. })
+        ));
+        let bad = Client::builder(creds(), "http://a", "mailto:x@y").build();
+        assert!(matches!(
+            bad,
+            Err(BuildError::InvalidUrl {
+                which: "intake",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn a_clients_debug_shows_its_urls_and_client_id_but_never_the_secret() {
+        let creds = Credentials::new("partner-7", "s3cr3t-value");
+        let client = Client::builder(creds, "http://a/oauth/token", "http://i")
+            .build()
+            .expect("builds");
+        let shown = format!("{client:?}");
+        assert!(shown.contains("partner-7"), "{shown}");
+        assert!(shown.contains("http://a/oauth/token"), "{shown}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+    }
+}

@@ -1,0 +1,327 @@
+//! Every way a call can fail, one variant per documented answer, so callers match on what to
+//! do next rather than on status codes.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::wire::{MessageBody, OAuthErrorBody, ValidationErrorBody};
+
+/// Why a call to the intake API did not succeed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No access token could be had, so the call was not made.
+    #[error("no access token: {0}")]
+    Token(#[from] TokenError),
+    /// 400: the body is not JSON, or the `Idempotency-Key` is malformed.
+    #[error("bad request (400): {message}")]
+    BadRequest {
+        /// The service's message.
+        message: String,
+    },
+    /// 401 to a retry with a fresh token too: the service refuses this client's tokens.
+    #[error("unauthenticated (401): {message}")]
+    Unauthenticated {
+        /// The service's message.
+        message: String,
+        /// The `WWW-Authenticate` challenge, which says why.
+        challenge: Option<String>,
+    },
+    /// 403: the token lacks the operation's scope.
+    #[error("forbidden (403): {message}")]
+    Forbidden {
+        /// The service's message.
+        message: String,
+        /// The `WWW-Authenticate` challenge, which names the scope needed.
+        challenge: Option<String>,
+    },
+    /// 404: no case of this partner's for that e-mail address; send the customer to the
+    /// enquiry form.
+    #[error("case not found (404): {message}")]
+    CaseNotFound {
+        /// The service's message.
+        message: String,
+    },
+    /// 409: a request with the same `Idempotency-Key` is still being processed; retry after
+    /// `retry_after` to get its answer.
+    #[error("a request with this Idempotency-Key is in flight (409): {message}")]
+    InFlight {
+        /// The service's message.
+        message: String,
+        /// How long to wait before retrying.
+        retry_after: Option<Duration>,
+    },
+    /// 413: the body is over the service's size limit.
+    #[error("request too large (413): {message}")]
+    TooLarge {
+        /// The service's message.
+        message: String,
+    },
+    /// 422: the body breaks the rules (every problem by field path), or the
+    /// `Idempotency-Key` was used with a different request.
+    #[error("invalid request (422): {}", .0.message)]
+    Invalid(ValidationErrorBody),
+    /// 429: over this partner's rate limit.
+    #[error("rate limited (429): {message}")]
+    RateLimited {
+        /// The service's message.
+        message: String,
+        /// How long to wait before retrying.
+        retry_after: Option<Duration>,
+    },
+    /// 500: on attach, the link could not be made (send the customer to the dashboard);
+    /// otherwise an unexpected failure on the service's side.
+    #[error("server error (500): {message}")]
+    Server {
+        /// The service's message.
+        message: String,
+    },
+    /// 503: a passing outage; nothing was stored.
+    #[error("service unavailable (503): {message}")]
+    Unavailable {
+        /// The service's message.
+        message: String,
+        /// How long to wait before retrying.
+        retry_after: Option<Duration>,
+    },
+    /// A status the documents do not list (a proxy's 502, say).
+    #[error("unexpected status {status}")]
+    UnexpectedStatus {
+        /// The status code.
+        status: u16,
+        /// The start of the body, as text.
+        body: String,
+    },
+    /// A success whose body is not the documented one.
+    #[error("unexpected body with status {status}")]
+    UnexpectedBody {
+        /// The status code.
+        status: u16,
+        /// Why it did not read.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The request could not be sent or its answer read (connection, timeout, TLS).
+    #[error("HTTP request failed")]
+    Http(#[source] reqwest::Error),
+}
+
+impl Error {
+    /// How long the service asked to wait before retrying, when it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Self::InFlight { retry_after, .. }
+            | Self::RateLimited { retry_after, .. }
+            | Self::Unavailable { retry_after, .. } => *retry_after,
+            Self::Token(TokenError::Refused { retry_after, .. }) => *retry_after,
+            _ => None,
+        }
+    }
+
+    /// The error for a non-success answer; `body` is the answer's bytes.
+    pub(crate) fn from_answer(
+        status: u16,
+        body: &[u8],
+        retry_after: Option<Duration>,
+        challenge: Option<String>,
+    ) -> Self {
+        if status == 422 {
+            return match serde_json::from_slice::<ValidationErrorBody>(body) {
+                Ok(v) => Self::Invalid(v),
+                Err(_) => Self::unexpected(status, body),
+            };
+        }
+        // A proxy in front of the service may answer these statuses without our JSON; the
+        // status alone still says what to do.
+        let message = match serde_json::from_slice::<MessageBody>(body) {
+            Ok(b) => b.message,
+            Err(_) => text_start(body),
+        };
+        match status {
+            400 => Self::BadRequest { message },
+            401 => Self::Unauthenticated { message, challenge },
+            403 => Self::Forbidden { message, challenge },
+            404 => Self::CaseNotFound { message },
+            409 => Self::InFlight {
+                message,
+                retry_after,
+            },
+            413 => Self::TooLarge { message },
+            429 => Self::RateLimited {
+                message,
+                retry_after,
+            },
+            500 => Self::Server { message },
+            503 => Self::Unavailable {
+                message,
+                retry_after,
+            },
+            _ => Self::unexpected(status, body),
+        }
+    }
+
+    fn unexpected(status: u16, body: &[u8]) -> Self {
+        Self::UnexpectedStatus {
+            status,
+            body: text_start(body),
+        }
+    }
+}
+
+/// The first 1 KiB of a body as text: enough to see what answered, never a whole page.
+fn text_start(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(1024)]);
+    text.trim().to_owned()
+}
+
+/// Why no access token could be had. `Clone`, so every call waiting on one token request
+/// gets its failure.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum TokenError {
+    /// The token endpoint refused: `invalid_client` (wrong, expired or disabled
+    /// credentials), `invalid_scope`, `too_many_requests`...
+    #[error("the token endpoint refused ({status}): {}", .body.error)]
+    Refused {
+        /// The status code.
+        status: u16,
+        /// The RFC 6749 error body.
+        body: OAuthErrorBody,
+        /// How long to wait before retrying, on 429.
+        retry_after: Option<Duration>,
+    },
+    /// The token endpoint answered with something that is not a bearer token or an RFC 6749
+    /// error.
+    #[error("the token endpoint answered {status} with an unexpected body")]
+    UnexpectedResponse {
+        /// The status code.
+        status: u16,
+    },
+    /// The token request could not be sent or its answer read.
+    #[error("the token request failed")]
+    Http(#[source] Arc<reqwest::Error>),
+}
+
+/// Why a [`Client`](crate::Client) could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// A URL does not parse, or cannot be a base.
+    #[error("the {which} URL is not usable: {reason}")]
+    InvalidUrl {
+        /// Which URL: `token` or `intake`.
+        which: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The HTTP client could not be made (its TLS set-up failed).
+    #[error("the HTTP client could not be built")]
+    Http(#[source] reqwest::Error),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: &str) -> Error {
+        Error::from_answer(
+            status,
+            body.as_bytes(),
+            Some(Duration::from_secs(7)),
+            Some("Bearer".into()),
+        )
+    }
+
+    /// A case's name, the answer's status and body, and what the error must be.
+    type Case = (&'static str, u16, &'static str, fn(&Error) -> bool);
+
+    #[test]
+    fn every_documented_status_maps_to_its_variant() {
+        let m = r#"{"message":"m"}"#;
+        let cases: &[Case] = &[
+            (
+                "bad request",
+                400,
+                m,
+                |e| matches!(e, Error::BadRequest { message } if message == "m"),
+            ),
+            (
+                "unauthenticated keeps the challenge",
+                401,
+                m,
+                |e| matches!(e, Error::Unauthenticated { challenge: Some(c), .. } if c == "Bearer"),
+            ),
+            ("forbidden keeps the challenge", 403, m, |e| {
+                matches!(
+                    e,
+                    Error::Forbidden {
+                        challenge: Some(_),
+                        ..
+                    }
+                )
+            }),
+            ("case not found", 404, m, |e| {
+                matches!(e, Error::CaseNotFound { .. })
+            }),
+            ("in flight keeps retry-after", 409, m, |e| {
+                e.retry_after() == Some(Duration::from_secs(7))
+                    && matches!(e, Error::InFlight { .. })
+            }),
+            ("too large", 413, m, |e| matches!(e, Error::TooLarge { .. })),
+            (
+                "validation keeps field messages",
+                422,
+                r#"{"message":"The given data was invalid.","errors":{"email":["bad"]}}"#,
+                |e| matches!(e, Error::Invalid(v) if v.errors["email"] == ["bad"]),
+            ),
+            (
+                "a key reused has no field errors",
+                422,
+                r#"{"message":"Idempotency-Key reused with a different request."}"#,
+                |e| matches!(e, Error::Invalid(v) if v.errors.is_empty()),
+            ),
+            ("rate limited keeps retry-after", 429, m, |e| {
+                e.retry_after() == Some(Duration::from_secs(7))
+                    && matches!(e, Error::RateLimited { .. })
+            }),
+            (
+                "server error",
+                500,
+                m,
+                |e| matches!(e, Error::Server { message } if message == "m"),
+            ),
+            ("unavailable keeps retry-after", 503, m, |e| {
+                e.retry_after() == Some(Duration::from_secs(7))
+                    && matches!(e, Error::Unavailable { .. })
+            }),
+            (
+                "a proxy's 503 page is still unavailable",
+                503,
+                "<html>down</html>",
+                |e| matches!(e, Error::Unavailable { message, .. } if message == "<html>down</html>"),
+            ),
+            (
+                "an undocumented status",
+                502,
+                "bad gateway",
+                |e| matches!(e, Error::UnexpectedStatus { status: 502, body } if body == "bad gateway"),
+            ),
+            ("a 422 that is not ours", 422, "nope", |e| {
+                matches!(e, Error::UnexpectedStatus { status: 422, .. })
+            }),
+        ];
+        for (name, status, body, expected) in cases {
+            let e = answer(*status, body);
+            assert!(expected(&e), "{name}: got {e:?}");
+        }
+    }
+
+    #[test]
+    fn an_unexpected_body_is_cut_to_a_kilobyte() {
+        let long = "x".repeat(10_000);
+        let Error::UnexpectedStatus { body, .. } = answer(502, &long) else {
+            panic!("not unexpected")
+        };
+        assert_eq!(body.len(), 1024);
+    }
+}

@@ -1,0 +1,49 @@
+//! A partner's Rust client of the Partner Intake API.
+//!
+//! It gets access tokens with the partner's client credentials, caches each one and renews
+//! it 30 seconds before it expires (spec 5.4), with a single token request in flight however
+//! many tasks call at once, and retries a call once with a fresh token when the API answers
+//! 401. [`Client::submit`] and [`Client::attach`] take and return the types of
+//! `openapi/intake-api.yaml`; every documented error is an [`Error`] variant.
+//!
+//! ```no_run
+//! # async fn run(enquiry: partner_client::Enquiry) -> Result<(), Box<dyn std::error::Error>> {
+//! use partner_client::{AttachRequest, Client, Credentials, IdempotencyKey};
+//!
+//! let client = Client::builder(
+//!     Credentials::new("CLIENT_ID", "CLIENT_SECRET"),
+//!     "https://auth.example/oauth/token",
+//!     "https://intake.example",
+//! )
+//! .build()?;
+//! let case = client.submit(&enquiry, Some(&IdempotencyKey::random())).await?;
+//! println!("case {}", case.body.reference);
+//! let attach = AttachRequest { email: enquiry.email.clone(), product_uuid: uuid::Uuid::nil() };
+//! let link = client.attach(&attach, Some(&IdempotencyKey::random())).await?;
+//! println!("send the customer to {}", link.body.redirect);
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod client;
+mod error;
+mod token;
+pub mod wire;
+
+/// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
+pub use chrono;
+pub use client::{
+    Answer, Client, ClientBuilder, DEFAULT_RENEW_BEFORE, INTAKE_SCOPE, IdempotencyKey,
+    InvalidIdempotencyKey,
+};
+pub use error::{BuildError, Error, TokenError};
+pub use token::{AuthMethod, ClientSecret, Credentials};
+/// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
+pub use uuid;
+pub use wire::{
+    Address, ApplicationType, AttachRequest, CaseResponse, CreditIssue, EmploymentStatus, Enquiry,
+    MessageBody, MortgageScheme, OAuthErrorBody, Purchase, PurchaseType, Purpose, RedirectResponse,
+    Remortgage, RemortgageReason, Stage, ValidationErrorBody,
+};

@@ -1,0 +1,302 @@
+//! The bodies of `openapi/intake-api.yaml` and `openapi/auth-server.yaml`, as Rust types: what
+//! goes over the wire is exactly what serde makes of these.
+
+use std::collections::BTreeMap;
+
+use chrono::NaiveDate;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// A customer's mortgage enquiry (`EnquiryRequest`, spec 2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Enquiry {
+    /// One of the brand identifiers the service is configured with, in lower case.
+    pub brand: String,
+    /// Applicant first name.
+    pub first_name: String,
+    /// Applicant last name.
+    pub last_name: String,
+    /// Applicant e-mail address; the service compares it trimmed and case-insensitively.
+    pub email: String,
+    /// Applicant mobile number: an optional `+` and 7 to 15 digits; spaces, hyphens and
+    /// brackets are ignored.
+    pub mobile_number: String,
+    /// Applicant date of birth, before today.
+    pub date_of_birth: NaiveDate,
+    /// The applicant accepts the terms of submission; the service takes only `true`.
+    pub terms_agreement: bool,
+    /// How far the applicant has got with finding a property.
+    pub stage: Stage,
+    /// One applicant or several.
+    pub application_type: ApplicationType,
+    /// Employment status of the primary applicant.
+    pub employment_status: EmploymentStatus,
+    /// Combined estimated income of all applicants.
+    pub total_annual_income: f64,
+    /// `mortgage_purpose` and the fields it makes required, which no other purpose takes.
+    #[serde(flatten)]
+    pub purpose: Purpose,
+    /// Whether the applicants have any adverse credit history.
+    pub has_credit_issues: bool,
+    /// Required when `has_credit_issues` is true: at least one kind.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credit_issues: Option<Vec<CreditIssue>>,
+    /// Product identifier from the eligibility engine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product_uuid: Option<Uuid>,
+    /// Consent to a credit check; the service reads an absent value as `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credit_check_consent: Option<bool>,
+    /// Applicant addresses; when present, at least one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addresses: Option<Vec<Address>>,
+}
+
+/// What the mortgage is for (`mortgage_purpose`), with the fields each purpose requires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mortgage_purpose", rename_all = "snake_case")]
+pub enum Purpose {
+    /// Buying a property.
+    Purchase(Purchase),
+    /// Remortgaging a property the applicants own.
+    Remortgage(Remortgage),
+}
+
+/// The fields of a purchase.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Purchase {
+    /// The buyer's situation.
+    pub purchase_type: PurchaseType,
+    /// Required when `purchase_type` is `first_time_buyer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mortgage_scheme: Option<MortgageScheme>,
+    /// Approximate value of the new property, or the estimated budget.
+    pub new_property_value: f64,
+    /// Approximate combined deposit of the applicants.
+    pub deposit_amount: f64,
+}
+
+/// The fields of a remortgage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remortgage {
+    /// Why the applicants are remortgaging.
+    pub remortgage_reason: RemortgageReason,
+    /// Approximate value of the remortgaged property.
+    pub current_property_value: f64,
+    /// Approximate amount left on the existing mortgage.
+    pub outstanding_mortgage_amount: f64,
+    /// Required when `remortgage_reason` is `borrow_more_money`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub additional_borrowing_amount: Option<f64>,
+    /// Required when `remortgage_reason` is `release_money`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_borrowing_amount: Option<f64>,
+}
+
+/// One applicant address (`AddressRequest`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Address {
+    /// First address line.
+    pub line_1: String,
+    /// Second address line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_2: Option<String>,
+    /// Third address line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line_3: Option<String>,
+    /// Town or city.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub town_city: Option<String>,
+    /// County.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub county: Option<String>,
+    /// Country.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+    /// Postcode.
+    pub postcode: String,
+    /// When the applicant moved in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date_moved_in: Option<NaiveDate>,
+    /// When the applicant moved out; not before `date_moved_in`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub date_moved_out: Option<NaiveDate>,
+}
+
+/// How far the applicant has got with finding a property.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stage {
+    /// `viewing_properties`
+    ViewingProperties,
+    /// `researching`
+    Researching,
+    /// `ready_to_make_an_offer`
+    ReadyToMakeAnOffer,
+    /// `offer_accepted`
+    OfferAccepted,
+}
+
+/// Whether the mortgage is for one applicant or several.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApplicationType {
+    /// `single`
+    Single,
+    /// `multi_applicant`
+    MultiApplicant,
+}
+
+/// Employment status of the primary applicant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EmploymentStatus {
+    /// `employed`
+    Employed,
+    /// `self_employed`
+    SelfEmployed,
+    /// `company_director`
+    CompanyDirector,
+    /// `contractor`
+    Contractor,
+    /// `cis_worker`
+    CisWorker,
+    /// `retired`
+    Retired,
+    /// `unemployed`
+    Unemployed,
+}
+
+/// The buyer's situation, for a purchase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PurchaseType {
+    /// `home_mover`
+    HomeMover,
+    /// `first_time_buyer`: needs a `mortgage_scheme`.
+    FirstTimeBuyer,
+    /// `additional_property`
+    AdditionalProperty,
+}
+
+/// The government scheme a first-time buyer uses, if any.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MortgageScheme {
+    /// `shared_ownership`
+    SharedOwnership,
+    /// `right_to_buy`
+    RightToBuy,
+    /// `not_sure`
+    NotSure,
+    /// `no`: no scheme.
+    No,
+}
+
+/// Why the applicants are remortgaging; two reasons need an amount.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RemortgageReason {
+    /// `get_better_rate`
+    GetBetterRate,
+    /// `current_deal_ending`
+    CurrentDealEnding,
+    /// `borrow_more_money`: needs `additional_borrowing_amount`.
+    BorrowMoreMoney,
+    /// `release_money`: needs `release_borrowing_amount`.
+    ReleaseMoney,
+    /// `other`
+    Other,
+}
+
+/// One kind of adverse credit history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CreditIssue {
+    /// `low_credit_score`
+    LowCreditScore,
+    /// `ccj`
+    Ccj,
+    /// `default`
+    Default,
+    /// `iva`
+    Iva,
+    /// `late_payments_non_mortgage`
+    LatePaymentsNonMortgage,
+    /// `late_payments_mortgage`
+    LatePaymentsMortgage,
+    /// `debt_management_plan`
+    DebtManagementPlan,
+    /// `repossession`
+    Repossession,
+    /// `bankruptcy`
+    Bankruptcy,
+}
+
+/// The body of the attach call (`AttachRequest`, spec 4.3).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttachRequest {
+    /// The applicant's e-mail address, from an enquiry this partner submitted.
+    pub email: String,
+    /// Product identifier from the eligibility engine.
+    pub product_uuid: Uuid,
+}
+
+/// The answer to an enquiry (`CaseResponse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseResponse {
+    /// `Case created` or `Case updated`.
+    pub message: String,
+    /// The case reference number.
+    pub reference: String,
+}
+
+/// The answer to an attach (`RedirectResponse`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RedirectResponse {
+    /// Where to send the customer: the brand's portal, with a single-use token.
+    pub redirect: String,
+}
+
+/// The 422 body (`ValidationErrorBody`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ValidationErrorBody {
+    /// `The given data was invalid.`, or why the request as a whole was refused.
+    pub message: String,
+    /// Every problem, by field path (`email`, `credit_issues.0`, `addresses.1.postcode`);
+    /// empty when the request as a whole was refused.
+    #[serde(default)]
+    pub errors: BTreeMap<String, Vec<String>>,
+}
+
+/// The intake-api's other error bodies (`Unauthenticated`, `CaseNotFound`, `TooManyAttempts`...):
+/// all `{"message": ...}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MessageBody {
+    /// What happened, for people.
+    pub message: String,
+}
+
+/// The token endpoint's error body (RFC 6749 section 5.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OAuthErrorBody {
+    /// The RFC 6749 error code: `invalid_client`, `invalid_scope`, `too_many_requests`...
+    pub error: String,
+    /// A human-readable explanation.
+    #[serde(default)]
+    pub error_description: String,
+    /// What to check, where there is something specific.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// The same text as `error_description`.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// A successful token response (`AccessTokenResponse`). Not `Debug`: it holds the token.
+#[derive(Deserialize)]
+pub(crate) struct AccessTokenResponse {
+    pub(crate) token_type: String,
+    pub(crate) expires_in: i64,
+    pub(crate) access_token: String,
+}

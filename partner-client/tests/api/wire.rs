@@ -1,0 +1,246 @@
+//! The wire types against the committed OpenAPI documents and the service's own examples:
+//! a property or enum value added, renamed or dropped there fails here.
+
+use std::collections::BTreeSet;
+
+use partner_client::{
+    Address, ApplicationType, AttachRequest, CaseResponse, CreditIssue, EmploymentStatus, Enquiry,
+    MortgageScheme, OAuthErrorBody, Purchase, PurchaseType, Purpose, RedirectResponse, Remortgage,
+    RemortgageReason, Stage, ValidationErrorBody,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::helpers::{fresh_email, product, purchase};
+
+fn document(name: &str) -> Value {
+    let path = format!("{}/../openapi/{name}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).expect("the committed document");
+    serde_yaml::from_str(&text).expect("YAML")
+}
+
+/// Every property a schema names, through `$ref`, `allOf`, `oneOf` and `anyOf`.
+fn properties(doc: &Value, schema: &Value, out: &mut BTreeSet<String>, depth: usize) {
+    assert!(depth < 16, "schema nesting too deep");
+    if let Some(name) = schema["$ref"].as_str().and_then(|r| r.rsplit('/').next()) {
+        return properties(doc, &doc["components"]["schemas"][name], out, depth + 1);
+    }
+    if let Some(props) = schema["properties"].as_object() {
+        out.extend(props.keys().cloned());
+    }
+    for combinator in ["allOf", "oneOf", "anyOf"] {
+        for part in schema[combinator].as_array().into_iter().flatten() {
+            properties(doc, part, out, depth + 1);
+        }
+    }
+}
+
+fn schema_properties(doc: &Value, name: &str) -> BTreeSet<String> {
+    let schema = &doc["components"]["schemas"][name];
+    assert!(!schema.is_null(), "no schema {name}");
+    let mut out = BTreeSet::new();
+    properties(doc, schema, &mut out, 0);
+    out
+}
+
+/// The keys `values` serialise with, all together.
+fn keys_of<T: Serialize>(values: &[T]) -> BTreeSet<String> {
+    values
+        .iter()
+        .flat_map(|v| {
+            let json = serde_json::to_value(v).expect("serialises");
+            json.as_object()
+                .expect("an object")
+                .keys()
+                .cloned()
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A purchase and a remortgage with every optional field set.
+fn every_field() -> [Enquiry; 2] {
+    let mut buy = purchase("brand_a", &fresh_email());
+    buy.product_uuid = Some(product());
+    let mut remortgage = buy.clone();
+    remortgage.purpose = Purpose::Remortgage(Remortgage {
+        remortgage_reason: RemortgageReason::BorrowMoreMoney,
+        current_property_value: 300_000.0,
+        outstanding_mortgage_amount: 100_000.0,
+        additional_borrowing_amount: Some(20_000.0),
+        release_borrowing_amount: Some(1.0),
+    });
+    [buy, remortgage]
+}
+
+fn full_address() -> Address {
+    let mut a = every_field()[0].addresses.clone().expect("addresses")[0].clone();
+    a.line_2 = Some("Flat 2".into());
+    a.line_3 = Some("Old Mill".into());
+    a.county = Some("West Yorkshire".into());
+    a.date_moved_out = Some("2020-01-01".parse().expect("a date"));
+    a
+}
+
+#[test]
+fn the_wire_types_name_every_property_of_the_documents() {
+    let intake = document("intake-api.yaml");
+    let cases = [
+        ("EnquiryRequest", keys_of(&every_field())),
+        ("AddressRequest", keys_of(&[full_address()])),
+        (
+            "AttachRequest",
+            keys_of(&[AttachRequest {
+                email: fresh_email(),
+                product_uuid: product(),
+            }]),
+        ),
+        (
+            "CaseResponse",
+            keys_of(&[CaseResponse {
+                message: "Case created".into(),
+                reference: "1".into(),
+            }]),
+        ),
+        (
+            "RedirectResponse",
+            keys_of(&[RedirectResponse {
+                redirect: "https://x".into(),
+            }]),
+        ),
+        (
+            "ValidationErrorBody",
+            keys_of(&[ValidationErrorBody::default()]),
+        ),
+    ];
+    for (schema, ours) in cases {
+        assert_eq!(schema_properties(&intake, schema), ours, "{schema}");
+    }
+    let auth = document("auth-server.yaml");
+    let oauth = keys_of(&[OAuthErrorBody {
+        error: "invalid_client".into(),
+        error_description: "d".into(),
+        hint: Some("h".into()),
+        message: "d".into(),
+    }]);
+    for schema in ["BadRequestBody", "InvalidClientBody", "TooManyRequestsBody"] {
+        assert_eq!(schema_properties(&auth, schema), oauth, "{schema}");
+    }
+}
+
+/// Every value the document lists reads into `T` and writes back unchanged, and `T` has no
+/// more values than that.
+fn same_values<T: Serialize + DeserializeOwned>(doc: &Value, schema: &str, ours: &[T]) {
+    let listed = doc["components"]["schemas"][schema]["enum"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no enum {schema}"));
+    for value in listed {
+        let read: T = serde_json::from_value(value.clone())
+            .unwrap_or_else(|e| panic!("{schema}: {value} does not read: {e}"));
+        assert_eq!(&serde_json::to_value(read).expect("writes"), value);
+    }
+    assert_eq!(
+        listed.len(),
+        ours.len(),
+        "{schema}: a value of ours is not listed"
+    );
+}
+
+#[test]
+fn the_enums_hold_exactly_the_values_of_the_documents() {
+    use ApplicationType as A;
+    use CreditIssue as C;
+    use EmploymentStatus as E;
+    use MortgageScheme as M;
+    use PurchaseType as P;
+    use RemortgageReason as R;
+    use Stage as S;
+    let doc = document("intake-api.yaml");
+    let stages = [
+        S::ViewingProperties,
+        S::Researching,
+        S::ReadyToMakeAnOffer,
+        S::OfferAccepted,
+    ];
+    same_values(&doc, "Stage", &stages);
+    same_values(&doc, "ApplicationType", &[A::Single, A::MultiApplicant]);
+    let employment = [
+        E::Employed,
+        E::SelfEmployed,
+        E::CompanyDirector,
+        E::Contractor,
+        E::CisWorker,
+        E::Retired,
+        E::Unemployed,
+    ];
+    same_values(&doc, "EmploymentStatus", &employment);
+    let purchase_types = [P::HomeMover, P::FirstTimeBuyer, P::AdditionalProperty];
+    same_values(&doc, "PurchaseType", &purchase_types);
+    let schemes = [M::SharedOwnership, M::RightToBuy, M::NotSure, M::No];
+    same_values(&doc, "MortgageScheme", &schemes);
+    let reasons = [
+        R::GetBetterRate,
+        R::CurrentDealEnding,
+        R::BorrowMoreMoney,
+        R::ReleaseMoney,
+        R::Other,
+    ];
+    same_values(&doc, "RemortgageReason", &reasons);
+    let issues = [
+        C::LowCreditScore,
+        C::Ccj,
+        C::Default,
+        C::Iva,
+        C::LatePaymentsNonMortgage,
+        C::LatePaymentsMortgage,
+        C::DebtManagementPlan,
+        C::Repossession,
+        C::Bankruptcy,
+    ];
+    same_values(&doc, "CreditIssue", &issues);
+    // The purposes are the tag of `Purpose`, not an enum of their own.
+    let purposes: Vec<Value> = every_field()
+        .iter()
+        .map(|e| serde_json::to_value(e).expect("writes")["mortgage_purpose"].clone())
+        .collect();
+    let listed = doc["components"]["schemas"]["MortgagePurpose"]["enum"].clone();
+    assert_eq!(Value::from(purposes), listed);
+}
+
+/// Numbers as `f64`, since `250000` and `250000.0` are the same amount on the wire.
+fn numbers_as_floats(v: Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64().expect("a number")),
+        Value::Array(a) => a.into_iter().map(numbers_as_floats).collect(),
+        Value::Object(o) => o
+            .into_iter()
+            .map(|(k, v)| (k, numbers_as_floats(v)))
+            .collect(),
+        other => other,
+    }
+}
+
+#[test]
+fn the_services_example_enquiries_read_into_the_wire_types_and_write_back_the_same() {
+    use intake_api::examples::{purchase_enquiry, remortgage_enquiry};
+    for example in [
+        purchase_enquiry("brand_a", "jane@example.com"),
+        remortgage_enquiry("brand_b", "john@example.com"),
+    ] {
+        let read: Enquiry = serde_json::from_value(example.clone()).expect("reads");
+        let written = serde_json::to_value(&read).expect("writes");
+        assert_eq!(numbers_as_floats(written), numbers_as_floats(example));
+    }
+    let p = Purchase {
+        purchase_type: PurchaseType::HomeMover,
+        mortgage_scheme: None,
+        new_property_value: 1.0,
+        deposit_amount: 1.0,
+    };
+    let written = serde_json::to_value(Purpose::Purchase(p)).expect("writes");
+    assert!(
+        written.get("mortgage_scheme").is_none(),
+        "an absent field was written as null"
+    );
+}
