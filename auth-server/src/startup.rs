@@ -10,7 +10,7 @@ use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, readiness, shutdown_signal};
-use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
+use service_kit::telemetry::{BuildInfo, MetricHelp, MetricKind, RequestTelemetry};
 
 /// The auth-server's own metrics.
 const AUTH_METRICS: &[MetricHelp] = &[
@@ -81,7 +81,10 @@ impl Application {
         service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
             "auth-server",
-            env!("CARGO_PKG_VERSION"),
+            BuildInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: env!("BUILD_COMMIT"),
+            },
             AUTH_METRICS,
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);

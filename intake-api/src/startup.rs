@@ -9,7 +9,7 @@ use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, readiness, shutdown_signal};
-use service_kit::telemetry::{MetricHelp, MetricKind, RequestTelemetry};
+use service_kit::telemetry::{BuildInfo, MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -130,7 +130,10 @@ impl Application {
         service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
             "intake-api",
-            env!("CARGO_PKG_VERSION"),
+            BuildInfo {
+                version: env!("CARGO_PKG_VERSION"),
+                commit: env!("BUILD_COMMIT"),
+            },
             INTAKE_METRICS,
         );
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);

@@ -125,7 +125,8 @@ impl ClientBuilder {
         self
     }
 
-    /// The HTTP client to use, for a proxy, timeouts or trusted CAs of the caller's own.
+    /// The HTTP client to use, for a proxy, timeouts or trusted CAs of the caller's own;
+    /// the default gives a connection 10 s to open and a request 60 s to complete.
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = Some(http);
         self

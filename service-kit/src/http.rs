@@ -58,8 +58,7 @@ pub fn healthz() -> Response {
 /// `GET /metrics`: every metric of this process, in the Prometheus text format.
 #[handler]
 pub fn metrics() -> Response {
-    crate::telemetry::metrics_handle()
-        .render()
+    crate::telemetry::render_metrics()
         .with_content_type("text/plain; version=0.0.4")
         .into_response()
 }

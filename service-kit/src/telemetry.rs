@@ -1,6 +1,7 @@
 //! Logs and metrics, set up once per process.
 
 mod json;
+mod process;
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -179,6 +180,14 @@ pub fn metrics_handle() -> &'static PrometheusHandle {
     })
 }
 
+/// Everything `/metrics` shows: what the services recorded, then the process's own
+/// `process_*` metrics, read from the operating system now.
+pub fn render_metrics() -> String {
+    let mut text = metrics_handle().render();
+    process::render(&mut text);
+    text
+}
+
 /// What kind of metric a [`MetricHelp`] describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MetricKind {
@@ -236,13 +245,22 @@ pub const COMMON_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "build_info",
         kind: MetricKind::Gauge,
-        help: "Always 1; labels name the service and its version.",
+        help: "Always 1; labels name the service, its version and the git commit it was built from (`unknown` when that was not known).",
     },
 ];
 
+/// What a service binary was built from, for the `build_info` metric.
+#[derive(Debug, Clone, Copy)]
+pub struct BuildInfo {
+    /// The crate version.
+    pub version: &'static str,
+    /// The short git commit, or `unknown`.
+    pub commit: &'static str,
+}
+
 /// Gives the recorder each metric's help text and sets `build_info` for `service`. Call
 /// once at start, after [`metrics_handle`]; a metric is listed on `/metrics` once recorded.
-pub fn describe_metrics(service: &'static str, version: &'static str, own: &[MetricHelp]) {
+pub fn describe_metrics(service: &'static str, build: BuildInfo, own: &[MetricHelp]) {
     for m in COMMON_METRICS.iter().chain(own) {
         match m.kind {
             MetricKind::Counter => metrics::describe_counter!(m.name, m.help),
@@ -250,7 +268,13 @@ pub fn describe_metrics(service: &'static str, version: &'static str, own: &[Met
             MetricKind::Histogram => metrics::describe_histogram!(m.name, m.help),
         }
     }
-    metrics::gauge!("build_info", "service" => service, "version" => version).set(1.0);
+    metrics::gauge!(
+        "build_info",
+        "service" => service,
+        "version" => build.version,
+        "commit" => build.commit
+    )
+    .set(1.0);
 }
 
 /// Name of the request-id header, accepted from the caller or generated.

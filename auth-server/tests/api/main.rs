@@ -9,5 +9,6 @@ mod clients;
 mod keys;
 mod limits;
 mod logs;
+mod metrics;
 mod refusals;
 mod token;

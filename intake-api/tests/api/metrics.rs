@@ -62,13 +62,18 @@ async fn every_metric_has_help_and_lags_are_histograms() {
         ("http_request_duration_seconds", "histogram"),
         ("intake_cases_total", "counter"),
         ("build_info", "gauge"),
+        ("process_cpu_seconds_total", "counter"),
+        ("process_resident_memory_bytes", "gauge"),
+        ("process_open_fds", "gauge"),
+        ("process_start_time_seconds", "gauge"),
     ] {
         assert_eq!(kinds.get(name).map(String::as_str), Some(kind), "{name}");
     }
     assert!(
         text.lines().any(|l| l.starts_with("build_info{")
             && l.contains(r#"service="intake-api""#)
-            && l.contains(&format!(r#"version="{}""#, env!("CARGO_PKG_VERSION")))),
+            && l.contains(&format!(r#"version="{}""#, env!("CARGO_PKG_VERSION")))
+            && l.contains(&format!(r#"commit="{}""#, env!("BUILD_COMMIT")))),
         "{text}"
     );
     assert!(
