@@ -16,6 +16,10 @@ RUN for d in shared service-kit auth-server intake-api test-support; do mkdir -p
  && cargo build --release --locked -p auth-server -p intake-api \
  && rm -rf shared/src service-kit/src auth-server/src intake-api/src test-support/src src
 COPY . .
+# The commit the build_info metric names (the context has no .git):
+#   docker build --build-arg BUILD_COMMIT=$(git rev-parse --short HEAD) .
+# Declared here, after the dependency layer, so that a new commit rebuilds only our crates.
+ARG BUILD_COMMIT=unknown
 # Touch the sources so cargo rebuilds the workspace crates over the placeholder builds.
 RUN find shared service-kit auth-server intake-api src -name '*.rs' -exec touch {} + \
  && cargo build --release --locked -p auth-server -p intake-api \

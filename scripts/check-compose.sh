@@ -11,13 +11,15 @@ cp deploy/env.example "$tmp/.env"
 sed -i 's/^AUTH_KEY_ENCRYPTION_KEY=$/AUTH_KEY_ENCRYPTION_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=/' "$tmp/.env"
 : > "$tmp/Dockerfile"
 services=$(cd "$tmp" && docker-compose config --services | sort | tr '\n' ' ')
-expected="auth-server intake-api-1 intake-api-2 postgres proxy redis "
+expected="auth-server grafana intake-api-1 intake-api-2 postgres prometheus proxy redis "
 if [ "$services" != "$expected" ]; then
     echo "unexpected services: $services" >&2
     exit 1
 fi
 (cd "$tmp" && docker-compose config -q)
-# Only the TLS proxy publishes ports; everything else stays on the internal network.
+# Only the TLS proxy publishes ports, and Grafana's only on the loopback; everything else
+# stays on the internal network. Images pulled are pinned to a version. Prometheus scrapes
+# every service's admin port.
 python3 -c 'import yaml' 2>/dev/null || pip install -q pyyaml
 (cd "$tmp" && docker-compose config) | python3 -c '
 import sys, yaml
@@ -29,5 +31,24 @@ for name, s in services.items():
     nets = s.get("networks") or {}
     if name != "proxy" and "edge" in nets:
         sys.exit(f"{name} is on the edge network")
+    image = s.get("image", "")
+    if "build" not in s and (":" not in image or image.endswith(":latest")):
+        sys.exit(f"{name}: image {image!r} is not pinned to a version")
+def port(p):
+    if isinstance(p, dict):
+        return p.get("host_ip", ""), str(p.get("target"))
+    parts = str(p).split(":")
+    return (parts[0] if len(parts) == 3 else ""), parts[-1].split("/")[0]
+grafana = [ip for ip, target in map(port, services["proxy"]["ports"]) if target == "3443"]
+if grafana != ["127.0.0.1"]:
+    sys.exit(f"the proxy publishes Grafana on {grafana}, not on 127.0.0.1 alone")
+with open("deploy/prometheus/prometheus.yml") as f:
+    prometheus = yaml.safe_load(f)
+scraped = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+admin = {"auth-server": 9081, "intake-api": 9082}
+for name in services:
+    kind = "intake-api" if name.startswith("intake-api") else name
+    if kind in admin and f"{name}:{admin[kind]}" not in scraped:
+        sys.exit(f"{name}: its admin port {admin[kind]} is not in deploy/prometheus/prometheus.yml")
 '
 echo "docker-compose.yml is valid: $services"
