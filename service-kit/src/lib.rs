@@ -2,6 +2,7 @@
 //! migrations, the HTTP server and its operational endpoints, rate limits, logs and metrics,
 //! and a wrapper that keeps secrets out of them.
 
+pub mod cli;
 pub mod db;
 pub mod http;
 pub mod ratelimit;

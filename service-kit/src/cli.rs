@@ -1,0 +1,459 @@
+//! What both services' operator commands share: how they print (aligned columns for people,
+//! JSON for scripts), how a subcommand takes only the settings it uses, and their logs.
+
+use std::io::{IsTerminal, Write};
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use clap::{Arg, ArgMatches, Args, FromArgMatches, ValueEnum};
+use serde_json::Value;
+use tracing_subscriber::EnvFilter;
+
+/// How a command prints what it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Aligned columns, for people.
+    Table,
+    /// One JSON document, for scripts: its fields stay as they are from one version to the
+    /// next.
+    Json,
+}
+
+impl OutputFormat {
+    /// The format asked for, else a table when stdout is a terminal and JSON when it is a
+    /// pipe or a file, so scripts get JSON without asking.
+    pub fn or_default(asked: Option<Self>) -> Self {
+        asked.unwrap_or_else(|| {
+            if std::io::stdout().is_terminal() {
+                Self::Table
+            } else {
+                Self::Json
+            }
+        })
+    }
+}
+
+/// `-o`: taken by every command that prints.
+#[derive(Debug, Clone, Copy, Args)]
+pub struct OutputArg {
+    /// Output format [default: table on a terminal, json otherwise].
+    #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
+    pub output: Option<OutputFormat>,
+}
+
+/// The arguments `A` defines, for a subcommand that takes them besides its own fields:
+/// `#[command(args = args_of::<A>())]`. [`settings_of`] reads them back.
+pub fn args_of<A: Args>() -> Vec<Arg> {
+    A::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .cloned()
+        .collect()
+}
+
+/// `A` as given to the innermost subcommand of `matches`, parsed by `command`, when that
+/// subcommand takes `A` (see [`args_of`]); `None` when it does not.
+pub fn settings_of<A: Args + FromArgMatches>(
+    command: &clap::Command,
+    matches: &ArgMatches,
+) -> Option<A> {
+    let (mut command, mut matches) = (command, matches);
+    while let Some((name, sub)) = matches.subcommand() {
+        command = command.find_subcommand(name)?;
+        matches = sub;
+    }
+    // Asked from the definition: matches say which ids are undefined only in debug builds.
+    let takes_them = args_of::<A>().iter().all(|arg| {
+        command
+            .get_arguments()
+            .any(|defined| defined.get_id() == arg.get_id())
+    });
+    if !takes_them {
+        return None;
+    }
+    A::from_arg_matches(matches).ok()
+}
+
+/// `command` with each (sub)command's usage line in errors the same as in its help. Left
+/// to itself, clap's error for a missing argument lists in the usage line every option the
+/// environment gave a value, as if it were required.
+pub fn plain_usage(mut command: clap::Command) -> clap::Command {
+    command.build();
+    fix_usage(command)
+}
+
+fn fix_usage(mut command: clap::Command) -> clap::Command {
+    let usage = command.render_usage().to_string();
+    let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
+    command = command.override_usage(usage);
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, fix_usage);
+    }
+    command
+}
+
+/// Logs for an operator command: warnings and errors only (unless `RUST_LOG` says
+/// otherwise), on stderr, so that stdout holds nothing but what the command prints.
+pub fn init_logs() {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// Parses `--since`: an RFC 3339 time (`2026-11-26T00:00:00Z`), or a span back from now
+/// in seconds, minutes, hours or days (`90s`, `30m`, `24h`, `7d`).
+pub fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
+    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+        return Ok(at.with_timezone(&Utc));
+    }
+    let bad = || {
+        format!(
+            "{text:?} is neither an RFC 3339 time (2026-11-26T00:00:00Z) nor a span back from \
+             now such as 30m, 24h or 7d"
+        )
+    };
+    let split = text.char_indices().last().map_or(0, |(i, _)| i);
+    let (count, unit) = text.split_at(split);
+    let unit_secs = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let count: i64 = count.parse::<u32>().map_err(|_| bad())?.into();
+    chrono::Duration::try_seconds(count * unit_secs)
+        .and_then(|span| Utc::now().checked_sub_signed(span))
+        .ok_or_else(bad)
+}
+
+/// How a command's JSON reads as a table.
+#[derive(Debug, Clone, Copy)]
+pub enum View {
+    /// A list: one row per element, with these of its fields as columns; when it is empty,
+    /// `empty` is said on stderr instead.
+    List {
+        /// The fields shown, in order.
+        columns: &'static [&'static str],
+        /// What to say when there are none, e.g. "No clients."
+        empty: &'static str,
+    },
+    /// One record: a line per field, then a table for each list of records in it.
+    Record,
+}
+
+/// Prints `value` on stdout in `format` (see [`OutputFormat::or_default`]), with every
+/// time in it to the second. A closed pipe (`| head`) is not an error.
+pub fn print(value: &Value, format: Option<OutputFormat>, view: View) -> anyhow::Result<()> {
+    let mut value = value.clone();
+    times_to_seconds(&mut value);
+    let text = match OutputFormat::or_default(format) {
+        OutputFormat::Json => serde_json::to_string_pretty(&value)? + "\n",
+        OutputFormat::Table => {
+            if let (View::List { empty, .. }, Some([])) =
+                (view, value.as_array().map(Vec::as_slice))
+            {
+                eprintln!("{empty}");
+            }
+            render(&value, view)
+        }
+    };
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
+}
+
+/// Rewrites every RFC 3339 time in `value` to whole seconds, in UTC.
+pub fn times_to_seconds(value: &mut Value) {
+    match value {
+        Value::String(text) => {
+            if let Ok(at) = DateTime::parse_from_rfc3339(text) {
+                *text = at
+                    .with_timezone(&Utc)
+                    .to_rfc3339_opts(SecondsFormat::Secs, true);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(times_to_seconds),
+        Value::Object(fields) => fields.values_mut().for_each(times_to_seconds),
+        _ => {}
+    }
+}
+
+/// `value` as text: a table for a list, a line per field for a record.
+pub fn render(value: &Value, view: View) -> String {
+    match (view, value) {
+        (View::List { columns, .. }, Value::Array(rows)) => list(rows, columns, ""),
+        (_, Value::Object(fields)) => record(fields),
+        (_, other) => format!("{}\n", cell(other)),
+    }
+}
+
+fn list(rows: &[Value], columns: &[&str], indent: &str) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut table = Table::new(columns.iter().map(|c| heading(c)).collect());
+    for row in rows {
+        table.push(columns.iter().map(|c| cell(&row[*c])).collect());
+    }
+    table.render(indent)
+}
+
+fn record(fields: &serde_json::Map<String, Value>) -> String {
+    let nested = |v: &Value| {
+        v.as_array()
+            .is_some_and(|a| a.first().is_some_and(Value::is_object))
+    };
+    let mut table = Table::new(Vec::new());
+    for (name, value) in fields.iter().filter(|(_, v)| !nested(v)) {
+        table.push(vec![format!("{name}:"), cell(value)]);
+    }
+    let mut out = table.render("");
+    for (name, value) in fields.iter().filter(|(_, v)| nested(v)) {
+        let rows = value.as_array().map(Vec::as_slice).unwrap_or_default();
+        // Every field any of them has, in the order they first appear.
+        let mut columns: Vec<&str> = Vec::new();
+        for key in rows
+            .iter()
+            .filter_map(Value::as_object)
+            .flat_map(|o| o.keys())
+        {
+            if !columns.contains(&key.as_str()) {
+                columns.push(key);
+            }
+        }
+        out.push_str(&format!("\n{name}:\n"));
+        out.push_str(&list(rows, &columns, "  "));
+    }
+    out
+}
+
+/// `client_id` as a column heading: `CLIENT ID`.
+fn heading(field: &str) -> String {
+    field.replace('_', " ").to_uppercase()
+}
+
+/// One value as a table cell: nothing is `-`, a list of values is comma-separated, a list
+/// of records is counted.
+fn cell(value: &Value) -> String {
+    match value {
+        Value::Null => "-".to_owned(),
+        Value::String(s) if s.is_empty() => "-".to_owned(),
+        // A line break would split the row, an escape sequence reach the terminal.
+        Value::String(s) => s.replace(char::is_control, " "),
+        Value::Array(items) if items.is_empty() => "-".to_owned(),
+        Value::Array(items) if items.iter().any(Value::is_object) => items.len().to_string(),
+        Value::Array(items) => items.iter().map(cell).collect::<Vec<_>>().join(","),
+        other => other.to_string(),
+    }
+}
+
+/// Rows of cells written as aligned columns, two spaces apart.
+#[derive(Debug, Default)]
+pub struct Table {
+    heading: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with this heading row (none when empty).
+    pub fn new(heading: Vec<String>) -> Self {
+        Self {
+            heading,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row.
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// The table, each line starting with `indent` and ending without trailing spaces.
+    pub fn render(&self, indent: &str) -> String {
+        let lines: Vec<&Vec<String>> = std::iter::once(&self.heading)
+            .filter(|h| !h.is_empty())
+            .chain(&self.rows)
+            .collect();
+        let mut widths: Vec<usize> = Vec::new();
+        for line in &lines {
+            for (i, text) in line.iter().enumerate() {
+                let width = text.chars().count();
+                match widths.get_mut(i) {
+                    Some(w) => *w = (*w).max(width),
+                    None => widths.push(width),
+                }
+            }
+        }
+        let mut out = String::new();
+        for line in lines {
+            let mut text = indent.to_owned();
+            for (i, value) in line.iter().enumerate() {
+                text.push_str(value);
+                let pad = widths[i] - value.chars().count() + 2;
+                text.extend(std::iter::repeat_n(' ', pad));
+            }
+            out.push_str(text.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_list_is_aligned_columns_under_headings() {
+        let rows = json!([
+            {"client_id": "a1", "name": "Acme Mortgages", "scopes": ["x", "y"], "disabled_at": null},
+            {"client_id": "b22222", "name": "B\u{1b}[2Jé\n", "scopes": [], "disabled_at": "2026-11-26T10:00:00Z"},
+        ]);
+        let view = View::List {
+            columns: &["client_id", "name", "scopes", "disabled_at"],
+            empty: "No clients.",
+        };
+        assert_eq!(
+            render(&rows, view),
+            "CLIENT ID  NAME            SCOPES  DISABLED AT\n\
+             a1         Acme Mortgages  x,y     -\n\
+             b22222     B [2Jé          -       2026-11-26T10:00:00Z\n"
+        );
+    }
+
+    #[test]
+    fn a_record_is_a_line_per_field_then_a_table_per_list_of_records() {
+        let record = json!({
+            "reference": "1234",
+            "submissions": 2,
+            "events": [
+                {"kind": "created", "at": "2026-11-26T10:00:00Z", "client_id": "c1"},
+                {"kind": "activated", "at": "2026-11-26T10:15:00Z", "client_id": null},
+            ],
+            "product_uuid": null,
+        });
+        assert_eq!(
+            render(&record, View::Record),
+            "reference:     1234\n\
+             submissions:   2\n\
+             product_uuid:  -\n\
+             \n\
+             events:\n\
+             \x20 KIND       AT                    CLIENT ID\n\
+             \x20 created    2026-11-26T10:00:00Z  c1\n\
+             \x20 activated  2026-11-26T10:15:00Z  -\n"
+        );
+    }
+
+    #[test]
+    fn an_empty_list_renders_nothing() {
+        let view = View::List {
+            columns: &["a"],
+            empty: "None.",
+        };
+        assert_eq!(render(&json!([]), view), "");
+    }
+
+    #[test]
+    fn times_are_cut_to_the_second_in_utc_and_nothing_else_changes() {
+        let mut value = json!({
+            "at": "2026-11-27T05:35:55.017629334Z",
+            "nested": [{"until": "2026-11-27T07:35:55.9+02:00"}],
+            "reference": "20261127",
+            "name": "2026",
+        });
+        times_to_seconds(&mut value);
+        assert_eq!(
+            value,
+            json!({
+                "at": "2026-11-27T05:35:55Z",
+                "nested": [{"until": "2026-11-27T05:35:55Z"}],
+                "reference": "20261127",
+                "name": "2026",
+            })
+        );
+    }
+
+    #[test]
+    fn since_takes_a_time_or_a_span_back_from_now() {
+        assert_eq!(
+            parse_since("2026-11-26T00:00:00Z").unwrap(),
+            DateTime::parse_from_rfc3339("2026-11-26T00:00:00Z").unwrap()
+        );
+        let day_ago = parse_since("1d").unwrap();
+        let expected = Utc::now() - chrono::Duration::days(1);
+        assert!((day_ago - expected).num_seconds().abs() < 5);
+        assert_eq!(
+            (parse_since("90s").unwrap() - parse_since("1m").unwrap()).num_seconds(),
+            -30
+        );
+        for bad in ["", "d", "7", "7y", "-", "yesterday", "1é"] {
+            assert!(parse_since(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_missing_argument_shows_the_usage_line_of_the_help() {
+        // PATH is set: an option it is the environment variable of has a value from it.
+        let command = clap::Command::new("x").subcommand(
+            clap::Command::new("show")
+                .arg(Arg::new("from_env").long("from-env").env("PATH"))
+                .arg(Arg::new("id").required(true)),
+        );
+        let error = command
+            .clone()
+            .try_get_matches_from(["x", "show"])
+            .unwrap_err();
+        assert!(error.to_string().contains("--from-env"), "{error}");
+        let error = plain_usage(command)
+            .try_get_matches_from(["x", "show"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("Usage: x show [OPTIONS] <id>\n"), "{error}");
+    }
+
+    #[derive(Debug, clap::Parser)]
+    struct Line {
+        #[command(subcommand)]
+        command: Sub,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Sub {
+        #[command(args = args_of::<OutputArg>())]
+        Show {
+            id: String,
+        },
+        Plain,
+    }
+
+    #[test]
+    fn settings_are_read_from_the_subcommand_that_takes_them() {
+        use clap::CommandFactory;
+        let command = Line::command();
+        let matches = command
+            .clone()
+            .get_matches_from(["x", "show", "7", "-o", "json"]);
+        let line = Line::from_arg_matches(&matches).unwrap();
+        assert!(matches!(line.command, Sub::Show { ref id } if id == "7"));
+        let output = settings_of::<OutputArg>(&command, &matches).unwrap().output;
+        assert_eq!(output, Some(OutputFormat::Json));
+
+        let matches = command.clone().get_matches_from(["x", "plain"]);
+        assert!(settings_of::<OutputArg>(&command, &matches).is_none());
+        assert!(
+            Line::command()
+                .try_get_matches_from(["x", "plain", "-o", "json"])
+                .is_err()
+        );
+    }
+}
