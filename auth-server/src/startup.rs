@@ -146,17 +146,21 @@ impl Application {
             "auth-server",
             state.registry.db().clone(),
         ));
-        let api = api_service(state.clone());
-        let documents = ops::ApiDocuments::of(&api);
-        let app = ops::service_routes(api, documents, readyz, self.admin.is_none())
-            .data(state.clone())
-            // Browsers may call the token endpoint cross-origin (the intake-api's docs page
-            // does): no cookies are involved, so any origin is safe.
-            .with(Cors::new().allow_credentials(false))
-            .with(
-                RequestTelemetry::new("auth-server", ROUTES)
-                    .trusting(state.config.trusted_proxies.clone()),
-            );
+        let documents = crate::routes::documents(state.clone());
+        let app = ops::service_routes(
+            api_service(state.clone()),
+            documents,
+            readyz,
+            self.admin.is_none(),
+        )
+        .data(state.clone())
+        // Browsers may call the token endpoint cross-origin (the intake-api's docs page
+        // does): no cookies are involved, so any origin is safe.
+        .with(Cors::new().allow_credentials(false))
+        .with(
+            RequestTelemetry::new("auth-server", ROUTES)
+                .trusting(state.config.trusted_proxies.clone()),
+        );
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
         let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));
         let result = ops::serve(self.listener, app, shutdown).await;

@@ -105,7 +105,9 @@ enum ErrorResponse {
     /// `Idempotency-Key` header is empty or longer than 255 characters.
     #[oai(status = 400)]
     BadRequest(Json<BadRequestBody>),
-    /// No valid bearer token: `{"message":"Unauthenticated."}`. Get a new token and retry once.
+    /// No valid bearer token: `{"message":"Unauthenticated."}`; `WWW-Authenticate` says why in
+    /// `error_description` (expired, not valid yet, another issuer or audience, an unknown key,
+    /// malformed). Get a new token and retry once.
     #[oai(status = 401)]
     Unauthorized(
         Json<Unauthenticated>,
@@ -123,16 +125,19 @@ enum ErrorResponse {
     #[oai(status = 404)]
     NotFound(Json<CaseNotFound>),
     /// Another request with this `Idempotency-Key` is still being processed:
-    /// `{"message":"A request with this Idempotency-Key is still being processed."}`. Retry
-    /// after `Retry-After` seconds to get its answer.
+    /// `{"message":"A request with this Idempotency-Key is still being processed."}`; retry
+    /// after `Retry-After` seconds to get its answer. Or the key was used before with a
+    /// different request: `{"message":"Idempotency-Key reused with a different request."}`
+    /// (no `Retry-After`: use a new key for a new request).
     #[oai(status = 409)]
-    Conflict(Json<RequestInFlight>, #[oai(header = "Retry-After")] u32),
+    Conflict(
+        Json<RequestInFlight>,
+        #[oai(header = "Retry-After")] Option<u32>,
+    ),
     /// The body is larger than 64 KiB.
     #[oai(status = 413)]
     PayloadTooLarge(Json<TooLarge>),
-    /// The body breaks the rules; every problem is listed by field path. Or the
-    /// `Idempotency-Key` was used before with a different request:
-    /// `{"message":"Idempotency-Key reused with a different request."}`.
+    /// The body breaks the rules; every problem is listed by field path.
     #[oai(status = 422)]
     Invalid(Json<ValidationErrorBody>),
     /// Too many requests from this partner: `{"message":"Too Many Attempts."}`. Wait
@@ -160,9 +165,9 @@ impl IntakeError {
             Self::Unauthenticated(_) => 401,
             Self::Forbidden(_) => 403,
             Self::CaseNotFound => 404,
-            Self::KeyInFlight => 409,
+            Self::KeyInFlight | Self::KeyReused => 409,
             Self::PayloadTooLarge => 413,
-            Self::Invalid(_) | Self::KeyReused => 422,
+            Self::Invalid(_) => 422,
             Self::TooManyRequests { .. } => 429,
             Self::RedirectFailed(_) | Self::Internal(_) => 500,
             Self::Unavailable(_) => 503,
@@ -178,20 +183,29 @@ impl IntakeError {
             Self::BadIdempotencyKey => ErrorResponse::BadRequest(Json(BadRequestBody {
                 message: "The Idempotency-Key header must be 1 to 255 characters.".into(),
             })),
-            Self::KeyInFlight => {
-                ErrorResponse::Conflict(Json(RequestInFlight::default()), KEY_IN_FLIGHT_RETRY_SECS)
-            }
-            Self::KeyReused => ErrorResponse::Invalid(Json(ValidationErrorBody {
-                message: "Idempotency-Key reused with a different request.".into(),
-                errors: Default::default(),
-            })),
+            Self::KeyInFlight => ErrorResponse::Conflict(
+                Json(RequestInFlight::default()),
+                Some(KEY_IN_FLIGHT_RETRY_SECS),
+            ),
+            // 409, not the draft's 422: the request itself is valid, the key's history is
+            // what conflicts with it.
+            Self::KeyReused => ErrorResponse::Conflict(
+                Json(RequestInFlight {
+                    message: "Idempotency-Key reused with a different request.".into(),
+                }),
+                None,
+            ),
             Self::Unauthenticated(reason) => {
                 // RFC 6750 3.1: no error code when the request carried no token at all.
                 let challenge = match reason {
-                    AuthError::Missing => "Bearer",
-                    _ => r#"Bearer error="invalid_token""#,
+                    AuthError::Missing => "Bearer".to_owned(),
+                    AuthError::Invalid(why) => format!(
+                        r#"Bearer error="invalid_token", error_description="{}""#,
+                        token_problem(why)
+                    ),
+                    AuthError::InsufficientScope(_) => r#"Bearer error="invalid_token""#.into(),
                 };
-                ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge.into())
+                ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge)
             }
             Self::Forbidden(scope) => ErrorResponse::Forbidden(
                 Json(InvalidScope::default()),
@@ -218,6 +232,24 @@ impl IntakeError {
                 ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
             }
         }
+    }
+}
+
+/// What is wrong with a refused token, for `error_description`: enough for the partner to
+/// act on (renew, fix the configuration), nothing about our keys or clients beyond that.
+fn token_problem(reason: &str) -> &'static str {
+    match reason {
+        "expired" => "The access token expired",
+        "not_yet_valid" => "The access token is not valid yet",
+        "issuer" => "The access token is from another issuer",
+        "audience" => "The access token is for another audience",
+        "kid_unknown" => "The access token is signed with an unknown key",
+        "kid_missing" => "The access token names no signing key",
+        "signature" => "The access token signature does not verify",
+        "claims" => "The access token lacks a required claim",
+        "client_disabled" => "The client is disabled",
+        "algorithm" | "typ" | "crit" => "The access token header is not acceptable",
+        _ => "The access token is malformed",
     }
 }
 
@@ -330,7 +362,18 @@ mod tests {
             (
                 AuthError::Invalid("expired").into(),
                 401,
-                Some(r#"Bearer error="invalid_token""#),
+                Some(
+                    r#"Bearer error="invalid_token", error_description="The access token expired""#,
+                ),
+                None,
+                message("Unauthenticated."),
+            ),
+            (
+                AuthError::Invalid("kid_unknown").into(),
+                401,
+                Some(
+                    r#"Bearer error="invalid_token", error_description="The access token is signed with an unknown key""#,
+                ),
                 None,
                 message("Unauthenticated."),
             ),
@@ -371,7 +414,7 @@ mod tests {
             ),
             (
                 IntakeError::KeyReused,
-                422,
+                409,
                 None,
                 None,
                 message("Idempotency-Key reused with a different request."),

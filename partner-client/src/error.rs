@@ -51,14 +51,20 @@ pub enum Error {
         /// How long to wait before retrying.
         retry_after: Option<Duration>,
     },
+    /// 409 without `Retry-After`: the `Idempotency-Key` was used before with a different
+    /// request; a new request needs a new key.
+    #[error("Idempotency-Key reused with a different request (409): {message}")]
+    KeyReused {
+        /// The service's message.
+        message: String,
+    },
     /// 413: the body is over the service's size limit.
     #[error("request too large (413): {message}")]
     TooLarge {
         /// The service's message.
         message: String,
     },
-    /// 422: the body breaks the rules (every problem by field path), or the
-    /// `Idempotency-Key` was used with a different request.
+    /// 422: the body breaks the rules (every problem by field path).
     #[error("invalid request (422): {}", .0.message)]
     Invalid(ValidationErrorBody),
     /// 429: over this partner's rate limit.
@@ -142,6 +148,8 @@ impl Error {
             401 => Self::Unauthenticated { message, challenge },
             403 => Self::Forbidden { message, challenge },
             404 => Self::CaseNotFound { message },
+            // Only a request still in flight is worth retrying, and only it says when.
+            409 if retry_after.is_none() => Self::KeyReused { message },
             409 => Self::InFlight {
                 message,
                 retry_after,
@@ -274,12 +282,6 @@ mod tests {
                 r#"{"message":"The given data was invalid.","errors":{"email":["bad"]}}"#,
                 |e| matches!(e, Error::Invalid(v) if v.errors["email"] == ["bad"]),
             ),
-            (
-                "a key reused has no field errors",
-                422,
-                r#"{"message":"Idempotency-Key reused with a different request."}"#,
-                |e| matches!(e, Error::Invalid(v) if v.errors.is_empty()),
-            ),
             ("rate limited keeps retry-after", 429, m, |e| {
                 e.retry_after() == Some(Duration::from_secs(7))
                     && matches!(e, Error::RateLimited { .. })
@@ -314,6 +316,13 @@ mod tests {
             let e = answer(*status, body);
             assert!(expected(&e), "{name}: got {e:?}");
         }
+        // A reused key is the 409 that says nothing about when to retry.
+        let reused = br#"{"message":"Idempotency-Key reused with a different request."}"#;
+        let e = Error::from_answer(409, reused, None, None);
+        assert!(
+            matches!(&e, Error::KeyReused { .. }) && e.retry_after().is_none(),
+            "a reused key: got {e:?}"
+        );
     }
 
     #[test]

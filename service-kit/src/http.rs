@@ -15,7 +15,6 @@ use poem::http::StatusCode;
 use poem::http::uri::Scheme;
 use poem::web::{Html, LocalAddr, RemoteAddr};
 use poem::{Endpoint, EndpointExt, IntoEndpoint, IntoResponse, Response, Route, get, handler};
-use poem_openapi::{OpenApi, OpenApiService};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
@@ -88,7 +87,8 @@ pub async fn bind(addr: &str) -> anyhow::Result<(TcpListener, u16)> {
     Ok((listener, port))
 }
 
-/// A service's OpenAPI document and its interactive docs page, made once at start-up.
+/// A service's OpenAPI document and its interactive docs page, made once at start-up
+/// ([`crate::openapi::documents`]).
 pub struct ApiDocuments {
     /// The document, as JSON.
     pub json: String,
@@ -96,34 +96,25 @@ pub struct ApiDocuments {
     pub html: String,
 }
 
-impl ApiDocuments {
-    /// The documents of `api`.
-    pub fn of<T: OpenApi>(api: &OpenApiService<T, ()>) -> Self {
-        Self {
-            json: api.spec(),
-            html: api.swagger_ui_html(),
-        }
-    }
-
-    /// Both documents with every `placeholder` replaced by `value`, which must not need
-    /// escaping in JSON (a URL).
-    pub fn replace(self, placeholder: &str, value: &str) -> Self {
-        Self {
-            json: self.json.replace(placeholder, value),
-            html: self.html.replace(placeholder, value),
-        }
-    }
-}
-
 /// A service's routes: its API, `/openapi.json`, `/docs`, `/healthz`, `/readyz`, and
-/// `/metrics` unless it is served on an admin listener of its own ([`admin_routes`]).
-pub fn service_routes<A, R>(api: A, documents: ApiDocuments, readyz: R, with_metrics: bool) -> Route
+/// `/metrics` unless it is served on an admin listener of its own ([`admin_routes`]); a 405
+/// names the methods the path has in `Allow`.
+pub fn service_routes<A, R>(
+    api: A,
+    documents: ApiDocuments,
+    readyz: R,
+    with_metrics: bool,
+) -> impl Endpoint + 'static
 where
     A: IntoEndpoint,
     A::Endpoint: 'static,
     R: Endpoint + 'static,
 {
     let ApiDocuments { json, html } = documents;
+    let allow = crate::openapi::AllowHeader::new(
+        &serde_json::from_str(&json).unwrap_or_default(),
+        &["/openapi.json", "/docs", "/healthz", "/readyz", "/metrics"],
+    );
     let spec = make_sync(move |_| {
         Response::builder()
             .content_type("application/json")
@@ -136,11 +127,12 @@ where
         .nest("/docs", Route::new().at("/", get(docs)))
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz));
-    if with_metrics {
+    let routes = if with_metrics {
         routes.at("/metrics", get(metrics))
     } else {
         routes
-    }
+    };
+    routes.with(allow)
 }
 
 /// The admin listener's routes: `/metrics`, `/healthz` and `/readyz`, for the monitoring

@@ -5,6 +5,7 @@
 pub mod cli;
 pub mod db;
 pub mod http;
+pub mod openapi;
 pub mod ratelimit;
 pub mod secret;
 pub mod source;

@@ -6,6 +6,10 @@ pub mod token;
 use std::sync::Arc;
 
 use poem_openapi::OpenApiService;
+use serde_json::{Value, json};
+use service_kit::http::ApiDocuments;
+use service_kit::openapi::{self, property_mut, schema_mut};
+use shared::claims::scopes;
 
 use crate::state::AppState;
 use discovery::DiscoveryApi;
@@ -26,4 +30,56 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryA
     )
     .description("OAuth 2.0 client-credentials authorization server: RS256 JWT access tokens and the keys to verify them.")
     .server(issuer)
+}
+
+/// The OpenAPI document and docs page, with what the derive cannot say about a token request.
+pub fn documents(state: Arc<AppState>) -> ApiDocuments {
+    openapi::documents(&api_service(state), refine)
+}
+
+/// The token request as exactly as the endpoint reads it: only `client_credentials`, only
+/// known scopes, and examples that work.
+fn refine(doc: &mut Value) {
+    let known = scopes::ALL.join("|");
+    if let Some(request) = schema_mut(doc, "TokenRequest") {
+        request.insert(
+            "required".into(),
+            json!(["grant_type", "client_id", "scope"]),
+        );
+        if let Some(grant) = property_mut(request, "grant_type") {
+            grant.insert("enum".into(), json!(["client_credentials"]));
+        }
+        for field in ["client_id", "client_secret"] {
+            if let Some(credential) = property_mut(request, field) {
+                credential.insert("minLength".into(), json!(1));
+            }
+        }
+        if let Some(id) = property_mut(request, "client_id") {
+            id.insert(
+                "description".into(),
+                json!(
+                    "The client identifier; with client_secret_basic, the same as in the header."
+                ),
+            );
+        }
+        if let Some(scope) = property_mut(request, "scope") {
+            scope.insert("pattern".into(), json!(format!("^({known})( ({known}))*$")));
+            scope.insert("example".into(), json!(scopes::CASE_INTAKE_CREATE));
+        }
+    }
+    if let Some(token) = openapi::operation_mut(doc, "/oauth/token", "post") {
+        openapi::request_examples(
+            token,
+            &[(
+                "client_secret_post",
+                "Credentials in the body",
+                json!({
+                    "grant_type": "client_credentials",
+                    "client_id": "9d6c1f0e-3b2a-4c5d-8e7f-0a1b2c3d4e5f",
+                    "client_secret": "your-client-secret",
+                    "scope": scopes::CASE_INTAKE_CREATE,
+                }),
+            )],
+        );
+    }
 }

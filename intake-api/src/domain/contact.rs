@@ -64,6 +64,10 @@ impl fmt::Display for Email {
     }
 }
 
+/// Longest mobile number accepted as sent, separators included: room for any formatting of
+/// 15 digits, not for padding.
+pub const MAX_MOBILE_CHARS: usize = 32;
+
 /// A mobile number reduced to an optional leading `+` and its digits, so formatting never matters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]
@@ -77,6 +81,9 @@ pub struct InvalidMobileNumber;
 impl MobileNumber {
     /// The only constructor: 7 to 15 digits (E.164 allows 15) once separators are removed.
     pub fn parse(raw: &str) -> Result<Self, InvalidMobileNumber> {
+        if raw.chars().count() > MAX_MOBILE_CHARS {
+            return Err(InvalidMobileNumber);
+        }
         let compact: String = raw
             .chars()
             .filter(|c| !matches!(c, ' ' | '-' | '(' | ')'))

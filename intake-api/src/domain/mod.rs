@@ -11,8 +11,8 @@ pub use choices::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
     RemortgageReason, Stage, wire_names,
 };
-pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MobileNumber};
+pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
 pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 pub use errors::ValidationErrors;
-pub use parse::{parse_attach, parse_enquiry, parse_redeem};
+pub use parse::{OLDEST_BIRTH_YEAR, parse_attach, parse_enquiry, parse_redeem};
 pub use redirect::RedirectToken;

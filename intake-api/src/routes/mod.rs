@@ -2,6 +2,7 @@
 //! types, who may call them and how often.
 
 pub mod body;
+pub mod contract;
 pub mod idempotency;
 pub mod intake;
 pub mod partner;
@@ -17,7 +18,7 @@ use service_kit::http::ApiDocuments;
 
 use crate::state::AppState;
 use intake::IntakeApi;
-use partner::{Authenticate, TOKEN_URL_PLACEHOLDER};
+use partner::Authenticate;
 use portal::PortalApi;
 use rate_limit::PartnerRateLimit;
 
@@ -39,7 +40,10 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(IntakeApi, PortalApi
 /// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.
 pub fn documents(state: &Arc<AppState>) -> ApiDocuments {
     let token_url = format!("{}/oauth/token", state.config.issuer());
-    ApiDocuments::of(&api_service(state.clone())).replace(TOKEN_URL_PLACEHOLDER, &token_url)
+    let brands = state.brand_ids();
+    service_kit::openapi::documents(&api_service(state.clone()), |doc| {
+        contract::refine(doc, &brands, &token_url)
+    })
 }
 
 /// The operations, with authentication and the partners' rate limits in front of them.

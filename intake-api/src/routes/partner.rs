@@ -20,7 +20,7 @@ use crate::state::AppState;
 pub const SECURITY_SCHEME: &str = "partnerOAuth";
 
 /// The token URL as registered in the document; each service puts its own issuer's URL in
-/// its place when it builds its documents ([`super::documents`]).
+/// its place when it builds its documents ([`super::contract::refine`]).
 pub const TOKEN_URL_PLACEHOLDER: &str = "https://token-url.invalid/oauth/token";
 
 /// The outcome of checking a request's bearer token, left in the request for what runs after.

@@ -18,6 +18,7 @@ use serde_json::Value;
 use shared::message_body;
 use uuid::Uuid;
 
+use crate::domain::contact::MAX_EMAIL;
 use crate::domain::{
     ApplicationType, CreditIssue, Email, EmploymentStatus, MortgagePurpose, MortgageScheme,
     PurchaseType, RemortgageReason, Stage, ValidationErrors,
@@ -38,11 +39,10 @@ pub struct EnquiryRequest {
     /// Applicant e-mail address (at most 254 characters); compared trimmed and case-insensitively.
     pub email: Email,
     /// Applicant mobile phone number: an optional leading `+` and 7 to 15 digits; spaces,
-    /// hyphens and brackets are ignored.
+    /// hyphens and brackets are ignored. At most 32 characters.
     #[oai(validator(pattern = r"^[ ()-]*\+?(?:[ ()-]*[0-9]){7,15}[ ()-]*$"))]
     pub mobile_number: String,
     /// Applicant date of birth, `YYYY-MM-DD`, before today.
-    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
     pub date_of_birth: String,
     /// Applicant accepts the terms of submission; must be `true`.
     pub terms_agreement: bool,
@@ -126,10 +126,8 @@ pub struct AddressRequest {
     #[oai(validator(min_length = 1, max_length = 16))]
     pub postcode: String,
     /// Date the applicant moved in, `YYYY-MM-DD`.
-    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
     pub date_moved_in: Option<String>,
     /// Date the applicant moved out, `YYYY-MM-DD`, not before `date_moved_in`.
-    #[oai(validator(pattern = r"^\d{4}-\d{2}-\d{2}$"))]
     pub date_moved_out: Option<String>,
 }
 
@@ -154,7 +152,10 @@ impl Type for Email {
     }
 
     fn schema_ref() -> MetaSchemaRef {
-        MetaSchemaRef::Inline(Box::new(MetaSchema::new_with_format("string", "email")))
+        MetaSchemaRef::Inline(Box::new(MetaSchema {
+            max_length: Some(MAX_EMAIL),
+            ..MetaSchema::new_with_format("string", "email")
+        }))
     }
 
     fn as_raw_value(&self) -> Option<&Self::RawValueType> {
@@ -332,7 +333,7 @@ impl Example for ValidationErrorBody {
         errors.add("email", "The email field must be a valid email address.");
         errors.add(
             "credit_issues.0",
-            "The selected credit issues.0 is invalid.",
+            "The selected credit_issues.0 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy.",
         );
         errors.add(
             "addresses.1.postcode",

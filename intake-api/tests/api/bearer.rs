@@ -19,7 +19,7 @@ enum Expect {
     Accepted,
     /// 401 with `WWW-Authenticate: Bearer`: no bearer token was sent.
     NoToken,
-    /// 401 with `WWW-Authenticate: Bearer error="invalid_token"`.
+    /// 401 with `WWW-Authenticate: Bearer error="invalid_token", error_description="..."`.
     InvalidToken,
     /// 403: the token lacks the intake scope.
     Forbidden,
@@ -152,6 +152,10 @@ async fn every_bearer_failure_gets_its_exact_status_body_and_challenge(backend: 
             };
             let challenge_ok = match expect {
                 Expect::Accepted => true,
+                // Each refusal says why in its own words (`error_description`).
+                Expect::InvalidToken => reply.challenge.as_deref().is_some_and(|c| {
+                    c.starts_with(r#"Bearer error="invalid_token", error_description=""#)
+                }),
                 _ => reply.challenge.as_deref() == challenge,
             };
             if reply.status != status || !body_ok || !challenge_ok {

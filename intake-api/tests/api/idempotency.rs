@@ -130,13 +130,13 @@ async fn a_key_reused_with_another_request_or_malformed_is_refused(backend: Back
     let other_body = keyed(&app, ENQUIRY, &key, &changed).await;
     assert_eq!(
         (other_body.reply.status, other_body.reply.body),
-        (422, reused.clone())
+        (409, reused.clone())
     );
     let attach = json!({"email": email, "product_uuid": PRODUCT});
     let other_operation = keyed(&app, ATTACH, &key, &attach).await;
     assert_eq!(
         (other_operation.reply.status, other_operation.reply.body),
-        (422, reused)
+        (409, reused)
     );
 
     let bad = message("The Idempotency-Key header must be 1 to 255 characters.");

@@ -136,7 +136,9 @@ async fn unknown_kid_storm(app: &TestApp) {
         assert_eq!(reply.body, message("Unauthenticated."));
         assert_eq!(
             reply.challenge.as_deref(),
-            Some(r#"Bearer error="invalid_token""#)
+            Some(
+                r#"Bearer error="invalid_token", error_description="The access token is signed with an unknown key""#
+            )
         );
     }
 }

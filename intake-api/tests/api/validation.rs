@@ -49,7 +49,7 @@ fn rules() -> Vec<Rule> {
         rule("email_is_required", without(p(json!({})), "email"),
             "email", "The email field is required."),
         rule("stage_outside_the_list_is_rejected", p(json!({"stage": "browsing"})),
-            "stage", "The selected stage is invalid."),
+            "stage", "The selected stage is invalid; allowed values: viewing_properties, researching, ready_to_make_an_offer, offer_accepted."),
         rule("email_without_at_sign_is_rejected", p(json!({"email": "jane.example.com"})),
             "email", "The email field must be a valid email address."),
         rule("terms_agreement_false_is_not_accepted", p(json!({"terms_agreement": false})),
@@ -57,16 +57,16 @@ fn rules() -> Vec<Rule> {
         rule("remortgage_reason_required_for_a_remortgage", without(r(json!({})), "remortgage_reason"),
             "remortgage_reason", "The remortgage reason field is required when mortgage purpose is remortgage."),
         rule("addresses_empty_is_rejected", p(json!({"addresses": []})),
-            "addresses", "The addresses field must have at least 1 items."),
+            "addresses", "The addresses field must have at least 1 item."),
         rule("credit_issue_outside_the_list_is_reported_at_its_index", p(json!({"credit_issues": ["ccj", "parking_fine"]})),
-            "credit_issues.1", "The selected credit issues.1 is invalid."),
+            "credit_issues.1", "The selected credit_issues.1 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy."),
         rule("second_address_without_postcode_is_reported_at_its_index", p(json!({"addresses": [address(), {"line_1": "2 Low Road"}]})),
             "addresses.1.postcode", "The addresses.1.postcode field is required."),
         rule("address_moved_out_before_moved_in_is_rejected", a(json!({"date_moved_out": "2014-12-31"})),
-            "addresses.0.date_moved_out", "The addresses.0.date moved out field must be a date after or equal to addresses.0.date moved in."),
+            "addresses.0.date_moved_out", "The addresses.0.date_moved_out field must be a date after or equal to addresses.0.date_moved_in."),
         // Rules that depend on the running service: its configured brands and today's date.
         rule("brand_not_configured_is_rejected", p(json!({"brand": "brand_c"})),
-            "brand", "The selected brand is invalid."),
+            "brand", "The selected brand is invalid; allowed values: brand_a, brand_b."),
         rule("date_of_birth_tomorrow_is_rejected", p(json!({"date_of_birth": tomorrow})),
             "date_of_birth", "The date of birth field must be a date before today."),
         // Rules the unit rule table does not list, so they are checked here: wrong types,
@@ -88,7 +88,7 @@ fn rules() -> Vec<Rule> {
         rule("release_borrowing_amount_negative_is_rejected", r(json!({"remortgage_reason": "release_money", "release_borrowing_amount": -5})),
             "release_borrowing_amount", "The release borrowing amount field must be at least 0."),
         rule("address_date_moved_out_not_on_the_calendar_is_rejected", a(json!({"date_moved_out": "2020-04-31"})),
-            "addresses.0.date_moved_out", "The addresses.0.date moved out field must be a valid date in the format YYYY-MM-DD."),
+            "addresses.0.date_moved_out", "The addresses.0.date_moved_out field must be a valid date in the format YYYY-MM-DD."),
     ]
 }
 
@@ -128,11 +128,11 @@ async fn several_errors_are_all_reported_at_once(backend: Backend) {
     assert_eq!(
         reply.body,
         invalid(json!({
-            "addresses.1.date_moved_in": ["The addresses.1.date moved in field must be a valid date in the format YYYY-MM-DD."],
-            "addresses.1.line_1": ["The addresses.1.line 1 field is required."],
+            "addresses.1.date_moved_in": ["The addresses.1.date_moved_in field must be a valid date in the format YYYY-MM-DD."],
+            "addresses.1.line_1": ["The addresses.1.line_1 field is required."],
             "addresses.1.postcode": ["The addresses.1.postcode field is required."],
-            "credit_issues.1": ["The selected credit issues.1 is invalid."],
-            "credit_issues.3": ["The selected credit issues.3 is invalid."],
+            "credit_issues.1": ["The selected credit_issues.1 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy."],
+            "credit_issues.3": ["The selected credit_issues.3 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy."],
             "deposit_amount": ["The deposit amount field must be at least 0."],
             "email": ["The email field must be a valid email address."],
             "first_name": ["The first name field is required."],
@@ -167,15 +167,18 @@ async fn a_json_body_that_is_not_an_object_reports_every_required_field(backend:
 
 async fn conditional_fields_whose_condition_does_not_hold_are_accepted(backend: Backend) {
     let app = TestApp::spawn(backend).await;
+    // The other purpose's fields are ignored whatever they hold; the purpose's own
+    // conditional fields must be valid when sent, and are dropped when their condition
+    // does not hold.
     let body = r(json!({
         "remortgage_reason": "get_better_rate",
-        "additional_borrowing_amount": "lots",
-        "release_borrowing_amount": -1,
+        "additional_borrowing_amount": 1000,
+        "release_borrowing_amount": 2000,
         "purchase_type": "castle",
         "mortgage_scheme": 3,
         "new_property_value": -1,
         "deposit_amount": "none",
-        "credit_issues": ["not_a_credit_issue"]
+        "credit_issues": ["ccj"]
     }));
     let reply = app.enquiry(&body).await;
     assert_eq!(reply.status, 201, "{:?}", reply.body);

@@ -8,6 +8,9 @@ use serde::de::{DeserializeOwned, IntoDeserializer};
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use poem_openapi::types::Type;
+
+use crate::domain::choices::wire_names;
 use crate::domain::contact::Email;
 use crate::domain::errors::ValidationErrors;
 
@@ -44,8 +47,14 @@ impl<'v> Fields<'v, '_> {
         }
     }
 
-    /// The field's value; null and blank strings count as not sent, as partners' forms send them
-    /// for fields left empty.
+    /// The field's value; null counts as not sent.
+    fn value(&self, key: &str) -> Option<&'v Value> {
+        self.obj?.get(key).filter(|v| !v.is_null())
+    }
+
+    /// The field's value for text and required fields: null and blank strings count as not
+    /// sent, as partners' forms send them for fields left empty. A blank string where a
+    /// date, number, UUID or choice belongs is reported as such (the document types it).
     fn get(&self, key: &str) -> Option<&'v Value> {
         let blank = |v: &Value| match v {
             Value::Null => true,
@@ -53,6 +62,11 @@ impl<'v> Fields<'v, '_> {
             _ => false,
         };
         self.obj?.get(key).filter(|v| !blank(v))
+    }
+
+    /// Whether the field was sent (null is not).
+    pub(super) fn sent(&self, key: &str) -> bool {
+        self.value(key).is_some()
     }
 
     /// Parses a value that was sent, recording the parser's message at the field's path.
@@ -77,8 +91,14 @@ impl<'v> Fields<'v, '_> {
         key: &str,
         parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
     ) -> Option<T> {
-        let value = self.get(key)?;
+        let value = self.value(key)?;
         self.check(key, value, parse)
+    }
+
+    /// An optional text field: blank counts as not sent.
+    pub(super) fn optional_text(&mut self, key: &str) -> Option<String> {
+        let value = self.get(key)?;
+        self.check(key, value, text)
     }
 
     pub(super) fn required<T>(
@@ -136,8 +156,10 @@ impl<'v> Fields<'v, '_> {
     }
 }
 
-/// Laravel's display name for a field's path: underscores become spaces. Written only into
-/// a message: most fields are valid, and a name built for each would be allocations wasted.
+/// A field's name in a message: a field of the body as Laravel writes it (underscores become
+/// spaces: "first name"), a nested one by its whole path as the `errors` object keys it
+/// (`addresses.1.date_moved_out`), so it is never half of each. Written only into a message:
+/// most fields are valid, and a name built for each would be allocations wasted.
 #[derive(Clone, Copy)]
 pub(super) struct Attr<'a> {
     prefix: &'a str,
@@ -153,13 +175,14 @@ impl<'a> Attr<'a> {
 
 impl fmt::Display for Attr<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for part in [self.prefix, self.key] {
-            for (i, piece) in part.split('_').enumerate() {
-                if i > 0 {
-                    f.write_char(' ')?;
-                }
-                f.write_str(piece)?;
+        if !self.prefix.is_empty() || self.key.contains('.') {
+            return write!(f, "{}{}", self.prefix, self.key);
+        }
+        for (i, piece) in self.key.split('_').enumerate() {
+            if i > 0 {
+                f.write_char(' ')?;
             }
+            f.write_str(piece)?;
         }
         Ok(())
     }
@@ -200,12 +223,14 @@ pub(super) fn string<'v>(value: &'v Value, attr: Attr<'_>) -> Result<&'v str, St
         .ok_or_else(|| format!("The {attr} field must be a string."))
 }
 
+pub(super) fn too_long(attr: Attr<'_>, max: usize) -> String {
+    format!("The {attr} field must not be greater than {max} characters.")
+}
+
 pub(super) fn bounded_text(value: &Value, attr: Attr<'_>, max: usize) -> Result<String, String> {
     let text = string(value, attr)?;
     if text.chars().count() > max {
-        return Err(format!(
-            "The {attr} field must not be greater than {max} characters."
-        ));
+        return Err(too_long(attr, max));
     }
     Ok(text.to_owned())
 }
@@ -246,15 +271,27 @@ pub(super) fn amount(value: &Value, attr: Attr<'_>) -> Result<f64, String> {
     Ok(amount)
 }
 
-pub(super) fn invalid_choice(attr: Attr<'_>) -> String {
-    format!("The selected {attr} is invalid.")
+/// The message for a value not in `allowed`, which it lists so the partner can pick one.
+pub(super) fn invalid_choice<S: AsRef<str>>(attr: Attr<'_>, allowed: &[S]) -> String {
+    let mut message = format!("The selected {attr} is invalid; allowed values: ");
+    for (i, name) in allowed.iter().enumerate() {
+        if i > 0 {
+            message.push_str(", ");
+        }
+        message.push_str(name.as_ref());
+    }
+    message.push('.');
+    message
 }
 
 /// One of an enum's wire names; the serde names are the single source of them.
-pub(super) fn choice<T: DeserializeOwned>(value: &Value, attr: Attr<'_>) -> Result<T, String> {
+pub(super) fn choice<T: DeserializeOwned + Type>(
+    value: &Value,
+    attr: Attr<'_>,
+) -> Result<T, String> {
     let raw: StrDeserializer<'_, serde::de::value::Error> =
         string(value, attr)?.into_deserializer();
-    T::deserialize(raw).map_err(|_| invalid_choice(attr))
+    T::deserialize(raw).map_err(|_| invalid_choice(attr, &wire_names::<T>()))
 }
 
 /// Strictly `YYYY-MM-DD`: chrono alone would also take unpadded or signed years.
@@ -283,7 +320,8 @@ pub(super) fn array<'v>(
         .as_array()
         .ok_or_else(|| format!("The {attr} field must be an array."))?;
     if items.len() < min {
-        return Err(format!("The {attr} field must have at least {min} items."));
+        let noun = if min == 1 { "item" } else { "items" };
+        return Err(format!("The {attr} field must have at least {min} {noun}."));
     }
     if items.len() > MAX_ITEMS {
         return Err(format!(

@@ -7,20 +7,23 @@ mod fields;
 #[cfg(test)]
 mod tests;
 
-use chrono::NaiveDate;
+use chrono::{Datelike, NaiveDate};
 use serde_json::Value;
 
-use super::choices::{MortgagePurpose, PurchaseType, RemortgageReason};
-use super::contact::MobileNumber;
+use super::choices::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
+use super::contact::{MAX_MOBILE_CHARS, MobileNumber};
 use super::enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 use super::errors::ValidationErrors;
 use fields::{
     Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
-    invalid_choice, string, text, when, when_is,
+    invalid_choice, string, text, too_long, when, when_is,
 };
 
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;
+
+/// The earliest year of birth accepted: anything earlier is a typing mistake.
+pub const OLDEST_BIRTH_YEAR: i32 = 1900;
 
 /// Parses an enquiry body; `brands` are the configured brand identifiers and `today` bounds the
 /// date of birth (injected so tests do not depend on the clock).
@@ -34,17 +37,27 @@ pub fn parse_enquiry(
     let f = &mut fields;
 
     let brand = f.required("brand", |v, attr| {
-        Brand::parse(string(v, attr)?, brands).ok_or_else(|| invalid_choice(attr))
+        Brand::parse(string(v, attr)?, brands).ok_or_else(|| invalid_choice(attr, brands))
     });
     let first_name = f.required("first_name", text);
     let last_name = f.required("last_name", text);
     let email = f.required("email", email);
     let mobile_number = f.required("mobile_number", |v, attr| {
-        MobileNumber::parse(string(v, attr)?)
-            .map_err(|_| format!("The {attr} field must be a valid phone number."))
+        let raw = string(v, attr)?;
+        if raw.chars().count() > MAX_MOBILE_CHARS {
+            return Err(too_long(attr, MAX_MOBILE_CHARS));
+        }
+        MobileNumber::parse(raw).map_err(|_| {
+            format!("The {attr} field must be a valid phone number: an optional leading + and 7 to 15 digits.")
+        })
     });
     let date_of_birth = f.required("date_of_birth", |v, attr| {
         let born = date(v, attr)?;
+        if born.year() < OLDEST_BIRTH_YEAR {
+            return Err(format!(
+                "The {attr} field must be a date after or equal to {OLDEST_BIRTH_YEAR}-01-01."
+            ));
+        }
         (born < today)
             .then_some(born)
             .ok_or_else(|| format!("The {attr} field must be a date before today."))
@@ -64,12 +77,22 @@ pub fn parse_enquiry(
         None => None,
     };
     let has_credit_issues = f.required("has_credit_issues", flag);
+    // Checked whenever sent, as the document types it; at least one only when there are
+    // credit issues, and kept only then.
+    let min_issues = usize::from(has_credit_issues == Some(true));
+    let sent_issues = f
+        .optional("credit_issues", |v, attr| array(v, attr, min_issues))
+        .map(|items| {
+            f.each("credit_issues", items, |f, key, item| {
+                f.check(key, item, choice::<CreditIssue>)
+            })
+        });
     let credit_issues = when(has_credit_issues, || {
+        if f.sent("credit_issues") {
+            return sent_issues.flatten();
+        }
         let condition = ("has_credit_issues", "true");
-        let items = f.required_if("credit_issues", condition, |v, attr| array(v, attr, 1))?;
-        f.each("credit_issues", items, |f, key, item| {
-            f.check(key, item, choice)
-        })
+        f.required_if("credit_issues", condition, |_, _| Ok(Vec::new()))
     });
     let product_uuid = f.optional("product_uuid", hyphenated_uuid);
     let credit_check_consent = f.optional("credit_check_consent", flag);
@@ -127,7 +150,12 @@ pub fn parse_redeem(body: &Value) -> Result<String, ValidationErrors> {
 fn purchase(f: &mut Fields<'_, '_>) -> Option<Purchase> {
     let when = ("mortgage_purpose", "purchase");
     let purchase_type = f.required_if("purchase_type", when, choice);
+    // Checked whenever sent; required, and kept, only for a first-time buyer.
+    let sent_scheme = f.optional("mortgage_scheme", choice);
     let mortgage_scheme = when_is(purchase_type, PurchaseType::FirstTimeBuyer, || {
+        if f.sent("mortgage_scheme") {
+            return sent_scheme;
+        }
         f.required_if(
             "mortgage_scheme",
             ("purchase_type", "first_time_buyer"),
@@ -149,11 +177,20 @@ fn remortgage(f: &mut Fields<'_, '_>) -> Option<Remortgage> {
     let reason = f.required_if("remortgage_reason", when, choice);
     let current_property_value = f.required_if("current_property_value", when, amount);
     let outstanding = f.required_if("outstanding_mortgage_amount", when, amount);
+    // Checked whenever sent; required, and kept, only for their own reason.
+    let sent_additional = f.optional("additional_borrowing_amount", amount);
+    let sent_release = f.optional("release_borrowing_amount", amount);
     let additional = when_is(reason, RemortgageReason::BorrowMoreMoney, || {
         let when = ("remortgage_reason", "borrow_more_money");
+        if f.sent("additional_borrowing_amount") {
+            return sent_additional;
+        }
         f.required_if("additional_borrowing_amount", when, amount)
     });
     let release = when_is(reason, RemortgageReason::ReleaseMoney, || {
+        if f.sent("release_borrowing_amount") {
+            return sent_release;
+        }
         f.required_if(
             "release_borrowing_amount",
             ("remortgage_reason", "release_money"),
@@ -189,7 +226,7 @@ fn addresses(f: &mut Fields<'_, '_>) -> Option<Vec<Address>> {
 fn address(f: &mut Fields<'_, '_>) -> Option<Address> {
     let line_1 = f.required("line_1", text);
     let [line_2, line_3, town_city, county, country] =
-        ["line_2", "line_3", "town_city", "county", "country"].map(|key| f.optional(key, text));
+        ["line_2", "line_3", "town_city", "county", "country"].map(|key| f.optional_text(key));
     let postcode = f.required("postcode", |v, attr| bounded_text(v, attr, MAX_POSTCODE));
     let date_moved_in = f.optional("date_moved_in", date);
     let date_moved_out = f.optional("date_moved_out", date);

@@ -28,9 +28,44 @@ fn errors(entries: &[(&str, &str)]) -> BTreeMap<String, Vec<String>> {
     for (path, message) in entries {
         map.entry(path.to_string())
             .or_default()
-            .push(message.to_string());
+            .push(with_allowed_values(path, message));
     }
     map
+}
+
+/// A choice's message as the table writes it ("The selected stage is invalid.") with the
+/// allowed values the parser adds, taken from the types rather than written out again.
+fn with_allowed_values(path: &str, message: &str) -> String {
+    let Some(stem) = message.strip_suffix(" is invalid.") else {
+        return message.to_owned();
+    };
+    let field = path.split('.').find(|part| part.parse::<usize>().is_err());
+    let allowed = match field.unwrap_or_default() {
+        "brand" => BRANDS.iter().map(|b| b.to_string()).collect(),
+        "stage" => wire_names::<Stage>(),
+        "application_type" => wire_names::<ApplicationType>(),
+        "employment_status" => wire_names::<EmploymentStatus>(),
+        "mortgage_purpose" => wire_names::<MortgagePurpose>(),
+        "credit_issues" => wire_names::<CreditIssue>(),
+        "purchase_type" => wire_names::<PurchaseType>(),
+        "mortgage_scheme" => wire_names::<MortgageScheme>(),
+        "remortgage_reason" => wire_names::<RemortgageReason>(),
+        _ => return message.to_owned(),
+    };
+    format!("{stem} is invalid; allowed values: {}.", allowed.join(", "))
+}
+
+#[test]
+fn a_choice_names_every_allowed_value() {
+    assert_eq!(
+        error_map(&with(purchase_body(), json!({"stage": "dreaming"}))),
+        BTreeMap::from([(
+            "stage".to_owned(),
+            vec![
+                "The selected stage is invalid; allowed values: viewing_properties, researching, ready_to_make_an_offer, offer_accepted.".to_owned()
+            ]
+        )])
+    );
 }
 
 fn error_map(body: &Value) -> BTreeMap<String, Vec<String>> {
@@ -152,13 +187,15 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ("email_longer_than_254_characters_is_rejected", p(json!({"email": format!("{}@example.com", "a".repeat(243))})),
             "email", "The email field must be a valid email address."),
         ("mobile_number_with_6_digits_is_rejected", p(json!({"mobile_number": "123 456"})),
-            "mobile_number", "The mobile number field must be a valid phone number."),
+            "mobile_number", "The mobile number field must be a valid phone number: an optional leading + and 7 to 15 digits."),
+        ("mobile_number_longer_than_32_characters_is_rejected", p(json!({"mobile_number": format!("+44 {}", " ".repeat(40)) + "7700900123"})),
+            "mobile_number", "The mobile number field must not be greater than 32 characters."),
         ("mobile_number_with_16_digits_is_rejected", p(json!({"mobile_number": "+1234567890123456"})),
-            "mobile_number", "The mobile number field must be a valid phone number."),
+            "mobile_number", "The mobile number field must be a valid phone number: an optional leading + and 7 to 15 digits."),
         ("mobile_number_with_letters_is_rejected", p(json!({"mobile_number": "07700 90012a"})),
-            "mobile_number", "The mobile number field must be a valid phone number."),
+            "mobile_number", "The mobile number field must be a valid phone number: an optional leading + and 7 to 15 digits."),
         ("mobile_number_plus_not_leading_is_rejected", p(json!({"mobile_number": "44+7700900123"})),
-            "mobile_number", "The mobile number field must be a valid phone number."),
+            "mobile_number", "The mobile number field must be a valid phone number: an optional leading + and 7 to 15 digits."),
         ("mobile_number_as_json_number_is_rejected", p(json!({"mobile_number": 7700900123_u64})),
             "mobile_number", "The mobile number field must be a string."),
         ("date_of_birth_is_required", p(json!({"date_of_birth": null})),
@@ -177,6 +214,8 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "date_of_birth", "The date of birth field must be a date before today."),
         ("date_of_birth_in_the_future_is_rejected", p(json!({"date_of_birth": "2030-01-01"})),
             "date_of_birth", "The date of birth field must be a date before today."),
+        ("date_of_birth_before_1900_is_rejected", p(json!({"date_of_birth": "1899-12-31"})),
+            "date_of_birth", "The date of birth field must be a date after or equal to 1900-01-01."),
         ("terms_agreement_is_required", p(json!({"terms_agreement": null})),
             "terms_agreement", "The terms agreement field is required."),
         ("terms_agreement_false_is_not_accepted", p(json!({"terms_agreement": false})),
@@ -210,15 +249,15 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ("credit_issues_required_when_has_credit_issues", p(json!({"credit_issues": null})),
             "credit_issues", "The credit issues field is required when has credit issues is true."),
         ("credit_issues_empty_is_rejected", p(json!({"credit_issues": []})),
-            "credit_issues", "The credit issues field must have at least 1 items."),
+            "credit_issues", "The credit issues field must have at least 1 item."),
         ("credit_issues_must_be_an_array", p(json!({"credit_issues": "ccj"})),
             "credit_issues", "The credit issues field must be an array."),
         ("credit_issues_more_than_20_are_rejected", p(json!({"credit_issues": vec!["ccj"; 21]})),
             "credit_issues", "The credit issues field must not have more than 20 items."),
         ("credit_issue_outside_the_list_is_reported_at_its_index", p(json!({"credit_issues": ["ccj", "parking_fine"]})),
-            "credit_issues.1", "The selected credit issues.1 is invalid."),
+            "credit_issues.1", "The selected credit_issues.1 is invalid."),
         ("credit_issue_of_wrong_type_is_reported_at_its_index", p(json!({"credit_issues": [7]})),
-            "credit_issues.0", "The credit issues.0 field must be a string."),
+            "credit_issues.0", "The credit_issues.0 field must be a string."),
         ("purchase_type_required_for_a_purchase", p(json!({"purchase_type": null})),
             "purchase_type", "The purchase type field is required when mortgage purpose is purchase."),
         ("purchase_type_outside_the_list_is_rejected", p(json!({"purchase_type": "buy_to_let"})),
@@ -258,7 +297,7 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ("credit_check_consent_as_string_is_not_a_boolean", p(json!({"credit_check_consent": "yes"})),
             "credit_check_consent", "The credit check consent field must be true or false."),
         ("addresses_empty_is_rejected", p(json!({"addresses": []})),
-            "addresses", "The addresses field must have at least 1 items."),
+            "addresses", "The addresses field must have at least 1 item."),
         ("addresses_as_object_is_not_an_array", p(json!({"addresses": address()})),
             "addresses", "The addresses field must be an array."),
         ("addresses_more_than_20_are_rejected", p(json!({"addresses": vec![address(); 21]})),
@@ -266,19 +305,19 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
         ("address_that_is_not_an_object_is_reported_at_its_index", p(json!({"addresses": [address(), "1 High Street"]})),
             "addresses.1", "The addresses.1 field must be an object."),
         ("address_line_1_is_required", a(json!({"line_1": " "})),
-            "addresses.0.line_1", "The addresses.0.line 1 field is required."),
+            "addresses.0.line_1", "The addresses.0.line_1 field is required."),
         ("address_postcode_is_required", a(json!({"postcode": null})),
             "addresses.0.postcode", "The addresses.0.postcode field is required."),
         ("address_postcode_longer_than_16_characters_is_rejected", a(json!({"postcode": "LS1 1AA LS1 1AA X"})),
             "addresses.0.postcode", "The addresses.0.postcode field must not be greater than 16 characters."),
         ("address_line_2_must_be_a_string", a(json!({"line_2": ["Flat 2"]})),
-            "addresses.0.line_2", "The addresses.0.line 2 field must be a string."),
+            "addresses.0.line_2", "The addresses.0.line_2 field must be a string."),
         ("address_town_city_longer_than_255_characters_is_rejected", a(json!({"town_city": "L".repeat(256)})),
-            "addresses.0.town_city", "The addresses.0.town city field must not be greater than 255 characters."),
+            "addresses.0.town_city", "The addresses.0.town_city field must not be greater than 255 characters."),
         ("address_date_moved_in_must_be_a_valid_date", a(json!({"date_moved_in": "01/01/2015"})),
-            "addresses.0.date_moved_in", "The addresses.0.date moved in field must be a valid date in the format YYYY-MM-DD."),
+            "addresses.0.date_moved_in", "The addresses.0.date_moved_in field must be a valid date in the format YYYY-MM-DD."),
         ("address_date_moved_out_before_date_moved_in_is_rejected", a(json!({"date_moved_out": "2014-12-31"})),
-            "addresses.0.date_moved_out", "The addresses.0.date moved out field must be a date after or equal to addresses.0.date moved in."),
+            "addresses.0.date_moved_out", "The addresses.0.date_moved_out field must be a date after or equal to addresses.0.date_moved_in."),
         ("address_problem_is_reported_at_its_own_index", p(json!({"addresses": [address(), {"line_1": "2 Low Road"}]})),
             "addresses.1.postcode", "The addresses.1.postcode field is required."),
     ]
@@ -401,11 +440,11 @@ fn several_errors_are_all_reported_at_once() {
         errors(&[
             (
                 "addresses.1.date_moved_in",
-                "The addresses.1.date moved in field must be a valid date in the format YYYY-MM-DD."
+                "The addresses.1.date_moved_in field must be a valid date in the format YYYY-MM-DD."
             ),
             (
                 "addresses.1.line_1",
-                "The addresses.1.line 1 field is required."
+                "The addresses.1.line_1 field is required."
             ),
             (
                 "addresses.1.postcode",
@@ -413,11 +452,11 @@ fn several_errors_are_all_reported_at_once() {
             ),
             (
                 "credit_issues.1",
-                "The selected credit issues.1 is invalid."
+                "The selected credit_issues.1 is invalid."
             ),
             (
                 "credit_issues.3",
-                "The selected credit issues.3 is invalid."
+                "The selected credit_issues.3 is invalid."
             ),
             (
                 "deposit_amount",
@@ -447,7 +486,7 @@ fn wrong_types_are_reported_on_their_own_fields() {
         errors(&[
             (
                 "addresses.0.line_1",
-                "The addresses.0.line 1 field must be a string."
+                "The addresses.0.line_1 field must be a string."
             ),
             (
                 "addresses.0.postcode",
@@ -469,16 +508,13 @@ fn wrong_types_are_reported_on_their_own_fields() {
 }
 
 #[test]
-fn conditional_fields_are_ignored_when_their_condition_does_not_hold() {
+fn the_other_purposes_fields_are_ignored() {
     let garbage = json!({
         "remortgage_reason": "get_better_rate",
-        "additional_borrowing_amount": "lots",
-        "release_borrowing_amount": -1,
         "purchase_type": "castle",
         "mortgage_scheme": 3,
         "new_property_value": -1,
         "deposit_amount": "none",
-        "credit_issues": ["not_a_credit_issue"]
     });
     let enquiry = parse(&with(remortgage_body(), garbage));
     let expected = Mortgage::Remortgage(Remortgage {
@@ -488,18 +524,69 @@ fn conditional_fields_are_ignored_when_their_condition_does_not_hold() {
         additional_borrowing_amount: None,
         release_borrowing_amount: None,
     });
+    assert_eq!(enquiry.map(|e| e.mortgage), Ok(expected));
+}
+
+/// A conditional field of the enquiry's own purpose is checked whenever it is sent, as the
+/// document types it, and kept only when its condition holds.
+#[test]
+fn conditional_fields_are_checked_when_sent_and_kept_only_when_their_condition_holds() {
+    let valid_but_moot = json!({
+        "remortgage_reason": "get_better_rate",
+        "additional_borrowing_amount": 1000,
+        "release_borrowing_amount": 2000,
+        "has_credit_issues": false,
+        "credit_issues": ["ccj"],
+    });
+    let enquiry = parse(&with(remortgage_body(), valid_but_moot)).map(|e| {
+        let Mortgage::Remortgage(r) = e.mortgage else {
+            return (None, None, e.credit_issues);
+        };
+        (
+            r.additional_borrowing_amount,
+            r.release_borrowing_amount,
+            e.credit_issues,
+        )
+    });
+    assert_eq!(enquiry, Ok((None, None, None)));
+
+    let invalid = json!({
+        "remortgage_reason": "get_better_rate",
+        "additional_borrowing_amount": "lots",
+        "has_credit_issues": false,
+        "credit_issues": ["not_a_credit_issue"],
+    });
     assert_eq!(
-        enquiry.map(|e| (e.mortgage, e.credit_issues)),
-        Ok((expected, None))
+        error_map(&with(remortgage_body(), invalid)),
+        errors(&[
+            (
+                "additional_borrowing_amount",
+                "The additional borrowing amount field must be a number."
+            ),
+            (
+                "credit_issues.0",
+                "The selected credit_issues.0 is invalid."
+            ),
+        ])
     );
 
-    let not_first_time = json!({"purchase_type": "home_mover", "mortgage_scheme": "bogus"});
-    let enquiry = parse(&with(purchase_body(), not_first_time));
-    let scheme = enquiry.map(|e| match e.mortgage {
+    let not_first_time = json!({"purchase_type": "home_mover", "mortgage_scheme": "no"});
+    let scheme = parse(&with(purchase_body(), not_first_time)).map(|e| match e.mortgage {
         Mortgage::Purchase(purchase) => (purchase.purchase_type, purchase.mortgage_scheme),
         Mortgage::Remortgage(_) => (PurchaseType::AdditionalProperty, None),
     });
     assert_eq!(scheme, Ok((PurchaseType::HomeMover, None)));
+    let bogus = json!({"purchase_type": "home_mover", "mortgage_scheme": "bogus"});
+    assert_eq!(
+        error_map(&with(purchase_body(), bogus)),
+        errors(&[(
+            "mortgage_scheme",
+            "The selected mortgage scheme is invalid."
+        )])
+    );
+    // No credit issues: an empty list is fine; with credit issues it needs one.
+    let empty = json!({"has_credit_issues": false, "credit_issues": []});
+    assert!(parse(&with(purchase_body(), empty)).is_ok());
 }
 
 #[test]

@@ -1,0 +1,409 @@
+//! The intake-api's OpenAPI document made as exact as the validation: what the derived
+//! document cannot say (the configured brands, the conditional requirements, the date
+//! formats, each operation's own statuses, named examples) is written into it here, once, at
+//! start-up.
+//!
+//! The enquiry is documented as one of two objects, chosen by `mortgage_purpose`, each
+//! listing the fields its purpose requires, with the remaining conditions (credit issues
+//! when there are any, the scheme of a first-time buyer, the amount to borrow or release) as
+//! `anyOf` alternatives: an enquiry the schema accepts is one the service accepts.
+
+use serde_json::{Map, Value, json};
+use service_kit::openapi::{
+    keep_responses, operation_mut, property_mut, request_examples, schema_mut,
+};
+
+use super::partner::SECURITY_SCHEME;
+use crate::domain::{MAX_MOBILE_CHARS, OLDEST_BIRTH_YEAR};
+
+/// Fields only a purchase reads.
+const PURCHASE_FIELDS: [&str; 4] = [
+    "purchase_type",
+    "mortgage_scheme",
+    "new_property_value",
+    "deposit_amount",
+];
+
+/// Fields only a remortgage reads.
+const REMORTGAGE_FIELDS: [&str; 5] = [
+    "remortgage_reason",
+    "current_property_value",
+    "outstanding_mortgage_amount",
+    "additional_borrowing_amount",
+    "release_borrowing_amount",
+];
+
+/// A calendar date as `YYYY-MM-DD`, with months and days in range (the format rules out
+/// the rest, such as 31 April).
+const DATE_PATTERN: &str = r"^\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$";
+
+/// A date of birth: [`DATE_PATTERN`] with years from [`OLDEST_BIRTH_YEAR`] (1900) to 2025, so
+/// every date it admits is before today whenever the document is read.
+const BIRTH_DATE_PATTERN: &str =
+    r"^(19\d\d|20[01]\d|202[0-5])-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])$";
+
+/// Refines the derived document for a deployment with `brands` and its token endpoint at
+/// `token_url`.
+pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
+    if let Some(flow) = doc.pointer_mut(&format!(
+        "/components/securitySchemes/{SECURITY_SCHEME}/flows/clientCredentials"
+    )) && let Some(flow) = flow.as_object_mut()
+    {
+        flow.insert("tokenUrl".into(), json!(token_url));
+    }
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    {
+        schemas.insert(
+            "Brand".into(),
+            json!({
+                "type": "string",
+                "title": "Brand",
+                "description": "The brand the enquiry is for: one of this deployment's brand identifiers.",
+                "enum": brands,
+            }),
+        );
+    }
+    refine_address(doc);
+    refine_enquiry(doc);
+    refine_operations(doc, brands.first().copied().unwrap_or("brand_a"));
+}
+
+fn refine_address(doc: &mut Value) {
+    let Some(address) = schema_mut(doc, "AddressRequest") else {
+        return;
+    };
+    for field in ["date_moved_in", "date_moved_out"] {
+        if let Some(date) = property_mut(address, field) {
+            date.insert("format".into(), json!("date"));
+            date.insert("pattern".into(), json!(DATE_PATTERN));
+        }
+    }
+    for field in ["line_1", "postcode"] {
+        if let Some(text) = property_mut(address, field) {
+            // Blank counts as not sent: a required line needs something that is not a space.
+            text.insert("pattern".into(), json!(r"\S"));
+        }
+    }
+    nullable_optionals(address);
+}
+
+/// Optional fields may be sent as `null` (partners' forms do, for fields left empty): it
+/// counts as not sent.
+fn nullable_optionals(schema: &mut Map<String, Value>) {
+    let required: Vec<String> = schema
+        .get("required")
+        .and_then(Value::as_array)
+        .map(|r| {
+            r.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for (name, property) in properties.iter_mut() {
+            if !required.contains(name)
+                && let Some(property) = property.as_object_mut()
+            {
+                property.insert("nullable".into(), json!(true));
+            }
+        }
+    }
+}
+
+fn refine_enquiry(doc: &mut Value) {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let Some(Value::Object(mut base)) = schemas.remove("EnquiryRequest") else {
+        return;
+    };
+    if let Some(brand) = property_mut(&mut base, "brand") {
+        let description = brand.remove("description").unwrap_or_default();
+        *brand = Map::from_iter([
+            ("$ref".into(), json!("#/components/schemas/Brand")),
+            ("description".into(), description),
+        ]);
+    }
+    if let Some(terms) = property_mut(&mut base, "terms_agreement") {
+        terms.insert("enum".into(), json!([true]));
+    }
+    if let Some(born) = property_mut(&mut base, "date_of_birth") {
+        born.insert("format".into(), json!("date"));
+        born.insert("pattern".into(), json!(BIRTH_DATE_PATTERN));
+        born.insert(
+            "description".into(),
+            json!(format!(
+                "Applicant date of birth, `YYYY-MM-DD`: from {OLDEST_BIRTH_YEAR}-01-01, and before today (the pattern admits years up to 2025)."
+            )),
+        );
+    }
+    if let Some(mobile) = property_mut(&mut base, "mobile_number") {
+        mobile.insert("maxLength".into(), json!(MAX_MOBILE_CHARS));
+    }
+    for field in ["first_name", "last_name"] {
+        if let Some(text) = property_mut(&mut base, field) {
+            text.insert("pattern".into(), json!(r"\S"));
+        }
+    }
+    if let Some(issues) = property_mut(&mut base, "credit_issues") {
+        // At least one only when there are credit issues (the `anyOf` below).
+        issues.remove("minItems");
+    }
+    base.insert(
+        "description".into(),
+        json!("The enquiry a partner submits (spec 2.2); `mortgage_purpose` decides which of the purpose's fields are required. A field of the other purpose is ignored."),
+    );
+    // A condition's field is nullable on its own (null counts as not sent), so each
+    // requirement below also says the field is not null.
+    let credit = json!({"anyOf": [
+        {"properties": {"has_credit_issues": {"enum": [false]}}},
+        {"required": ["credit_issues"], "properties": {"credit_issues": {"type": "array", "minItems": 1}}},
+    ]});
+    let purchase = variant(
+        &base,
+        "PurchaseEnquiry",
+        "purchase",
+        "An enquiry for a purchase.",
+        &REMORTGAGE_FIELDS,
+        &["purchase_type", "new_property_value", "deposit_amount"],
+        vec![
+            credit.clone(),
+            json!({"anyOf": [
+                {"properties": {"purchase_type": {"enum": ["home_mover", "additional_property"]}}},
+                {"required": ["mortgage_scheme"], "properties": {"mortgage_scheme": {"type": "string"}}},
+            ]}),
+        ],
+    );
+    let remortgage = variant(
+        &base,
+        "RemortgageEnquiry",
+        "remortgage",
+        "An enquiry for a remortgage.",
+        &PURCHASE_FIELDS,
+        &[
+            "remortgage_reason",
+            "current_property_value",
+            "outstanding_mortgage_amount",
+        ],
+        vec![
+            credit,
+            json!({"anyOf": [
+                {"properties": {"remortgage_reason": {"enum": ["get_better_rate", "current_deal_ending", "other"]}}},
+                {"properties": {"remortgage_reason": {"enum": ["borrow_more_money"]}, "additional_borrowing_amount": {"type": "number"}}, "required": ["additional_borrowing_amount"]},
+                {"properties": {"remortgage_reason": {"enum": ["release_money"]}, "release_borrowing_amount": {"type": "number"}}, "required": ["release_borrowing_amount"]},
+            ]}),
+        ],
+    );
+    schemas.insert("PurchaseEnquiry".into(), purchase);
+    schemas.insert("RemortgageEnquiry".into(), remortgage);
+    schemas.insert(
+        "EnquiryRequest".into(),
+        json!({
+            "title": "EnquiryRequest",
+            "description": "The enquiry a partner submits (spec 2.2): a purchase or a remortgage, told apart by `mortgage_purpose`.",
+            "oneOf": [
+                {"$ref": "#/components/schemas/PurchaseEnquiry"},
+                {"$ref": "#/components/schemas/RemortgageEnquiry"},
+            ],
+            "discriminator": {
+                "propertyName": "mortgage_purpose",
+                "mapping": {
+                    "purchase": "#/components/schemas/PurchaseEnquiry",
+                    "remortgage": "#/components/schemas/RemortgageEnquiry",
+                },
+            },
+        }),
+    );
+}
+
+/// The enquiry for one purpose: `base` without the other purpose's fields, with the
+/// purpose's own required and its remaining conditions.
+fn variant(
+    base: &Map<String, Value>,
+    title: &str,
+    purpose: &str,
+    description: &str,
+    other_fields: &[&str],
+    required: &[&str],
+    conditions: Vec<Value>,
+) -> Value {
+    let mut schema = base.clone();
+    schema.insert("title".into(), json!(title));
+    schema.insert("description".into(), json!(description));
+    if let Some(Value::Object(properties)) = schema.get_mut("properties") {
+        for field in other_fields {
+            properties.remove(*field);
+        }
+        properties.insert(
+            "mortgage_purpose".into(),
+            json!({"type": "string", "enum": [purpose], "description": "What the mortgage is for."}),
+        );
+    }
+    if let Some(Value::Array(list)) = schema.get_mut("required") {
+        list.extend(required.iter().map(|r| json!(r)));
+    }
+    nullable_optionals(&mut schema);
+    schema.insert("allOf".into(), Value::Array(conditions));
+    Value::Object(schema)
+}
+
+fn refine_operations(doc: &mut Value, brand: &str) {
+    let keyed = |op: &mut Map<String, Value>| {
+        if let Some(Value::Array(params)) = op.get_mut("parameters") {
+            for param in params.iter_mut().filter(|p| p["name"] == "Idempotency-Key") {
+                param["schema"] = json!({"type": "string", "minLength": 1, "maxLength": 255});
+            }
+        }
+    };
+    if let Some(submit) = operation_mut(doc, "/partners/external/intake", "post") {
+        keyed(submit);
+        keep_responses(
+            submit,
+            &[
+                "200", "201", "400", "401", "403", "409", "413", "422", "429", "500", "503",
+            ],
+        );
+        request_examples(submit, &enquiry_examples(brand));
+    }
+    if let Some(attach) = operation_mut(doc, "/partners/external/intake/attach", "post") {
+        keyed(attach);
+        keep_responses(
+            attach,
+            &[
+                "200", "400", "401", "403", "404", "409", "413", "422", "429", "500", "503",
+            ],
+        );
+        request_examples(
+            attach,
+            &[(
+                "attach",
+                "A product for the purchase example's applicant",
+                json!({
+                    "email": "jane.doe@example.com",
+                    "product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07",
+                }),
+            )],
+        );
+    }
+    if let Some(status) = operation_mut(doc, "/partners/external/cases/{reference}", "get") {
+        keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);
+    }
+    if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
+        keep_responses(
+            redeem,
+            &[
+                "200", "400", "401", "403", "410", "413", "422", "429", "500", "503",
+            ],
+        );
+    }
+}
+
+/// The named examples of `submitEnquiry`, each one an enquiry the service accepts.
+fn enquiry_examples(brand: &str) -> Vec<(&'static str, &'static str, Value)> {
+    let applicant = |first: &str, last: &str, email: &str, born: &str| {
+        json!({
+            "brand": brand,
+            "first_name": first,
+            "last_name": last,
+            "email": email,
+            "mobile_number": "+44 7700 900123",
+            "date_of_birth": born,
+            "terms_agreement": true,
+            "credit_check_consent": true,
+        })
+    };
+    let with = |mut base: Value, more: Value| {
+        if let (Some(base), Value::Object(more)) = (base.as_object_mut(), more) {
+            base.extend(more);
+        }
+        base
+    };
+    vec![
+        (
+            "purchase",
+            "A home mover buying their next home",
+            with(
+                applicant("Jane", "Doe", "jane.doe@example.com", "1986-04-12"),
+                json!({
+                    "stage": "offer_accepted",
+                    "application_type": "multi_applicant",
+                    "employment_status": "employed",
+                    "total_annual_income": 84000,
+                    "mortgage_purpose": "purchase",
+                    "purchase_type": "home_mover",
+                    "new_property_value": 425000,
+                    "deposit_amount": 110000,
+                    "has_credit_issues": false,
+                    "product_uuid": "3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07",
+                }),
+            ),
+        ),
+        (
+            "first_time_buyer",
+            "A first-time buyer using a shared-ownership scheme",
+            with(
+                applicant("Amir", "Khan", "amir.khan@example.com", "1998-09-30"),
+                json!({
+                    "stage": "viewing_properties",
+                    "application_type": "single",
+                    "employment_status": "self_employed",
+                    "total_annual_income": 38500,
+                    "mortgage_purpose": "purchase",
+                    "purchase_type": "first_time_buyer",
+                    "mortgage_scheme": "shared_ownership",
+                    "new_property_value": 180000,
+                    "deposit_amount": 9000,
+                    "has_credit_issues": false,
+                }),
+            ),
+        ),
+        (
+            "remortgage_borrow_more",
+            "A remortgage to borrow more, with credit issues and addresses",
+            with(
+                applicant(
+                    "Siobhan",
+                    "O'Neill",
+                    "siobhan.oneill@example.com",
+                    "1979-01-22",
+                ),
+                json!({
+                    "stage": "researching",
+                    "application_type": "single",
+                    "employment_status": "company_director",
+                    "total_annual_income": 61000,
+                    "mortgage_purpose": "remortgage",
+                    "remortgage_reason": "borrow_more_money",
+                    "current_property_value": 310000,
+                    "outstanding_mortgage_amount": 142000,
+                    "additional_borrowing_amount": 25000,
+                    "has_credit_issues": true,
+                    "credit_issues": ["late_payments_non_mortgage", "default"],
+                    "addresses": [
+                        {
+                            "line_1": "14 Orchard Way",
+                            "town_city": "Leeds",
+                            "county": "West Yorkshire",
+                            "country": "United Kingdom",
+                            "postcode": "LS6 2QT",
+                            "date_moved_in": "2019-06-01",
+                        },
+                        {
+                            "line_1": "Flat 3",
+                            "line_2": "27 Mill Street",
+                            "town_city": "Bradford",
+                            "postcode": "BD1 4AB",
+                            "date_moved_in": "2012-03-15",
+                            "date_moved_out": "2019-05-31",
+                        },
+                    ],
+                }),
+            ),
+        ),
+    ]
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Checks the published contract as partners' tools read it (scripts/contract_check.py):
+# YAML 1.1 loading, openapi-spec-validator, openapi-python-client and openapi-typescript
+# generation, calls through the generated client, every request example, and the enquiry
+# schema against the service. Starts the one-process stack (target/debug/partner-intake, or
+# target/release/ with --release) on free ports.
+#   scripts/check-contract.sh [--release]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -c 'import openapi_spec_validator, openapi_schema_validator, yaml, httpx' 2>/dev/null ||
+    pip install -q openapi-spec-validator openapi-schema-validator pyyaml httpx
+command -v openapi-python-client >/dev/null || pip install -q openapi-python-client
+command -v openapi-typescript >/dev/null || npm install -g -s openapi-typescript
+# shellcheck source=scripts/stack.sh
+. scripts/stack.sh
+start_stack "$@" INTAKE_RATE_LIMIT=1000000
+python3 scripts/contract_check.py "$auth" "$intake" "$work/data/demo-client.json" "$work"

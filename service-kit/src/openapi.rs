@@ -1,0 +1,255 @@
+//! The OpenAPI documents as partners' tools read them: what the derive macros write, made
+//! exact by each service, and the `Allow` header that the document's paths make possible.
+
+use std::sync::Arc;
+
+use poem::http::{HeaderValue, Method, StatusCode, header};
+use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use poem_openapi::{OpenApi, OpenApiService};
+use serde_json::{Map, Value, json};
+
+use crate::http::ApiDocuments;
+
+/// The documents of `api`: the derived document, tidied ([`tidy`]) and then refined by the
+/// service with what the derive cannot say (value sets known only from configuration,
+/// conditional requirements, named examples).
+pub fn documents<T: OpenApi>(
+    api: &OpenApiService<T, ()>,
+    refine: impl FnOnce(&mut Value),
+) -> ApiDocuments {
+    let derived = api.spec();
+    let mut doc: Value = serde_json::from_str(&derived).unwrap_or(Value::Null);
+    tidy(&mut doc);
+    refine(&mut doc);
+    let json = serde_json::to_string_pretty(&doc).unwrap_or(derived.clone());
+    // The docs page embeds the document it was made with, verbatim: swap in the refined one.
+    let html = api.swagger_ui_html().replacen(&derived, &json, 1);
+    ApiDocuments { json, html }
+}
+
+/// Rewrites the one shape the derive writes that generators refuse: a field of a named type
+/// with a description of its own, written `allOf: [{$ref}, {description}]`
+/// (openapi-python-client: "Cannot take allOf a non-object"), becomes the `$ref` with the
+/// description beside it, which every generator and the docs page read.
+pub fn tidy(doc: &mut Value) {
+    match doc {
+        Value::Object(map) => {
+            let lone_ref = match map.get("allOf") {
+                Some(Value::Array(parts)) if parts.len() == 2 => parts[0]
+                    .get("$ref")
+                    .filter(|_| parts[0].as_object().is_some_and(|o| o.len() == 1))
+                    .filter(|_| parts[1].get("$ref").is_none())
+                    .cloned(),
+                _ => None,
+            };
+            if let Some(reference) = lone_ref {
+                map.remove("allOf");
+                map.insert("$ref".into(), reference);
+            }
+            map.values_mut().for_each(tidy);
+        }
+        Value::Array(items) => items.iter_mut().for_each(tidy),
+        _ => {}
+    }
+}
+
+/// The schema named `name` under `components.schemas`, to refine in place.
+pub fn schema_mut<'a>(doc: &'a mut Value, name: &str) -> Option<&'a mut Map<String, Value>> {
+    doc.pointer_mut(&format!("/components/schemas/{name}"))?
+        .as_object_mut()
+}
+
+/// The property `name` of the object schema `schema`, to refine in place.
+pub fn property_mut<'a>(
+    schema: &'a mut Map<String, Value>,
+    name: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
+}
+
+/// Sets `key` to `value` in every one of `targets` that exists; a name that does not exist is
+/// a refinement that no longer applies, so it fails loudly in the service's document test.
+pub fn set_all(targets: Vec<Option<&mut Map<String, Value>>>, key: &str, value: Value) {
+    for target in targets.into_iter().flatten() {
+        target.insert(key.into(), value.clone());
+    }
+}
+
+/// The operation at `path` and `method` (lower case), to refine in place.
+pub fn operation_mut<'a>(
+    doc: &'a mut Value,
+    path: &str,
+    method: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    doc.get_mut("paths")?
+        .get_mut(path)?
+        .get_mut(method)?
+        .as_object_mut()
+}
+
+/// Keeps only `statuses` among an operation's documented responses: the shared error type
+/// documents every status the service can give, and each operation gives fewer.
+pub fn keep_responses(operation: &mut Map<String, Value>, statuses: &[&str]) {
+    if let Some(Value::Object(responses)) = operation.get_mut("responses") {
+        responses.retain(|status, _| statuses.contains(&status.as_str()));
+    }
+}
+
+/// Named examples (`name`, summary, value) for an operation's JSON request body, in the
+/// order given: the docs page offers them in a list and fills the first in.
+pub fn request_examples(operation: &mut Map<String, Value>, examples: &[(&str, &str, Value)]) {
+    let Some(Value::Object(content)) = operation
+        .get_mut("requestBody")
+        .and_then(|body| body.get_mut("content"))
+    else {
+        return;
+    };
+    let named: Map<String, Value> = examples
+        .iter()
+        .map(|(name, summary, value)| {
+            (
+                (*name).to_owned(),
+                json!({"summary": summary, "value": value}),
+            )
+        })
+        .collect();
+    for media in content.values_mut() {
+        if let Value::Object(media) = media {
+            media.insert("examples".into(), Value::Object(named.clone()));
+        }
+    }
+}
+
+/// One path template of the document, split into segments; `None` matches any one segment.
+type Template = Vec<Option<String>>;
+
+/// Adds `Allow` to every 405 answer (RFC 9110 15.5.6), listing the methods the document (and
+/// the plain routes beside it) gives the request's path.
+#[derive(Clone)]
+pub struct AllowHeader {
+    routes: Arc<Vec<(Template, HeaderValue)>>,
+}
+
+impl AllowHeader {
+    /// The methods of every path in `doc`, plus `GET` (and so `HEAD`) on each of `get_paths`.
+    pub fn new(doc: &Value, get_paths: &[&str]) -> Self {
+        let mut routes = Vec::new();
+        if let Some(Value::Object(paths)) = doc.get("paths") {
+            for (path, item) in paths {
+                let mut methods: Vec<String> = item
+                    .as_object()
+                    .into_iter()
+                    .flat_map(|ops| ops.keys())
+                    .filter_map(|m| Method::from_bytes(m.to_ascii_uppercase().as_bytes()).ok())
+                    .map(|m| m.to_string())
+                    .collect();
+                if methods.iter().any(|m| m == "GET") {
+                    methods.push("HEAD".into());
+                }
+                routes.push((template(path), methods.join(", ")));
+            }
+        }
+        for path in get_paths {
+            routes.push((template(path), "GET, HEAD".into()));
+        }
+        let routes = routes
+            .into_iter()
+            .filter_map(|(t, allow)| Some((t, HeaderValue::from_str(&allow).ok()?)))
+            .collect();
+        Self {
+            routes: Arc::new(routes),
+        }
+    }
+
+    fn allow(&self, path: &str) -> Option<&HeaderValue> {
+        let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+        self.routes.iter().find_map(|(t, allow)| {
+            let fits = t.len() == segments.len()
+                && t.iter().zip(&segments).all(|(want, got)| match want {
+                    Some(want) => want == got,
+                    None => !got.is_empty(),
+                });
+            fits.then_some(allow)
+        })
+    }
+}
+
+fn template(path: &str) -> Template {
+    path.trim_end_matches('/')
+        .split('/')
+        .map(|s| (!(s.starts_with('{') && s.ends_with('}'))).then(|| s.to_owned()))
+        .collect()
+}
+
+impl<E: Endpoint> Middleware<E> for AllowHeader {
+    type Output = AllowHeaderEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        AllowHeaderEndpoint {
+            inner,
+            allow: self.clone(),
+        }
+    }
+}
+
+/// The endpoint [`AllowHeader`] wraps.
+pub struct AllowHeaderEndpoint<E> {
+    inner: E,
+    allow: AllowHeader,
+}
+
+impl<E: Endpoint> Endpoint for AllowHeaderEndpoint<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        let allow = self.allow.allow(req.uri().path()).cloned();
+        let mut response = match self.inner.call(req).await {
+            Ok(output) => output.into_response(),
+            Err(e) if e.status() == StatusCode::METHOD_NOT_ALLOWED => e.into_response(),
+            Err(e) => return Err(e),
+        };
+        if response.status() == StatusCode::METHOD_NOT_ALLOWED
+            && let Some(allow) = allow
+        {
+            response.headers_mut().insert(header::ALLOW, allow);
+        }
+        Ok(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_described_reference_loses_its_all_of_and_keeps_its_description() {
+        let mut doc = json!({"properties": {
+            "stage": {"description": "D", "allOf": [{"$ref": "#/S"}, {"description": "D"}]},
+            "both": {"allOf": [{"$ref": "#/A"}, {"$ref": "#/B"}]},
+        }});
+        tidy(&mut doc);
+        assert_eq!(
+            doc,
+            json!({"properties": {
+                "stage": {"description": "D", "$ref": "#/S"},
+                "both": {"allOf": [{"$ref": "#/A"}, {"$ref": "#/B"}]},
+            }})
+        );
+    }
+
+    #[test]
+    fn allow_lists_the_methods_of_the_matching_template() {
+        let doc = json!({"paths": {
+            "/cases/{reference}": {"get": {}},
+            "/intake": {"post": {}},
+        }});
+        let allow = AllowHeader::new(&doc, &["/healthz"]);
+        let got = |path| allow.allow(path).and_then(|v| v.to_str().ok());
+        assert_eq!(got("/cases/123"), Some("GET, HEAD"));
+        assert_eq!(got("/intake"), Some("POST"));
+        assert_eq!(got("/healthz"), Some("GET, HEAD"));
+        assert_eq!(got("/cases/"), None);
+        assert_eq!(got("/cases/1/2"), None);
+        assert_eq!(got("/other"), None);
+    }
+}
