@@ -20,22 +20,35 @@ const DEMO_EMAIL: &str = "jane.doe@example.com";
 
 /// Reuses the demo client of an earlier start when it still exists; otherwise makes one.
 async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Value> {
+    let clients = auth_server::cli::client(config, ClientCommand::List).await?;
+    let clients = clients.as_array().map(Vec::as_slice).unwrap_or_default();
     if let Ok(text) = std::fs::read_to_string(DEMO_FILE)
         && let Ok(saved) = serde_json::from_str::<Value>(&text)
     {
-        let clients = auth_server::cli::client(config, ClientCommand::List).await?;
-        let known = clients.as_array().is_some_and(|cs| {
-            cs.iter()
-                .any(|c| c["client_id"] == saved["client_id"] && c["disabled"] == false)
-        });
+        let known = clients
+            .iter()
+            .any(|c| c["client_id"] == saved["client_id"] && c["disabled"] == false);
         if known {
             return Ok(saved);
         }
     }
+    // Names are unique: a demo client lost or disabled earlier keeps its own.
+    let earlier = clients
+        .iter()
+        .filter(|c| {
+            c["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("Demo partner"))
+        })
+        .count();
+    let name = match earlier {
+        0 => "Demo partner".to_owned(),
+        n => format!("Demo partner {}", n + 1),
+    };
     let created = auth_server::cli::client(
         config,
         ClientCommand::Create {
-            name: "Demo partner".into(),
+            name,
             scopes: DEMO_SCOPE.into(),
         },
     )

@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
-    EntityTrait, QueryFilter, QueryOrder, Set, TransactionTrait,
+    EntityTrait, QueryFilter, QueryOrder, Set, SqlErr, TransactionTrait,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -18,7 +18,8 @@ use crate::entity::{client, client_secret, revision, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState};
 use crate::{audit, secrets};
 
-async fn bump_revision<C: ConnectionTrait>(db: &C) -> anyhow::Result<()> {
+/// Marks a change to clients or keys, for the running servers to pick up.
+pub(crate) async fn bump_revision<C: ConnectionTrait>(db: &C) -> anyhow::Result<()> {
     revision::Entity::update_many()
         .col_expr(
             revision::Column::Value,
@@ -70,7 +71,8 @@ pub fn parse_scopes(scopes: &str) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// Registers a client and returns its one-time credentials.
+/// Registers a client and returns its one-time credentials. Names are unique whatever
+/// their case, so that operators never mistake one partner for another.
 pub async fn create_client(
     db: &DatabaseConnection,
     name: &str,
@@ -86,7 +88,22 @@ pub async fn create_client(
     let secret = secrets::generate_secret()?;
     let now = Utc::now();
     let txn = begin_change(db).await?;
-    client::ActiveModel {
+    // Compared here as well as by the unique index on lower(name): SQLite's lower() folds
+    // only ASCII letters.
+    let folded = name.to_lowercase();
+    let taken = client::Entity::find()
+        .all(&txn)
+        .await?
+        .into_iter()
+        .find(|c| c.name.to_lowercase() == folded);
+    if let Some(taken) = taken {
+        bail!(
+            "client {} is already named {:?}: client names must differ in more than case",
+            taken.client_id,
+            taken.name
+        );
+    }
+    let inserted = client::ActiveModel {
         client_id: Set(client_id.clone()),
         name: Set(name.to_owned()),
         scopes: Set(scopes.join(" ")),
@@ -95,7 +112,13 @@ pub async fn create_client(
         updated_at: Set(now),
     }
     .insert(&txn)
-    .await?;
+    .await;
+    if let Err(e) = inserted {
+        if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) {
+            bail!("a client named {name:?} exists: client names must differ in more than case");
+        }
+        return Err(e.into());
+    }
     insert_secret(&txn, &client_id, &secret, now).await?;
     let detail = json!({"name": name, "scopes": scopes});
     audit::append(&txn, actor, "client.create", &client_id, detail).await?;

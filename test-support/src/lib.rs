@@ -176,9 +176,11 @@ impl AuthServer {
 
     /// Registers a client with `scopes`; returns `(client_id, client_secret)`.
     pub async fn create_client(&self, scopes: &str) -> (String, String) {
+        // Client names are unique.
+        let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
         let out = self
             .client_cmd(auth_server::config::ClientCommand::Create {
-                name: "Test Partner".into(),
+                name,
                 scopes: scopes.into(),
             })
             .await
