@@ -1,17 +1,67 @@
-//! The operator commands: clients and keys. Each prints one JSON document on stdout.
+//! The operator commands: clients, keys and the audit trail. Each returns the JSON document
+//! it prints; [`run`] prints it as a table or as JSON.
 
-use chrono::{Duration, Utc};
+use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
-use serde_json::json;
+use serde_json::{Value, json};
+use service_kit::cli::View;
 
 use crate::audit;
-use crate::config::{AuditCommand, ClientCommand, Config, KeyCommand};
+use crate::config::{
+    AuditCommand, ClientCommand, KeyCommand, Operation, OperatorCommand, Settings,
+};
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::{migration, store};
 
-async fn open(config: &Config) -> anyhow::Result<DatabaseConnection> {
-    migration::open_existing(&config.database_url, 2).await
+/// What a command did: the JSON it prints, how that reads as a table, and a remark for
+/// the operator on stderr.
+struct Report {
+    json: Value,
+    view: View,
+    note: Option<String>,
+}
+
+impl Report {
+    fn record(json: Value) -> Self {
+        Self {
+            json,
+            view: View::Record,
+            note: None,
+        }
+    }
+
+    fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
+        Self {
+            json,
+            view: View::List { columns, empty },
+            note: None,
+        }
+    }
+}
+
+/// Runs an operator command as the binary does: logs only warnings, and prints what it
+/// did in the format asked for.
+pub async fn run(operation: Operation) -> anyhow::Result<()> {
+    service_kit::cli::init_logs();
+    let Operation {
+        command,
+        settings,
+        output,
+    } = operation;
+    let report = match command {
+        OperatorCommand::Client(c) => client_report(&settings, c).await?,
+        OperatorCommand::Key(k) => key_report(&settings, k).await?,
+        OperatorCommand::Audit(a) => audit_report(&settings, a).await?,
+    };
+    if let Some(note) = &report.note {
+        eprintln!("{note}");
+    }
+    service_kit::cli::print(&report.json, output, report.view)
+}
+
+async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
+    migration::open_existing(&settings.database_url, 2).await
 }
 
 /// Waits until every running server has picked up a change just committed.
@@ -19,28 +69,53 @@ async fn propagated() {
     tokio::time::sleep(PROPAGATION).await;
 }
 
-/// Runs `auth-server client ...` and returns what it prints.
-pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<serde_json::Value> {
-    let db = open(config).await?;
-    let actor = audit::actor(config.actor.as_deref());
-    let mutates = !matches!(command, ClientCommand::List);
-    let out: anyhow::Result<serde_json::Value> = match command {
+/// Runs `auth-server client ...` and returns what it prints as JSON.
+pub async fn client(
+    settings: impl Into<Settings>,
+    command: ClientCommand,
+) -> anyhow::Result<Value> {
+    Ok(client_report(&settings.into(), command).await?.json)
+}
+
+async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::Result<Report> {
+    let db = open(settings).await?;
+    let actor = audit::actor(settings.actor.as_deref());
+    let report = match command {
         ClientCommand::Create { name, scopes } => {
             let created = store::create_client(&db, &name, &scopes, &actor).await?;
-            Ok(json!({
-                "client_id": created.client_id,
-                "client_secret": created.client_secret.expose(),
-                "scopes": created.scopes,
-            }))
+            propagated().await;
+            Report {
+                note: Some("Keep the secret now: it is never shown again.".into()),
+                ..Report::record(json!({
+                    "client_id": created.client_id,
+                    "client_secret": created.client_secret.expose(),
+                    "scopes": created.scopes,
+                }))
+            }
         }
-        ClientCommand::List => Ok(serde_json::to_value(store::list_clients(&db).await?)?),
+        ClientCommand::List => Report::list(
+            serde_json::to_value(store::list_clients(&db).await?)?,
+            &[
+                "client_id",
+                "name",
+                "scopes",
+                "disabled_at",
+                "created_at",
+                "secrets",
+            ],
+            "No clients.",
+        ),
+        ClientCommand::Show { client_id } => Report::record(serde_json::to_value(
+            store::show_client(&db, &client_id).await?,
+        )?),
         ClientCommand::RotateSecret {
             client_id,
             grace_secs,
         } => {
             let grace = Duration::seconds(i64::try_from(grace_secs)?);
             let rotated = store::rotate_secret(&db, &client_id, grace, &actor).await?;
-            Ok(json!({
+            propagated().await;
+            Report::record(json!({
                 "client_id": rotated.client_id,
                 "client_secret": rotated.client_secret.expose(),
                 "previous_secret_valid_until": rotated.previous_secret_valid_until,
@@ -48,70 +123,114 @@ pub async fn client(config: &Config, command: ClientCommand) -> anyhow::Result<s
         }
         ClientCommand::Disable { client_id } => {
             let (c, changed) = store::set_client_disabled(&db, &client_id, true, &actor).await?;
-            Ok(json!({
-                "client_id": c.client_id,
-                "disabled": true,
-                "disabled_at": c.disabled_at,
-                "changed": changed,
-            }))
+            if changed {
+                propagated().await;
+            }
+            let since = c
+                .disabled_at
+                .map(|at| at.to_rfc3339_opts(SecondsFormat::Secs, true))
+                .unwrap_or_default();
+            Report {
+                note: (!changed).then(|| {
+                    format!(
+                        "client {client_id} is already disabled, since {since}: nothing changed"
+                    )
+                }),
+                ..Report::record(json!({
+                    "client_id": c.client_id,
+                    "disabled": true,
+                    "disabled_at": c.disabled_at,
+                    "changed": changed,
+                }))
+            }
         }
         ClientCommand::Enable { client_id } => {
             let (c, changed) = store::set_client_disabled(&db, &client_id, false, &actor).await?;
-            Ok(json!({"client_id": c.client_id, "disabled": false, "changed": changed}))
+            if changed {
+                propagated().await;
+            }
+            Report {
+                note: (!changed)
+                    .then(|| format!("client {client_id} is already enabled: nothing changed")),
+                ..Report::record(
+                    json!({"client_id": c.client_id, "disabled": false, "changed": changed}),
+                )
+            }
         }
     };
-    let out = out?;
-    if mutates {
-        propagated().await;
-    }
-    Ok(out)
+    Ok(report)
 }
 
-/// Runs `auth-server key ...` and returns what it prints.
-pub async fn key(config: &Config, command: KeyCommand) -> anyhow::Result<serde_json::Value> {
-    let db = open(config).await?;
-    let actor = audit::actor(config.actor.as_deref());
-    match command {
+/// Runs `auth-server key ...` and returns what it prints as JSON.
+pub async fn key(settings: impl Into<Settings>, command: KeyCommand) -> anyhow::Result<Value> {
+    Ok(key_report(&settings.into(), command).await?.json)
+}
+
+async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<Report> {
+    let db = open(settings).await?;
+    let actor = audit::actor(settings.actor.as_deref());
+    let report = match command {
         KeyCommand::Rotate { publish_ahead_secs } => {
-            let ahead = publish_ahead_secs.unwrap_or(config.jwks_max_age_secs);
+            let ahead = publish_ahead_secs.unwrap_or(settings.jwks_max_age_secs);
             let ahead = Duration::seconds(i64::try_from(ahead)?);
             // Never sooner than every auth-server can have loaded the change: then all
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
             let rotated =
-                store::rotate_keys(&db, &config.kek()?, ahead, not_before, &actor).await?;
+                store::rotate_keys(&db, &settings.kek()?, ahead, not_before, &actor).await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
             } else {
                 KeyState::Pending
             };
-            Ok(json!({
+            Report::record(json!({
                 "kid": rotated.kid,
                 "state": state,
                 "activates_at": rotated.activates_at,
                 "standby_kid": rotated.standby_kid,
             }))
         }
-        KeyCommand::List => Ok(serde_json::to_value(store::list_keys(&db).await?)?),
+        KeyCommand::List => Report::list(
+            serde_json::to_value(store::list_keys(&db).await?)?,
+            &[
+                "kid",
+                "state",
+                "created_at",
+                "activates_at",
+                "retired_at",
+                "unpublish_at",
+                "revoked_at",
+            ],
+            "No keys: `auth-server serve` makes the first ones.",
+        ),
         KeyCommand::Revoke { kid } => {
-            let revoked = store::revoke_key(&db, &config.kek()?, &kid, &actor).await?;
+            let revoked = store::revoke_key(&db, &settings.kek()?, &kid, &actor).await?;
             propagated().await;
-            Ok(json!({
+            Report::record(json!({
                 "kid": kid,
                 "state": "revoked",
                 "replacement_kid": revoked.replacement_kid,
                 "standby_kid": revoked.standby_kid,
             }))
         }
-    }
+    };
+    Ok(report)
 }
 
-/// Runs `auth-server audit ...` and returns what it prints.
-pub async fn audit(config: &Config, command: AuditCommand) -> anyhow::Result<serde_json::Value> {
-    let db = open(config).await?;
-    match command {
-        AuditCommand::List { since } => Ok(serde_json::to_value(audit::list(&db, since).await?)?),
-        AuditCommand::Verify => Ok(serde_json::to_value(audit::verify(&db).await?)?),
-    }
+/// Runs `auth-server audit ...` and returns what it prints as JSON.
+pub async fn audit(settings: impl Into<Settings>, command: AuditCommand) -> anyhow::Result<Value> {
+    Ok(audit_report(&settings.into(), command).await?.json)
+}
+
+async fn audit_report(settings: &Settings, command: AuditCommand) -> anyhow::Result<Report> {
+    let db = open(settings).await?;
+    Ok(match command {
+        AuditCommand::List { since } => Report::list(
+            serde_json::to_value(audit::list(&db, since).await?)?,
+            &["seq", "at", "actor", "action", "subject", "detail"],
+            "No audit entries.",
+        ),
+        AuditCommand::Verify => Report::record(serde_json::to_value(audit::verify(&db).await?)?),
+    })
 }

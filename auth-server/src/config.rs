@@ -1,129 +1,84 @@
 //! Configuration: environment variables with matching command-line flags.
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Arg, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use service_kit::Secret;
+use service_kit::cli::{OutputArg, OutputFormat, args_of, plain_usage, settings_of};
 use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 
 use crate::keys::KeyEncryptionKey;
 
-/// The auth-server's settings; every one has a default that runs locally.
+/// Where the database is when `AUTH_DATABASE_URL` does not say.
+const DEFAULT_DATABASE_URL: &str = "sqlite://data/auth.db?mode=rwc";
+
+/// The server's settings (`auth-server serve`); every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Address and port to listen on.
-    #[arg(
-        long,
-        env = "AUTH_BIND",
-        default_value = "127.0.0.1:8081",
-        global = true
-    )]
+    #[arg(long, env = "AUTH_BIND", default_value = "127.0.0.1:8081")]
     pub bind: String,
     /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
     /// unset, `/metrics` is served on the main listener.
-    #[arg(long, env = "AUTH_ADMIN_BIND", global = true)]
+    #[arg(long, env = "AUTH_ADMIN_BIND")]
     pub admin_bind: Option<String>,
     /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
     #[arg(
         long,
         env = "AUTH_DATABASE_URL",
-        default_value = "sqlite://data/auth.db?mode=rwc",
-        hide_env_values = true,
-        global = true
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
     )]
     pub database_url: String,
     /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
-    #[arg(
-        long,
-        env = "AUTH_ISSUER",
-        default_value = "http://127.0.0.1:8081",
-        global = true
-    )]
+    #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
     /// Audience: the `aud` of every token.
-    #[arg(
-        long,
-        env = "AUTH_AUDIENCE",
-        default_value = "partner-intake",
-        global = true
-    )]
+    #[arg(long, env = "AUTH_AUDIENCE", default_value = "partner-intake")]
     pub audience: String,
     /// How long resource servers may cache the JWKS, in seconds.
-    #[arg(
-        long,
-        env = "AUTH_JWKS_MAX_AGE_SECS",
-        default_value_t = 300,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS", default_value_t = 300)]
     pub jwks_max_age_secs: u64,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
     /// encrypted with at rest. Required by `serve`, `key rotate` and `key revoke`.
-    #[arg(
-        long,
-        env = "AUTH_KEY_ENCRYPTION_KEY",
-        hide_env_values = true,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     pub key_encryption_key: Option<Secret<String>>,
-    /// Who is making a change, for the audit trail; the operating-system user when unset.
-    #[arg(long, env = "AUTH_ACTOR", global = true)]
-    pub actor: Option<String>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
-    #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret<String>>,
     /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
     pub log_format: LogFormat,
     /// Token requests allowed per client id and source address per window.
-    #[arg(
-        long,
-        env = "AUTH_TOKEN_RATE_LIMIT",
-        default_value_t = 600,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_TOKEN_RATE_LIMIT", default_value_t = 600)]
     pub token_rate_limit: u32,
     /// Token requests allowed per source address per window, whatever the client id: the
     /// first limit a request meets.
-    #[arg(
-        long,
-        env = "AUTH_SOURCE_RATE_LIMIT",
-        default_value_t = 1200,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_SOURCE_RATE_LIMIT", default_value_t = 1200)]
     pub source_rate_limit: u32,
     /// Proxies whose `X-Forwarded-For` names the source address: comma-separated CIDR
     /// blocks or addresses. None by default: the TCP peer is the source.
-    #[arg(long, env = "AUTH_TRUSTED_PROXIES", default_value = "", global = true)]
+    #[arg(long, env = "AUTH_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
     /// Failed client authentications allowed per client id and source address per window.
-    #[arg(
-        long,
-        env = "AUTH_FAILED_AUTH_LIMIT",
-        default_value_t = 10,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_FAILED_AUTH_LIMIT", default_value_t = 10)]
     pub failed_auth_limit: u32,
     /// The rate-limit window, in seconds.
-    #[arg(
-        long,
-        env = "AUTH_RATE_WINDOW_SECS",
-        default_value_t = 60,
-        global = true
-    )]
+    #[arg(long, env = "AUTH_RATE_WINDOW_SECS", default_value_t = 60)]
     pub rate_window_secs: u64,
 }
 
 impl Config {
+    /// The server's settings from the environment alone, as `auth-server` with no command
+    /// reads them.
+    pub fn from_env() -> Result<Self, clap::Error> {
+        let command = Self::augment_args(clap::Command::new("auth-server"));
+        Self::from_arg_matches(&command.try_get_matches_from(["auth-server"])?)
+    }
+
     /// The key-encryption key. Private keys are never stored or loaded in clear, so there
     /// is no running without one.
     pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
-        let encoded = self.key_encryption_key.as_ref().ok_or_else(|| {
-            anyhow::anyhow!(
-                "AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are never stored in clear. \
-                 Make one with `openssl rand -base64 32`, keep it with your other secrets, and \
-                 give every auth-server replica the same one."
-            )
-        })?;
-        KeyEncryptionKey::from_base64(encoded)
+        kek(self.key_encryption_key.as_ref())
     }
 
     /// The issuer without a trailing slash, as it appears in tokens and metadata.
@@ -133,44 +88,258 @@ impl Config {
 
     /// A configuration for tests and embedding: every default, with these overrides.
     pub fn with_database(database_url: impl Into<String>) -> Self {
-        Cli::parse_from(["auth-server"])
-            .config
-            .with_db(database_url)
-    }
-
-    fn with_db(mut self, url: impl Into<String>) -> Self {
-        self.database_url = url.into();
-        self
+        let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
+        config.database_url = database_url.into();
+        config
     }
 }
 
-/// The auth-server: an OAuth 2.0 client-credentials authorization server.
+fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
+    let encoded = encoded.ok_or_else(|| {
+        anyhow::anyhow!(
+            "AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are never stored in clear. \
+             Make one with `openssl rand -base64 32`, keep it with your other secrets, and \
+             give every auth-server replica the same one."
+        )
+    })?;
+    KeyEncryptionKey::from_base64(encoded)
+}
+
+/// What an operator command (`client`, `key`, `audit`) runs with besides its own
+/// arguments. On the command line each subcommand takes only the ones it uses.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The database the servers run on.
+    pub database_url: String,
+    /// Who makes a change, for the audit trail; the operating-system user when unset.
+    pub actor: Option<String>,
+    /// What signing keys are sealed with; `key rotate` and `key revoke` need it.
+    pub key_encryption_key: Option<Secret<String>>,
+    /// How long resource servers cache the JWKS: how far ahead of its first signature
+    /// `key rotate` publishes a key unless told otherwise.
+    pub jwks_max_age_secs: u64,
+}
+
+impl Settings {
+    /// The key-encryption key, or why there is none.
+    pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
+        kek(self.key_encryption_key.as_ref())
+    }
+
+    fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
+        let database = settings_of::<DatabaseArg>(command, matches);
+        Self {
+            database_url: database.map_or_else(|| DEFAULT_DATABASE_URL.into(), |d| d.database_url),
+            actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
+            key_encryption_key: settings_of::<KeyEncryptionKeyArg>(command, matches)
+                .and_then(|k| k.key_encryption_key),
+            // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
+            jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
+        }
+    }
+}
+
+/// The server's settings serve the operator commands run beside it (tests, the launcher).
+impl From<&Config> for Settings {
+    fn from(config: &Config) -> Self {
+        Self {
+            database_url: config.database_url.clone(),
+            actor: None,
+            key_encryption_key: config.key_encryption_key.clone(),
+            jwks_max_age_secs: config.jwks_max_age_secs,
+        }
+    }
+}
+
+const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
+
+/// `--database-url`, for every command.
+#[derive(Debug, Clone, Args)]
+struct DatabaseArg {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "AUTH_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    database_url: String,
+}
+
+/// `--actor`, for the commands that change something.
+#[derive(Debug, Clone, Args)]
+struct ActorArg {
+    /// Who is making the change, for the audit trail; the operating-system user when unset.
+    #[arg(long, env = "AUTH_ACTOR")]
+    actor: Option<String>,
+}
+
+/// `--key-encryption-key`, for the commands that make or change signing keys.
+#[derive(Debug, Clone, Args)]
+struct KeyEncryptionKeyArg {
+    /// Base64 of the 32 bytes every signing key is encrypted with at rest: the servers'.
+    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    key_encryption_key: Option<Secret<String>>,
+}
+
+/// What a command that only reads takes besides its own arguments.
+fn reads() -> Vec<Arg> {
+    [args_of::<DatabaseArg>(), args_of::<OutputArg>()].concat()
+}
+
+/// What a command that changes clients takes besides its own arguments.
+fn changes() -> Vec<Arg> {
+    [
+        args_of::<DatabaseArg>(),
+        args_of::<ActorArg>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// What a command that makes or changes signing keys takes besides its own arguments.
+fn changes_keys() -> Vec<Arg> {
+    [
+        args_of::<DatabaseArg>(),
+        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<ActorArg>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// `auth-server migrate`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "AUTH_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
+    pub log_format: LogFormat,
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+pub enum Cli {
+    /// Run the server: `serve`, or no command at all.
+    Serve(Box<Config>),
+    /// Apply the database migrations.
+    Migrate(MigrateArgs),
+    /// An operator command.
+    Operate(Operation),
+}
+
+/// An operator command as given: what to do, with what, and how to print it.
+#[derive(Debug)]
+pub struct Operation {
+    /// What to do.
+    pub command: OperatorCommand,
+    /// What it runs with.
+    pub settings: Settings,
+    /// How to print what it did; see [`OutputFormat::or_default`].
+    pub output: Option<OutputFormat>,
+}
+
+impl Cli {
+    /// The process's command line; exits with a usage message when it does not parse.
+    pub fn parse() -> Self {
+        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the binary's name first), reading each setting from its flag or its
+    /// environment variable.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let command = plain_usage(Line::command());
+        let matches = command.clone().try_get_matches_from(args)?;
+        Ok(match Line::from_arg_matches(&matches)?.command {
+            None => Self::Serve(Box::new(Config::from_env()?)),
+            Some(Command::Serve(config)) => Self::Serve(config),
+            Some(Command::Migrate(args)) => Self::Migrate(args),
+            Some(Command::Operator(operator)) => Self::Operate(Operation {
+                command: operator,
+                settings: Settings::from_matches(&command, &matches),
+                output: settings_of::<OutputArg>(&command, &matches).and_then(|o| o.output),
+            }),
+        })
+    }
+
+    /// The command line's definition, for its help.
+    pub fn command() -> clap::Command {
+        plain_usage(Line::command())
+    }
+}
+
+/// The command line as clap reads it: [`Cli::try_parse_from`] adds the settings.
 #[derive(Debug, Parser)]
-#[command(name = "auth-server", version, about)]
-pub struct Cli {
-    /// Settings shared by every command.
-    #[command(flatten)]
-    pub config: Config,
-    /// What to do; `serve` when omitted.
+#[command(
+    name = "auth-server",
+    version,
+    about,
+    after_help = "Examples:
+  auth-server serve                    # run the server (also with no command)
+  auth-server client list              # partner clients, as a table on a terminal
+  auth-server client show CLIENT_ID -o json
+
+Each command reads its settings from flags or the environment (AUTH_DATABASE_URL, ...):
+see `auth-server COMMAND --help`."
+)]
+struct Line {
     #[command(subcommand)]
-    pub command: Option<Command>,
+    command: Option<Command>,
 }
 
-/// Commands of the auth-server binary.
 #[derive(Debug, Subcommand)]
-pub enum Command {
+enum Command {
     /// Run the HTTP server (the default).
-    Serve,
+    #[command(after_help = "Examples:
+  AUTH_KEY_ENCRYPTION_KEY=$(cat kek) auth-server serve
+  auth-server serve --bind 0.0.0.0:8081 --admin-bind 0.0.0.0:9081 --log-format json")]
+    Serve(Box<Config>),
     /// Apply database migrations and exit.
-    Migrate,
+    #[command(after_help = "Examples:
+  auth-server migrate --database-url postgres://auth@db/auth
+  AUTH_DATABASE_URL=postgres://auth@db/auth auth-server migrate --log-format json")]
+    Migrate(MigrateArgs),
+    #[command(flatten)]
+    Operator(OperatorCommand),
+}
+
+/// The operator commands.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
     /// Manage partner clients.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  auth-server client list
+  auth-server client show CLIENT_ID"
+    )]
     Client(ClientCommand),
     /// Manage token-signing keys.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  auth-server key list
+  auth-server key rotate"
+    )]
     Key(KeyCommand),
     /// Read and check the audit trail of changes to clients and keys.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  auth-server audit list --since 7d
+  auth-server audit verify"
+    )]
     Audit(AuditCommand),
 }
 
@@ -178,12 +347,24 @@ pub enum Command {
 #[derive(Debug, Subcommand)]
 pub enum AuditCommand {
     /// Print the entries, oldest first.
+    #[command(
+        args = reads(),
+        after_help = "Examples:
+  auth-server audit list --since 24h
+  auth-server audit list --since 2026-11-26T00:00:00Z -o json"
+    )]
     List {
-        /// Only entries made at or after this time (RFC 3339, e.g. 2026-11-26T00:00:00Z).
-        #[arg(long)]
+        /// Only entries made at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
+        /// span back from now (30m, 24h, 7d).
+        #[arg(long, value_parser = service_kit::cli::parse_since)]
         since: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Check the hash chain: exits 1 naming the first entry altered, removed or reordered.
+    #[command(
+        args = reads(),
+        after_help = "Examples:
+  auth-server audit verify          # prints the count and the last hash; keep the hash elsewhere"
+    )]
     Verify,
 }
 
@@ -191,8 +372,14 @@ pub enum AuditCommand {
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
     /// Register a client; prints its id and secret (shown only this once).
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client create --name \"Acme Mortgages\" --scopes enquiry:case:intake:create
+  auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json"
+    )]
     Create {
-        /// Partner name, for operators.
+        /// Partner name, for operators: unique, whatever its case.
         #[arg(long)]
         name: String,
         /// Space-separated scopes the client may be granted.
@@ -200,8 +387,32 @@ pub enum ClientCommand {
         scopes: String,
     },
     /// List clients (never their secrets).
+    #[command(
+        args = reads(),
+        after_help = "Examples:
+  auth-server client list
+  auth-server client list -o json | jq -r '.[] | select(.disabled) | .client_id'"
+    )]
     List,
+    /// Show one client, with the fingerprint and expiry of each of its secrets.
+    #[command(
+        args = reads(),
+        after_help = "Examples:
+  auth-server client show CLIENT_ID
+  # The fingerprint of a secret you hold, to compare:
+  printf %s \"$SECRET\" | openssl dgst -sha256 -binary | sha256sum | cut -c1-16"
+    )]
+    Show {
+        /// The client's id.
+        client_id: String,
+    },
     /// Issue a new secret; the old one keeps working for the grace period.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client rotate-secret CLIENT_ID                    # the old secret works one more day
+  auth-server client rotate-secret CLIENT_ID --grace-secs 3600"
+    )]
     RotateSecret {
         /// The client's id.
         client_id: String,
@@ -210,11 +421,21 @@ pub enum ClientCommand {
         grace_secs: u64,
     },
     /// Disable a client: no more tokens, and resource servers refuse the ones it holds.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client disable CLIENT_ID --actor alice"
+    )]
     Disable {
         /// The client's id.
         client_id: String,
     },
     /// Enable a disabled client again: its unexpired tokens work again too.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client enable CLIENT_ID --actor alice"
+    )]
     Enable {
         /// The client's id.
         client_id: String,
@@ -225,17 +446,35 @@ pub enum ClientCommand {
 #[derive(Debug, Subcommand)]
 pub enum KeyCommand {
     /// Switch signing to the standby key, and publish a new standby.
+    #[command(
+        args = changes_keys(),
+        after_help = "Examples:
+  auth-server key rotate                          # the standby signs once every resource server holds it
+  auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young"
+    )]
     Rotate {
         /// The least time between the standby's publication and its first signature;
-        /// defaults to the JWKS max-age, so every resource server caching the JWKS holds
-        /// the key before it signs. A standby is usually older than that: it signs at once.
-        #[arg(long)]
+        /// defaults to the JWKS max-age (300), so every resource server caching the JWKS
+        /// holds the key before it signs. A standby is usually older than that: it signs
+        /// at once.
+        #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS")]
         publish_ahead_secs: Option<u64>,
     },
     /// List keys with their state and dates.
+    #[command(
+        args = reads(),
+        after_help = "Examples:
+  auth-server key list
+  auth-server key list -o json | jq -r '.[] | select(.state == \"active\") | .kid'"
+    )]
     List,
     /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
     /// signing, the standby key takes over at once.
+    #[command(
+        args = changes_keys(),
+        after_help = "Examples:
+  auth-server key revoke KID --actor alice"
+    )]
     Revoke {
         /// The key's kid.
         kid: String,

@@ -17,31 +17,26 @@ pub mod state;
 pub mod store;
 pub mod token;
 
-use config::{Cli, Command};
+use config::Cli;
 
-/// Runs the binary's command line: `serve` (the default), `migrate`, `client ...`, `key ...`.
+/// Runs the binary's command line: `serve` (the default), `migrate`, `client ...`,
+/// `key ...`, `audit ...`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let _logs = service_kit::telemetry::init_tracing(cli.config.log_format);
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
-            startup::Application::build(cli.config)
+    match cli {
+        Cli::Serve(config) => {
+            let _logs = service_kit::telemetry::init_tracing(config.log_format);
+            startup::Application::build(*config)
                 .await?
                 .run_until_stopped()
                 .await
         }
-        Command::Migrate => {
-            let db = service_kit::db::connect(&cli.config.database_url, 1).await?;
+        Cli::Migrate(args) => {
+            let _logs = service_kit::telemetry::init_tracing(args.log_format);
+            let db = service_kit::db::connect(&args.database_url, 1).await?;
             migration::run(&db).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Client(c) => print(&cli::client(&cli.config, c).await?),
-        Command::Key(k) => print(&cli::key(&cli.config, k).await?),
-        Command::Audit(a) => print(&cli::audit(&cli.config, a).await?),
+        Cli::Operate(operation) => cli::run(operation).await,
     }
-}
-
-fn print(value: &serde_json::Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(value)?);
-    Ok(())
 }

@@ -4,7 +4,8 @@
 
 use std::process::Command;
 
-use auth_server::config::{AuditCommand, ClientCommand, KeyCommand};
+use auth_server::cli;
+use auth_server::config::{AuditCommand, ClientCommand, KeyCommand, Settings};
 use sea_orm::{ConnectionTrait, Database, Statement};
 use serde_json::Value;
 use test_support::on_both_backends;
@@ -37,16 +38,20 @@ fn verify_with_the_binary(app: &TestApp) -> (Option<i32>, String) {
 async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_tampering(
     backend: Backend,
 ) {
-    let mut app = TestApp::spawn(backend).await;
-    app.auth.config.actor = Some("alice".into());
-    let rotated = app
-        .auth
-        .client_cmd(ClientCommand::RotateSecret {
+    let app = TestApp::spawn(backend).await;
+    let alice = Settings {
+        actor: Some("alice".into()),
+        ..Settings::from(&app.auth.config)
+    };
+    let rotated = cli::client(
+        alice.clone(),
+        ClientCommand::RotateSecret {
             client_id: app.client_id.clone(),
             grace_secs: 60,
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     for command in [
         ClientCommand::Disable {
             client_id: app.client_id.clone(),
@@ -55,21 +60,24 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
             client_id: app.client_id.clone(),
         },
     ] {
-        app.auth.client_cmd(command).await.unwrap();
+        cli::client(alice.clone(), command).await.unwrap();
     }
-    let key = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
+    let key = cli::key(
+        alice.clone(),
+        KeyCommand::Rotate {
             publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
-    app.auth
-        .key_cmd(KeyCommand::Revoke {
+        },
+    )
+    .await
+    .unwrap();
+    cli::key(
+        alice,
+        KeyCommand::Revoke {
             kid: key["kid"].as_str().unwrap().to_owned(),
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
 
     let entries = app
         .auth

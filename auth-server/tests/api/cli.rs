@@ -12,9 +12,36 @@ fn auth_server(db: &TestDb, args: &[&str]) -> (bool, Value, String) {
     (code == Some(0), json, stderr)
 }
 
-/// Runs the binary on the database at `url`: exit code, stdout as JSON (null when empty or
-/// on failure), stderr.
+/// Runs the binary on the database at `url`, logging at `info`: exit code, stdout as JSON
+/// (null when empty or on failure), stderr.
 fn auth_server_at(url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
+    let run = run(url, args, &[("RUST_LOG", "info")]);
+    (run.code, run.json(), run.stderr)
+}
+
+/// What one run of the binary did.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Stdout as JSON; null when empty or on failure.
+    fn json(&self) -> Value {
+        if self.code == Some(0) && !self.stdout.trim().is_empty() {
+            serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+                panic!("stdout is not one JSON document ({e}): {}", self.stdout)
+            })
+        } else {
+            Value::Null
+        }
+    }
+}
+
+/// Runs the binary on the database at `url` with `env` and no other log settings, its
+/// stdout a pipe, as scripts run it.
+fn run(url: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
         .args(args)
         .env("AUTH_DATABASE_URL", url)
@@ -22,18 +49,15 @@ fn auth_server_at(url: &str, args: &[&str]) -> (Option<i32>, Value, String) {
             "AUTH_KEY_ENCRYPTION_KEY",
             test_support::TEST_KEY_ENCRYPTION_KEY,
         )
-        .env("RUST_LOG", "info")
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
         .output()
         .expect("auth-server runs");
-    let stdout = String::from_utf8(out.stdout).expect("utf-8 stdout");
-    let stderr = String::from_utf8(out.stderr).expect("utf-8 stderr");
-    let json = if out.status.success() && !stdout.trim().is_empty() {
-        serde_json::from_str(&stdout)
-            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {stdout}"))
-    } else {
-        Value::Null
-    };
-    (out.status.code(), json, stderr)
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
 }
 
 async fn the_commands_print_json_and_keep_secrets_off_stderr(backend: Backend) {
@@ -178,7 +202,418 @@ async fn commands_act_only_on_an_existing_migrated_database(backend: Backend) {
     assert_eq!((code, listed), (Some(0), serde_json::json!([])));
 }
 
+/// A migrated, empty auth database, and a client made on it with the binary.
+async fn with_a_client(backend: Backend, name: &str) -> (TestDb, String, String) {
+    let db = TestDb::auth(backend).await;
+    let created = run(
+        &db.url,
+        &[
+            "client",
+            "create",
+            "--name",
+            name,
+            "--scopes",
+            "enquiry:case:intake:create",
+        ],
+        &[],
+    );
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let json = created.json();
+    let id = json["client_id"].as_str().unwrap().to_owned();
+    let secret = json["client_secret"].as_str().unwrap().to_owned();
+    (db, id, secret)
+}
+
+/// The fingerprint a partner computes from the secret it holds: SHA-256 over the secret's
+/// SHA-256, the first 8 bytes in hex.
+fn fingerprint_of(secret: &str) -> String {
+    use aws_lc_rs::digest::{SHA256, digest};
+    let twice = digest(&SHA256, digest(&SHA256, secret.as_bytes()).as_ref());
+    twice.as_ref()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Every RFC 3339 time in `value`, wherever it is.
+fn times_in(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| times_in(v, out)),
+        Value::Object(fields) => fields.values().for_each(|v| times_in(v, out)),
+        _ => {}
+    }
+}
+
+fn assert_whole_seconds(value: &Value) {
+    let mut times = Vec::new();
+    times_in(value, &mut times);
+    assert!(!times.is_empty(), "no times in {value}");
+    for time in times {
+        assert!(
+            time.len() == 20 && time.ends_with('Z'),
+            "{time} is not to the second, in UTC"
+        );
+    }
+}
+
+async fn client_show_gives_each_secrets_fingerprint_and_expiry_and_never_a_secret(
+    backend: Backend,
+) {
+    let (db, id, first) = with_a_client(backend, "Acme").await;
+    let rotated = run(&db.url, &["client", "rotate-secret", &id], &[]);
+    assert_eq!(rotated.code, Some(0), "{}", rotated.stderr);
+    let second = rotated.json()["client_secret"].as_str().unwrap().to_owned();
+
+    let shown = run(&db.url, &["client", "show", &id], &[]);
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    assert_eq!(shown.stderr, "", "a read logs nothing below warn");
+    let client = shown.json();
+    assert_eq!(client["client_id"], id.as_str());
+    assert_eq!(client["name"], "Acme");
+    assert_eq!(client["disabled"], false);
+    let secrets = client["secrets"].as_array().unwrap();
+    assert_eq!(secrets.len(), 2);
+    assert_eq!(secrets[0]["fingerprint"], fingerprint_of(&first).as_str());
+    assert_eq!(secrets[0]["state"], "grace");
+    assert!(secrets[0]["valid_until"].is_string());
+    assert_eq!(secrets[1]["fingerprint"], fingerprint_of(&second).as_str());
+    assert_eq!(secrets[1]["state"], "current");
+    assert_eq!(secrets[1]["valid_until"], Value::Null);
+    assert_whole_seconds(&client);
+    for secret in [&first, &second] {
+        assert!(!shown.stdout.contains(secret.as_str()));
+    }
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(
+        listed[0]["secrets"], client["secrets"],
+        "list shows the same"
+    );
+
+    let table = run(&db.url, &["client", "show", &id, "-o", "table"], &[]);
+    assert_eq!(table.code, Some(0), "{}", table.stderr);
+    assert!(
+        table.stdout.starts_with(&format!("client_id:    {id}\n")),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains("\nsecrets:\n  FINGERPRINT "),
+        "{}",
+        table.stdout
+    );
+    assert!(
+        table.stdout.contains(&fingerprint_of(&second)),
+        "{}",
+        table.stdout
+    );
+
+    let missing = run(&db.url, &["client", "show", "no-such-client"], &[]);
+    assert_eq!(missing.code, Some(1));
+    assert_eq!(missing.stdout, "");
+    assert!(
+        missing.stderr.contains("no client with id no-such-client"),
+        "{}",
+        missing.stderr
+    );
+}
+
+async fn disabling_twice_keeps_the_first_date_and_says_so(backend: Backend) {
+    let (db, id, _) = with_a_client(backend, "Acme").await;
+    let first = run(&db.url, &["client", "disable", &id], &[]);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert_eq!(first.json()["changed"], true);
+    let since = first.json()["disabled_at"].as_str().unwrap().to_owned();
+    assert_eq!(first.stderr, "");
+
+    let again = run(&db.url, &["client", "disable", &id], &[]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.json()["changed"], false);
+    assert_eq!(again.json()["disabled_at"], since.as_str());
+    assert_eq!(
+        again.stderr,
+        format!("client {id} is already disabled, since {since}: nothing changed\n")
+    );
+    let shown = run(&db.url, &["client", "show", &id], &[]).json();
+    assert_eq!(shown["disabled_at"], since.as_str());
+
+    let enabled = run(&db.url, &["client", "enable", &id], &[]);
+    assert_eq!(
+        (enabled.code, enabled.json()["changed"].clone()),
+        (Some(0), Value::Bool(true))
+    );
+    let again = run(&db.url, &["client", "enable", &id], &[]);
+    assert_eq!(
+        (again.code, again.json()["changed"].clone()),
+        (Some(0), Value::Bool(false))
+    );
+    assert!(
+        again.stderr.contains("is already enabled"),
+        "{}",
+        again.stderr
+    );
+    let audit = run(&db.url, &["audit", "list"], &[]).json();
+    let actions: Vec<&str> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        actions,
+        ["client.create", "client.disable", "client.enable"]
+    );
+}
+
+async fn client_names_are_unique_whatever_their_case(backend: Backend) {
+    let (db, id, _) = with_a_client(backend, "Acme Mortgages").await;
+    let taken = run(
+        &db.url,
+        &[
+            "client",
+            "create",
+            "--name",
+            " ACME mortgages ",
+            "--scopes",
+            "enquiry:case:intake:create",
+        ],
+        &[],
+    );
+    assert_eq!(taken.code, Some(1));
+    assert_eq!(taken.stdout, "");
+    assert_eq!(
+        taken.stderr,
+        format!(
+            "error: client {id} is already named \"Acme Mortgages\": client names must differ \
+             in more than case\n"
+        )
+    );
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1);
+}
+
+/// Names told apart only by case, made before names were unique, do not stop the migration
+/// that makes them so: the oldest keeps its name, the others are renamed, in the audit trail.
+async fn the_unique_names_migration_renames_older_duplicates(backend: Backend) {
+    use sea_orm::{ConnectionTrait, Database};
+    use sea_orm_migration::MigratorTrait;
+
+    let db = TestDb::new(backend, "authnames").await;
+    let conn = Database::connect(db.url.as_str()).await.unwrap();
+    let before = auth_server::migration::Migrator::migrations()
+        .iter()
+        .position(|m| m.name() == "m20261130_000001_unique_client_names")
+        .unwrap();
+    auth_server::migration::Migrator::up(&conn, Some(before as u32))
+        .await
+        .unwrap();
+    for (id, name, created) in [
+        ("c1", "Acme", "2026-11-01 10:00:00+00:00"),
+        ("c2", "ACME", "2026-11-02 10:00:00+00:00"),
+        ("c3", "Other", "2026-11-03 10:00:00+00:00"),
+    ] {
+        conn.execute_unprepared(&format!(
+            "INSERT INTO clients (client_id, name, scopes, created_at, updated_at) \
+             VALUES ('{id}', '{name}', 'enquiry:case:intake:create', '{created}', '{created}')"
+        ))
+        .await
+        .unwrap();
+    }
+    let _ = conn.close().await;
+
+    let migrated = run(&db.url, &["migrate"], &[]);
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    assert!(
+        migrated.stderr.contains("client renamed"),
+        "{}",
+        migrated.stderr
+    );
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    let names: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["Acme", "ACME (c2)", "Other"]);
+    let audit = run(&db.url, &["audit", "list"], &[]).json();
+    assert_eq!(audit[0]["action"], "client.rename");
+    assert_eq!(audit[0]["subject"], "c2");
+    assert_eq!(audit[0]["detail"]["previous_name"], "ACME");
+    let verified = run(&db.url, &["audit", "verify"], &[]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stderr);
+    let refused = run(
+        &db.url,
+        &[
+            "client",
+            "create",
+            "--name",
+            "other",
+            "--scopes",
+            "enquiry:case:intake:create",
+        ],
+        &[],
+    );
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+}
+
+/// On a terminal people get tables; through a pipe scripts get JSON unless they ask;
+/// either way times are to the second, and logs below warn stay off stderr.
+async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Backend) {
+    let (db, id, _) = with_a_client(backend, "Acme").await;
+    let json = run(&db.url, &["client", "list"], &[]);
+    assert_eq!(json.stderr, "");
+    assert_whole_seconds(&json.json());
+    assert_eq!(
+        run(&db.url, &["client", "list", "-o", "json"], &[]).json(),
+        json.json()
+    );
+
+    let table = run(&db.url, &["client", "list", "-o", "table"], &[]);
+    assert_eq!(table.code, Some(0), "{}", table.stderr);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert_eq!(lines.len(), 2, "{}", table.stdout);
+    let heading: Vec<&str> = lines[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+        .collect();
+    assert_eq!(
+        heading,
+        [
+            "CLIENT ID",
+            "NAME",
+            "SCOPES",
+            "DISABLED AT",
+            "CREATED AT",
+            "SECRETS"
+        ]
+    );
+    let row: Vec<&str> = lines[1].split_whitespace().collect();
+    let created = json.json()[0]["created_at"].as_str().unwrap().to_owned();
+    assert_eq!(
+        row,
+        [
+            id.as_str(),
+            "Acme",
+            "enquiry:case:intake:create",
+            "-",
+            &created,
+            "1"
+        ]
+    );
+    // Each column starts where its heading does.
+    assert_eq!(lines[1].find(&created), lines[0].find("CREATED AT"));
+
+    let keys = run(&db.url, &["key", "list", "-o", "table"], &[]);
+    assert_eq!(keys.code, Some(0));
+    assert_eq!(keys.stdout, "");
+    assert!(keys.stderr.contains("No keys"), "{}", keys.stderr);
+
+    let bad = run(&db.url, &["client", "list", "-o", "yaml"], &[]);
+    assert_eq!(bad.code, Some(2));
+    assert!(
+        bad.stderr.contains("[possible values: table, json]"),
+        "{}",
+        bad.stderr
+    );
+}
+
 on_both_backends!(
     the_commands_print_json_and_keep_secrets_off_stderr,
     commands_act_only_on_an_existing_migrated_database,
+    client_show_gives_each_secrets_fingerprint_and_expiry_and_never_a_secret,
+    disabling_twice_keeps_the_first_date_and_says_so,
+    client_names_are_unique_whatever_their_case,
+    the_unique_names_migration_renames_older_duplicates,
+    output_is_a_table_or_json_as_asked_with_times_to_the_second,
 );
+
+/// `auth-server PATH... --help`.
+fn help(path: &[&str]) -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .args(path)
+        .arg("--help")
+        .output()
+        .expect("auth-server runs");
+    assert!(out.status.success());
+    String::from_utf8(out.stdout).expect("utf-8 help")
+}
+
+/// The long flags a help text lists.
+fn flags(help: &str) -> Vec<String> {
+    help.split_whitespace()
+        .filter(|w| w.starts_with("--"))
+        .map(|w| w.trim_end_matches(',').to_owned())
+        .filter(|w| {
+            w.len() > 2
+                && w.chars()
+                    .skip(2)
+                    .all(|c| c.is_ascii_lowercase() || c == '-')
+        })
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
+    let reads = ["--database-url", "--help", "--output"];
+    let changes = ["--actor", "--database-url", "--help", "--output"];
+    let keys = [
+        "--actor",
+        "--database-url",
+        "--help",
+        "--key-encryption-key",
+        "--output",
+    ];
+    let cases: &[(&[&str], &[&str], &[&str])] = &[
+        (&["client", "create"], &changes, &["--name", "--scopes"]),
+        (&["client", "list"], &reads, &[]),
+        (&["client", "show"], &reads, &[]),
+        (&["client", "rotate-secret"], &changes, &["--grace-secs"]),
+        (&["client", "disable"], &changes, &[]),
+        (&["client", "enable"], &changes, &[]),
+        (&["key", "rotate"], &keys, &["--publish-ahead-secs"]),
+        (&["key", "list"], &reads, &[]),
+        (&["key", "revoke"], &keys, &[]),
+        (&["audit", "list"], &reads, &["--since"]),
+        (&["audit", "verify"], &reads, &[]),
+        (
+            &["migrate"],
+            &["--database-url", "--help", "--log-format"],
+            &[],
+        ),
+    ];
+    for (path, settings, own) in cases {
+        let text = help(path);
+        let mut expected: Vec<String> = settings
+            .iter()
+            .chain(own.iter())
+            .map(|f| f.to_string())
+            .collect();
+        expected.sort();
+        // Examples name flags too; only the options part counts.
+        let options = text.split("Examples:").next().unwrap();
+        assert_eq!(flags(options), expected, "{path:?}:\n{text}");
+        assert!(
+            text.contains("\nExamples:\n  auth-server "),
+            "{path:?}:\n{text}"
+        );
+    }
+    for group in ["client", "key", "audit"] {
+        let text = help(&[group]);
+        assert_eq!(flags(text.split("Examples:").next().unwrap()), ["--help"]);
+        assert!(text.contains("\nExamples:\n  auth-server "), "{text}");
+    }
+    let serve = help(&["serve"]);
+    for server_only in ["--bind", "--issuer", "--redis-url", "--token-rate-limit"] {
+        assert!(serve.contains(server_only), "{server_only}");
+    }
+    assert!(!serve.contains("--actor") && !serve.contains("--output"));
+    let top = help(&[]);
+    assert!(
+        !top.contains("--bind") && !top.contains("--database-url"),
+        "{top}"
+    );
+}
