@@ -10,7 +10,6 @@ use std::path::Path;
 use anyhow::Context;
 use auth_server::config::ClientCommand;
 use base64::Engine;
-use clap::Parser;
 use serde_json::{Value, json};
 
 const DEMO_FILE: &str = "data/demo-client.json";
@@ -140,7 +139,7 @@ async fn main() -> anyhow::Result<()> {
     if auth_config.key_encryption_key.is_none() {
         auth_config.key_encryption_key = Some(local_key_encryption_key()?.parse()?);
     }
-    let intake_config = intake_api::config::Cli::parse_from(["intake-api"]).config;
+    let intake_config = intake_api::config::Config::from_env()?;
     let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;

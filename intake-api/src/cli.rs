@@ -1,53 +1,147 @@
-//! Operator commands.
+//! The operator commands: cases and webhooks. Each returns the JSON document it prints;
+//! [`run`] prints it as a table or as JSON.
 
-use serde_json::json;
+use std::time::Duration;
 
-use crate::config::{CaseCommand, Config, WebhookCommand};
+use serde_json::{Value, json};
+use service_kit::cli::View;
+
+use crate::config::{CaseCommand, Operation, OperatorCommand, Settings, WebhookCommand};
 use crate::migration;
-use crate::store::CaseStore;
+use crate::store::{CaseStore, Timing};
 use crate::webhooks;
 
-/// Runs `intake-api case ...` and returns what it prints.
-pub async fn case(config: &Config, command: CaseCommand) -> anyhow::Result<serde_json::Value> {
+/// What a command did: the JSON it prints, and how that reads as a table.
+struct Report {
+    json: Value,
+    view: View,
+}
+
+impl Report {
+    fn record(json: Value) -> Self {
+        Self {
+            json,
+            view: View::Record,
+        }
+    }
+
+    fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
+        Self {
+            json,
+            view: View::List { columns, empty },
+        }
+    }
+}
+
+/// The columns of a list of cases.
+const CASE_COLUMNS: &[&str] = &[
+    "reference",
+    "brand",
+    "status",
+    "created_at",
+    "updated_at",
+    "activated_at",
+    "product_uuid",
+];
+
+/// Runs an operator command as the binary does: logs only warnings, and prints what it
+/// did in the format asked for.
+pub async fn run(operation: Operation) -> anyhow::Result<()> {
+    service_kit::cli::init_logs();
+    let Operation {
+        command,
+        settings,
+        output,
+    } = operation;
+    let report = match command {
+        OperatorCommand::Case(c) => case_report(&settings, c).await?,
+        OperatorCommand::Webhook(w) => webhook_report(&settings, w).await?,
+    };
+    service_kit::cli::print(&report.json, output, report.view)
+}
+
+/// The store on the existing database. Commands make neither cases nor links, so the
+/// timing of those never applies.
+async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
     const POOL: u32 = 2;
-    let db = migration::open_existing(&config.database_url, POOL).await?;
-    let cases = CaseStore::new(db, POOL, config.timing());
-    match command {
+    let db = migration::open_existing(&settings.database_url, POOL).await?;
+    let unused = Timing {
+        activation_delay: Duration::ZERO,
+        redirect_ttl: Duration::ZERO,
+    };
+    Ok(CaseStore::new(db, POOL, unused))
+}
+
+/// Runs `intake-api case ...` and returns what it prints as JSON.
+pub async fn case(settings: impl Into<Settings>, command: CaseCommand) -> anyhow::Result<Value> {
+    Ok(case_report(&settings.into(), command).await?.json)
+}
+
+async fn case_report(settings: &Settings, command: CaseCommand) -> anyhow::Result<Report> {
+    let cases = open(settings).await?;
+    Ok(match command {
         CaseCommand::Show { reference } => {
             let view = cases
                 .show(&reference)
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("no case with reference {reference}"))?;
-            Ok(serde_json::to_value(view)?)
+            Report::record(serde_json::to_value(view)?)
         }
-    }
+        CaseCommand::Find { email } => Report::list(
+            serde_json::to_value(cases.find_by_email(&email).await?)?,
+            CASE_COLUMNS,
+            "No cases for that e-mail address.",
+        ),
+        CaseCommand::List {
+            status,
+            since,
+            limit,
+        } => Report::list(
+            serde_json::to_value(cases.list(&status, since, limit).await?)?,
+            CASE_COLUMNS,
+            "No cases.",
+        ),
+    })
 }
 
-/// Runs `intake-api webhook ...` and returns what it prints.
+/// Runs `intake-api webhook ...` and returns what it prints as JSON.
 pub async fn webhook(
-    config: &Config,
+    settings: impl Into<Settings>,
     command: WebhookCommand,
-) -> anyhow::Result<serde_json::Value> {
-    const POOL: u32 = 2;
-    let db = migration::open_existing(&config.database_url, POOL).await?;
-    let cases = CaseStore::new(db, POOL, config.timing());
+) -> anyhow::Result<Value> {
+    Ok(webhook_report(&settings.into(), command).await?.json)
+}
+
+async fn webhook_report(settings: &Settings, command: WebhookCommand) -> anyhow::Result<Report> {
+    let cases = open(settings).await?;
     let missing = |client_id: &str| anyhow::anyhow!("client {client_id} has no webhook endpoint");
-    match command {
+    Ok(match command {
         WebhookCommand::Set { client_id, url } => {
-            let url = webhooks::check_target(&url, config.webhook_allow_insecure).await?;
+            let url = webhooks::check_target(&url, settings.webhook_allow_insecure).await?;
             let (view, secret) = cases
                 .set_webhook(&client_id, url.as_str(), &webhooks::new_secret()?)
                 .await?;
             let mut out = serde_json::to_value(view)?;
             out["secret"] = json!(secret);
-            Ok(out)
+            Report::record(out)
         }
-        WebhookCommand::List => Ok(serde_json::to_value(cases.webhooks().await?)?),
+        WebhookCommand::List => Report::list(
+            serde_json::to_value(cases.webhooks().await?)?,
+            &[
+                "client_id",
+                "url",
+                "disabled_at",
+                "disabled_reason",
+                "previous_secret_until",
+                "updated_at",
+            ],
+            "No webhook endpoints.",
+        ),
         WebhookCommand::Remove { client_id } => {
             if !cases.remove_webhook(&client_id).await? {
                 return Err(missing(&client_id));
             }
-            Ok(json!({ "client_id": client_id, "removed": true }))
+            Report::record(json!({ "client_id": client_id, "removed": true }))
         }
         WebhookCommand::RotateSecret {
             client_id,
@@ -64,15 +158,27 @@ pub async fn webhook(
                 .ok_or_else(|| missing(&client_id))?;
             let mut out = serde_json::to_value(view)?;
             out["secret"] = json!(secret);
-            Ok(out)
+            Report::record(out)
         }
         WebhookCommand::Deliveries {
             client_id,
             failed,
             limit,
-        } => Ok(serde_json::to_value(
-            cases.webhook_deliveries(&client_id, failed, limit).await?,
-        )?),
+        } => Report::list(
+            serde_json::to_value(cases.webhook_deliveries(&client_id, failed, limit).await?)?,
+            &[
+                "id",
+                "reference",
+                "event_type",
+                "created_at",
+                "state",
+                "attempts",
+                "next_attempt_at",
+                "last_status",
+                "last_error",
+            ],
+            "No deliveries.",
+        ),
         WebhookCommand::Redeliver { delivery_id } => {
             let raw = delivery_id.strip_prefix("msg_").unwrap_or(&delivery_id);
             let id = uuid::Uuid::try_parse(raw)
@@ -81,7 +187,7 @@ pub async fn webhook(
             if queued == 0 {
                 anyhow::bail!("no delivery with id {delivery_id}");
             }
-            Ok(json!({ "id": id, "queued": queued }))
+            Report::record(json!({ "id": id, "queued": queued }))
         }
-    }
+    })
 }

@@ -2,36 +2,36 @@
 
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use chrono::{DateTime, Utc};
+use clap::{Arg, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use service_kit::Secret;
+use service_kit::cli::{OutputArg, OutputFormat, args_of, plain_usage, settings_of};
 use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 use url::Url;
 
+use crate::entity::case;
 use crate::store::Timing;
 
-/// The intake-api's settings; every one has a default that runs locally.
+/// Where the database is when `INTAKE_DATABASE_URL` does not say.
+const DEFAULT_DATABASE_URL: &str = "sqlite://data/intake.db?mode=rwc";
+
+/// The server's settings (`intake-api serve`); every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     /// Address and port to listen on.
-    #[arg(
-        long,
-        env = "INTAKE_BIND",
-        default_value = "127.0.0.1:8082",
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_BIND", default_value = "127.0.0.1:8082")]
     pub bind: String,
     /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
     /// unset, `/metrics` is served on the main listener.
-    #[arg(long, env = "INTAKE_ADMIN_BIND", global = true)]
+    #[arg(long, env = "INTAKE_ADMIN_BIND")]
     pub admin_bind: Option<String>,
     /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
     #[arg(
         long,
         env = "INTAKE_DATABASE_URL",
-        default_value = "sqlite://data/intake.db?mode=rwc",
-        hide_env_values = true,
-        global = true
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
     )]
     pub database_url: String,
     /// Most database connections the server holds (PostgreSQL's `max_connections` must
@@ -40,25 +40,23 @@ pub struct Config {
         long,
         env = "INTAKE_DATABASE_MAX_CONNECTIONS",
         default_value_t = 10,
-        value_parser = clap::value_parser!(u32).range(1..=1000),
-        global = true
+        value_parser = clap::value_parser!(u32).range(1..=1000)
     )]
     pub database_max_connections: u32,
     /// Where the auth-server publishes its signing keys.
     #[arg(
         long,
         env = "INTAKE_JWKS_URL",
-        default_value = "http://127.0.0.1:8081/.well-known/jwks.json",
-        global = true
+        default_value = "http://127.0.0.1:8081/.well-known/jwks.json"
     )]
     pub jwks_url: String,
     /// A PEM file of certificates to trust, besides the system's, when fetching from the
     /// auth-server (a private or self-signed certificate on its https URLs).
-    #[arg(long, env = "INTAKE_AUTH_CA_FILE", global = true)]
+    #[arg(long, env = "INTAKE_AUTH_CA_FILE")]
     pub auth_ca_file: Option<std::path::PathBuf>,
     /// Where the auth-server lists disabled clients; by default `/revocations` beside the
     /// JWKS.
-    #[arg(long, env = "INTAKE_REVOCATIONS_URL", global = true)]
+    #[arg(long, env = "INTAKE_REVOCATIONS_URL")]
     pub revocations_url: Option<String>,
     /// How often the signing keys and the revocation list are checked for changes, in
     /// milliseconds (a conditional request: a 304 when nothing changed).
@@ -66,83 +64,46 @@ pub struct Config {
         long,
         env = "INTAKE_KEYS_POLL_MS",
         default_value_t = 1000,
-        value_parser = clap::value_parser!(u64).range(100..=60_000),
-        global = true
+        value_parser = clap::value_parser!(u64).range(100..=60_000)
     )]
     pub keys_poll_ms: u64,
     /// The `iss` every access token must carry.
-    #[arg(
-        long,
-        env = "INTAKE_ISSUER",
-        default_value = "http://127.0.0.1:8081",
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
     /// The `aud` every access token must carry.
-    #[arg(
-        long,
-        env = "INTAKE_AUDIENCE",
-        default_value = "partner-intake",
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_AUDIENCE", default_value = "partner-intake")]
     pub audience: String,
     /// Seconds between a case's creation and its activation.
-    #[arg(
-        long,
-        env = "INTAKE_ACTIVATION_DELAY_SECS",
-        default_value_t = 900,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_ACTIVATION_DELAY_SECS", default_value_t = 900)]
     pub activation_delay_secs: u64,
     /// The two brands as `id=customer-portal-URL` pairs, comma-separated.
     #[arg(
         long,
         env = "INTAKE_BRANDS",
-        default_value = "brand_a=https://portal.brand-a.example/continue,brand_b=https://portal.brand-b.example/continue",
-        global = true
+        default_value = "brand_a=https://portal.brand-a.example/continue,brand_b=https://portal.brand-b.example/continue"
     )]
     pub brands: String,
     /// Lifetime of a customer redirect link, in seconds.
-    #[arg(
-        long,
-        env = "INTAKE_REDIRECT_TTL_SECS",
-        default_value_t = 86_400,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_REDIRECT_TTL_SECS", default_value_t = 86_400)]
     pub redirect_ttl_secs: u64,
     /// Redis URL for limits shared between replicas; in-process limits without it.
-    #[arg(long, env = "REDIS_URL", hide_env_values = true, global = true)]
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret<String>>,
     /// Proxies whose `X-Forwarded-For` names a request's source address (for the logs):
     /// comma-separated CIDR blocks or addresses; none by default.
-    #[arg(
-        long,
-        env = "INTAKE_TRUSTED_PROXIES",
-        default_value = "",
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
     /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty, global = true)]
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
     pub log_format: LogFormat,
     /// Intake requests allowed per partner (client id) per window.
-    #[arg(long, env = "INTAKE_RATE_LIMIT", default_value_t = 1200, global = true)]
+    #[arg(long, env = "INTAKE_RATE_LIMIT", default_value_t = 1200)]
     pub rate_limit: u32,
     /// The rate-limit window, in seconds.
-    #[arg(
-        long,
-        env = "INTAKE_RATE_WINDOW_SECS",
-        default_value_t = 60,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_RATE_WINDOW_SECS", default_value_t = 60)]
     pub rate_window_secs: u64,
     /// How often the activation worker looks for due cases, in milliseconds.
-    #[arg(
-        long,
-        env = "INTAKE_ACTIVATION_POLL_MS",
-        default_value_t = 1000,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_ACTIVATION_POLL_MS", default_value_t = 1000)]
     pub activation_poll_ms: u64,
     /// Lets webhooks go to http URLs and to private, loopback and link-local addresses:
     /// for local use and tests only.
@@ -150,41 +111,32 @@ pub struct Config {
         long,
         env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
         default_value_t = false,
-        action = clap::ArgAction::Set,
-        global = true
+        action = clap::ArgAction::Set
     )]
     pub webhook_allow_insecure: bool,
     /// How long an event is retried before it is marked failed, in seconds.
-    #[arg(
-        long,
-        env = "INTAKE_WEBHOOK_RETRY_SECS",
-        default_value_t = 86_400,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_WEBHOOK_RETRY_SECS", default_value_t = 86_400)]
     pub webhook_retry_secs: u64,
     /// The first wait before an event is tried again, in milliseconds; it doubles with each
     /// try, up to an hour.
-    #[arg(
-        long,
-        env = "INTAKE_WEBHOOK_BACKOFF_MS",
-        default_value_t = 5_000,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_WEBHOOK_BACKOFF_MS", default_value_t = 5_000)]
     pub webhook_backoff_ms: u64,
     /// How often the webhook worker looks for due events, in milliseconds.
-    #[arg(
-        long,
-        env = "INTAKE_WEBHOOK_POLL_MS",
-        default_value_t = 1000,
-        global = true
-    )]
+    #[arg(long, env = "INTAKE_WEBHOOK_POLL_MS", default_value_t = 1000)]
     pub webhook_poll_ms: u64,
 }
 
 impl Config {
+    /// The server's settings from the environment alone, as `intake-api` with no command
+    /// reads them.
+    pub fn from_env() -> Result<Self, clap::Error> {
+        let command = Self::augment_args(clap::Command::new("intake-api"));
+        Self::from_arg_matches(&command.try_get_matches_from(["intake-api"])?)
+    }
+
     /// Every default, on the given database: for tests and embedding.
     pub fn with_database(database_url: impl Into<String>) -> Self {
-        let mut config = Cli::parse_from(["intake-api"]).config;
+        let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
         config.database_url = database_url.into();
         config
     }
@@ -268,30 +220,203 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
     Ok(brands)
 }
 
-/// The intake-api: partner enquiry intake.
-#[derive(Debug, Parser)]
-#[command(name = "intake-api", version, about)]
-pub struct Cli {
-    /// Settings shared by every command.
-    #[command(flatten)]
-    pub config: Config,
-    /// What to do; `serve` when omitted.
-    #[command(subcommand)]
-    pub command: Option<Command>,
+/// What an operator command (`case`, `webhook`) runs with besides its own arguments. On
+/// the command line each subcommand takes only the ones it uses.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The database the servers run on.
+    pub database_url: String,
+    /// Whether webhooks may go to http URLs and private addresses (local use and tests).
+    pub webhook_allow_insecure: bool,
 }
 
-/// Commands of the intake-api binary.
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the HTTP server and the activation worker (the default).
-    Serve,
-    /// Apply database migrations and exit.
-    Migrate,
-    /// Look at cases.
+impl Settings {
+    fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
+        let database = settings_of::<DatabaseArg>(command, matches);
+        Self {
+            database_url: database.map_or_else(|| DEFAULT_DATABASE_URL.into(), |d| d.database_url),
+            webhook_allow_insecure: settings_of::<AllowInsecureArg>(command, matches)
+                .is_some_and(|a| a.webhook_allow_insecure),
+        }
+    }
+}
+
+/// The server's settings serve the operator commands run beside it (tests, the launcher).
+impl From<&Config> for Settings {
+    fn from(config: &Config) -> Self {
+        Self {
+            database_url: config.database_url.clone(),
+            webhook_allow_insecure: config.webhook_allow_insecure,
+        }
+    }
+}
+
+/// `--database-url`, for every command.
+#[derive(Debug, Clone, Args)]
+struct DatabaseArg {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "INTAKE_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    database_url: String,
+}
+
+/// `--webhook-allow-insecure`, for `webhook set`.
+#[derive(Debug, Clone, Args)]
+struct AllowInsecureArg {
+    /// Lets the URL be http, or resolve to a private, loopback or link-local address: for
+    /// local use and tests only.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    webhook_allow_insecure: bool,
+}
+
+/// What a command takes besides its own arguments: the database, and how to print.
+fn database() -> Vec<Arg> {
+    [args_of::<DatabaseArg>(), args_of::<OutputArg>()].concat()
+}
+
+/// What `webhook set` takes besides its own arguments.
+fn webhook_target() -> Vec<Arg> {
+    [
+        args_of::<DatabaseArg>(),
+        args_of::<AllowInsecureArg>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// `intake-api migrate`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct MigrateArgs {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        long,
+        env = "INTAKE_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
+    pub log_format: LogFormat,
+}
+
+/// A parsed command line.
+#[derive(Debug)]
+pub enum Cli {
+    /// Run the server and its workers: `serve`, or no command at all.
+    Serve(Box<Config>),
+    /// Apply the database migrations.
+    Migrate(MigrateArgs),
+    /// An operator command.
+    Operate(Operation),
+}
+
+/// An operator command as given: what to do, with what, and how to print it.
+#[derive(Debug)]
+pub struct Operation {
+    /// What to do.
+    pub command: OperatorCommand,
+    /// What it runs with.
+    pub settings: Settings,
+    /// How to print what it did; see [`OutputFormat::or_default`].
+    pub output: Option<OutputFormat>,
+}
+
+impl Cli {
+    /// The process's command line; exits with a usage message when it does not parse.
+    pub fn parse() -> Self {
+        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the binary's name first), reading each setting from its flag or its
+    /// environment variable.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let command = plain_usage(Line::command());
+        let matches = command.clone().try_get_matches_from(args)?;
+        Ok(match Line::from_arg_matches(&matches)?.command {
+            None => Self::Serve(Box::new(Config::from_env()?)),
+            Some(Command::Serve(config)) => Self::Serve(config),
+            Some(Command::Migrate(args)) => Self::Migrate(args),
+            Some(Command::Operator(operator)) => Self::Operate(Operation {
+                command: operator,
+                settings: Settings::from_matches(&command, &matches),
+                output: settings_of::<OutputArg>(&command, &matches).and_then(|o| o.output),
+            }),
+        })
+    }
+
+    /// The command line's definition, for its help.
+    pub fn command() -> clap::Command {
+        plain_usage(Line::command())
+    }
+}
+
+/// The command line as clap reads it: [`Cli::try_parse_from`] adds the settings.
+#[derive(Debug, Parser)]
+#[command(
+    name = "intake-api",
+    version,
+    about,
+    after_help = "Examples:
+  intake-api serve                           # run the server (also with no command)
+  intake-api case find --email jane.doe@example.com
+  intake-api case list --status pending_activation --since 24h -o json
+
+Each command reads its settings from flags or the environment (INTAKE_DATABASE_URL, ...):
+see `intake-api COMMAND --help`."
+)]
+struct Line {
     #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the HTTP server and the activation worker (the default).
+    #[command(after_help = "Examples:
+  intake-api serve
+  intake-api serve --bind 0.0.0.0:8082 --admin-bind 0.0.0.0:9082 --log-format json")]
+    Serve(Box<Config>),
+    /// Apply database migrations and exit.
+    #[command(after_help = "Examples:
+  intake-api migrate --database-url postgres://intake@db/intake
+  INTAKE_DATABASE_URL=postgres://intake@db/intake intake-api migrate --log-format json")]
+    Migrate(MigrateArgs),
+    #[command(flatten)]
+    Operator(OperatorCommand),
+}
+
+/// The operator commands.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Find and look at cases.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  intake-api case find --email jane.doe@example.com
+  intake-api case list --since 24h"
+    )]
     Case(CaseCommand),
     /// Manage partners' webhook endpoints and their deliveries.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  intake-api webhook list
+  intake-api webhook deliveries CLIENT_ID --failed"
+    )]
     Webhook(WebhookCommand),
 }
 
@@ -300,6 +425,12 @@ pub enum Command {
 pub enum WebhookCommand {
     /// Send a partner's events to URL (https, public addresses only); prints the signing
     /// secret. Setting it again changes the URL, keeps the secret and re-enables it.
+    #[command(
+        args = webhook_target(),
+        after_help = "Examples:
+  intake-api webhook set CLIENT_ID https://partner.example/hooks
+  intake-api webhook set CLIENT_ID https://partner.example/hooks -o json | jq -r .secret"
+    )]
     Set {
         /// The partner's client id.
         client_id: String,
@@ -307,14 +438,31 @@ pub enum WebhookCommand {
         url: String,
     },
     /// List every endpoint (never the secrets).
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api webhook list
+  intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .client_id'"
+    )]
     List,
     /// Stop sending a partner's events; the ones not yet delivered are dropped.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api webhook remove CLIENT_ID"
+    )]
     Remove {
         /// The partner's client id.
         client_id: String,
     },
     /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
     /// grace period, so the partner can switch without missing a delivery.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
+  intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600"
+    )]
     RotateSecret {
         /// The partner's client id.
         client_id: String,
@@ -323,6 +471,12 @@ pub enum WebhookCommand {
         grace_secs: u64,
     },
     /// A partner's events, newest first.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api webhook deliveries CLIENT_ID --failed
+  intake-api webhook deliveries CLIENT_ID --limit 10 -o json"
+    )]
     Deliveries {
         /// The partner's client id.
         client_id: String,
@@ -334,6 +488,11 @@ pub enum WebhookCommand {
         limit: u64,
     },
     /// Send an event again, at once, to every partner it went to.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api webhook redeliver msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"
+    )]
     Redeliver {
         /// The event's id (as `deliveries` lists it, or its `webhook-id`).
         delivery_id: String,
@@ -343,10 +502,53 @@ pub enum WebhookCommand {
 /// `intake-api case ...`
 #[derive(Debug, Subcommand)]
 pub enum CaseCommand {
-    /// Print one case as JSON.
+    /// Show one case: its state, how many enquiries it took, and its history.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api case show 48213376
+  intake-api case show 48213376 -o json | jq -r .status"
+    )]
     Show {
         /// The case reference.
         reference: String,
+    },
+    /// The cases of one customer, by e-mail address (in every brand), most recently
+    /// updated first.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api case find --email jane.doe@example.com
+  intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'"
+    )]
+    Find {
+        /// The customer's e-mail address, in any case.
+        #[arg(long)]
+        email: String,
+    },
+    /// The most recently created cases, newest first.
+    #[command(
+        args = database(),
+        after_help = "Examples:
+  intake-api case list                                   # the newest 50
+  intake-api case list --status pending_activation --since 2h
+  intake-api case list --since 2026-11-26T00:00:00Z --limit 500 -o json"
+    )]
+    List {
+        /// Only cases in these states (comma-separated or repeated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_parser = [case::STATUS_PENDING, case::STATUS_ACTIVE]
+        )]
+        status: Vec<String>,
+        /// Only cases created at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
+        /// span back from now (30m, 24h, 7d).
+        #[arg(long, value_parser = service_kit::cli::parse_since)]
+        since: Option<DateTime<Utc>>,
+        /// How many at most.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
     },
 }
 

@@ -23,38 +23,26 @@ pub mod state;
 pub mod store;
 pub mod webhooks;
 
-use config::{Cli, Command};
+use config::Cli;
 
-/// Runs the binary's command line: `serve` (the default), `migrate`, `case show`,
+/// Runs the binary's command line: `serve` (the default), `migrate`, `case ...`,
 /// `webhook ...`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    let _logs = service_kit::telemetry::init_tracing(cli.config.log_format);
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
-            startup::Application::build(cli.config)
+    match cli {
+        Cli::Serve(config) => {
+            let _logs = service_kit::telemetry::init_tracing(config.log_format);
+            startup::Application::build(*config)
                 .await?
                 .run_until_stopped()
                 .await
         }
-        Command::Migrate => {
-            let db = service_kit::db::connect(&cli.config.database_url, 1).await?;
+        Cli::Migrate(args) => {
+            let _logs = service_kit::telemetry::init_tracing(args.log_format);
+            let db = service_kit::db::connect(&args.database_url, 1).await?;
             migration::run(&db).await?;
             tracing::info!("migrations applied");
             Ok(())
         }
-        Command::Case(c) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&cli::case(&cli.config, c).await?)?
-            );
-            Ok(())
-        }
-        Command::Webhook(c) => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&cli::webhook(&cli.config, c).await?)?
-            );
-            Ok(())
-        }
+        Cli::Operate(operation) => cli::run(operation).await,
     }
 }

@@ -1,5 +1,3 @@
-use clap::Parser;
-
 // glibc malloc took a sixth of a request's CPU under load; mimalloc's thread-local
 // free lists make the many small per-request allocations cheap.
 #[global_allocator]

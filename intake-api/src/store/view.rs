@@ -1,9 +1,10 @@
-//! Reading a case back: its state, as its partners see it, and all of it, as the operator
-//! CLI shows it.
+//! Reading cases back: a case's state, as its partners see it, and all of it, as the
+//! operator CLI shows it; and the cases the CLI finds and lists.
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
     ColumnTrait, DerivePartialModel, EntityTrait, PaginatorTrait, QueryFilter, QueryOrder,
+    QuerySelect,
 };
 use serde::Serialize;
 use uuid::Uuid;
@@ -97,6 +98,41 @@ impl CaseStore {
             submissions,
             events,
         }))
+    }
+
+    /// The cases of the customer with `email` (trimmed, in any case), in every brand, most
+    /// recently updated first.
+    pub async fn find_by_email(&self, email: &str) -> Result<Vec<CaseStatus>, StoreError> {
+        Ok(case::Entity::find()
+            .filter(case::Column::Email.eq(email.trim().to_lowercase()))
+            .order_by_desc(case::Column::UpdatedAt)
+            .into_partial_model::<CaseStatus>()
+            .all(&self.db)
+            .await?)
+    }
+
+    /// The newest `limit` cases created at or after `since`, in one of `statuses` (any when
+    /// none), newest first.
+    pub async fn list(
+        &self,
+        statuses: &[String],
+        since: Option<DateTime<Utc>>,
+        limit: u64,
+    ) -> Result<Vec<CaseStatus>, StoreError> {
+        let mut query = case::Entity::find();
+        if !statuses.is_empty() {
+            query = query.filter(case::Column::Status.is_in(statuses));
+        }
+        if let Some(since) = since {
+            query = query.filter(case::Column::CreatedAt.gte(since));
+        }
+        Ok(query
+            .order_by_desc(case::Column::CreatedAt)
+            .order_by_desc(case::Column::Id)
+            .limit(limit)
+            .into_partial_model::<CaseStatus>()
+            .all(&self.db)
+            .await?)
     }
 
     /// The case with `reference`, if partner `client_id` has made a submission on it: a

@@ -8,6 +8,7 @@ mod attach;
 mod bearer;
 mod case_status;
 mod cases;
+mod cli;
 mod enquiry_properties;
 mod faults;
 mod idempotency;

@@ -1,0 +1,357 @@
+//! The operator command line, run as a separate process the way operators use it: its
+//! output, its exit codes, and its help.
+
+use std::collections::BTreeSet;
+use std::process::Command;
+
+use sea_orm::{ConnectionTrait, Database};
+use serde_json::Value;
+use test_support::on_both_backends;
+
+use crate::helpers::{Backend, TestApp, purchase_enquiry};
+
+/// What one run of the binary did.
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+impl Run {
+    /// Stdout as JSON, after checking the run succeeded and logged nothing.
+    fn json(&self) -> Value {
+        assert_eq!(self.code, Some(0), "{}", self.stderr);
+        assert_eq!(
+            self.stderr, "",
+            "a successful command logs nothing below warn"
+        );
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not one JSON document ({e}): {}", self.stdout))
+    }
+}
+
+/// Runs the binary on the database at `url`, its stdout a pipe, as scripts run it.
+fn intake_api(url: &str, args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_intake-api"))
+        .args(args)
+        .env("INTAKE_DATABASE_URL", url)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("intake-api runs");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
+}
+
+/// Runs `statement` on the intake database.
+async fn sql(app: &TestApp, statement: &str) {
+    let db = Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    db.execute_unprepared(statement).await.expect("statement");
+    let _ = db.close().await;
+}
+
+/// Makes case `reference` two days older.
+async fn backdate(app: &TestApp, backend: Backend, reference: &str) {
+    let older = match backend {
+        Backend::Postgres => "created_at - interval '2 days'".to_owned(),
+        // Stored as text that starts with the year.
+        Backend::Sqlite => "'2020' || substr(created_at, 5)".to_owned(),
+    };
+    sql(
+        app,
+        &format!("UPDATE cases SET created_at = {older} WHERE reference = '{reference}'"),
+    )
+    .await;
+}
+
+fn references(cases: &Value) -> Vec<&str> {
+    cases
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|c| c["reference"].as_str().expect("reference"))
+        .collect()
+}
+
+/// Whether every RFC 3339 time in `value` is to the second, in UTC; and there is one.
+fn whole_seconds(value: &Value) -> bool {
+    fn times<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+        match value {
+            Value::String(s) if chrono::DateTime::parse_from_rfc3339(s).is_ok() => out.push(s),
+            Value::Array(items) => items.iter().for_each(|v| times(v, out)),
+            Value::Object(fields) => fields.values().for_each(|v| times(v, out)),
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    times(value, &mut found);
+    !found.is_empty() && found.iter().all(|t| t.len() == 20 && t.ends_with('Z'))
+}
+
+async fn case_find_gives_a_customers_cases_in_every_brand_newest_first(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let url = app.intake_db.url.clone();
+    let in_a = app
+        .submit(&purchase_enquiry("brand_a", "jane.doe@example.com"))
+        .await;
+    let in_b = app
+        .submit(&purchase_enquiry("brand_b", "Jane.Doe@example.com"))
+        .await;
+    app.submit(&purchase_enquiry("brand_a", "someone.else@example.com"))
+        .await;
+    // The first one, updated last.
+    app.submit(&purchase_enquiry("brand_a", "jane.doe@example.com"))
+        .await;
+
+    let found = intake_api(&url, &["case", "find", "--email", " JANE.Doe@Example.com "]).json();
+    assert_eq!(references(&found), [in_a.as_str(), in_b.as_str()]);
+    assert_eq!(found[0]["brand"], "brand_a");
+    assert_eq!(found[0]["status"], "pending_activation");
+    for field in ["created_at", "updated_at", "activates_at"] {
+        assert!(found[0][field].is_string(), "{field}");
+    }
+    assert!(whole_seconds(&found), "{found}");
+    assert!(
+        !found.to_string().contains("jane"),
+        "no personal data: {found}"
+    );
+
+    let table = intake_api(
+        &url,
+        &[
+            "case",
+            "find",
+            "--email",
+            "jane.doe@example.com",
+            "-o",
+            "table",
+        ],
+    );
+    assert_eq!(table.code, Some(0), "{}", table.stderr);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", table.stdout);
+    assert!(lines[0].starts_with("REFERENCE"), "{}", table.stdout);
+    assert!(
+        lines[1].starts_with(&format!("{in_a}  ")),
+        "{}",
+        table.stdout
+    );
+
+    let none = intake_api(&url, &["case", "find", "--email", "nobody@example.com"]);
+    assert_eq!(none.json(), Value::Array(Vec::new()));
+    let none = intake_api(
+        &url,
+        &[
+            "case",
+            "find",
+            "--email",
+            "nobody@example.com",
+            "-o",
+            "table",
+        ],
+    );
+    assert_eq!((none.code, none.stdout.as_str()), (Some(0), ""));
+    assert_eq!(none.stderr, "No cases for that e-mail address.\n");
+
+    let shown = intake_api(&url, &["case", "show", &in_a]).json();
+    assert_eq!(shown["reference"], in_a.as_str());
+    assert_eq!(shown["submissions"], 2);
+    assert!(whole_seconds(&shown), "{shown}");
+    let shown = intake_api(&url, &["case", "show", &in_a, "-o", "table"]);
+    assert!(
+        shown
+            .stdout
+            .starts_with(&format!("reference:     {in_a}\n")),
+        "{}",
+        shown.stdout
+    );
+    assert!(
+        shown.stdout.contains("\nevents:\n  KIND "),
+        "{}",
+        shown.stdout
+    );
+    let unknown = intake_api(&url, &["case", "show", "0"]);
+    assert_eq!(unknown.code, Some(1));
+    assert!(
+        unknown.stderr.contains("no case with reference 0"),
+        "{}",
+        unknown.stderr
+    );
+}
+
+async fn case_list_gives_the_newest_cases_by_status_and_creation_time(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let url = app.intake_db.url.clone();
+    let mut made = Vec::new();
+    for n in 0..3 {
+        let email = format!("customer{n}@example.com");
+        made.push(app.submit(&purchase_enquiry("brand_a", &email)).await);
+    }
+    let [oldest, middle, newest] = [&made[0], &made[1], &made[2]].map(String::as_str);
+    backdate(&app, backend, oldest).await;
+    sql(
+        &app,
+        &format!(
+            "UPDATE cases SET status = 'active', activated_at = activates_at \
+             WHERE reference = '{middle}'"
+        ),
+    )
+    .await;
+
+    let all = intake_api(&url, &["case", "list"]).json();
+    assert_eq!(references(&all), [newest, middle, oldest]);
+    assert!(whole_seconds(&all), "{all}");
+    let two = intake_api(&url, &["case", "list", "--limit", "2"]).json();
+    assert_eq!(references(&two), [newest, middle]);
+    let active = intake_api(&url, &["case", "list", "--status", "active"]).json();
+    assert_eq!(references(&active), [middle]);
+    let pending = intake_api(&url, &["case", "list", "--status", "pending_activation"]).json();
+    assert_eq!(references(&pending), [newest, oldest]);
+    let both = intake_api(
+        &url,
+        &["case", "list", "--status", "pending_activation,active"],
+    )
+    .json();
+    assert_eq!(references(&both), [newest, middle, oldest]);
+    let recent = intake_api(&url, &["case", "list", "--since", "1d"]).json();
+    assert_eq!(references(&recent), [newest, middle]);
+    let since = all[2]["created_at"].as_str().unwrap();
+    let from_the_oldest = intake_api(&url, &["case", "list", "--since", since]).json();
+    assert_eq!(references(&from_the_oldest), [newest, middle, oldest]);
+
+    let table = intake_api(&url, &["case", "list", "--status", "active", "-o", "table"]);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    let heading: Vec<&str> = lines[0]
+        .split("  ")
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    assert_eq!(
+        heading,
+        [
+            "REFERENCE",
+            "BRAND",
+            "STATUS",
+            "CREATED AT",
+            "UPDATED AT",
+            "ACTIVATED AT",
+            "PRODUCT UUID"
+        ]
+    );
+    assert_eq!(lines.len(), 2, "{}", table.stdout);
+    assert!(
+        lines[1].starts_with(&format!("{middle}  brand_a  active")),
+        "{}",
+        table.stdout
+    );
+
+    for bad in [
+        &["--status", "closed"][..],
+        &["--since", "yesterday"],
+        &["--limit", "0"],
+    ] {
+        let refused = intake_api(&url, &[&["case", "list"][..], bad].concat());
+        assert_eq!(refused.code, Some(2), "{bad:?}: {}", refused.stderr);
+        assert_eq!(refused.stdout, "");
+    }
+}
+
+on_both_backends!(
+    case_find_gives_a_customers_cases_in_every_brand_newest_first,
+    case_list_gives_the_newest_cases_by_status_and_creation_time,
+);
+
+/// `intake-api ARGS...` with no database anywhere near.
+fn without_database(args: &[&str]) -> Run {
+    intake_api("sqlite:///nonexistent/intake.db", args)
+}
+
+#[test]
+fn case_show_without_a_reference_names_only_what_is_missing() {
+    let run = without_database(&["case", "show"]);
+    assert_eq!(run.code, Some(2));
+    assert!(
+        run.stderr
+            .contains("Usage: intake-api case show [OPTIONS] <REFERENCE>\n"),
+        "{}",
+        run.stderr
+    );
+    for server_setting in ["--bind", "--jwks-url", "--database-url", "--rate-limit"] {
+        assert!(!run.stderr.contains(server_setting), "{}", run.stderr);
+    }
+}
+
+/// The long flags listed before a help text's examples.
+fn flags(help: &str) -> Vec<String> {
+    let options = help.split("Examples:").next().unwrap_or_default();
+    options
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("--"))
+        .map(|w| w.trim_end_matches(','))
+        .filter(|w| !w.is_empty() && w.chars().all(|c| c.is_ascii_lowercase() || c == '-'))
+        .map(|w| format!("--{w}"))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+#[test]
+fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
+    let reads = ["--database-url", "--help", "--output"];
+    let cases: &[(&[&str], &[&str])] = &[
+        (&["case", "show"], &[]),
+        (&["case", "find"], &["--email"]),
+        (&["case", "list"], &["--limit", "--since", "--status"]),
+        (&["webhook", "set"], &["--webhook-allow-insecure"]),
+        (&["webhook", "list"], &[]),
+        (&["webhook", "remove"], &[]),
+        (&["webhook", "rotate-secret"], &["--grace-secs"]),
+        (&["webhook", "deliveries"], &["--failed", "--limit"]),
+        (&["webhook", "redeliver"], &[]),
+    ];
+    for (path, own) in cases {
+        let run = without_database(&[path, &["--help"][..]].concat());
+        assert_eq!(run.code, Some(0));
+        let mut expected: Vec<String> = reads
+            .iter()
+            .chain(own.iter())
+            .map(|f| f.to_string())
+            .collect();
+        expected.sort();
+        assert_eq!(flags(&run.stdout), expected, "{path:?}:\n{}", run.stdout);
+        assert!(
+            run.stdout.contains("\nExamples:\n  intake-api "),
+            "{path:?}:\n{}",
+            run.stdout
+        );
+    }
+    for group in ["case", "webhook"] {
+        let text = without_database(&[group, "--help"]).stdout;
+        assert_eq!(flags(&text), ["--help"]);
+        assert!(text.contains("\nExamples:\n  intake-api "), "{text}");
+    }
+    let migrate = without_database(&["migrate", "--help"]).stdout;
+    assert_eq!(
+        flags(&migrate),
+        ["--database-url", "--help", "--log-format"]
+    );
+    let serve = without_database(&["serve", "--help"]).stdout;
+    for server_only in [
+        "--bind",
+        "--jwks-url",
+        "--brands",
+        "--redis-url",
+        "--rate-limit",
+    ] {
+        assert!(serve.contains(server_only), "{server_only}");
+    }
+    let top = without_database(&["--help"]).stdout;
+    assert!(
+        !top.contains("--bind") && !top.contains("--database-url"),
+        "{top}"
+    );
+}
