@@ -35,6 +35,23 @@ const CONDITIONAL: &[&str] = &[
     "release_borrowing_amount",
 ];
 
+/// Fields only a purchase reads.
+const PURCHASE_ONLY: &[&str] = &[
+    "purchase_type",
+    "mortgage_scheme",
+    "new_property_value",
+    "deposit_amount",
+];
+
+/// Fields only a remortgage reads.
+const REMORTGAGE_ONLY: &[&str] = &[
+    "remortgage_reason",
+    "current_property_value",
+    "outstanding_mortgage_amount",
+    "additional_borrowing_amount",
+    "release_borrowing_amount",
+];
+
 /// What kind of JSON value a required field takes, to know what the wrong type is.
 #[derive(Debug, Clone, Copy)]
 enum Kind {
@@ -111,13 +128,20 @@ fn amount() -> impl Strategy<Value = Value> {
     ]
 }
 
-/// An optional field: absent (`None`), or sent as null, blank or a value.
+/// An optional field: absent (`None`), or sent as null or a value.
 fn optional(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>> {
     prop_oneof![
         1 => Just(None),
         1 => Just(Some(Value::Null)),
-        1 => Just(Some(json!("  "))),
         3 => value.prop_map(Some),
+    ]
+}
+
+/// An optional text field: as [`optional`], or blank, which also counts as not sent.
+fn optional_text(value: impl Strategy<Value = Value>) -> impl Strategy<Value = Option<Value>> {
+    prop_oneof![
+        3 => optional(value),
+        1 => Just(Some(json!("  "))),
     ]
 }
 
@@ -155,7 +179,7 @@ fn address() -> impl Strategy<Value = Value> {
     let text = || padded("[A-Za-z0-9][A-Za-z0-9 ,'.-]{0,30}").prop_map(Value::from);
     (
         padded("[0-9]{1,3} [A-Z][a-z]{2,12} (Street|Road|Lane)"),
-        prop::collection::vec(optional(text()), ADDRESS_TEXT.len()),
+        prop::collection::vec(optional_text(text()), ADDRESS_TEXT.len()),
         postcode(),
         moved_dates(),
     )
@@ -221,7 +245,7 @@ fn mortgage() -> impl Strategy<Value = Map<String, Value>> {
     prop_oneof![purchase, remortgage]
 }
 
-/// Any enquiry spec 2.2 allows, with garbage in the conditional fields whose condition is false.
+/// Any enquiry spec 2.2 allows, with garbage in the other purpose's fields.
 fn valid_enquiry() -> impl Strategy<Value = Value> {
     let applicant = (
         choice(brands()),
@@ -283,10 +307,17 @@ fn valid_enquiry() -> impl Strategy<Value = Value> {
             put("utm_source", text.into());
         }
         body.extend(mortgage);
-        // Conditional fields not required by this body are sent as garbage: they must be ignored.
+        // The other purpose's fields are sent as garbage: they must be ignored. (A conditional
+        // field of the body's own purpose is checked whenever it is sent.)
+        let purchase = body["mortgage_purpose"] == "purchase";
         for (key, noise) in CONDITIONAL.iter().zip(noise) {
+            let others = if purchase {
+                REMORTGAGE_ONLY
+            } else {
+                PURCHASE_ONLY
+            };
             if let Some(noise) = noise
-                && !body.contains_key(*key)
+                && others.contains(key)
             {
                 body.insert((*key).into(), noise);
             }
@@ -694,7 +725,8 @@ proptest! {
         let errors = parse(&body).err().unwrap_or_default();
         let paths: Vec<&str> = errors.iter().map(|(p, _)| p.as_str()).collect();
         prop_assert_eq!(paths, vec![path.as_str()], "{:#}\ngave {:?}", body, errors);
-        let attribute = path.replace('_', " ");
+        // A field of the body is named as words, a nested one by its whole path.
+        let attribute = if path.contains('.') { path.clone() } else { path.replace('_', " ") };
         prop_assert!(errors[0].1.iter().all(|m| m.contains(&attribute)), "{:?}", errors);
     }
 }
