@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Loads each service's /docs page in headless Chromium and checks the interactive page
-# rendered the API's operations. Starts the one-process stack (target/debug/partner-intake,
+# rendered the API's operations; then, on the intake-api's, authorizes with the demo client
+# and runs "Try it out" with every named request example (scripts/docs_try_it_out.py). Starts the one-process stack (target/debug/partner-intake,
 # or target/release/ when given --release) on free ports in a temporary directory.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +33,8 @@ check() { # name, url, text the rendered page must contain...
 }
 check auth-server "http://127.0.0.1:$auth_port/docs" "opblock-summary-path" "data-path=\"/oauth/token\"" "data-path=\"/.well-known/jwks.json\""
 check intake-api "http://127.0.0.1:$intake_port/docs" "opblock-summary-path" "data-path=\"/partners/external/intake\"" "data-path=\"/partners/external/intake/attach\"" "btn authorize"
+
+# Then as a partner: Authorize, and "Try it out" with every named example.
+python3 -c 'import playwright' 2>/dev/null || pip install -q playwright
+python3 scripts/docs_try_it_out.py "$intake" "$work/data/demo-client.json" "$chrome" || fail=1
 exit $fail
