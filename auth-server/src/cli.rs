@@ -4,7 +4,7 @@
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
-use service_kit::cli::View;
+use service_kit::cli::{OutputFormat, View};
 
 use crate::audit;
 use crate::config::{
@@ -14,12 +14,13 @@ use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::{migration, store};
 
-/// What a command did: the JSON it prints, how that reads as a table, and a remark for
-/// the operator on stderr.
+/// What a command did: the JSON it prints, how that reads as a table, and remarks for the
+/// operator on stderr: a note always, a hint only beside a table (a person reading it).
 struct Report {
     json: Value,
     view: View,
     note: Option<String>,
+    hint: Option<&'static str>,
 }
 
 impl Report {
@@ -28,6 +29,7 @@ impl Report {
             json,
             view: View::Record,
             note: None,
+            hint: None,
         }
     }
 
@@ -36,6 +38,7 @@ impl Report {
             json,
             view: View::List { columns, empty },
             note: None,
+            hint: None,
         }
     }
 }
@@ -54,10 +57,15 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
         OperatorCommand::Key(k) => key_report(&settings, k).await?,
         OperatorCommand::Audit(a) => audit_report(&settings, a).await?,
     };
+    let output = OutputFormat::or_default(output);
     if let Some(note) = &report.note {
         eprintln!("{note}");
     }
-    service_kit::cli::print(&report.json, output, report.view)
+    service_kit::cli::print(&report.json, Some(output), report.view)?;
+    if let (Some(hint), OutputFormat::Table) = (report.hint, output) {
+        eprintln!("{hint}");
+    }
+    Ok(())
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
@@ -85,7 +93,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             let created = store::create_client(&db, &name, &scopes, &actor).await?;
             propagated().await;
             Report {
-                note: Some("Keep the secret now: it is never shown again.".into()),
+                hint: Some("Keep the secret now: it is never shown again."),
                 ..Report::record(json!({
                     "client_id": created.client_id,
                     "client_secret": created.client_secret.expose(),

@@ -218,6 +218,7 @@ async fn with_a_client(backend: Backend, name: &str) -> (TestDb, String, String)
         &[],
     );
     assert_eq!(created.code, Some(0), "{}", created.stderr);
+    assert_eq!(created.stderr, "", "through a pipe, nothing but the JSON");
     let json = created.json();
     let id = json["client_id"].as_str().unwrap().to_owned();
     let secret = json["client_secret"].as_str().unwrap().to_owned();
