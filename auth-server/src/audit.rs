@@ -15,12 +15,7 @@ use crate::entity::{audit_entry, revision};
 
 /// Who is making a change: `--actor`, else `AUTH_ACTOR`, else the operating-system user.
 pub fn actor(configured: Option<&str>) -> String {
-    configured
-        .map(str::to_owned)
-        .or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .filter(|a| !a.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
+    service_kit::cli::actor(configured)
 }
 
 /// The actor of the changes the server makes itself (its first keys, sealing old ones).

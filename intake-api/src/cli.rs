@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use service_kit::cli::View;
 
 use crate::config::{CaseCommand, Operation, OperatorCommand, Settings, WebhookCommand};
+use crate::domain::Email;
 use crate::migration;
 use crate::store::{CaseStore, Timing};
 use crate::webhooks;
@@ -43,6 +44,9 @@ const CASE_COLUMNS: &[&str] = &[
     "activated_at",
     "product_uuid",
 ];
+
+/// The columns of what `case erase` did.
+const ERASED_COLUMNS: &[&str] = &["reference", "brand", "requested_by"];
 
 /// Runs an operator command as the binary does: logs only warnings, and prints what it
 /// did in the format asked for.
@@ -92,6 +96,23 @@ async fn case_report(settings: &Settings, command: CaseCommand) -> anyhow::Resul
             CASE_COLUMNS,
             "No cases for that e-mail address.",
         ),
+        CaseCommand::Erase { email, brand } => {
+            let email = Email::parse(&email)
+                .map_err(|_| anyhow::anyhow!("{email:?} is not an e-mail address"))?;
+            let actor = service_kit::cli::actor(settings.actor.as_deref());
+            // Holding nothing for the address is an answer too: an empty list, not an error.
+            let erased: Vec<Value> = cases
+                .erase(&email, brand.as_deref(), &actor)
+                .await?
+                .into_iter()
+                .map(|c| json!({"reference": c.reference, "brand": c.brand, "requested_by": actor}))
+                .collect();
+            Report::list(
+                Value::from(erased),
+                ERASED_COLUMNS,
+                "No case for that e-mail address: nothing to erase.",
+            )
+        }
         CaseCommand::List {
             status,
             since,

@@ -114,6 +114,10 @@ pub struct Config {
         action = clap::ArgAction::Set
     )]
     pub webhook_allow_insecure: bool,
+    /// Days the submissions' bodies as sent are kept; older ones are emptied in the
+    /// background (each case records it). Unset: kept for ever.
+    #[arg(long, env = "INTAKE_SUBMISSION_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
+    pub submission_retention_days: Option<u32>,
     /// How long an event is retried before it is marked failed, in seconds.
     #[arg(long, env = "INTAKE_WEBHOOK_RETRY_SECS", default_value_t = 86_400)]
     pub webhook_retry_secs: u64,
@@ -226,6 +230,8 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
 pub struct Settings {
     /// The database the servers run on.
     pub database_url: String,
+    /// Who asks for a change, for the case's history; the operating-system user when unset.
+    pub actor: Option<String>,
     /// Whether webhooks may go to http URLs and private addresses (local use and tests).
     pub webhook_allow_insecure: bool,
 }
@@ -235,6 +241,7 @@ impl Settings {
         let database = settings_of::<DatabaseArg>(command, matches);
         Self {
             database_url: database.map_or_else(|| DEFAULT_DATABASE_URL.into(), |d| d.database_url),
+            actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
             webhook_allow_insecure: settings_of::<AllowInsecureArg>(command, matches)
                 .is_some_and(|a| a.webhook_allow_insecure),
         }
@@ -246,6 +253,7 @@ impl From<&Config> for Settings {
     fn from(config: &Config) -> Self {
         Self {
             database_url: config.database_url.clone(),
+            actor: None,
             webhook_allow_insecure: config.webhook_allow_insecure,
         }
     }
@@ -262,6 +270,24 @@ struct DatabaseArg {
         hide_env_values = true
     )]
     database_url: String,
+}
+
+/// `--actor`, for the commands that change a case.
+#[derive(Debug, Clone, Args)]
+struct ActorArg {
+    /// Who asks for the change, for the case's history; the operating-system user when unset.
+    #[arg(long, env = "INTAKE_ACTOR")]
+    actor: Option<String>,
+}
+
+/// What a command that changes cases takes besides its own arguments.
+fn changes() -> Vec<Arg> {
+    [
+        args_of::<DatabaseArg>(),
+        args_of::<ActorArg>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
 }
 
 /// `--webhook-allow-insecure`, for `webhook set`.
@@ -549,6 +575,25 @@ pub enum CaseCommand {
         /// How many at most.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
+    },
+    /// Erase a customer's personal data on request: the enquiry, the e-mail address and
+    /// every submission as sent, in each of the customer's cases (of one brand with
+    /// --brand). The reference, brand, status, dates and history stay, with an `erased`
+    /// event naming who asked; partners then get 404 for the case, and a later enquiry for
+    /// the address makes a new case.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  intake-api case erase --email jane.doe@example.com --actor 'DPO ticket 4711'
+  intake-api case erase --email jane.doe@example.com --brand brand_a -o json"
+    )]
+    Erase {
+        /// The customer's e-mail address, in any case.
+        #[arg(long)]
+        email: String,
+        /// Only the case with this brand.
+        #[arg(long)]
+        brand: Option<String>,
     },
 }
 

@@ -4,15 +4,27 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::state::AppState;
+use chrono::Utc;
+use uuid::Uuid;
 
-/// How often expired idempotency keys are purged. A key is forgotten at most this long
-/// after its day is up; until then it only takes room.
+use crate::state::AppState;
+use crate::store::PURGE_BATCH;
+
+/// How often expired idempotency keys and submissions past their retention are purged. A
+/// key or a body is gone at most this long after its time is up; until then it only takes
+/// room.
 const PURGE_PERIOD: Duration = Duration::from_secs(60);
 
-/// Purges expired idempotency keys every [`PURGE_PERIOD`] until aborted. Replicas doing it
-/// at once only delete the same rows.
+/// Purges expired idempotency keys, and submission bodies older than
+/// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, every [`PURGE_PERIOD`] until aborted.
+/// Replicas doing it at once only empty the same rows.
 pub async fn run(state: Arc<AppState>) {
+    let retention = state
+        .config
+        .submission_retention_days
+        .map(|days| chrono::Duration::days(i64::from(days)));
+    // The last submission emptied, so each pass starts after what earlier ones did.
+    let mut purged_up_to: Option<Uuid> = None;
     let mut ticks = tokio::time::interval(PURGE_PERIOD);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -21,6 +33,37 @@ pub async fn run(state: Arc<AppState>) {
             Ok(0) => {}
             Ok(purged) => tracing::info!(purged, "expired idempotency keys purged"),
             Err(e) => tracing::warn!(error = %e, "purging expired idempotency keys failed"),
+        }
+        if let Some(retention) = retention {
+            purged_up_to = purge_submissions(&state, retention, purged_up_to).await;
+        }
+    }
+}
+
+/// Empties the bodies of every submission received more than `retention` ago, a batch at a
+/// time; answers where the next pass starts.
+async fn purge_submissions(
+    state: &AppState,
+    retention: chrono::Duration,
+    mut after: Option<Uuid>,
+) -> Option<Uuid> {
+    let cutoff = Utc::now() - retention;
+    loop {
+        match state.cases.purge_submissions(cutoff, after).await {
+            Ok((emptied, last)) => {
+                after = last;
+                if emptied > 0 {
+                    metrics::counter!("intake_submissions_purged_total").increment(emptied);
+                    tracing::info!(emptied, "submissions past their retention emptied");
+                }
+                if emptied < PURGE_BATCH {
+                    return after;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "emptying submissions past their retention failed");
+                return after;
+            }
         }
     }
 }

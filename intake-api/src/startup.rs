@@ -33,6 +33,11 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Redirect links presented by customer portals, by outcome (`redeemed` or `gone`).",
     },
     MetricHelp {
+        name: "intake_submissions_purged_total",
+        kind: MetricKind::Counter,
+        help: "Submissions whose bodies as sent were emptied after INTAKE_SUBMISSION_RETENTION_DAYS.",
+    },
+    MetricHelp {
         name: "intake_idempotent_replays_total",
         kind: MetricKind::Counter,
         help: "Requests answered with the stored answer of an earlier request with the same Idempotency-Key, by operation.",

@@ -94,6 +94,17 @@ fn fix_usage(mut command: clap::Command) -> clap::Command {
     command
 }
 
+/// Who is making a change, for the record it leaves: the configured name, else the
+/// operating-system user, else `unknown`.
+pub fn actor(configured: Option<&str>) -> String {
+    configured
+        .map(str::to_owned)
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|a| !a.trim().is_empty())
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
 /// Logs for an operator command: warnings and errors only (unless `RUST_LOG` says
 /// otherwise), on stderr, so that stdout holds nothing but what the command prints.
 pub fn init_logs() {

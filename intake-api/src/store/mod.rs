@@ -8,6 +8,7 @@
 
 mod activate;
 mod attach;
+mod erase;
 mod idempotency;
 mod redeem;
 mod reused;
@@ -29,6 +30,7 @@ use uuid::Uuid;
 
 pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
+pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
 pub use redeem::Redeemed;
 pub use submit::{KeyedSubmit, Outcome, Submitted};

@@ -40,7 +40,9 @@ pub struct CaseView {
     /// Its state.
     #[serde(flatten)]
     pub case: CaseStatus,
-    /// How many enquiries were accepted for it.
+    /// Whether its customer's personal data was erased (`intake-api case erase`).
+    pub erased: bool,
+    /// How many enquiries were accepted for it (an erasure removes them).
     pub submissions: u64,
     /// Its history, oldest first.
     pub events: Vec<EventView>,
@@ -55,6 +57,9 @@ pub struct EventView {
     pub at: DateTime<Utc>,
     /// The partner that caused it.
     pub client_id: Option<String>,
+    /// What it recorded besides (the product attached, who asked for an erasure...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<serde_json::Value>,
 }
 
 impl CaseStore {
@@ -82,9 +87,12 @@ impl CaseStore {
                 kind: e.kind,
                 at: e.created_at,
                 client_id: e.client_id,
+                detail: e.detail,
             })
             .collect();
+        let erased = c.email.starts_with(super::ERASED_EMAIL_PREFIX);
         Ok(Some(CaseView {
+            erased,
             case: CaseStatus {
                 reference: c.reference,
                 brand: c.brand,

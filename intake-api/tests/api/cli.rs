@@ -8,18 +8,18 @@ use sea_orm::{ConnectionTrait, Database};
 use serde_json::Value;
 use test_support::on_both_backends;
 
-use crate::helpers::{Backend, TestApp, purchase_enquiry};
+use crate::helpers::{Backend, TestApp, TestDb, purchase_enquiry};
 
 /// What one run of the binary did.
-struct Run {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Run {
+    pub(crate) code: Option<i32>,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 impl Run {
     /// Stdout as JSON, after checking the run succeeded and logged nothing.
-    fn json(&self) -> Value {
+    pub(crate) fn json(&self) -> Value {
         assert_eq!(self.code, Some(0), "{}", self.stderr);
         assert_eq!(
             self.stderr, "",
@@ -31,7 +31,7 @@ impl Run {
 }
 
 /// Runs the binary on the database at `url`, its stdout a pipe, as scripts run it.
-fn intake_api(url: &str, args: &[&str]) -> Run {
+pub(crate) fn intake_api(url: &str, args: &[&str]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_intake-api"))
         .args(args)
         .env("INTAKE_DATABASE_URL", url)
@@ -260,9 +260,74 @@ async fn case_list_gives_the_newest_cases_by_status_and_creation_time(backend: B
     }
 }
 
+async fn webhook_commands_print_their_endpoints_and_fail_on_unknown_ones(backend: Backend) {
+    let db = TestDb::intake(backend).await;
+    let url = db.url.as_str();
+    let empty = intake_api(url, &["webhook", "list", "-o", "table"]);
+    assert_eq!((empty.code, empty.stdout.as_str()), (Some(0), ""));
+    assert_eq!(empty.stderr, "No webhook endpoints.\n");
+
+    let refused = intake_api(
+        url,
+        &["webhook", "set", "partner-1", "http://127.0.0.1:9/hooks"],
+    );
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    let set = intake_api(
+        url,
+        &[
+            "webhook",
+            "set",
+            "partner-1",
+            "http://127.0.0.1:9/hooks",
+            "--webhook-allow-insecure",
+            "true",
+        ],
+    )
+    .json();
+    assert_eq!(set["client_id"], "partner-1");
+    assert!(
+        set["secret"].as_str().unwrap().starts_with("whsec_"),
+        "{set}"
+    );
+    assert!(whole_seconds(&set), "{set}");
+
+    let listed = intake_api(url, &["webhook", "list"]).json();
+    assert_eq!(listed[0]["url"], "http://127.0.0.1:9/hooks");
+    assert!(!listed.to_string().contains(set["secret"].as_str().unwrap()));
+    let table = intake_api(url, &["webhook", "list", "-o", "table"]);
+    let lines: Vec<&str> = table.stdout.lines().collect();
+    assert!(lines[0].starts_with("CLIENT ID  URL "), "{}", table.stdout);
+    assert!(
+        lines[1].starts_with("partner-1  http://127.0.0.1:9/hooks  -"),
+        "{}",
+        table.stdout
+    );
+    let deliveries = intake_api(url, &["webhook", "deliveries", "partner-1"]).json();
+    assert_eq!(deliveries, Value::Array(Vec::new()));
+
+    for (args, message) in [
+        (
+            &["webhook", "remove", "partner-2"][..],
+            "client partner-2 has no webhook endpoint",
+        ),
+        (
+            &["webhook", "redeliver", "msg_x"],
+            "msg_x is not a delivery id",
+        ),
+    ] {
+        let failed = intake_api(url, args);
+        assert_eq!(failed.code, Some(1), "{args:?}");
+        assert_eq!(failed.stdout, "");
+        assert!(failed.stderr.contains(message), "{}", failed.stderr);
+    }
+    let removed = intake_api(url, &["webhook", "remove", "partner-1"]).json();
+    assert_eq!(removed["removed"], true);
+}
+
 on_both_backends!(
     case_find_gives_a_customers_cases_in_every_brand_newest_first,
     case_list_gives_the_newest_cases_by_status_and_creation_time,
+    webhook_commands_print_their_endpoints_and_fail_on_unknown_ones,
 );
 
 /// `intake-api ARGS...` with no database anywhere near.

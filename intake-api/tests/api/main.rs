@@ -10,6 +10,7 @@ mod case_status;
 mod cases;
 mod cli;
 mod enquiry_properties;
+mod erasure;
 mod faults;
 mod idempotency;
 mod jwks;

@@ -1,0 +1,184 @@
+//! Erasing a customer's personal data on request, and the retention of submissions as sent.
+//!
+//! An erased case keeps what is not about the person (its reference, brand, status, dates,
+//! product and history) so the business can still account for it; its enquiry is emptied,
+//! its e-mail replaced by a marker, and the submissions (each body as sent) deleted. With no
+//! submission left no partner sees it (status and attach answer 404), and with no e-mail a
+//! later enquiry for the address makes a new case.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
+use uuid::Uuid;
+
+use super::{CaseStore, StoreError, bounded, event};
+use crate::domain::Email;
+use crate::entity::{case, case_event, submission};
+
+/// The start of an erased case's e-mail: no address has it, and the case id after it keeps
+/// the brand and e-mail key unique.
+pub const ERASED_EMAIL_PREFIX: &str = "erased:";
+
+/// The case event an erasure leaves.
+pub const ERASED_EVENT: &str = "erased";
+
+/// The case event a retention pass leaves on each case whose submissions it emptied.
+pub const PURGED_EVENT: &str = "submissions_purged";
+
+/// Submissions one retention pass empties at most, so a first pass over years of data does
+/// not hold one long transaction.
+pub const PURGE_BATCH: u64 = 1000;
+
+/// A case an erasure emptied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ErasedCase {
+    /// Its reference, which still resolves (for the business) to the erased case.
+    pub reference: String,
+    /// Its brand.
+    pub brand: String,
+}
+
+impl CaseStore {
+    /// Erases the personal data of `email`'s cases (of `brand` only, when given), recording
+    /// who asked in an `erased` event on each; answers the cases erased, none when there
+    /// were none.
+    pub async fn erase(
+        &self,
+        email: &Email,
+        brand: Option<&str>,
+        requested_by: &str,
+    ) -> Result<Vec<ErasedCase>, StoreError> {
+        bounded(async {
+            let txn = self.db.begin().await?;
+            let mut found = case::Entity::find().filter(case::Column::Email.eq(email.as_str()));
+            if let Some(brand) = brand {
+                found = found.filter(case::Column::Brand.eq(brand));
+            }
+            let cases = found.all(&txn).await?;
+            let now = Utc::now();
+            for erased in &cases {
+                case::Entity::update_many()
+                    .col_expr(
+                        case::Column::Email,
+                        Expr::value(format!("{ERASED_EMAIL_PREFIX}{}", erased.id)),
+                    )
+                    .col_expr(case::Column::Enquiry, Expr::value(serde_json::json!({})))
+                    // The links already made stop working: the portal's answer carries the
+                    // e-mail address.
+                    .col_expr(case::Column::RedirectTokenId, Expr::value(None::<Uuid>))
+                    .filter(case::Column::Id.eq(erased.id))
+                    .exec(&txn)
+                    .await?;
+                submission::Entity::delete_many()
+                    .filter(submission::Column::CaseId.eq(erased.id))
+                    .exec(&txn)
+                    .await?;
+                let detail = serde_json::json!({"requested_by": requested_by});
+                case_event::Entity::insert(event(erased.id, ERASED_EVENT, None, Some(detail), now))
+                    .exec_without_returning(&txn)
+                    .await?;
+            }
+            txn.commit().await?;
+            Ok(cases
+                .into_iter()
+                .map(|c| ErasedCase {
+                    reference: c.reference,
+                    brand: c.brand,
+                })
+                .collect())
+        })
+        .await
+    }
+
+    /// Empties the payloads (the bodies as sent) of up to [`PURGE_BATCH`] submissions
+    /// received before `cutoff` and after the submission `after` (the last one an earlier
+    /// pass emptied), leaving a `submissions_purged` event on each case; answers how many it
+    /// emptied and the last one, to start the next pass after.
+    ///
+    /// Submission ids are time-ordered, so both bounds are ranges of the primary key: no
+    /// index on the time of receipt, which every submission would pay for.
+    pub async fn purge_submissions(
+        &self,
+        cutoff: DateTime<Utc>,
+        after: Option<Uuid>,
+    ) -> Result<(u64, Option<Uuid>), StoreError> {
+        bounded(async {
+            let txn = self.db.begin().await?;
+            let mut old = submission::Entity::find()
+                .select_only()
+                .column(submission::Column::Id)
+                .column(submission::Column::CaseId)
+                .filter(submission::Column::Id.lt(first_id_at(cutoff)))
+                .filter(submission::Column::Payload.ne(""));
+            if let Some(after) = after {
+                old = old.filter(submission::Column::Id.gt(after));
+            }
+            let rows: Vec<(Uuid, Uuid)> = old
+                .order_by_asc(submission::Column::Id)
+                .limit(PURGE_BATCH)
+                .into_tuple()
+                .all(&txn)
+                .await?;
+            let Some(&(last, _)) = rows.last() else {
+                return Ok((0, after));
+            };
+            let ids: Vec<Uuid> = rows.iter().map(|(id, _)| *id).collect();
+            submission::Entity::update_many()
+                .col_expr(submission::Column::Payload, Expr::value(""))
+                .filter(submission::Column::Id.is_in(ids))
+                .exec(&txn)
+                .await?;
+            let mut per_case: Vec<(Uuid, u64)> = Vec::new();
+            for (_, case_id) in &rows {
+                match per_case.iter_mut().find(|(id, _)| id == case_id) {
+                    Some((_, count)) => *count += 1,
+                    None => per_case.push((*case_id, 1)),
+                }
+            }
+            let now = Utc::now();
+            let events = per_case.iter().map(|(case_id, count)| {
+                let detail = serde_json::json!({"submissions": count, "received_before": cutoff});
+                event(*case_id, PURGED_EVENT, None, Some(detail), now)
+            });
+            case_event::Entity::insert_many(events)
+                .exec_without_returning(&txn)
+                .await?;
+            txn.commit().await?;
+            Ok((rows.len() as u64, Some(last)))
+        })
+        .await
+    }
+}
+
+/// The smallest UUIDv7 of the millisecond `at`: every row id made before `at` is below it.
+fn first_id_at(at: DateTime<Utc>) -> Uuid {
+    let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0);
+    let mut bytes = [0u8; 16];
+    bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);
+    bytes[6] = 0x70;
+    bytes[8] = 0x80;
+    Uuid::from_bytes(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_id_of_a_millisecond_orders_between_the_ids_around_it() {
+        let at = Utc::now();
+        let before = Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            u64::try_from(at.timestamp() - 1).unwrap_or(0),
+            0,
+        ));
+        let after = Uuid::new_v7(uuid::Timestamp::from_unix(
+            uuid::NoContext,
+            u64::try_from(at.timestamp() + 1).unwrap_or(0),
+            0,
+        ));
+        let bound = first_id_at(at);
+        assert!(before < bound && bound < after, "{before} {bound} {after}");
+        assert_eq!(bound.get_version_num(), 7);
+    }
+}
