@@ -31,8 +31,24 @@ pub struct TokenParams {
     pub scope: Option<String>,
 }
 
+/// Longest value a token request parameter may have, as the document says: room for any
+/// identifier, secret or list of our scopes.
+pub const MAX_PARAM_CHARS: usize = 255;
+
 impl TokenParams {
     fn set(&mut self, name: &str, value: Option<String>) -> Result<(), OAuthError> {
+        let known = matches!(name, "grant_type" | "client_id" | "client_secret" | "scope");
+        if known
+            && value
+                .as_ref()
+                .is_some_and(|v| v.chars().count() > MAX_PARAM_CHARS)
+        {
+            return Err(OAuthError::InvalidRequest {
+                hint: format!(
+                    "The `{name}` parameter must not be longer than {MAX_PARAM_CHARS} characters"
+                ),
+            });
+        }
         let slot_was_set = match name {
             "grant_type" => std::mem::replace(&mut self.grant_type, value).is_some(),
             "client_id" => std::mem::replace(&mut self.client_id, value).is_some(),
@@ -332,6 +348,20 @@ mod tests {
         .unwrap();
         assert_eq!(a, b);
         assert_eq!(a.scope.as_deref(), Some("x y"));
+    }
+
+    #[test]
+    fn an_overlong_parameter_is_refused_naming_it() {
+        let long = "x".repeat(MAX_PARAM_CHARS + 1);
+        let refused = json(&format!(r#"{{"client_id":"{long}"}}"#));
+        assert_eq!(
+            refused,
+            Err(OAuthError::InvalidRequest {
+                hint: "The `client_id` parameter must not be longer than 255 characters".into()
+            })
+        );
+        let fits = "x".repeat(MAX_PARAM_CHARS);
+        assert!(json(&format!(r#"{{"client_id":"{fits}"}}"#)).is_ok());
     }
 
     #[test]

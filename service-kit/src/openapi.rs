@@ -202,16 +202,17 @@ impl<E: Endpoint> Endpoint for AllowHeaderEndpoint<E> {
     type Output = Response;
 
     async fn call(&self, req: Request) -> poem::Result<Response> {
-        let allow = self.allow.allow(req.uri().path()).cloned();
+        // Only a 405 needs the path: keep the URI (reference-counted, no copy) until then.
+        let uri = req.uri().clone();
         let mut response = match self.inner.call(req).await {
             Ok(output) => output.into_response(),
             Err(e) if e.status() == StatusCode::METHOD_NOT_ALLOWED => e.into_response(),
             Err(e) => return Err(e),
         };
         if response.status() == StatusCode::METHOD_NOT_ALLOWED
-            && let Some(allow) = allow
+            && let Some(allow) = self.allow.allow(uri.path())
         {
-            response.headers_mut().insert(header::ALLOW, allow);
+            response.headers_mut().insert(header::ALLOW, allow.clone());
         }
         Ok(response)
     }

@@ -12,6 +12,7 @@ use service_kit::openapi::{self, property_mut, schema_mut};
 use shared::claims::scopes;
 
 use crate::state::AppState;
+use crate::token::MAX_PARAM_CHARS;
 use discovery::DiscoveryApi;
 use token::TokenApi;
 
@@ -52,6 +53,11 @@ fn refine(doc: &mut Value) {
         for field in ["client_id", "client_secret"] {
             if let Some(credential) = property_mut(request, field) {
                 credential.insert("minLength".into(), json!(1));
+            }
+        }
+        for field in ["grant_type", "client_id", "client_secret", "scope"] {
+            if let Some(param) = property_mut(request, field) {
+                param.insert("maxLength".into(), json!(MAX_PARAM_CHARS));
             }
         }
         if let Some(id) = property_mut(request, "client_id") {

@@ -13,6 +13,7 @@ use service_kit::openapi::{
     keep_responses, operation_mut, property_mut, request_examples, schema_mut,
 };
 
+use super::intake::MAX_REFERENCE_CHARS;
 use super::partner::SECURITY_SCHEME;
 use crate::domain::{MAX_MOBILE_CHARS, OLDEST_BIRTH_YEAR};
 
@@ -269,6 +270,15 @@ fn refine_operations(doc: &mut Value, brand: &str) {
             ],
         );
         request_examples(submit, &enquiry_examples(brand));
+        // The shared body type's example says "Case created"; an update says otherwise.
+        let updated = submit
+            .get_mut("responses")
+            .and_then(|r| r.pointer_mut("/200/content"));
+        if let Some(Value::Object(content)) = updated {
+            for media in content.values_mut() {
+                media["example"] = json!({"message": "Case updated", "reference": "418290357116"});
+            }
+        }
     }
     if let Some(attach) = operation_mut(doc, "/partners/external/intake/attach", "post") {
         keyed(attach);
@@ -292,6 +302,12 @@ fn refine_operations(doc: &mut Value, brand: &str) {
     }
     if let Some(status) = operation_mut(doc, "/partners/external/cases/{reference}", "get") {
         keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);
+        if let Some(Value::Array(params)) = status.get_mut("parameters") {
+            for param in params.iter_mut().filter(|p| p["name"] == "reference") {
+                param["schema"] =
+                    json!({"type": "string", "minLength": 1, "maxLength": MAX_REFERENCE_CHARS});
+            }
+        }
     }
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
         keep_responses(

@@ -104,6 +104,10 @@ fn record_case(outcome: &str, reference: &str, brand: &str) {
     record(Field::Brand, brand);
 }
 
+/// Longest case reference looked up: ours are 12 digits; anything much longer is no
+/// reference of ours, and answers 404 without a query.
+pub const MAX_REFERENCE_CHARS: usize = 64;
+
 /// The partner intake endpoints.
 pub struct IntakeApi {
     /// Shared state.
@@ -237,6 +241,9 @@ impl IntakeApi {
         /// The case reference a submission answered with.
         reference: Path<String>,
     ) -> Result<CaseStatusResponse, IntakeError> {
+        if reference.0.chars().count() > MAX_REFERENCE_CHARS {
+            return Err(IntakeError::CaseNotFound);
+        }
         let found = self
             .state
             .cases
