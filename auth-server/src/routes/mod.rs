@@ -38,8 +38,8 @@ pub fn documents(state: Arc<AppState>) -> ApiDocuments {
     openapi::documents(&api_service(state), refine)
 }
 
-/// The token request as exactly as the endpoint reads it: only `client_credentials`, only
-/// known scopes, and examples that work.
+/// The token request as exactly as the endpoint reads it (only `client_credentials`, only
+/// known scopes, bounded lengths), and an example for every body.
 fn refine(doc: &mut Value) {
     let known = scopes::ALL.join("|");
     if let Some(request) = schema_mut(doc, "TokenRequest") {
@@ -71,6 +71,45 @@ fn refine(doc: &mut Value) {
         if let Some(scope) = property_mut(request, "scope") {
             scope.insert("pattern".into(), json!(format!("^({known})( ({known}))*$")));
             scope.insert("example".into(), json!(scopes::CASE_INTAKE_CREATE));
+        }
+    }
+    let issuer = doc
+        .pointer("/servers/0/url")
+        .and_then(Value::as_str)
+        .unwrap_or("https://auth.example")
+        .to_owned();
+    let examples = [
+        (
+            "JwkSet",
+            json!({"keys": [{
+                "kty": "RSA",
+                "use": "sig",
+                "alg": "RS256",
+                "kid": "q3Xw9Lr2-cF0tVh7mZa1kY8pN5sD4gJ6eB0uR2iT7oA",
+                "n": "u1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gunVTLw7onLRnrq0_IzW7yWR7QkrmBL7jTKEn5u-qKhbwKfBstIs-bMY2Zkp18gnTxKLxoS2tFczGkPLPgizskuemMghRniWaoLcyehkd3qqGElvW_VDL5AaWTg0nLVkjRo9z-40RQzuVaE8AkAFmxZzow3x-VJYKdjykkJ0iT9wCS0DRTXu269V264Vf_3jvredZiKRkgwlL9xNAwxXFg0x_XFw005UWVRIkdgcKWTjpBP2dPwVZ4WWC-9aGVd-Gyn1o0CLelf4rEjGoXbAAEgAqeGUxrcIlbjXfbcmw",
+                "e": "AQAB",
+            }]}),
+        ),
+        (
+            "RevocationList",
+            json!({"disabled_clients": ["0b6f2f4e-8d1a-4c3e-9a7b-5e2d1c0f9a88"]}),
+        ),
+        (
+            "ServerMetadata",
+            json!({
+                "issuer": issuer,
+                "token_endpoint": format!("{issuer}/oauth/token"),
+                "jwks_uri": format!("{issuer}/.well-known/jwks.json"),
+                "grant_types_supported": ["client_credentials"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                "scopes_supported": scopes::ALL,
+                "response_types_supported": [],
+            }),
+        ),
+    ];
+    for (name, example) in examples {
+        if let Some(schema) = schema_mut(doc, name) {
+            schema.insert("example".into(), example);
         }
     }
     if let Some(token) = openapi::operation_mut(doc, "/oauth/token", "post") {
