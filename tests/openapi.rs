@@ -207,16 +207,35 @@ fn check(name: &str, served: &Value) {
     );
 }
 
+/// Both services on fresh SQLite databases, kept alive together.
+struct Stack {
+    auth: AuthServer,
+    intake: IntakeServer,
+    _dbs: (TestDb, TestDb),
+}
+
+impl Stack {
+    async fn start() -> Self {
+        let auth_db = TestDb::auth(Backend::Sqlite).await;
+        let intake_db = TestDb::intake(Backend::Sqlite).await;
+        let auth = AuthServer::start(&auth_db.url, |_| {})
+            .await
+            .expect("auth-server");
+        let intake = IntakeServer::start(&intake_db.url, &auth, |_| {})
+            .await
+            .expect("intake-api");
+        Self {
+            auth,
+            intake,
+            _dbs: (auth_db, intake_db),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_committed_openapi_documents_match_the_served_ones() {
-    let auth_db = TestDb::auth(Backend::Sqlite).await;
-    let intake_db = TestDb::intake(Backend::Sqlite).await;
-    let auth = AuthServer::start(&auth_db.url, |_| {})
-        .await
-        .expect("auth-server");
-    let intake = IntakeServer::start(&intake_db.url, &auth, |_| {})
-        .await
-        .expect("intake-api");
+    let stack = Stack::start().await;
+    let (auth, intake) = (&stack.auth, &stack.intake);
     let auth_doc = served(&auth.base_url()).await;
     let intake_doc = served(&intake.base_url()).await;
     for (doc, path, op) in [
@@ -238,14 +257,8 @@ async fn the_committed_openapi_documents_match_the_served_ones() {
 /// 15.5.6), on both services, for the documented paths and the operational ones.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_method_not_allowed_names_the_allowed_ones() {
-    let auth_db = TestDb::auth(Backend::Sqlite).await;
-    let intake_db = TestDb::intake(Backend::Sqlite).await;
-    let auth = AuthServer::start(&auth_db.url, |_| {})
-        .await
-        .expect("auth-server");
-    let intake = IntakeServer::start(&intake_db.url, &auth, |_| {})
-        .await
-        .expect("intake-api");
+    let stack = Stack::start().await;
+    let (auth, intake) = (&stack.auth, &stack.intake);
     let http = reqwest::Client::new();
     for (base, method, path, allow) in [
         (auth.base_url(), "DELETE", "/oauth/token", "POST"),

@@ -67,11 +67,13 @@ pub fn property_mut<'a>(
     schema.get_mut("properties")?.get_mut(name)?.as_object_mut()
 }
 
-/// Sets `key` to `value` in every one of `targets` that exists; a name that does not exist is
-/// a refinement that no longer applies, so it fails loudly in the service's document test.
-pub fn set_all(targets: Vec<Option<&mut Map<String, Value>>>, key: &str, value: Value) {
-    for target in targets.into_iter().flatten() {
-        target.insert(key.into(), value.clone());
+/// Sets the schema of an operation's parameter `name`, to say what the derive cannot (its
+/// bounds, for one).
+pub fn parameter_schema(operation: &mut Map<String, Value>, name: &str, schema: Value) {
+    if let Some(Value::Array(params)) = operation.get_mut("parameters") {
+        for param in params.iter_mut().filter(|p| p["name"] == name) {
+            param["schema"] = schema.clone();
+        }
     }
 }
 

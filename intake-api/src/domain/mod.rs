@@ -14,5 +14,8 @@ pub use choices::{
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
 pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 pub use errors::ValidationErrors;
-pub use parse::{OLDEST_BIRTH_YEAR, parse_attach, parse_enquiry, parse_redeem};
+pub use parse::{
+    OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach, parse_enquiry,
+    parse_redeem,
+};
 pub use redirect::RedirectToken;

@@ -10,29 +10,13 @@
 
 use serde_json::{Map, Value, json};
 use service_kit::openapi::{
-    keep_responses, operation_mut, property_mut, request_examples, schema_mut,
+    keep_responses, operation_mut, parameter_schema, property_mut, request_examples, schema_mut,
 };
 
+use super::idempotency::{self, MAX_KEY_CHARS};
 use super::intake::MAX_REFERENCE_CHARS;
 use super::partner::SECURITY_SCHEME;
-use crate::domain::{MAX_MOBILE_CHARS, OLDEST_BIRTH_YEAR};
-
-/// Fields only a purchase reads.
-const PURCHASE_FIELDS: [&str; 4] = [
-    "purchase_type",
-    "mortgage_scheme",
-    "new_property_value",
-    "deposit_amount",
-];
-
-/// Fields only a remortgage reads.
-const REMORTGAGE_FIELDS: [&str; 5] = [
-    "remortgage_reason",
-    "current_property_value",
-    "outstanding_mortgage_amount",
-    "additional_borrowing_amount",
-    "release_borrowing_amount",
-];
+use crate::domain::{MAX_MOBILE_CHARS, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS};
 
 /// A calendar date as `YYYY-MM-DD`, with months and days in range (the format rules out
 /// the rest, such as 31 April).
@@ -255,11 +239,8 @@ fn variant(
 
 fn refine_operations(doc: &mut Value, brand: &str) {
     let keyed = |op: &mut Map<String, Value>| {
-        if let Some(Value::Array(params)) = op.get_mut("parameters") {
-            for param in params.iter_mut().filter(|p| p["name"] == "Idempotency-Key") {
-                param["schema"] = json!({"type": "string", "minLength": 1, "maxLength": 255});
-            }
-        }
+        let key = json!({"type": "string", "minLength": 1, "maxLength": MAX_KEY_CHARS});
+        parameter_schema(op, idempotency::HEADER, key);
     };
     if let Some(submit) = operation_mut(doc, "/partners/external/intake", "post") {
         keyed(submit);
@@ -302,12 +283,8 @@ fn refine_operations(doc: &mut Value, brand: &str) {
     }
     if let Some(status) = operation_mut(doc, "/partners/external/cases/{reference}", "get") {
         keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);
-        if let Some(Value::Array(params)) = status.get_mut("parameters") {
-            for param in params.iter_mut().filter(|p| p["name"] == "reference") {
-                param["schema"] =
-                    json!({"type": "string", "minLength": 1, "maxLength": MAX_REFERENCE_CHARS});
-            }
-        }
+        let reference = json!({"type": "string", "minLength": 1, "maxLength": MAX_REFERENCE_CHARS});
+        parameter_schema(status, "reference", reference);
     }
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
         keep_responses(

@@ -8,7 +8,7 @@
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, TransactionTrait};
+use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
 use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, event};
@@ -49,7 +49,7 @@ impl CaseStore {
         requested_by: &str,
     ) -> Result<Vec<ErasedCase>, StoreError> {
         bounded(async {
-            let txn = self.db.begin().await?;
+            let txn = self.begin_write().await?;
             let mut found = case::Entity::find().filter(case::Column::Email.eq(email.as_str()));
             if let Some(brand) = brand {
                 found = found.filter(case::Column::Brand.eq(brand));
@@ -103,7 +103,7 @@ impl CaseStore {
         after: Option<Uuid>,
     ) -> Result<(u64, Option<Uuid>), StoreError> {
         bounded(async {
-            let txn = self.db.begin().await?;
+            let txn = self.begin_write().await?;
             let mut old = submission::Entity::find()
                 .select_only()
                 .column(submission::Column::Id)

@@ -22,6 +22,23 @@ use fields::{
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;
 
+/// Fields only a purchase reads; a remortgage ignores them.
+pub const PURCHASE_FIELDS: [&str; 4] = [
+    "purchase_type",
+    "mortgage_scheme",
+    "new_property_value",
+    "deposit_amount",
+];
+
+/// Fields only a remortgage reads; a purchase ignores them.
+pub const REMORTGAGE_FIELDS: [&str; 5] = [
+    "remortgage_reason",
+    "current_property_value",
+    "outstanding_mortgage_amount",
+    "additional_borrowing_amount",
+    "release_borrowing_amount",
+];
+
 /// The earliest year of birth accepted: anything earlier is a typing mistake.
 pub const OLDEST_BIRTH_YEAR: i32 = 1900;
 
