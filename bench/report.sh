@@ -2,13 +2,14 @@
 # Writes bench/RESULTS.md from the measurements bench/run.sh collected; sourced by run.sh,
 # which defines DATA, the helpers (med, rounds, rec, calc) and the variables used here.
 
-# Per-round ratio of key $1's rps to limit key $2's metric $3, recorded as metric "ratio".
+# Per-round ratio of key $1's metric $4 (default rps) to key $2's metric $3, recorded for
+# key $1 as metric $5 (default "ratio").
 record_ratios() {
     local r ours limit
     for r in $(seq "$ROUNDS"); do
-        ours=$(awk -F'\t' -v k="$1" -v r="$r" '$1 == k && $2 == r && $3 == "rps" { print $4 }' "$DATA")
+        ours=$(awk -F'\t' -v k="$1" -v r="$r" -v m="${4:-rps}" '$1 == k && $2 == r && $3 == m { print $4 }' "$DATA")
         limit=$(awk -F'\t' -v k="$2" -v r="$r" -v m="$3" '$1 == k && $2 == r && $3 == m { print $4 }' "$DATA")
-        [[ -n $ours && -n $limit ]] && rec "$1" "$r" ratio "$(calc "$ours / $limit")"
+        [[ -n $ours && -n $limit ]] && rec "$1" "$r" "${5:-ratio}" "$(calc "$ours / $limit")"
     done
     return 0
 }
@@ -174,6 +175,7 @@ scale_settings() {
 # The baseline setting, as the command line of the run would give it.
 ab_settings() {
     [[ -z $BASELINE ]] || printf ' BENCH_BASELINE=<release binaries of %s>' "$BASELINE_NAME"
+    [[ -z $BASELINE_SQL ]] || printf ' BENCH_BASELINE_SQL=<bench/ of %s>' "$BASELINE_NAME"
 }
 
 # Section 7: this build against the baseline, load by load.
@@ -204,6 +206,30 @@ EOF
         proc=intake-api
         [[ $load == token ]] && name="token (client_secret_post, 64)" && proc=auth-server
         echo "| $name | $(med "ab_${load}_base" rps) | $(med "ab_${load}_new" rps) | $(rounds "ab_${load}_new" ratio) | **$(med "ab_${load}_new" ratio)** | $(med "ab_${load}_base" "cpu_us_per_req_$proc") / $(med "ab_${load}_new" "cpu_us_per_req_$proc") µs | $(med "ab_${load}_base" p99_ms) / $(med "ab_${load}_new" p99_ms) ms | $(verdict "$(med "ab_${load}_new" ratio)" '>=' 0.95) |"
+    done
+    [[ -n $BASELINE_SQL ]] || return 0
+    local side
+    for load in create update attach; do
+        for side in base new; do
+            record_ratios "ab_${load}_$side" "ab_pg_${load}_$side" rps rps pg_ratio
+        done
+        record_ratios "ab_${load}_new" "ab_${load}_base" pg_ratio pg_ratio pg_ratio_change
+    done
+    cat <<EOF
+
+### 7b. The ratios to pgbench, before and after
+
+The figures of sections 2 and 3 for both builds in the same rounds: each build's intake
+throughput over pgbench running that build's own statements (its \`bench/intake.sql\` and
+\`bench/attach.sql\`) on that build's database, measured just before it. What a build added to its
+statements (an index, a table written with each change) slows its pgbench too, so these
+ratios show what the service adds over its SQL, before and after.
+
+| load | pgbench tx/s, baseline / this build | baseline: intake / pgbench, by round | this build: intake / pgbench, by round | this build's ratio / baseline's, by round | median | within 5% |
+|---|---|---|---|---|---|---|
+EOF
+    for load in create update attach; do
+        echo "| $load | $(med "ab_pg_${load}_base" rps) / $(med "ab_pg_${load}_new" rps) | $(rounds "ab_${load}_base" pg_ratio) | $(rounds "ab_${load}_new" pg_ratio) | $(rounds "ab_${load}_new" pg_ratio_change) | **$(med "ab_${load}_new" pg_ratio_change)** | $(verdict "$(med "ab_${load}_new" pg_ratio_change)" '>=' 0.95) |"
     done
 }
 

@@ -34,6 +34,10 @@
 #                   attach loads against it and this build, interleaved round by round, each
 #                   on services and databases of its own
 #   BENCH_BASELINE_NAME  what to call that build in the report (default: its directory)
+#   BENCH_BASELINE_SQL   the baseline's bench/ directory (its intake.sql and attach.sql):
+#                   section 7 then also runs each build's own statements in pgbench on that
+#                   build's database, beside its loads, and compares the ratios to pgbench
+#                   (the figures of sections 2 and 3) before and after
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
@@ -73,6 +77,7 @@ SCALE_PORT=${BENCH_SCALE_PORT:-$((INTAKE_PORT + 2))}
 # Before and after (section 7).
 BASELINE=${BENCH_BASELINE:-}
 BASELINE_NAME=${BENCH_BASELINE_NAME:-$BASELINE}
+BASELINE_SQL=${BENCH_BASELINE_SQL:-}
 AB_PORT=${BENCH_AB_PORT:-$((AUTH_PORT + 10))}
 
 # Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
@@ -130,6 +135,17 @@ esac
 db_url() { sed -E "s#^(postgres(ql)?://[^/]+)/[^?]*#\1/$1#" <<<"$PG_URL"; }
 
 psql_admin() { psql "$PG_URL" -v ON_ERROR_STOP=1 -qAt "$@"; }
+
+# What pgbench's statements need in intake database $1 beside the service's tables: the
+# sequence its case references come from (bench/intake.sql), and its row ids, time-ordered
+# like the service's UUIDv7: the milliseconds of the transaction's start, then bits of
+# md5(seed). One seed gives one id within a statement.
+pgbench_setup() {
+    psql "$(db_url "$1")" -v ON_ERROR_STOP=1 -qc 'CREATE SEQUENCE bench_reference' >/dev/null
+    psql "$(db_url "$1")" -v ON_ERROR_STOP=1 -qc "CREATE FUNCTION bench_id(seed text) RETURNS uuid
+        LANGUAGE sql STABLE AS \$\$ SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0')
+        || substr(md5(seed), 13))::uuid \$\$" >/dev/null
+}
 
 # Gives the planner statistics of database $1's tables now, as autovacuum would once they had
 # grown: without them (a server with autovacuum off, or a run shorter than its naptime) a
@@ -310,8 +326,11 @@ field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
 # Runs pgbench with bench/$script against the intake database; records tps, p50_ms, p99_ms
 # from its per-transaction log.
 run_pgbench() {
-    local key=$1 round=$2 script=$3
+    local key=$1 round=$2 script=$3 db=${PGBENCH_DB:-$INTAKE_DB}
     shift 3
+    # A script named by its path is another build's (section 7).
+    local file=$BENCH_DIR/$script shown_file=bench/$script
+    [[ $script == /* ]] && file=$script shown_file=$script
     local out=$WORK/pgbench-$key-$round.txt prefix=$WORK/pgblog-$key-$round
     local shown=() arg
     for arg in "$@"; do
@@ -325,12 +344,12 @@ run_pgbench() {
         *) shown+=("$arg") ;;
         esac
     done
-    note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f bench/$script ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
+    note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f $shown_file ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
     local c0 c1
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
     run_child pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
-        -f "$BENCH_DIR/$script" "$@" -l --log-prefix="$prefix" "$(db_url "$INTAKE_DB")" \
+        -f "$file" "$@" -l --log-prefix="$prefix" "$(db_url "$db")" \
         >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
@@ -475,6 +494,7 @@ ab_start() {
     BIN_DIR=$dir LOG_NAME=intake-api-$side start_service intake-api "${intake_env[@]}"
     AB_INTAKE_PID[$side]=$STARTED_PID
     wait_ready "http://127.0.0.1:$((port + 1))" "$STARTED_PID"
+    pgbench_setup "$intake_db"
     create_bench_client "$dir" "${auth_env[@]}"
     AB_CLIENT_ID[$side]=$CREATED_ID
     AB_CLIENT_SECRET[$side]=$CREATED_SECRET
@@ -508,6 +528,22 @@ ab_load() {
     unset PORT_OVERRIDE
 }
 
+# Runs load $1 (create, update or attach) of round $2 in pgbench, with side $3's own
+# statements on its own database, as sections 2 and 3 do; recorded as ab_pg_$1_$3.
+ab_pgbench() {
+    local load=$1 r=$2 side=$3 sql=$BENCH_DIR
+    [[ $side == base ]] && sql=$BASELINE_SQL
+    local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=${AB_CLIENT_ID[$side]}")
+    local key=ab_pg_${load}_$side
+    export PGBENCH_DB=bench_intake_${side}_$RUN_ID
+    case $load in
+    create) run_pgbench "$key" "$r" "$sql/intake.sql" -D mode=create -D "tag=abp$r" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
+    update) run_pgbench "$key" "$r" "$sql/intake.sql" -D mode=spread -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
+    attach) run_pgbench "$key" "$r" "$sql/attach.sql" -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D "client=${AB_CLIENT_ID[$side]}" ;;
+    esac
+    unset PGBENCH_DB
+}
+
 AB_LOADS=(token create update attach)
 
 # Section 7: every load against the baseline build and this one, alternating which goes first.
@@ -530,6 +566,9 @@ ab_run() {
                     sort -g | head -1)")
             fi
             for side in "${sides[@]}"; do
+                if [[ -n $BASELINE_SQL && $load != token ]]; then
+                    ab_pgbench "$load" "$r" "$side"
+                fi
                 ab_load "$load" "$r" "$side"
             done
         done
@@ -884,6 +923,13 @@ psql_admin -c 'SELECT 1' >/dev/null || die "PostgreSQL does not answer at $PG_UR
 if [[ -n $BASELINE ]]; then
     [[ -x $BASELINE/auth-server && -x $BASELINE/intake-api ]] ||
         die "BENCH_BASELINE ($BASELINE) must hold release auth-server and intake-api binaries"
+    if [[ -n $BASELINE_SQL ]]; then
+        [[ -f $BASELINE_SQL/intake.sql && -f $BASELINE_SQL/attach.sql ]] ||
+            die "BENCH_BASELINE_SQL ($BASELINE_SQL) must hold the baseline's intake.sql and attach.sql"
+        BASELINE_SQL=$(cd "$BASELINE_SQL" && pwd)
+    fi
+elif [[ -n $BASELINE_SQL ]]; then
+    die "BENCH_BASELINE_SQL needs BENCH_BASELINE"
 fi
 if ((SCALE)); then
     { port_free "$SCALE_PORT" && port_free "$((SCALE_PORT + 1))"; } ||
@@ -960,13 +1006,7 @@ export BENCH_DIR BENCH_CLIENT_ID BENCH_CLIENT_SECRET BENCH_BASIC
 BENCH_TOKEN=$(get_token)
 [[ $BENCH_TOKEN == *.*.* ]] || die "no access token"
 
-# pgbench's case references (bench/intake.sql).
-psql "$(db_url "$INTAKE_DB")" -v ON_ERROR_STOP=1 -qc 'CREATE SEQUENCE bench_reference' >/dev/null
-# pgbench's row ids, time-ordered like the service's UUIDv7: the milliseconds of the
-# transaction's start, then bits of md5(seed). One seed gives one id within a statement.
-psql "$(db_url "$INTAKE_DB")" -v ON_ERROR_STOP=1 -qc "CREATE FUNCTION bench_id(seed text) RETURNS uuid
-    LANGUAGE sql STABLE AS \$\$ SELECT (lpad(to_hex((extract(epoch FROM now()) * 1000)::bigint), 12, '0')
-    || substr(md5(seed), 13))::uuid \$\$" >/dev/null
+pgbench_setup "$INTAKE_DB"
 
 # Seeds: the case the update load hits, the one pgbench's update hits, and one create so the
 # stored enquiry JSON can be handed to pgbench exactly as the service writes it.
