@@ -71,6 +71,33 @@ impl Running {
         }
     }
 
+    /// Serves `app` on a free port of 127.0.0.1 until stopped or dropped: for the stand-ins
+    /// tests put where another party would answer (a JWKS, a partner's webhook receiver).
+    pub async fn serve_locally(app: impl poem::Endpoint + 'static) -> Self {
+        use poem::listener::{Acceptor, Listener, TcpListener};
+        let acceptor = TcpListener::bind("127.0.0.1:0")
+            .into_acceptor()
+            .await
+            .expect("bind a local server");
+        let port = acceptor
+            .local_addr()
+            .first()
+            .and_then(|a| a.as_socket_addr().map(|s| s.port()))
+            .expect("the local server's port");
+        Self::spawn(port, move |rx| async move {
+            poem::Server::new_with_acceptor(acceptor)
+                .run_with_graceful_shutdown(
+                    app,
+                    async {
+                        let _ = rx.await;
+                    },
+                    None,
+                )
+                .await?;
+            Ok(())
+        })
+    }
+
     /// `http://127.0.0.1:PORT`.
     pub fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.port)

@@ -10,9 +10,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use intake_api::config::{CaseCommand, Config};
 pub use intake_api::examples::{address, purchase_enquiry, remortgage_enquiry, with};
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
-use poem::{EndpointExt, IntoResponse, Response, Route, Server, get, handler};
+use poem::{EndpointExt, IntoResponse, Response, Route, get, handler};
 use sea_orm::{
     ConnectionTrait, Database, DatabaseConnection, DatabaseTransaction, Statement, TransactionTrait,
 };
@@ -631,7 +630,8 @@ impl KeyServer {
         let app = Route::new()
             .at("/.well-known/jwks.json", get(serve_jwks))
             .data(state.clone());
-        let (port, server) = serve_locally(app).await;
+        let server = Running::serve_locally(app).await;
+        let port = server.port;
         Self {
             url: format!("http://127.0.0.1:{port}/.well-known/jwks.json"),
             state,
@@ -643,30 +643,4 @@ impl KeyServer {
     pub fn hits(&self) -> usize {
         self.state.hits.load(Ordering::SeqCst)
     }
-}
-
-/// Serves `app` on a free port of 127.0.0.1 until the returned guard is dropped; its port.
-pub async fn serve_locally(app: impl poem::Endpoint + 'static) -> (u16, Running) {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .expect("bind a local server");
-    let port = acceptor
-        .local_addr()
-        .first()
-        .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-        .expect("the local server's port");
-    let server = Running::spawn(port, move |rx| async move {
-        Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(
-                app,
-                async {
-                    let _ = rx.await;
-                },
-                None,
-            )
-            .await?;
-        Ok(())
-    });
-    (port, server)
 }

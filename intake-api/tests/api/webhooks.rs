@@ -17,8 +17,7 @@ use poem::{EndpointExt, Request, Route, handler, post};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry,
-    serve_locally, with,
+    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry, with,
 };
 use test_support::on_both_backends;
 
@@ -84,7 +83,8 @@ impl Receiver {
             open: tokio::sync::watch::channel(true).0,
         });
         let app = Route::new().at("/hook", post(receive)).data(state.clone());
-        let (port, server) = serve_locally(app).await;
+        let server = Running::serve_locally(app).await;
+        let port = server.port;
         Self {
             url: format!("http://127.0.0.1:{port}/hook"),
             state,

@@ -10,9 +10,8 @@ use partner_client::{
     Address, ApplicationType, Client, ClientBuilder, Credentials, CreditIssue, EmploymentStatus,
     Enquiry, MortgageScheme, Purchase, PurchaseType, Purpose, Stage,
 };
-use poem::listener::{Acceptor, Listener, TcpListener};
 use poem::web::Data;
-use poem::{EndpointExt, Request, Response, Route, Server, handler, post};
+use poem::{EndpointExt, Request, Response, Route, handler, post};
 use serde_json::Value;
 pub use test_support::{AuthServer, Backend, IntakeServer, Running, TestDb, eventually, kid_of};
 
@@ -183,7 +182,8 @@ impl TokenRelay {
         let app = Route::new()
             .at("/oauth/token", post(relay_token))
             .data(state.clone());
-        let (port, server) = serve_locally(app).await;
+        let server = Running::serve_locally(app).await;
+        let port = server.port;
         Self {
             url: format!("http://127.0.0.1:{port}/oauth/token"),
             state,
@@ -246,32 +246,6 @@ async fn relay_token(req: &Request, body: Vec<u8>, state: Data<&Arc<RelayState>>
         response = response.header("retry-after", value);
     }
     response.body(json.to_string())
-}
-
-/// Serves `app` on a free port of 127.0.0.1 until the returned guard is dropped; its port.
-async fn serve_locally(app: impl poem::Endpoint + 'static) -> (u16, Running) {
-    let acceptor = TcpListener::bind("127.0.0.1:0")
-        .into_acceptor()
-        .await
-        .expect("bind a local server");
-    let port = acceptor
-        .local_addr()
-        .first()
-        .and_then(|a| a.as_socket_addr().map(|s| s.port()))
-        .expect("the local server's port");
-    let server = Running::spawn(port, move |rx| async move {
-        Server::new_with_acceptor(acceptor)
-            .run_with_graceful_shutdown(
-                app,
-                async {
-                    let _ = rx.await;
-                },
-                None,
-            )
-            .await?;
-        Ok(())
-    });
-    (port, server)
 }
 
 /// A fresh e-mail address, so tests never share a case by accident.
