@@ -3,9 +3,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use clap::{Arg, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use service_kit::Secret;
-use service_kit::cli::{OutputArg, OutputFormat, args_of, plain_usage, settings_of};
+use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
 use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 use url::Url;
@@ -335,62 +335,35 @@ pub struct MigrateArgs {
     pub log_format: LogFormat,
 }
 
-/// A parsed command line.
-#[derive(Debug)]
-pub enum Cli {
-    /// Run the server and its workers: `serve`, or no command at all.
-    Serve(Box<Config>),
-    /// Apply the database migrations.
-    Migrate(MigrateArgs),
-    /// An operator command.
-    Operate(Operation),
-}
+/// A parsed command line: the server, the migrations or an operator command.
+pub type Cli = service_kit::cli::Invocation<Line>;
 
 /// An operator command as given: what to do, with what, and how to print it.
-#[derive(Debug)]
-pub struct Operation {
-    /// What to do.
-    pub command: OperatorCommand,
-    /// What it runs with.
-    pub settings: Settings,
-    /// How to print what it did; see [`OutputFormat::or_default`].
-    pub output: Option<OutputFormat>,
-}
+pub type Operation = service_kit::cli::Operation<Line>;
 
-impl Cli {
-    /// The process's command line; exits with a usage message when it does not parse.
-    pub fn parse() -> Self {
-        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
-    }
+impl CommandLine for Line {
+    type Config = Config;
+    type Migrate = MigrateArgs;
+    type Operator = OperatorCommand;
+    type Settings = Settings;
 
-    /// Parses `args` (the binary's name first), reading each setting from its flag or its
-    /// environment variable.
-    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let command = plain_usage(Line::command());
-        let matches = command.clone().try_get_matches_from(args)?;
-        Ok(match Line::from_arg_matches(&matches)?.command {
-            None => Self::Serve(Box::new(Config::from_env()?)),
-            Some(Command::Serve(config)) => Self::Serve(config),
-            Some(Command::Migrate(args)) => Self::Migrate(args),
-            Some(Command::Operator(operator)) => Self::Operate(Operation {
-                command: operator,
-                settings: Settings::from_matches(&command, &matches),
-                output: settings_of::<OutputArg>(&command, &matches).and_then(|o| o.output),
-            }),
+    fn invocation(self, line: &clap::Command, matches: &ArgMatches) -> Result<Cli, clap::Error> {
+        Ok(match self.command {
+            None => Cli::Serve(Box::new(Config::from_env()?)),
+            Some(Command::Serve(config)) => Cli::Serve(config),
+            Some(Command::Migrate(args)) => Cli::Migrate(args),
+            Some(Command::Operator(command)) => Cli::Operate(Operation::new(
+                command,
+                Settings::from_matches(line, matches),
+                line,
+                matches,
+            )),
         })
     }
-
-    /// The command line's definition, for its help.
-    pub fn command() -> clap::Command {
-        plain_usage(Line::command())
-    }
 }
 
-/// The command line as clap reads it: [`Cli::try_parse_from`] adds the settings.
+/// The command line as clap reads it; [`CommandLine::invocation`] adds the settings of
+/// operator commands.
 #[derive(Debug, Parser)]
 #[command(
     name = "intake-api",
@@ -404,7 +377,7 @@ impl Cli {
 Each command reads its settings from flags or the environment (INTAKE_DATABASE_URL, ...):
 see `intake-api COMMAND --help`."
 )]
-struct Line {
+pub struct Line {
     #[command(subcommand)]
     command: Option<Command>,
 }

@@ -72,6 +72,88 @@ pub fn settings_of<A: Args + FromArgMatches>(
     A::from_arg_matches(matches).ok()
 }
 
+/// What a service's command line asks for: the server (`serve`, also with no command), the
+/// migrations, or an operator command.
+pub enum Invocation<L: CommandLine> {
+    /// Run the server with these settings.
+    Serve(Box<L::Config>),
+    /// Apply the database migrations.
+    Migrate(L::Migrate),
+    /// An operator command.
+    Operate(Operation<L>),
+}
+
+/// An operator command as given: what to do, with what, and how to print it.
+pub struct Operation<L: CommandLine> {
+    /// What to do.
+    pub command: L::Operator,
+    /// What it runs with: the settings the command takes, read with [`settings_of`].
+    pub settings: L::Settings,
+    /// How to print what it did; see [`OutputFormat::or_default`].
+    pub output: Option<OutputFormat>,
+}
+
+impl<L: CommandLine> Operation<L> {
+    /// `command` with its settings and output format, as `matches` (parsed by `line`) give them.
+    pub fn new(
+        command: L::Operator,
+        settings: L::Settings,
+        line: &clap::Command,
+        matches: &ArgMatches,
+    ) -> Self {
+        Self {
+            command,
+            settings,
+            output: settings_of::<OutputArg>(line, matches).and_then(|o| o.output),
+        }
+    }
+}
+
+/// A service's command line as clap reads it, and how it becomes an [`Invocation`]: each
+/// service names its own settings, environment variables and commands.
+pub trait CommandLine: clap::Parser {
+    /// The server's settings.
+    type Config;
+    /// `migrate`'s settings.
+    type Migrate;
+    /// The operator commands.
+    type Operator;
+    /// What operator commands run with.
+    type Settings;
+
+    /// What the parsed line asks for; `line` is the definition `matches` came from, for
+    /// [`settings_of`].
+    fn invocation(
+        self,
+        line: &clap::Command,
+        matches: &ArgMatches,
+    ) -> Result<Invocation<Self>, clap::Error>;
+}
+
+impl<L: CommandLine> Invocation<L> {
+    /// The process's command line; exits with a usage message when it does not parse.
+    pub fn parse() -> Self {
+        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the binary's name first), reading each setting from its flag or its
+    /// environment variable.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let line = Self::command();
+        let matches = line.clone().try_get_matches_from(args)?;
+        L::from_arg_matches(&matches)?.invocation(&line, &matches)
+    }
+
+    /// The command line's definition, for its help.
+    pub fn command() -> clap::Command {
+        plain_usage(L::command())
+    }
+}
+
 /// `command` with each (sub)command's usage line in errors the same as in its help. Left
 /// to itself, clap's error for a missing argument lists in the usage line every option the
 /// environment gave a value, as if it were required.
