@@ -328,9 +328,11 @@ field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
 run_pgbench() {
     local key=$1 round=$2 script=$3 db=${PGBENCH_DB:-$INTAKE_DB}
     shift 3
-    # A script named by its path is another build's (section 7).
+    # A script in BASELINE_SQL is the baseline's (section 7).
     local file=$BENCH_DIR/$script shown_file=bench/$script
-    [[ $script == /* ]] && file=$script shown_file=$script
+    if [[ -n $BASELINE_SQL && $script == "$BASELINE_SQL"/* ]]; then
+        file=$script shown_file="\$BENCH_BASELINE_SQL/${script#"$BASELINE_SQL"/}"
+    fi
     local out=$WORK/pgbench-$key-$round.txt prefix=$WORK/pgblog-$key-$round
     local shown=() arg
     for arg in "$@"; do
@@ -531,15 +533,15 @@ ab_load() {
 # Runs load $1 (create, update or attach) of round $2 in pgbench, with side $3's own
 # statements on its own database, as sections 2 and 3 do; recorded as ab_pg_$1_$3.
 ab_pgbench() {
-    local load=$1 r=$2 side=$3 sql=$BENCH_DIR
-    [[ $side == base ]] && sql=$BASELINE_SQL
+    local load=$1 r=$2 side=$3 sql=
+    [[ $side == base ]] && sql=$BASELINE_SQL/
     local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=${AB_CLIENT_ID[$side]}")
     local key=ab_pg_${load}_$side
     export PGBENCH_DB=bench_intake_${side}_$RUN_ID
     case $load in
-    create) run_pgbench "$key" "$r" "$sql/intake.sql" -D mode=create -D "tag=abp$r" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
-    update) run_pgbench "$key" "$r" "$sql/intake.sql" -D mode=spread -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
-    attach) run_pgbench "$key" "$r" "$sql/attach.sql" -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D "client=${AB_CLIENT_ID[$side]}" ;;
+    create) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=create -D "tag=abp$r" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
+    update) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=spread -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
+    attach) run_pgbench "$key" "$r" "${sql}attach.sql" -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D "client=${AB_CLIENT_ID[$side]}" ;;
     esac
     unset PGBENCH_DB
 }
