@@ -323,8 +323,8 @@ port_of() {
 }
 field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
 
-# Runs pgbench with bench/$script against the intake database; records tps, p50_ms, p99_ms
-# from its per-transaction log.
+# Runs pgbench with bench/$script (or a script of BASELINE_SQL, named by its path) against
+# the intake database (or PGBENCH_DB); records tps, p50_ms, p99_ms from its per-transaction log.
 run_pgbench() {
     local key=$1 round=$2 script=$3 db=${PGBENCH_DB:-$INTAKE_DB}
     shift 3
@@ -404,6 +404,19 @@ declare -A PROC_NAME
 # environment, and no Redis.
 UNSET_ENV=(-u REDIS_URL)
 for var in $(compgen -e | grep -E '^(AUTH|INTAKE)_' || true); do UNSET_ENV+=(-u "$var"); done
+
+# pgbench's side of load $3 (create, update or attach) of round $2, recorded as key $1: creates
+# under tag $4; updates and attaches of the cases create round $4 made, $5 per thread; as
+# partner $6; with the statements of directory $7 (default bench/).
+pgbench_load() {
+    local key=$1 r=$2 load=$3 tag=$4 pool=$5 client=$6 sql=${7:-}
+    local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$client")
+    case $load in
+    create) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=create -D "tag=$tag" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
+    update) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=spread -D "tag=$tag" -D "pool=$pool" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
+    attach) run_pgbench "$key" "$r" "${sql}attach.sql" -D "tag=$tag" -D "pool=$pool" -D "threads=$THREADS" -D "client=$client" ;;
+    esac
+}
 
 # Starts a service binary in the background with its log in $WORK; sets STARTED_PID. The
 # binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log).
@@ -533,17 +546,12 @@ ab_load() {
 # Runs load $1 (create, update or attach) of round $2 in pgbench, with side $3's own
 # statements on its own database, as sections 2 and 3 do; recorded as ab_pg_$1_$3.
 ab_pgbench() {
-    local load=$1 r=$2 side=$3 sql=
+    local load=$1 r=$2 side=$3 sql= tag=ab1
     [[ $side == base ]] && sql=$BASELINE_SQL/
-    local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=${AB_CLIENT_ID[$side]}")
-    local key=ab_pg_${load}_$side
-    export PGBENCH_DB=bench_intake_${side}_$RUN_ID
-    case $load in
-    create) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=create -D "tag=abp$r" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
-    update) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=spread -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
-    attach) run_pgbench "$key" "$r" "${sql}attach.sql" -D tag=ab1 -D "pool=$AB_POOL" -D "threads=$THREADS" -D "client=${AB_CLIENT_ID[$side]}" ;;
-    esac
-    unset PGBENCH_DB
+    [[ $load == create ]] && tag=abp$r
+    # Seen by run_pgbench (bash scopes locals dynamically), gone on return.
+    local PGBENCH_DB=bench_intake_${side}_$RUN_ID
+    pgbench_load "ab_pg_${load}_$side" "$r" "$load" "$tag" "${AB_POOL:-1}" "${AB_CLIENT_ID[$side]}" "$sql"
 }
 
 AB_LOADS=(token create update attach)
@@ -1065,8 +1073,7 @@ PG_VARS=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$BENCH
 for r in $(seq "$ROUNDS"); do
     BENCH_TOKEN=$(get_token)
     export BENCH_TOKEN
-    run_pgbench pg_create "$r" intake.sql -D mode=create -D "tag=r$r" -D pool=1 -D threads=1 \
-        -D email=- "${PG_VARS[@]}"
+    pgbench_load pg_create "$r" create "r$r" 1 "$BENCH_CLIENT_ID"
     export BENCH_TAG="r$r"
     run_wrk intake_create "$r" "$INTAKE_CONNS" intake_create.lua \
         /partners/external/intake -- "$INTAKE_PID"
@@ -1074,8 +1081,7 @@ for r in $(seq "$ROUNDS"); do
         analyze_db "$INTAKE_DB"
         CASES_POOL=$(cases_pool "$(awk -F'\t' '$1 == "intake_create" && $2 == 1 && $3 == "requests" { print $4 }' "$DATA")")
     fi
-    run_pgbench pg_update "$r" intake.sql -D mode=spread -D tag=r1 -D "pool=$CASES_POOL" \
-        -D "threads=$THREADS" -D email=- "${PG_VARS[@]}"
+    pgbench_load pg_update "$r" update r1 "$CASES_POOL" "$BENCH_CLIENT_ID"
     export BENCH_TAG=r1 BENCH_POOL=$CASES_POOL
     run_wrk intake_update "$r" "$INTAKE_CONNS" intake_update.lua \
         /partners/external/intake -- "$INTAKE_PID"
@@ -1105,7 +1111,7 @@ UPDATE_RESPONSES=$(awk -F'\t' '$1 == "intake_update" && $3 == "requests" { s += 
 for r in $(seq "$ROUNDS"); do
     BENCH_TOKEN=$(get_token)
     export BENCH_TOKEN
-    run_pgbench pg_attach "$r" attach.sql -D tag=r1 -D "pool=$CASES_POOL" -D "threads=$THREADS" -D "client=$BENCH_CLIENT_ID"
+    pgbench_load pg_attach "$r" attach r1 "$CASES_POOL" "$BENCH_CLIENT_ID"
     export BENCH_TAG=r1 BENCH_POOL=$CASES_POOL
     run_wrk attach "$r" "$INTAKE_CONNS" attach.lua \
         /partners/external/intake/attach -- "$INTAKE_PID"
