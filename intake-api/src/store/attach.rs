@@ -77,6 +77,24 @@ FROM "webhook_endpoints" AS "ep"
 WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions"
     WHERE "submissions"."case_id" = $2 AND "submissions"."client_id" = "ep"."client_id")"#;
 
+/// The query [`CaseStore::find_for_attach`] runs, of an e-mail address and a partner's client
+/// id, for `backend`. `bench/attach.sql` runs the same query in pgbench.
+pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
+    let [email, client_id] = args;
+    let query = case::Entity::find()
+        .select_only()
+        .columns([
+            case::Column::Id,
+            case::Column::Reference,
+            case::Column::Brand,
+        ])
+        .filter(case::Column::Email.eq(email))
+        .filter(submitted_by(client_id))
+        .order_by_desc(case::Column::UpdatedAt)
+        .limit(1);
+    query.build(backend)
+}
+
 impl CaseStore {
     /// The case a product for `email` from partner `client_id` is attached to, if any: the
     /// most recently updated of the e-mail's cases (any brand) that the partner has made at
@@ -87,26 +105,14 @@ impl CaseStore {
         email: &Email,
         client_id: &str,
     ) -> Result<Option<CaseRef>, StoreError> {
-        // `bench/attach.sql` runs the same query in pgbench.
-        let query = case::Entity::find()
-            .select_only()
-            .columns([
-                case::Column::Id,
-                case::Column::Reference,
-                case::Column::Brand,
-            ])
-            .filter(case::Column::Email.eq(email.as_str()))
-            .filter(submitted_by(client_id))
-            .order_by_desc(case::Column::UpdatedAt)
-            .limit(1);
+        let statement = self.attach_lookup.bind([email.as_str(), client_id]);
         let found: Option<(Uuid, String, String)> = bounded(async {
             let _connection = self.request_connection().await?;
             let Some(reused) = self.reused() else {
-                return Ok(Box::pin(query.into_tuple().one(&self.db)).await?);
+                let row = self.db.query_one_raw(statement).await?;
+                return Ok(row.map(|r| r.try_get_many_by_index()).transpose()?);
             };
-            let row = reused
-                .fetch_optional(query.build(DbBackend::Postgres))
-                .await?;
+            let row = reused.fetch_optional(statement).await?;
             Ok(match row {
                 None => None,
                 Some(r) => Some((

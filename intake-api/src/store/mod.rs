@@ -13,6 +13,7 @@ mod idempotency;
 mod redeem;
 mod reused;
 mod submit;
+mod template;
 mod view;
 mod webhooks;
 mod write_queue;
@@ -185,6 +186,8 @@ pub struct CaseStore {
     /// Connections requests may hold at once: the pool's, less [`LEFT_FOR_OTHERS`].
     request_connections: Arc<Semaphore>,
     timing: Timing,
+    /// [`attach::attach_lookup`], built once for the database's backend.
+    attach_lookup: Arc<template::QueryTemplate<2>>,
 }
 
 impl CaseStore {
@@ -196,12 +199,17 @@ impl CaseStore {
                 db.get_postgres_connection_pool().clone(),
             ))
         });
+        let attach_lookup = Arc::new(template::QueryTemplate::new(
+            db.get_database_backend(),
+            attach::attach_lookup,
+        ));
         Self {
             db,
             reused,
             writes: Arc::new(WriteQueue::default()),
             request_connections: Arc::new(Semaphore::new(for_requests as usize)),
             timing,
+            attach_lookup,
         }
     }
 
@@ -353,6 +361,33 @@ mod statement_tests {
         ] {
             assert_eq!(inserted_columns(sql, table), expected, "{table}");
         }
+    }
+
+    /// The benchmark looks cases up for attach with the query the service builds, its
+    /// values written in by pgbench.
+    #[test]
+    fn the_benchmark_finds_cases_to_attach_to_with_the_services_query() {
+        let bench = include_str!("../../../bench/attach.sql")
+            .lines()
+            .find(|l| l.starts_with("SELECT"))
+            .expect("the lookup");
+        let built = attach::attach_lookup(["EMAIL", "CLIENT"], sea_orm::DbBackend::Postgres);
+        let values = built.values.expect("bound values").0;
+        // From the last, so that $1 is not replaced inside $10.
+        let mut expected = built.sql.clone();
+        for (i, value) in values.iter().enumerate().rev() {
+            let written = match value {
+                sea_orm::Value::String(Some(s)) if s == "EMAIL" => {
+                    "'c-' || :tag || '-' || :t || '-' || :i || '@example.com'".to_owned()
+                }
+                sea_orm::Value::String(Some(s)) if s == "CLIENT" => ":client".to_owned(),
+                sea_orm::Value::Int(Some(n)) => n.to_string(),
+                sea_orm::Value::BigUnsigned(Some(n)) => n.to_string(),
+                other => panic!("a value the benchmark does not write: {other:?}"),
+            };
+            expected = expected.replace(&format!("${}", i + 1), &written);
+        }
+        assert_eq!(bench, format!("{expected} \\gset found_"));
     }
 
     /// The hand-written statements, and the benchmark's copies, queue events for webhooks
