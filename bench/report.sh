@@ -6,7 +6,7 @@
 # key $1 as metric $5 (default "ratio").
 record_ratios() {
     local r ours limit
-    for r in $(seq "$ROUNDS"); do
+    for r in $(awk -F'\t' -v k="$1" '$1 == k { print $2 }' "$DATA" | sort -un); do
         ours=$(awk -F'\t' -v k="$1" -v r="$r" -v m="${4:-rps}" '$1 == k && $2 == r && $3 == m { print $4 }' "$DATA")
         limit=$(awk -F'\t' -v k="$2" -v r="$r" -v m="$3" '$1 == k && $2 == r && $3 == m { print $4 }' "$DATA")
         [[ -n $ours && -n $limit ]] && rec "$1" "$r" "${5:-ratio}" "$(calc "$ours / $limit")"
@@ -191,7 +191,7 @@ ab_section() {
 
 This build against **$BASELINE_NAME**, each on an auth-server and an intake-api of its own
 with fresh databases, started side by side after the sections above and measured
-interleaved: every round runs each load against both, the baseline first in odd rounds and
+interleaved in $AB_ROUNDS rounds: every round runs each load against both, the baseline first in odd rounds and
 this build first in even ones. Loads as above: the token endpoint with client_secret_post at
 64 connections; create, update (spread over the cases the first round's creates made) and
 attach at $INTAKE_CONNS connections. The ratio of two throughputs measured beside each other is the
@@ -572,6 +572,9 @@ EOF
 - PostgreSQL has \`autovacuum = $(psql_admin -c 'SHOW autovacuum' 2>/dev/null)\`; the run runs
   \`ANALYZE\` on the intake databases after the first round of creates (and the scale run after
   loading), so the planner knows the tables' sizes whether or not autovacuum got to them.
+- Every wrk and pgbench measurement starts right after a \`CHECKPOINT\`: PostgreSQL otherwise
+  checkpoints whenever its WAL fills, inside whichever measurement is running, which then
+  writes whole pages to the WAL and runs slower than its neighbours by chance.
 - PostgreSQL has \`ssl = $(psql_admin -c 'SHOW ssl' 2>/dev/null)\`: the intake-api (sqlx) and pgbench (libpq) both
   connect with sslmode=prefer, so both pay for the same TLS over loopback, or neither does.
 - The intake-api's CPU per request includes its background work (the activation worker's

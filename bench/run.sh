@@ -38,6 +38,8 @@
 #                   section 7 then also runs each build's own statements in pgbench on that
 #                   build's database, beside its loads, and compares the ratios to pgbench
 #                   (the figures of sections 2 and 3) before and after
+#   BENCH_AB_ROUNDS rounds of section 7 (default 5): its verdicts are on changes of 5%, finer
+#                   than one round's noise
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
@@ -49,6 +51,7 @@ cd "$ROOT"
 BENCH_DIR=$ROOT/bench
 SECS=${BENCH_SECS:-10}
 ROUNDS=${BENCH_ROUNDS:-3}
+AB_ROUNDS=${BENCH_AB_ROUNDS:-5}
 PG_URL=${BENCH_PG_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 AUTH_PORT=${BENCH_AUTH_PORT:-18081}
 INTAKE_PORT=${BENCH_INTAKE_PORT:-18082}
@@ -90,6 +93,7 @@ die() {
 
 [[ $SECS =~ ^[0-9]+$ && $SECS -ge 1 ]] || die "BENCH_SECS must be a whole number of seconds"
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive number"
+[[ $AB_ROUNDS =~ ^[0-9]+$ && $AB_ROUNDS -ge 1 ]] || die "BENCH_AB_ROUNDS must be a positive number"
 [[ $SCALE == [01] ]] || die "BENCH_SCALE must be 0 or 1"
 [[ ${SCALE_CASES[1]} =~ ^[0-9]+$ && ${SCALE_CASES[1]} -gt ${SCALE_CASES[0]} ]] ||
     die "BENCH_SCALE_CASES must be a whole number over ${SCALE_CASES[0]}"
@@ -151,6 +155,13 @@ pgbench_setup() {
 # grown: without them (a server with autovacuum off, or a run shorter than its naptime) a
 # lookup by e-mail is planned for thousands of rows, in parallel workers.
 analyze_db() { psql "$(db_url "$1")" -v ON_ERROR_STOP=1 -qc ANALYZE >/dev/null; }
+
+# Writes out every dirty page before a measurement. Left to itself, PostgreSQL checkpoints
+# when its WAL fills (every minute or so under these loads), inside whichever measurement is
+# running, and the first change to each page after a checkpoint writes the whole page to the
+# WAL: measurements that caught one ran slower than their neighbours by chance. Each starts
+# right after one instead.
+checkpoint() { psql_admin -c CHECKPOINT >/dev/null; }
 
 # ---------------------------------------------------------------------------------------------
 # Clean-up: whatever happens, stop what was started and drop what was created.
@@ -267,6 +278,7 @@ run_wrk() {
     local pids=()
     [[ ${1:-} == -- ]] && shift && pids=("$@")
     local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() cs_before=() cs_after=() c0 c1
+    checkpoint
     for p in "${pids[@]}"; do
         cpu_before+=("$(proc_cpu "$p")")
         cs_before+=("$(proc_switches "$p")")
@@ -348,6 +360,7 @@ run_pgbench() {
     done
     note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f $shown_file ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
     local c0 c1
+    checkpoint
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
     run_child pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
@@ -565,7 +578,7 @@ ab_run() {
     log "before and after: starting $BASELINE_NAME and this build side by side"
     ab_start base "$BASELINE" "$AB_PORT"
     ab_start new "$TARGET_DIR/release" $((AB_PORT + 2))
-    for r in $(seq "$ROUNDS"); do
+    for r in $(seq "$AB_ROUNDS"); do
         if ((r % 2)); then sides=(base new); else sides=(new base); fi
         for load in "${AB_LOADS[@]}"; do
             if [[ $load == update && -z ${AB_POOL:-} ]]; then
