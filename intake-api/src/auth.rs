@@ -125,7 +125,9 @@ impl Verifier {
         let token = bearer_token(authorization)?;
         let claims = match self.remembered(token) {
             Some(claims) => claims,
-            None => self.verify(token).await?,
+            // Boxed: the first request of a token is the rare one, and its future (a JWKS
+            // refresh within) would otherwise weigh on every request's.
+            None => Box::pin(self.verify(token)).await?,
         };
         if self
             .revoked

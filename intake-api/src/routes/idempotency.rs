@@ -71,7 +71,9 @@ pub async fn fail<T>(
     error: IntakeError,
 ) -> Result<T, IntakeError> {
     if let Begun::Keyed(lease) = begun {
-        state.cases.release(lease).await;
+        // Boxed: a rare path, whose database future would otherwise be part of every
+        // request's.
+        Box::pin(state.cases.release(lease)).await;
     }
     Err(error)
 }
