@@ -418,15 +418,17 @@ declare -A PROC_NAME
 UNSET_ENV=(-u REDIS_URL)
 for var in $(compgen -e | grep -E '^(AUTH|INTAKE)_' || true); do UNSET_ENV+=(-u "$var"); done
 
-# pgbench's side of load $3 (create, update or attach) of round $2, recorded as key $1: creates
-# under tag $4; updates and attaches of the cases create round $4 made, $5 per thread; as
-# partner $6; with the statements of directory $7 (default bench/).
+# pgbench's side of load $3 (create, update, one or attach) of round $2, recorded as key $1:
+# creates under tag $4; updates and attaches of the cases create round $4 made, $5 per thread;
+# updates of the one case PG_UPDATE_EMAIL; as partner $6; with the statements of directory $7
+# (default bench/).
 pgbench_load() {
     local key=$1 r=$2 load=$3 tag=$4 pool=$5 client=$6 sql=${7:-}
     local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$client")
     case $load in
     create) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=create -D "tag=$tag" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
     update) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=spread -D "tag=$tag" -D "pool=$pool" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
+    one) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=one -D "email=$PG_UPDATE_EMAIL" -D tag=- -D pool=1 -D threads=1 "${vars[@]}" ;;
     attach) run_pgbench "$key" "$r" "${sql}attach.sql" -D "tag=$tag" -D "pool=$pool" -D "threads=$THREADS" -D "client=$client" ;;
     esac
 }
@@ -1082,7 +1084,6 @@ fi
 # 2. Intake create and update against the same transaction run by pgbench. Updates go to
 # cases the first create round made, each thread of wrk cycling through its own, and to one
 # case every time (every request then waits for the one before it on the same row).
-PG_VARS=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$BENCH_CLIENT_ID")
 for r in $(seq "$ROUNDS"); do
     BENCH_TOKEN=$(get_token)
     export BENCH_TOKEN
@@ -1098,8 +1099,7 @@ for r in $(seq "$ROUNDS"); do
     export BENCH_TAG=r1 BENCH_POOL=$CASES_POOL
     run_wrk intake_update "$r" "$INTAKE_CONNS" intake_update.lua \
         /partners/external/intake -- "$INTAKE_PID"
-    run_pgbench pg_update_one "$r" intake.sql -D mode=one -D "email=$PG_UPDATE_EMAIL" -D tag=- \
-        -D pool=1 -D threads=1 "${PG_VARS[@]}"
+    pgbench_load pg_update_one "$r" one - 1 "$BENCH_CLIENT_ID"
     export BENCH_EMAIL=$UPDATE_EMAIL
     run_wrk intake_update_one "$r" "$INTAKE_CONNS" intake_update_one.lua \
         /partners/external/intake -- "$INTAKE_PID"

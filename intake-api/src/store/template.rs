@@ -1,7 +1,7 @@
 //! Queries built once and bound per request.
 //!
 //! Building a query through sea-query allocates and drops a tree of expressions and writes
-//! its SQL text anew each time; on the attach lookup that was a third of the service's own
+//! its SQL text anew each time; on the attach lookup that was a fifth of the service's own
 //! work per request. A [`QueryTemplate`] builds the query once, with the ORM, and each
 //! request only binds its values to the same SQL.
 
