@@ -247,6 +247,20 @@ proc_cpu() {
     calc "$ticks / $(getconf CLK_TCK)" 3
 }
 
+# CPU seconds used so far by every PostgreSQL process of this machine's server, counting
+# backends that have exited (the postmaster's reaped children) and the server's own writers:
+# the database's side of a load, beside the service's own.
+postgres_cpu() {
+    local ticks
+    # A process may end between the listing and the reading: cat then fails, the rest counts.
+    ticks=$({ cat /proc/[0-9]*/stat 2>/dev/null || true; } | awk '{
+        lp = index($0, "("); rp = index($0, ") ")
+        if (substr($0, lp + 1, rp - lp - 1) != "postgres") next
+        split(substr($0, rp + 2), f, " ")
+        t += f[12] + f[13] + f[14] + f[15] } END { print t + 0 }')
+    calc "$ticks / $(getconf CLK_TCK)" 3
+}
+
 # Context switches of all of a process's threads so far: "voluntary involuntary". Voluntary:
 # a thread waited (for work, a lock); involuntary: the scheduler preempted it for another.
 proc_switches() {
@@ -270,15 +284,16 @@ mem_mib() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/stat
 # ---------------------------------------------------------------------------------------------
 # Load generators
 
-# Runs wrk; records rps, p50_ms, p99_ms and, for each PID given after --, its CPU seconds per
-# request. Fails the run when any response was an error: a benchmark of refusals is no benchmark.
+# Runs wrk; records rps, p50_ms, p99_ms, PostgreSQL's CPU per request and, for each PID given
+# after --, its CPU per request. Fails the run when any response was an error: a benchmark of refusals is no benchmark.
 run_wrk() {
     local key=$1 round=$2 conns=$3 script=$4 path=$5
     shift 5
     local pids=()
     [[ ${1:-} == -- ]] && shift && pids=("$@")
-    local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() cs_before=() cs_after=() c0 c1
+    local out=$WORK/wrk-$key-$round.txt cpu_before=() cpu_after=() cs_before=() cs_after=() c0 c1 pg0 pg1
     checkpoint
+    pg0=$(postgres_cpu)
     for p in "${pids[@]}"; do
         cpu_before+=("$(proc_cpu "$p")")
         cs_before+=("$(proc_switches "$p")")
@@ -290,6 +305,7 @@ run_wrk() {
         "http://127.0.0.1:$(port_of "$path")$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
+    pg1=$(postgres_cpu)
     for p in "${pids[@]}"; do
         cpu_after+=("$(proc_cpu "$p")")
         cs_after+=("$(proc_switches "$p")")
@@ -311,6 +327,7 @@ run_wrk() {
     rec "$key" "$round" p50_ms "$p50"
     rec "$key" "$round" p99_ms "$p99"
     rec "$key" "$round" wrk_cpu_share "$(calc "($c1 - $c0) / ($SECS * $CORES)")"
+    rec "$key" "$round" cpu_us_per_req_postgres "$(calc "($pg1 - $pg0) * 1000000 / $requests" 1)"
     local i name before after
     for i in "${!pids[@]}"; do
         name=${PROC_NAME[${pids[$i]}]}
@@ -336,7 +353,8 @@ port_of() {
 field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
 
 # Runs pgbench with bench/$script (or a script of BASELINE_SQL, named by its path) against
-# the intake database (or PGBENCH_DB); records tps, p50_ms, p99_ms from its per-transaction log.
+# the intake database (or PGBENCH_DB); records tps, p50_ms, p99_ms from its per-transaction log
+# and PostgreSQL's CPU per transaction.
 run_pgbench() {
     local key=$1 round=$2 script=$3 db=${PGBENCH_DB:-$INTAKE_DB}
     shift 3
@@ -359,8 +377,9 @@ run_pgbench() {
         esac
     done
     note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f $shown_file ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
-    local c0 c1
+    local c0 c1 pg0 pg1
     checkpoint
+    pg0=$(postgres_cpu)
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
     run_child pgbench -n -M prepared -c "$INTAKE_CONNS" -j "$THREADS" -T "$SECS" \
@@ -368,6 +387,7 @@ run_pgbench() {
         >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
+    pg1=$(postgres_cpu)
     local tps
     tps=$(awk '/^tps = / { printf "%.1f", $3 }' "$out")
     [[ -n $tps ]] || die "pgbench printed no tps: $(cat "$out")"
@@ -381,6 +401,10 @@ run_pgbench() {
     rm -f "$prefix".*
     rec "$key" "$round" rps "$tps"
     rec "$key" "$round" pgbench_cpu_share "$(calc "($c1 - $c0) / ($SECS * $CORES)")"
+    local txs
+    txs=$(awk '/^number of transactions actually processed: / { print $6 }' "$out")
+    [[ -n $txs && $txs -gt 0 ]] &&
+        rec "$key" "$round" cpu_us_per_req_postgres "$(calc "($pg1 - $pg0) * 1000000 / $txs" 1)"
     rec "$key" "$round" p50_ms "${pct% *}"
     rec "$key" "$round" p99_ms "${pct#* }"
     log "$key round $round: $tps tx/s, p50 ${pct% *} ms, p99 ${pct#* } ms"
