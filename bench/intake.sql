@@ -4,6 +4,7 @@
 -- committed on its own. Run by bench/run.sh:
 --   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D mode=create|spread|one \
 --     -D tag=.. -D pool=.. -D threads=.. -D email=.. -D enquiry=.. -D payload=.. -D client=.. \
+--     -D delay=SECONDS \
 --     INTAKE_DB_URL
 -- -M prepared: sqlx prepares each statement once per connection and binds the values.
 -- The e-mail, enquiry JSON and raw body are bound values, as in the service (the enquiry as
@@ -11,6 +12,7 @@
 -- the server makes them here: now(), and time-ordered ids like the service's UUIDv7 from
 -- bench_id (bench/run.sh creates it) seeded by two random numbers (the new case's id
 -- appears twice, as in the service, so it must be the same value both times).
+-- :delay is the activation delay in seconds, the one bench/run.sh gives the services.
 -- The service draws a random 12-digit reference and draws again on the rare collision;
 -- pgbench cannot retry, so its references come from a sequence (bench/run.sh creates it),
 -- 12 characters that never look like the service's.
@@ -33,7 +35,7 @@ WITH upserted AS (
             WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com'
             ELSE :email
         END,
-        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + interval '900 seconds', NULL, NULL)
+        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + make_interval(secs => :delay), NULL, NULL)
     ON CONFLICT ("brand", "email") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",

@@ -190,7 +190,8 @@ ab_section() {
 ## 7. Before and after
 
 This build against **$BASELINE_NAME**, each on an auth-server and an intake-api of its own
-with fresh databases, started side by side after the sections above and measured
+with fresh databases, started side by side after the sections above (the intake-apis with
+no activation pass during the run: \`INTAKE_ACTIVATION_POLL_MS=$((ACTIVATION_DELAY * 1000))\`) and measured
 interleaved in $AB_ROUNDS rounds: every round runs each load against both, the baseline first in odd rounds and
 this build first in even ones. Loads as above: the token endpoint with client_secret_post at
 64 connections; create, update (spread over the cases the first round's creates made) and

@@ -63,6 +63,12 @@ THREADS=$CORES
 INTAKE_CONNS=32
 # The intake-api's database pool (see INTAKE_ENV below).
 INTAKE_POOL=$((8 * CORES))
+# Seconds from a case's creation to its activation, for every intake-api and pgbench here: a
+# day, so no case a load made falls due within the run. With the service's default of 15
+# minutes, the cases of one measurement would be activated, in a burst at the database's
+# pace, inside a measurement a quarter of an hour later. Activation is measured on its own
+# (section 6).
+ACTIVATION_DELAY=86400
 TOKEN_CONNS=(32 64)
 SCOPE="enquiry:case:intake:create"
 AUTH_URL="http://127.0.0.1:$AUTH_PORT"
@@ -261,6 +267,20 @@ postgres_cpu() {
     calc "$ticks / $(getconf CLK_TCK)" 3
 }
 
+# PostgreSQL's processes now, ended ones not yet reaped included.
+postgres_procs() { { cat /proc/[0-9]*/comm 2>/dev/null || true; } | grep -cx postgres || true; }
+
+# Waits (at most 5 s) until PostgreSQL has at most $1 processes: the backends of a client
+# that has just exited must have been reaped, their CPU passed to the postmaster, before
+# postgres_cpu reads it, or it is counted nowhere.
+postgres_settle() {
+    local _
+    for _ in $(seq 100); do
+        (($(postgres_procs) <= $1)) && return 0
+        sleep 0.05
+    done
+}
+
 # Context switches of all of a process's threads so far: "voluntary involuntary". Voluntary:
 # a thread waited (for work, a lock); involuntary: the scheduler preempted it for another.
 proc_switches() {
@@ -377,8 +397,9 @@ run_pgbench() {
         esac
     done
     note_cmd "pgbench -n -M prepared -c $INTAKE_CONNS -j $THREADS -T $SECS -f $shown_file ${shown[*]} -l --log-prefix=PREFIX \"\$INTAKE_DB_URL\""
-    local c0 c1 pg0 pg1
+    local c0 c1 pg0 pg1 procs
     checkpoint
+    procs=$(postgres_procs)
     pg0=$(postgres_cpu)
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
@@ -387,6 +408,7 @@ run_pgbench() {
         >"$out" 2>&1 || die "pgbench failed: $(tail -20 "$out")"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
+    postgres_settle "$procs"
     pg1=$(postgres_cpu)
     local tps
     tps=$(awk '/^tps = / { printf "%.1f", $3 }' "$out")
@@ -448,7 +470,8 @@ for var in $(compgen -e | grep -E '^(AUTH|INTAKE)_' || true); do UNSET_ENV+=(-u 
 # (default bench/).
 pgbench_load() {
     local key=$1 r=$2 load=$3 tag=$4 pool=$5 client=$6 sql=${7:-}
-    local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$client")
+    local vars=(-D "enquiry=$ENQUIRY_JSON" -D "payload=$PAYLOAD_JSON" -D "client=$client"
+        -D "delay=$ACTIVATION_DELAY")
     case $load in
     create) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=create -D "tag=$tag" -D pool=1 -D threads=1 -D email=- "${vars[@]}" ;;
     update) run_pgbench "$key" "$r" "${sql}intake.sql" -D mode=spread -D "tag=$tag" -D "pool=$pool" -D "threads=$THREADS" -D email=- "${vars[@]}" ;;
@@ -539,9 +562,12 @@ ab_start() {
     # Later settings win: the main run's, with this side's addresses and databases.
     local auth_env=("${AUTH_ENV[@]}" AUTH_BIND="127.0.0.1:$port"
         AUTH_DATABASE_URL="$(db_url "$auth_db")" AUTH_ISSUER="$auth_url")
+    # No activation pass at all: a baseline's own bench/intake.sql may make its cases due
+    # sooner than ACTIVATION_DELAY.
     local intake_env=("${INTAKE_ENV[@]}" INTAKE_BIND="127.0.0.1:$((port + 1))"
         INTAKE_DATABASE_URL="$(db_url "$intake_db")" INTAKE_ISSUER="$auth_url"
-        INTAKE_JWKS_URL="$auth_url/.well-known/jwks.json")
+        INTAKE_JWKS_URL="$auth_url/.well-known/jwks.json"
+        INTAKE_ACTIVATION_POLL_MS=$((ACTIVATION_DELAY * 1000)))
     BIN_DIR=$dir LOG_NAME=auth-server-$side start_service auth-server "${auth_env[@]}"
     AB_AUTH_PID[$side]=$STARTED_PID
     wait_ready "$auth_url" "$STARTED_PID"
@@ -946,7 +972,7 @@ scale_run() {
     local responses made
     for cases in "${SCALE_CASES[@]}"; do
         responses=$(awk -F'\t' -v k="scale${cases}_create" '$1 == k && $3 == "requests" { s += $4 } END { print s }' "$DATA")
-        made=$(scale_psql "${SCALE_DB[$cases]}" -c "SELECT count(*) FROM cases WHERE status IN ('pending_activation', 'active') AND activates_at > to_timestamp($since) + interval '900 seconds'")
+        made=$(scale_psql "${SCALE_DB[$cases]}" -c "SELECT count(*) FROM cases WHERE status IN ('pending_activation', 'active') AND activates_at > to_timestamp($since) + interval '$ACTIVATION_DELAY seconds'")
         ((made >= responses)) ||
             die "scale $cases: wrk counted $responses create responses but only $made cases were made"
         ((made <= responses + ROUNDS * INTAKE_CONNS)) ||
@@ -1038,6 +1064,7 @@ INTAKE_ENV=(
     # the service, so the update load holds one connection whatever the pool's size.
     # Submissions and attach use all but two of the pool's connections.
     INTAKE_DATABASE_MAX_CONNECTIONS=$INTAKE_POOL
+    INTAKE_ACTIVATION_DELAY_SECS=$ACTIVATION_DELAY
 )
 
 log "starting the services"
