@@ -42,8 +42,9 @@
 #                   than one round's noise
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #
-# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl. Missing Debian
-# packages are installed with apt-get when running as root. Only 127.0.0.1 is ever contacted.
+# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps).
+# Missing Debian packages are installed with apt-get when running as root. Only 127.0.0.1 is
+# ever contacted.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -118,6 +119,7 @@ ensure_tools() {
     command -v psql >/dev/null || missing+=(postgresql-client)
     command -v openssl >/dev/null || missing+=(openssl)
     command -v curl >/dev/null || missing+=(curl)
+    command -v pgrep >/dev/null || missing+=(procps)
     command -v cargo >/dev/null || die "cargo is needed (a Rust toolchain, see README.md)"
     if ((${#missing[@]})); then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
@@ -268,7 +270,7 @@ postgres_cpu() {
 }
 
 # PostgreSQL's processes now, ended ones not yet reaped included.
-postgres_procs() { { cat /proc/[0-9]*/comm 2>/dev/null || true; } | grep -cx postgres || true; }
+postgres_procs() { pgrep -cx postgres || true; }
 
 # Waits (at most 5 s) until PostgreSQL has at most $1 processes: the backends of a client
 # that has just exited must have been reaped, their CPU passed to the postmaster, before
@@ -305,7 +307,8 @@ mem_mib() { awk -v f="$2:" '$1 == f { printf "%.1f", $2 / 1024 }' "/proc/$1/stat
 # Load generators
 
 # Runs wrk; records rps, p50_ms, p99_ms, PostgreSQL's CPU per request and, for each PID given
-# after --, its CPU per request. Fails the run when any response was an error: a benchmark of refusals is no benchmark.
+# after --, its CPU per request. Fails the run when any response was an error: a benchmark of
+# refusals is no benchmark.
 run_wrk() {
     local key=$1 round=$2 conns=$3 script=$4 path=$5
     shift 5
