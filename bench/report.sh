@@ -240,6 +240,35 @@ EOF
     done
 }
 
+# Section 7c: instructions per request under callgrind, each build.
+ab_instructions_section() {
+    [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)) || return 0
+    local load base new ratio
+    cat <<EOF
+
+### 7c. The intake-api's instructions per request, before and after
+
+What each build's intake-api itself executes per request, counted by callgrind
+(\`valgrind --tool=callgrind\`), which counts the same for the same binary and requests however
+busy the machine is: the service's own cost without the noise of the rounds above, and
+without the database's (its work runs in PostgreSQL's processes, which are not counted). Each build
+on services and fresh databases of its own, one connection (\`wrk -t1 -c1\`), $SECS seconds
+of each load after a warm-up of each: creates, then updates and attaches of the cases those
+creates made. The keys and webhook deliveries are polled once a minute here, not once a second, so
+that background work does not count as requests' (the baseline has no such settings). The
+kernel's work (sockets) is not counted.
+
+| load | requests, baseline / this build | instructions per request, baseline | this build | this build / baseline | within 5% |
+|---|---|---|---|---|---|
+EOF
+    for load in create update attach; do
+        base=$(med "cg_${load}_base" instructions)
+        new=$(med "cg_${load}_new" instructions)
+        ratio=$(calc "$new / $base")
+        echo "| $load | $(med "cg_${load}_base" requests) / $(med "cg_${load}_new" requests) | $(thousands "$base") | $(thousands "$new") | **$ratio** | $(verdict "$ratio" '<=' 1.05) |"
+    done
+}
+
 # Section 6: the scale run.
 scale_section() {
     ((SCALE)) || return 0
@@ -528,6 +557,7 @@ time over the intake-api's CPU time per request, from /proc/PID/stat during the 
 | intake-api | $MEM_IDLE_INTAKE MiB | $MEM_AFTER_INTAKE MiB | $MEM_PEAK_INTAKE MiB |
 $(scale_section)
 $(ab_section)
+$(ab_instructions_section)
 
 ## Targets
 

@@ -41,8 +41,11 @@
 #   BENCH_AB_ROUNDS rounds of section 7 (default 5): its verdicts are on changes of 5%, finer
 #                   than one round's noise
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
+#   BENCH_AB_INSTRUCTIONS=0  skip section 7c, the intake-api's instructions per request in
+#                   each build, counted by callgrind at one connection (some 10 minutes)
 #
-# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps).
+# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps);
+# valgrind for section 7c.
 # Missing Debian packages are installed with apt-get when running as root. Only 127.0.0.1 is
 # ever contacted.
 set -euo pipefail
@@ -89,6 +92,7 @@ BASELINE=${BENCH_BASELINE:-}
 BASELINE_NAME=${BENCH_BASELINE_NAME:-$BASELINE}
 BASELINE_SQL=${BENCH_BASELINE_SQL:-}
 AB_PORT=${BENCH_AB_PORT:-$((AUTH_PORT + 10))}
+AB_INSTRUCTIONS=${BENCH_AB_INSTRUCTIONS:-1}
 
 # Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
 exec 3>&2
@@ -102,6 +106,7 @@ die() {
 [[ $ROUNDS =~ ^[0-9]+$ && $ROUNDS -ge 1 ]] || die "BENCH_ROUNDS must be a positive number"
 [[ $AB_ROUNDS =~ ^[0-9]+$ && $AB_ROUNDS -ge 1 ]] || die "BENCH_AB_ROUNDS must be a positive number"
 [[ $SCALE == [01] ]] || die "BENCH_SCALE must be 0 or 1"
+[[ $AB_INSTRUCTIONS == [01] ]] || die "BENCH_AB_INSTRUCTIONS must be 0 or 1"
 [[ ${SCALE_CASES[1]} =~ ^[0-9]+$ && ${SCALE_CASES[1]} -gt ${SCALE_CASES[0]} ]] ||
     die "BENCH_SCALE_CASES must be a whole number over ${SCALE_CASES[0]}"
 [[ $SCALE_PASSES =~ ^[0-9]+$ && $SCALE_PASSES -ge 1 ]] || die "BENCH_SCALE_PASSES must be a positive number"
@@ -120,6 +125,9 @@ ensure_tools() {
     command -v openssl >/dev/null || missing+=(openssl)
     command -v curl >/dev/null || missing+=(curl)
     command -v pgrep >/dev/null || missing+=(procps)
+    if [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)); then
+        command -v callgrind_control >/dev/null || missing+=(valgrind)
+    fi
     command -v cargo >/dev/null || die "cargo is needed (a Rust toolchain, see README.md)"
     if ((${#missing[@]})); then
         if [[ $(id -u) -eq 0 ]] && command -v apt-get >/dev/null; then
@@ -484,20 +492,24 @@ pgbench_load() {
 }
 
 # Starts a service binary in the background with its log in $WORK; sets STARTED_PID. The
-# binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log).
+# binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log);
+# INTAKE_WRAPPER, a command line, runs the intake-api under it (valgrind's, which keeps the PID).
 start_service() {
-    local name=$1
+    local name=$1 wrapper=()
     shift
-    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
+    [[ $name == intake-api && -n ${INTAKE_WRAPPER:-} ]] && read -ra wrapper <<<"$INTAKE_WRAPPER"
+    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "${wrapper[@]}" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
         >>"$WORK/${LOG_NAME:-$name}.log" 2>&1 &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
     PROC_NAME[$STARTED_PID]=$name
 }
 
+# Waits for the service at $1 (PID $2) to answer /readyz, for up to two minutes: under
+# valgrind, start-up and migrations take tens of seconds.
 wait_ready() {
     local url=$1 pid=$2
-    for _ in $(seq 150); do
+    for _ in $(seq 600); do
         kill -0 "$pid" 2>/dev/null || die "$url: the service exited (log: $(tail -5 "$WORK"/*.log))"
         [[ $(curl -s -o /dev/null -w '%{http_code}' "$url/readyz") == 200 ]] && return 0
         sleep 0.2
@@ -585,15 +597,22 @@ ab_start() {
     AB_INTAKE_PORT[$side]=$((port + 1))
 }
 
-# Runs load $1 (token, create, update or attach) of round $2 against side $3, recorded as
-# ab_$1_$3. Updates and attaches go to cases the first round's creates made (AB_POOL each).
-ab_load() {
-    local load=$1 r=$2 side=$3
+# Makes side $1's partner the one the wrk scripts speak for, with a fresh access token.
+ab_partner() {
+    local side=$1
     export BENCH_CLIENT_ID=${AB_CLIENT_ID[$side]} BENCH_CLIENT_SECRET=${AB_CLIENT_SECRET[$side]}
     BENCH_BASIC=$(printf '%s:%s' "$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" | openssl base64 -A)
     BENCH_TOKEN=$(get_token "http://127.0.0.1:${AB_AUTH_PORT[$side]}")
     [[ $BENCH_TOKEN == *.*.* ]] || die "$side: no access token"
-    export BENCH_BASIC BENCH_TOKEN BENCH_TAG=ab1 BENCH_POOL=${AB_POOL:-1}
+    export BENCH_BASIC BENCH_TOKEN
+}
+
+# Runs load $1 (token, create, update or attach) of round $2 against side $3, recorded as
+# ab_$1_$3. Updates and attaches go to cases the first round's creates made (AB_POOL each).
+ab_load() {
+    local load=$1 r=$2 side=$3
+    ab_partner "$side"
+    export BENCH_TAG=ab1 BENCH_POOL=${AB_POOL:-1}
     local key=ab_${load}_$side pid=${AB_INTAKE_PID[$side]}
     export PORT_OVERRIDE=${AB_INTAKE_PORT[$side]}
     case $load in
@@ -614,7 +633,7 @@ ab_load() {
 # Runs load $1 (create, update or attach) of round $2 in pgbench, with side $3's own
 # statements on its own database, as sections 2 and 3 do; recorded as ab_pg_$1_$3.
 ab_pgbench() {
-    local load=$1 r=$2 side=$3 sql= tag=ab1
+    local load=$1 r=$2 side=$3 sql='' tag=ab1
     [[ $side == base ]] && sql=$BASELINE_SQL/
     [[ $load == create ]] && tag=abp$r
     # Seen by run_pgbench (bash scopes locals dynamically), gone on return.
@@ -656,6 +675,80 @@ ab_run() {
         wait "${AB_AUTH_PID[$side]}" "${AB_INTAKE_PID[$side]}" 2>/dev/null || true
     done
     BENCH_CLIENT_ID=${saved[0]} BENCH_CLIENT_SECRET=${saved[1]} BENCH_BASIC=${saved[2]}
+}
+
+# One connection's requests of load $1 (create, update or attach) for $2 seconds against
+# the intake-api on port $3, on the cases of BENCH_TAG; sets CG_REQUESTS to how many.
+cg_wrk() {
+    local load=$1 secs=$2 port=$3 script=intake_$1.lua path=/partners/external/intake out line
+    [[ $load == attach ]] && script=attach.lua path=$path/attach
+    out=$WORK/callgrind-wrk-$load-$BENCH_TAG.txt
+    note_cmd "wrk -t1 -c1 -d${SECS}s --timeout 60s -s bench/$script http://127.0.0.1:PORT$path"
+    run_child wrk -t1 -c1 -d"${secs}s" --timeout 60s -s "$BENCH_DIR/$script" \
+        "http://127.0.0.1:$port$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
+    line=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
+    CG_REQUESTS=$(field requests "$line")
+    (($(field status_errors "$line") == 0 && $(field socket_errors "$line") == 0 && CG_REQUESTS > 0)) ||
+        die "callgrind $load: error responses or none at all (see $out)"
+}
+
+# The instructions of callgrind dump $1 over $2 requests, once the dump is written out.
+cg_totals() {
+    local total
+    for _ in $(seq 600); do
+        total=$(awk '$1 == "totals:" { print $2; exit }' "$1" 2>/dev/null)
+        [[ -n $total ]] && calc "$total / $2" 0 && return 0
+        sleep 0.1
+    done
+    die "callgrind wrote no dump $1"
+}
+
+# Section 7c: the intake-api's own work per request in each build, as instructions counted
+# by callgrind (the same count for the same binary and requests, however busy the machine
+# is), one connection at a time: create, then update and attach of the cases it made. A
+# warm-up of every load first (connections, keys, prepared statements); then the counter
+# is zeroed before each load and dumped after it.
+ab_instructions() {
+    local side dir tag load secs pid pool dumps port=$((AB_PORT + 1))
+    for side in base new; do
+        dir=$BASELINE
+        [[ $side == new ]] && dir=$TARGET_DIR/release
+        log "instructions per request: $side under callgrind"
+        # Seen by start_service (bash scopes locals dynamically). Under callgrind a request
+        # takes milliseconds, and this build's checks for new keys and webhook deliveries,
+        # each second by default, would count as some percent of every request: they wait
+        # here (the baseline ignores the settings).
+        local INTAKE_WRAPPER="env INTAKE_KEYS_POLL_MS=60000 INTAKE_WEBHOOK_POLL_MS=$((ACTIVATION_DELAY * 1000))"
+        INTAKE_WRAPPER+=" valgrind --tool=callgrind --callgrind-out-file=$WORK/callgrind-$side.out"
+        ab_start "cg_$side" "$dir" "$AB_PORT"
+        ab_partner "cg_$side"
+        pid=${AB_INTAKE_PID[cg_$side]}
+        dumps=0
+        for tag in cgw cg1; do
+            export BENCH_TAG=$tag BENCH_POOL=1
+            secs=3
+            [[ $tag == cg1 ]] && secs=$SECS
+            for load in create update attach; do
+                [[ $tag == cg1 ]] && callgrind_control -z "$pid" >/dev/null 2>&1
+                cg_wrk "$load" "$secs" "$port"
+                if [[ $load == create ]]; then
+                    # Half of what it made, as cases_pool takes for the loads above.
+                    pool=$((CG_REQUESTS / 2))
+                    ((pool > 5000)) && pool=5000
+                    ((pool < 1)) && pool=1
+                    export BENCH_POOL=$pool
+                fi
+                [[ $tag == cg1 ]] || continue
+                callgrind_control -d "$load" "$pid" >/dev/null 2>&1
+                dumps=$((dumps + 1))
+                rec "cg_${load}_$side" 1 requests "$CG_REQUESTS"
+                rec "cg_${load}_$side" 1 instructions "$(cg_totals "$WORK/callgrind-$side.out.$dumps" "$CG_REQUESTS")"
+            done
+        done
+        kill -TERM "${AB_AUTH_PID[cg_$side]}" "$pid" 2>/dev/null || true
+        wait "${AB_AUTH_PID[cg_$side]}" "$pid" 2>/dev/null || true
+        log "instructions per request, $side: create $(med "cg_create_$side" instructions), update $(med "cg_update_$side" instructions), attach $(med "cg_attach_$side" instructions)"
+    done
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -1066,8 +1159,8 @@ INTAKE_ENV=(
     # them busy and let commits share WAL flushes. Submissions for one case take turns in
     # the service, so the update load holds one connection whatever the pool's size.
     # Submissions and attach use all but two of the pool's connections.
-    INTAKE_DATABASE_MAX_CONNECTIONS=$INTAKE_POOL
-    INTAKE_ACTIVATION_DELAY_SECS=$ACTIVATION_DELAY
+    INTAKE_DATABASE_MAX_CONNECTIONS="$INTAKE_POOL"
+    INTAKE_ACTIVATION_DELAY_SECS="$ACTIVATION_DELAY"
 )
 
 log "starting the services"
@@ -1231,6 +1324,9 @@ LOG_LINES=$(cat "$WORK/auth-server.log" "$WORK/intake-api.log" | wc -l)
 # 7. Before and after, on services of their own, before the scale run fills the disk.
 if [[ -n $BASELINE ]]; then
     ab_run
+    if ((AB_INSTRUCTIONS)); then
+        ab_instructions
+    fi
 fi
 
 # 6. Scale: the same operations against 10,000 and against many existing cases, on
