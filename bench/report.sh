@@ -174,7 +174,8 @@ scale_settings() {
 
 # The baseline setting, as the command line of the run would give it.
 ab_settings() {
-    [[ -z $BASELINE ]] || printf ' BENCH_BASELINE=<release binaries of %s>' "$BASELINE_NAME"
+    [[ -z $BASELINE ]] || printf ' BENCH_AB_ROUNDS=%s BENCH_BASELINE=<release binaries of %s>' "$AB_ROUNDS" "$BASELINE_NAME"
+    [[ -z $BASELINE ]] || ((AB_INSTRUCTIONS)) || printf ' BENCH_AB_INSTRUCTIONS=0'
     [[ -z $BASELINE_SQL ]] || printf ' BENCH_BASELINE_SQL=<bench/ of %s>' "$BASELINE_NAME"
 }
 
