@@ -42,7 +42,7 @@
 #                   than one round's noise
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #   BENCH_AB_INSTRUCTIONS=0  skip section 7c, the intake-api's instructions per request in
-#                   each build, counted by callgrind at one connection (some 10 minutes)
+#                   each build, counted by callgrind at one connection (some 3 minutes)
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps);
 # valgrind for section 7c.
@@ -341,18 +341,12 @@ run_wrk() {
         cpu_after+=("$(proc_cpu "$p")")
         cs_after+=("$(proc_switches "$p")")
     done
-    local line
-    line=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
-    local requests rps p50 p99 status_errors socket_errors
+    wrk_summary "$out" "$key round $round"
+    local line=$WRK_LINE requests rps p50 p99
     requests=$(field requests "$line")
     rps=$(field rps "$line")
     p50=$(field p50_ms "$line")
     p99=$(field p99_ms "$line")
-    status_errors=$(field status_errors "$line")
-    socket_errors=$(field socket_errors "$line")
-    if ((status_errors > 0 || socket_errors > 0 || requests == 0)); then
-        die "$key round $round: $status_errors error statuses, $socket_errors socket errors out of $requests requests (see $out)"
-    fi
     rec "$key" "$round" requests "$requests"
     rec "$key" "$round" rps "$rps"
     rec "$key" "$round" p50_ms "$p50"
@@ -370,6 +364,19 @@ run_wrk() {
         rec "$key" "$round" "invol_cs_per_req_$name" "$(calc "(${after[1]} - ${before[1]}) / $requests" 3)"
     done
     log "$key round $round: $rps req/s, p50 $p50 ms, p99 $p99 ms"
+}
+
+# Sets WRK_LINE to the summary line of wrk's output $1 (bench/report.lua's), for what $2
+# names; dies when there is none, or any response was an error, or none came.
+wrk_summary() {
+    local out=$1 what=$2 requests status_errors socket_errors
+    WRK_LINE=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
+    requests=$(field requests "$WRK_LINE")
+    status_errors=$(field status_errors "$WRK_LINE")
+    socket_errors=$(field socket_errors "$WRK_LINE")
+    if ((status_errors > 0 || socket_errors > 0 || requests == 0)); then
+        die "$what: $status_errors error statuses, $socket_errors socket errors out of $requests requests (see $out)"
+    fi
 }
 
 port_of() {
@@ -540,9 +547,10 @@ create_bench_client() {
 }
 
 # The cases each wrk thread updates and attaches to, from the $1 create responses of a first
-# round: half of what each thread created (cases known to exist), at most 5,000.
+# round made by $2 threads (default THREADS): half of what each thread created (cases known
+# to exist), at most 5,000.
 cases_pool() {
-    local pool=$(($1 / (2 * THREADS)))
+    local pool=$(($1 / (2 * ${2:-$THREADS})))
     ((pool > 5000)) && pool=5000
     ((pool < 1)) && pool=1
     echo "$pool"
@@ -680,21 +688,19 @@ ab_run() {
 # One connection's requests of load $1 (create, update or attach) for $2 seconds against
 # the intake-api on port $3, on the cases of BENCH_TAG; sets CG_REQUESTS to how many.
 cg_wrk() {
-    local load=$1 secs=$2 port=$3 script=intake_$1.lua path=/partners/external/intake out line
+    local load=$1 secs=$2 port=$3 script=intake_$1.lua path=/partners/external/intake out
     [[ $load == attach ]] && script=attach.lua path=$path/attach
     out=$WORK/callgrind-wrk-$load-$BENCH_TAG.txt
-    note_cmd "wrk -t1 -c1 -d${SECS}s --timeout 60s -s bench/$script http://127.0.0.1:PORT$path"
+    note_cmd "wrk -t1 -c1 -d${secs}s --timeout 60s -s bench/$script http://127.0.0.1:PORT$path"
     run_child wrk -t1 -c1 -d"${secs}s" --timeout 60s -s "$BENCH_DIR/$script" \
         "http://127.0.0.1:$port$path" >"$out" 2>&1 || die "wrk failed: $(cat "$out")"
-    line=$(grep '^BENCH ' "$out") || die "wrk printed no summary: $(cat "$out")"
-    CG_REQUESTS=$(field requests "$line")
-    (($(field status_errors "$line") == 0 && $(field socket_errors "$line") == 0 && CG_REQUESTS > 0)) ||
-        die "callgrind $load: error responses or none at all (see $out)"
+    wrk_summary "$out" "callgrind $load ($BENCH_TAG)"
+    CG_REQUESTS=$(field requests "$WRK_LINE")
 }
 
 # The instructions of callgrind dump $1 over $2 requests, once the dump is written out.
 cg_totals() {
-    local total
+    local total _
     for _ in $(seq 600); do
         total=$(awk '$1 == "totals:" { print $2; exit }' "$1" 2>/dev/null)
         [[ -n $total ]] && calc "$total / $2" 0 && return 0
@@ -709,7 +715,7 @@ cg_totals() {
 # warm-up of every load first (connections, keys, prepared statements); then the counter
 # is zeroed before each load and dumped after it.
 ab_instructions() {
-    local side dir tag load secs pid pool dumps port=$((AB_PORT + 1))
+    local side dir tag load secs pid dumps port=$((AB_PORT + 1))
     for side in base new; do
         dir=$BASELINE
         [[ $side == new ]] && dir=$TARGET_DIR/release
@@ -732,11 +738,7 @@ ab_instructions() {
                 [[ $tag == cg1 ]] && callgrind_control -z "$pid" >/dev/null 2>&1
                 cg_wrk "$load" "$secs" "$port"
                 if [[ $load == create ]]; then
-                    # Half of what it made, as cases_pool takes for the loads above.
-                    pool=$((CG_REQUESTS / 2))
-                    ((pool > 5000)) && pool=5000
-                    ((pool < 1)) && pool=1
-                    export BENCH_POOL=$pool
+                    BENCH_POOL=$(cases_pool "$CG_REQUESTS" 1)
                 fi
                 [[ $tag == cg1 ]] || continue
                 callgrind_control -d "$load" "$pid" >/dev/null 2>&1
