@@ -43,8 +43,11 @@ fi
 work=$(mktemp -d)
 pids=()
 databases=()
+ingress_pid=
 cleanup() {
     local pid db
+    # nginx's master stops its workers on TERM; killed outright, it would leave them.
+    if [ -n "$ingress_pid" ]; then kill -TERM "$ingress_pid" 2>/dev/null && wait "$ingress_pid" 2>/dev/null || true; fi
     for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
     for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
     for db in "${databases[@]}"; do
