@@ -158,7 +158,8 @@ cleanup() {
         # The service's own children (PostgreSQL's, nginx's workers) share its group.
         kill -KILL -- "-$pid" 2>/dev/null
     done
-    for pid in "${socats[@]}"; do kill "$pid" 2>/dev/null; done
+    # A forwarder's group holds the children it forked per connection.
+    for pid in "${socats[@]}"; do kill -- "-$pid" 2>/dev/null; done
     wait 2>/dev/null
     for path in "${host_links[@]}"; do ip link del "$path" 2>/dev/null; done
     for path in "${netns[@]}"; do ip netns del "$path" 2>/dev/null; done
@@ -170,6 +171,7 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 tails() { # services whose logs to show
     local svc
@@ -333,7 +335,7 @@ publish() { # service: its published ports forwarded from the host, as docker-pr
         if ss -ltnH "sport = :$published" | awk '{print $4}' | grep -qE "^(0\.0\.0\.0|\*|\[::\]|${host_ip//./\\.}):"; then
             fail "port $published is taken on the host: $(ss -ltnpH "sport = :$published")"
         fi
-        socat "TCP-LISTEN:$published,bind=$host_ip,reuseaddr,fork" "TCP:$to:$target" 2>>"$tmp/logs/ports.log" &
+        setsid socat "TCP-LISTEN:$published,bind=$host_ip,reuseaddr,fork" "TCP:$to:$target" 2>>"$tmp/logs/ports.log" &
         socats+=($!)
         deadline=$((SECONDS + 10))
         until ss -ltnH "sport = :$published" | grep -q .; do
