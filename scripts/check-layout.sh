@@ -132,7 +132,7 @@ umask 022
 tmp=$(mktemp -d /tmp/check-layout.XXXXXX)
 chmod 755 "$tmp"
 ns=pil$$ # prefix of this run's namespaces and host interfaces
-declare -A pid_of=() healthy=()
+declare -A pid_of=() healthy=() completed=()
 started=() socats=() netns=() created=() host_links=()
 
 alive() { # pid: running, not a zombie
@@ -147,6 +147,7 @@ meta() { awk -v k="$2" '$1==k{print $2}' "$tmp/plan/svc/$1/meta"; }
 cleanup() {
     local status=$? svc pid path deadline
     set +e
+    trap '' INT TERM HUP PIPE
     for ((i = ${#started[@]} - 1; i >= 0; i--)); do
         svc=${started[i]} pid=${pid_of[${started[i]}]}
         alive "$pid" && kill -s "$(meta "$svc" stop)" "$pid"
@@ -171,7 +172,8 @@ cleanup() {
     exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM HUP
+# A closed output (`| head`) ends the run like a signal does: through the cleanup.
+trap 'exit 130' INT TERM HUP PIPE
 
 tails() { # services whose logs to show
     local svc
@@ -316,12 +318,14 @@ wait_healthy() { # service: its health check passes before it would be declared 
 
 wait_completed() { # service: a one-shot service exited 0
     local svc=$1 pid=${pid_of[$1]} deadline=$((SECONDS + 120)) rc=0
+    [ -n "${completed[$svc]:-}" ] && return 0
     while alive "$pid"; do
         [ $SECONDS -lt $deadline ] || fail "$svc did not finish in 120 s" "$svc"
         sleep 0.2
     done
     wait "$pid" || rc=$?
     [ "$rc" = 0 ] || fail "$svc exited with $rc" "$svc"
+    completed[$svc]=1
     ok "$svc completed successfully"
 }
 
@@ -361,22 +365,26 @@ while read -r svc; do
     publish "$svc"
 done <"$tmp/plan/order"
 
-# Ready: every long-running partner-intake service answers /readyz beside its health URL
-# (for the intake-api that means it has fetched the JWKS through the proxy).
+# Ready: every partner-intake server answers /readyz beside its health URL (for the
+# intake-api that means it has fetched the JWKS through the proxy); a service that has
+# exited must be a one-shot that succeeded.
 for svc in "${started[@]}"; do
+    [ -n "${completed[$svc]:-}" ] && continue
+    alive "${pid_of[$svc]}" || { wait_completed "$svc"; continue; }
     [ "$(meta "$svc" kind)" = partner ] || continue
-    alive "${pid_of[$svc]}" || continue
     url=$(tr '\0' '\n' <"$tmp/plan/svc/$svc/env" | sed -n 's/^HEALTHCHECK_URL=//p')
     deadline=$((SECONDS + 90))
     until in_service "$svc" curl -fsS -o /dev/null "${url%/healthz}/readyz" 2>/dev/null; do
-        alive "${pid_of[$svc]}" || fail "$svc exited" "$svc"
+        alive "${pid_of[$svc]}" || { wait_completed "$svc"; continue 2; }
         [ $SECONDS -lt $deadline ] || fail "$svc is not ready: ${url%/healthz}/readyz" "$svc" proxy
         sleep 0.5
     done
     ok "$svc ready"
 done
 for svc in "${started[@]}"; do
-    [ -e "$tmp/plan/svc/$svc/health" ] && alive "${pid_of[$svc]}" && wait_healthy "$svc"
+    [ -n "${completed[$svc]:-}" ] && continue
+    alive "${pid_of[$svc]}" || fail "$svc exited" "$svc"
+    [ -e "$tmp/plan/svc/$svc/health" ] && wait_healthy "$svc"
 done
 
 # --- As a partner: only through the proxy's published ports, names from the host's hosts file.
