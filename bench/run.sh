@@ -501,11 +501,13 @@ pgbench_load() {
 # Starts a service binary in the background with its log in $WORK; sets STARTED_PID. The
 # binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log);
 # INTAKE_WRAPPER, a command line, runs the intake-api under it (valgrind's, which keeps the PID).
+# Each server migrates its own fresh database at start (the *_MIGRATE variables; builds from
+# before them migrated at start anyway and ignore them).
 start_service() {
     local name=$1 wrapper=()
     shift
     [[ $name == intake-api && -n ${INTAKE_WRAPPER:-} ]] && read -ra wrapper <<<"$INTAKE_WRAPPER"
-    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json "$@" "${wrapper[@]}" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
+    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json AUTH_MIGRATE=true INTAKE_MIGRATE=true "$@" "${wrapper[@]}" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
         >>"$WORK/${LOG_NAME:-$name}.log" 2>&1 &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")

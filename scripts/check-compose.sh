@@ -11,7 +11,7 @@ cp deploy/env.example "$tmp/.env"
 sed -i 's/^AUTH_KEY_ENCRYPTION_KEY=$/AUTH_KEY_ENCRYPTION_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=/' "$tmp/.env"
 : > "$tmp/Dockerfile"
 services=$(cd "$tmp" && docker-compose config --services | sort | tr '\n' ' ')
-expected="auth-server grafana intake-api-1 intake-api-2 postgres prometheus proxy redis "
+expected="auth-migrate auth-server grafana intake-api-1 intake-api-2 intake-migrate postgres prometheus proxy redis "
 if [ "$services" != "$expected" ]; then
     echo "unexpected services: $services" >&2
     exit 1

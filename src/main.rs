@@ -139,7 +139,11 @@ async fn main() -> anyhow::Result<()> {
     if auth_config.key_encryption_key.is_none() {
         auth_config.key_encryption_key = Some(local_key_encryption_key()?.parse()?);
     }
-    let intake_config = intake_api::config::Config::from_env()?;
+    // One process on its own databases: nothing else can be running an earlier release on
+    // them, so each service migrates at start unless told otherwise.
+    auth_config.migrate.get_or_insert(true);
+    let mut intake_config = intake_api::config::Config::from_env()?;
+    intake_config.migrate.get_or_insert(true);
     let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;

@@ -29,6 +29,17 @@ pub struct Config {
         hide_env_values = true
     )]
     pub database_url: String,
+    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
+    /// for SQLite, no for PostgreSQL, where `auth-server migrate` runs once before a
+    /// release's replicas start and `serve` only checks that the schema has what it needs.
+    #[arg(
+        long,
+        env = "AUTH_MIGRATE",
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub migrate: Option<bool>,
     /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
     #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
@@ -90,7 +101,14 @@ impl Config {
     pub fn with_database(database_url: impl Into<String>) -> Self {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
         config.database_url = database_url.into();
+        config.migrate = Some(true);
         config
+    }
+
+    /// Whether `serve` migrates the database before it serves.
+    pub fn migrates(&self) -> bool {
+        self.migrate
+            .unwrap_or_else(|| service_kit::db::migrates_by_default(&self.database_url))
     }
 }
 

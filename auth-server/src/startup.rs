@@ -75,8 +75,8 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to the database, migrates it, makes sure a signing key exists, loads the
-    /// clients and keys, and binds the listening socket.
+    /// Connects to the database (migrating it when told), makes sure a signing key exists,
+    /// loads the clients and keys, and binds the listening socket.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
@@ -88,7 +88,7 @@ impl Application {
             AUTH_METRICS,
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
-        let db = migration::connect(&config.database_url, 10).await?;
+        let db = migration::connect_serving(&config.database_url, 10, config.migrates()).await?;
         let kek = config.kek()?;
         let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
         if sealed > 0 {

@@ -28,10 +28,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// Connects to the database and migrates it; the JWKS is fetched later, by the refresher.
+    /// Connects to the database (migrating it when told); the JWKS is fetched later, by the
+    /// refresher.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let brands = parse_brands(&config.brands)?;
-        let db = migration::connect(&config.database_url, config.database_max_connections).await?;
+        let db = migration::connect_serving(
+            &config.database_url,
+            config.database_max_connections,
+            config.migrates(),
+        )
+        .await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());
         let http = crate::jwks::http_client(config.auth_ca_file.as_deref())?;
         let jwks = Arc::new(JwksCache::with_client(

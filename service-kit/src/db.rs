@@ -99,12 +99,12 @@ pub async fn open_existing<M: sea_orm_migration::MigratorTrait>(
     max_connections: u32,
     binary: &str,
 ) -> anyhow::Result<DatabaseConnection> {
-    let first = format!("run `{binary} serve` or `{binary} migrate` with it first");
     if let Some(file) = sqlite_file(url)
         && !file.exists()
     {
         return Err(DatabaseNotReady(format!(
-            "there is no database at {}; {first} (nothing was created)",
+            "there is no database at {}; run `{binary} migrate` with it first (nothing was \
+             created)",
             file.display()
         ))
         .into());
@@ -112,25 +112,100 @@ pub async fn open_existing<M: sea_orm_migration::MigratorTrait>(
     let db = connect_pool(url, max_connections, false)
         .await
         .map_err(|e| DatabaseNotReady(format!("{e:#}")))?;
-    let pending = M::get_pending_migrations_read_only(&db)
+    check_schema::<M>(&db, url, binary).await?;
+    Ok(db)
+}
+
+/// Where the database's schema stands against the migrations this build knows.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct SchemaStatus {
+    /// No migration of this service has ever been applied (no migration table).
+    pub empty: bool,
+    /// This build's migrations the database has not had, oldest first.
+    pub pending: Vec<String>,
+    /// Migrations applied by a later release, which this build does not know.
+    pub newer: Vec<String>,
+}
+
+/// Reads which of `M`'s migrations `db` has had, without changing anything: the migration
+/// library itself refuses a database that has a migration it does not know, which would
+/// stop an earlier release from running beside (or instead of) the release that migrated.
+pub async fn schema_status<'c, M: sea_orm_migration::MigratorTrait>(
+    db: impl sea_orm_migration::IntoSchemaManagerConnection<'c>,
+) -> Result<SchemaStatus, sea_orm::DbErr> {
+    use sea_orm::EntityTrait;
+    use sea_orm_migration::seaql_migrations;
+    let known: Vec<String> = M::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .collect();
+    let table = M::migration_table_name().to_string();
+    let manager = sea_orm_migration::SchemaManager::new(db);
+    if !manager.has_table(&table).await? {
+        return Ok(SchemaStatus {
+            empty: true,
+            pending: known,
+            newer: Vec::new(),
+        });
+    }
+    let applied: Vec<String> = seaql_migrations::Entity::find()
+        .all(manager.get_connection())
+        .await?
+        .into_iter()
+        .map(|row| row.version)
+        .collect();
+    let mut newer: Vec<String> = applied
+        .iter()
+        .filter(|v| !known.contains(v))
+        .cloned()
+        .collect();
+    newer.sort();
+    Ok(SchemaStatus {
+        empty: applied.is_empty(),
+        pending: known.into_iter().filter(|m| !applied.contains(m)).collect(),
+        newer,
+    })
+}
+
+/// Fails unless `db` has every migration of `M`, which a server or command of `binary`
+/// needs; migrations of a later release are logged and left alone, since each release's
+/// migrations keep the previous release working (README, "Upgrades and rollbacks").
+pub async fn check_schema<M: sea_orm_migration::MigratorTrait>(
+    db: &DatabaseConnection,
+    url: &str,
+    binary: &str,
+) -> anyhow::Result<()> {
+    let status = schema_status::<M>(db)
         .await
         .map_err(|e| DatabaseNotReady(format!("cannot read the database's schema version: {e}")))?;
     let described = redact_url(url);
-    if pending.len() == M::migrations().len() {
+    if status.empty {
         return Err(DatabaseNotReady(format!(
-            "the database at {described} has no {binary} schema; {first}"
+            "the database at {described} has no {binary} schema; run `{binary} migrate` with \
+             it first"
         ))
         .into());
     }
-    if !pending.is_empty() {
+    if !status.pending.is_empty() {
         return Err(DatabaseNotReady(format!(
             "the database at {described} is behind this version of {binary} ({} migration(s) \
-             pending); run `{binary} migrate` with it first",
-            pending.len()
+             pending: {}); run `{binary} migrate` with it first",
+            status.pending.len(),
+            status.pending.join(", ")
         ))
         .into());
     }
-    Ok(db)
+    log_newer(&status.newer);
+    Ok(())
+}
+
+fn log_newer(newer: &[String]) {
+    if !newer.is_empty() {
+        tracing::info!(
+            migrations = %newer.join(", "),
+            "the database has migrations of a later release; this release runs on it unchanged"
+        );
+    }
 }
 
 /// `url` with any password replaced, fit for logs and errors.
@@ -149,6 +224,8 @@ pub fn redact_url(url: &str) -> String {
 
 /// Applies `M`'s pending migrations in one transaction. On PostgreSQL it runs under an
 /// advisory lock (`lock_id`, one per service), so replicas starting together do not race.
+/// Migrations of a later release are left as they are; a database that has those and lacks
+/// some of ours was migrated by another line of releases, and is refused.
 pub async fn migrate<M: sea_orm_migration::MigratorTrait>(
     db: &DatabaseConnection,
     lock_id: i64,
@@ -159,7 +236,19 @@ pub async fn migrate<M: sea_orm_migration::MigratorTrait>(
         txn.execute_unprepared(&format!("SELECT pg_advisory_xact_lock({lock_id})"))
             .await?;
     }
-    M::up(&txn, None).await?;
+    let status = schema_status::<M>(&txn).await?;
+    if status.newer.is_empty() {
+        M::up(&txn, None).await?;
+    } else if status.pending.is_empty() {
+        log_newer(&status.newer);
+    } else {
+        return Err(sea_orm::DbErr::Migration(format!(
+            "the database has migrations this release does not know ({}) and lacks some it \
+             needs ({}): it was migrated by a release of another line; nothing was changed",
+            status.newer.join(", "),
+            status.pending.join(", ")
+        )));
+    }
     txn.commit().await
 }
 
@@ -180,6 +269,31 @@ pub async fn connect_migrated<M: sea_orm_migration::MigratorTrait>(
         .context("database migration failed")?;
     migrating.close().await?;
     connect(url, max_connections).await
+}
+
+/// The pool a server of `binary` runs on: migrated first when `migrate` says so (the
+/// one-process launcher, SQLite), otherwise only checked to have every migration this
+/// build needs ([`check_schema`]), since in production `binary migrate` runs once, before
+/// a new release's replicas start, and serving replicas of the previous release keep
+/// running beside them.
+pub async fn connect_serving<M: sea_orm_migration::MigratorTrait>(
+    url: &str,
+    max_connections: u32,
+    lock_id: i64,
+    migrate: bool,
+    binary: &str,
+) -> anyhow::Result<DatabaseConnection> {
+    if migrate {
+        return connect_migrated::<M>(url, max_connections, lock_id).await;
+    }
+    open_existing::<M>(url, max_connections, binary).await
+}
+
+/// Whether a server migrates its database at start when not told: yes for SQLite, which
+/// has one process serving it; no for PostgreSQL, where replicas of two releases may share
+/// it during a rolling upgrade and `migrate` is a step of its own.
+pub fn migrates_by_default(url: &str) -> bool {
+    url.starts_with("sqlite:")
 }
 
 /// Publishes the pool's use as gauges every few seconds, until the task is aborted.

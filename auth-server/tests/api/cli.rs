@@ -151,7 +151,7 @@ async fn commands_act_only_on_an_existing_migrated_database(backend: Backend) {
         "{stderr}"
     );
     assert!(
-        stderr.contains("`auth-server serve` or `auth-server migrate`"),
+        stderr.contains("run `auth-server migrate` with it first"),
         "{stderr}"
     );
     assert!(

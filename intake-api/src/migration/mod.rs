@@ -39,6 +39,23 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
     service_kit::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
 }
 
+/// A pool of `max_connections` for the server on the database at `url`, migrated first when
+/// `migrate` says so, otherwise checked ([`service_kit::db::connect_serving`]).
+pub async fn connect_serving(
+    url: &str,
+    max_connections: u32,
+    migrate: bool,
+) -> anyhow::Result<DatabaseConnection> {
+    service_kit::db::connect_serving::<Migrator>(
+        url,
+        max_connections,
+        LOCK_ID,
+        migrate,
+        "intake-api",
+    )
+    .await
+}
+
 /// The existing, migrated database at `url`, for an operator command: nothing is created
 /// or migrated ([`service_kit::db::open_existing`]).
 pub async fn open_existing(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {

@@ -20,5 +20,6 @@ mod redeem;
 mod replicas;
 mod reused_connections;
 mod revocation;
+mod schema_versions;
 mod validation;
 mod webhooks;

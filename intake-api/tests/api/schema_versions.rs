@@ -1,0 +1,185 @@
+//! Serving beside other releases' schemas: `serve` migrates only when told (by default on
+//! SQLite, never by default on PostgreSQL), runs on a database a later release migrated,
+//! and refuses one that lacks a migration it needs.
+
+use std::process::Command;
+
+use intake_api::config::Config;
+use intake_api::migration::Migrator;
+use intake_api::startup::Application;
+use sea_orm::{ConnectionTrait, Database};
+use sea_orm_migration::MigratorTrait;
+use test_support::on_both_backends;
+
+use crate::helpers::{Backend, TestDb};
+
+/// What a later release's migration is called here: sorts after every real one.
+const LATER: &str = "m29991231_000001_a_later_release";
+
+fn config(db: &TestDb, migrate: Option<bool>) -> Config {
+    let mut config = Config::with_database(&db.url);
+    config.bind = "127.0.0.1:0".into();
+    config.migrate = migrate;
+    config
+}
+
+async fn refusal(config: Config) -> String {
+    match Application::build(config).await {
+        Ok(_) => panic!("the server started"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+async fn execute(db: &TestDb, sql: &str) {
+    let conn = Database::connect(&db.url).await.expect("connects");
+    conn.execute_unprepared(sql).await.expect(sql);
+    conn.close().await.expect("closes");
+}
+
+async fn applied(db: &TestDb) -> Vec<String> {
+    let conn = Database::connect(&db.url).await.expect("connects");
+    let status = service_kit::db::schema_status::<Migrator>(&conn)
+        .await
+        .expect("schema read");
+    conn.close().await.expect("closes");
+    let known: Vec<String> = Migrator::migrations()
+        .iter()
+        .map(|m| m.name().to_owned())
+        .filter(|m| !status.pending.contains(m))
+        .collect();
+    [known, status.newer].concat()
+}
+
+fn newest() -> String {
+    Migrator::migrations()
+        .last()
+        .expect("a migration")
+        .name()
+        .to_owned()
+}
+
+/// `intake-api serve` as a process: its exit code and stderr, for a server that refuses
+/// to start (one that starts would not exit).
+fn serve_process(db: &TestDb, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_intake-api"))
+        .arg("serve")
+        .args(args)
+        .env("INTAKE_DATABASE_URL", &db.url)
+        .env("INTAKE_BIND", "127.0.0.1:0")
+        .env_remove("INTAKE_MIGRATE")
+        .output()
+        .expect("intake-api runs");
+    (
+        out.status.code(),
+        String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    )
+}
+
+async fn a_server_migrates_by_default_only_on_sqlite(backend: Backend) {
+    let db = TestDb::new(backend, "intakeschema").await;
+    match backend {
+        Backend::Sqlite => {
+            Application::build(config(&db, None))
+                .await
+                .expect("SQLite is migrated at start by default");
+        }
+        Backend::Postgres => {
+            let error = refusal(config(&db, None)).await;
+            assert!(error.contains("has no intake-api schema"), "{error}");
+            assert!(error.contains("run `intake-api migrate`"), "{error}");
+            let (code, stderr) = serve_process(&db, &[]);
+            assert_eq!(code, Some(3), "{stderr}");
+            assert!(stderr.contains("run `intake-api migrate`"), "{stderr}");
+        }
+    }
+}
+
+async fn a_server_told_not_to_migrate_refuses_an_empty_database(backend: Backend) {
+    let db = TestDb::new(backend, "intakeschema").await;
+    let error = refusal(config(&db, Some(false))).await;
+    assert!(error.contains("run `intake-api migrate`"), "{error}");
+    let (code, stderr) = serve_process(&db, &["--migrate=false"]);
+    assert_eq!(code, Some(3), "{stderr}");
+    Application::build(config(&db, Some(true)))
+        .await
+        .expect("--migrate migrates an empty database");
+    Application::build(config(&db, Some(false)))
+        .await
+        .expect("a migrated database serves without migrating");
+}
+
+async fn a_server_runs_on_a_database_a_later_release_migrated(backend: Backend) {
+    let db = TestDb::intake(backend).await;
+    execute(
+        &db,
+        &format!("INSERT INTO seaql_migrations (version, applied_at) VALUES ('{LATER}', 0)"),
+    )
+    .await;
+    for migrate in [None, Some(false), Some(true)] {
+        Application::build(config(&db, migrate))
+            .await
+            .unwrap_or_else(|e| panic!("migrate {migrate:?}: {e:#}"));
+    }
+    let conn = Database::connect(&db.url).await.expect("connects");
+    intake_api::migration::run(&conn)
+        .await
+        .expect("`migrate` leaves a later release's migrations alone");
+    conn.close().await.expect("closes");
+    let out = Command::new(env!("CARGO_BIN_EXE_intake-api"))
+        .args(["case", "list", "-o", "json"])
+        .env("INTAKE_DATABASE_URL", &db.url)
+        .output()
+        .expect("intake-api runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(applied(&db).await.contains(&LATER.to_owned()));
+}
+
+async fn a_server_refuses_a_database_that_lacks_a_migration(backend: Backend) {
+    let db = TestDb::intake(backend).await;
+    let newest = newest();
+    execute(
+        &db,
+        &format!("DELETE FROM seaql_migrations WHERE version = '{newest}'"),
+    )
+    .await;
+    let error = refusal(config(&db, Some(false))).await;
+    assert!(error.contains("is behind this version"), "{error}");
+    assert!(error.contains(&newest), "{error}");
+    let (code, stderr) = serve_process(&db, &["--migrate=false"]);
+    assert_eq!(code, Some(3), "{stderr}");
+}
+
+async fn migrate_refuses_a_database_of_another_line_of_releases(backend: Backend) {
+    let db = TestDb::intake(backend).await;
+    let newest = newest();
+    execute(
+        &db,
+        &format!(
+            "DELETE FROM seaql_migrations WHERE version = '{newest}'; \
+             INSERT INTO seaql_migrations (version, applied_at) VALUES ('{LATER}', 0)"
+        ),
+    )
+    .await;
+    let conn = Database::connect(&db.url).await.expect("connects");
+    let error = intake_api::migration::run(&conn)
+        .await
+        .expect_err("a database of another line is refused");
+    conn.close().await.expect("closes");
+    let error = error.to_string();
+    assert!(error.contains("another line"), "{error}");
+    assert!(error.contains(&newest) && error.contains(LATER), "{error}");
+    let now = applied(&db).await;
+    assert!(!now.contains(&newest), "nothing was changed: {now:?}");
+}
+
+on_both_backends!(
+    a_server_migrates_by_default_only_on_sqlite,
+    a_server_told_not_to_migrate_refuses_an_empty_database,
+    a_server_runs_on_a_database_a_later_release_migrated,
+    a_server_refuses_a_database_that_lacks_a_migration,
+    migrate_refuses_a_database_of_another_line_of_releases,
+);
