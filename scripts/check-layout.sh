@@ -132,7 +132,7 @@ umask 022
 tmp=$(mktemp -d /tmp/check-layout.XXXXXX)
 chmod 755 "$tmp"
 ns=pil$$ # prefix of this run's namespaces and host interfaces
-declare -A pid_of=() healthy=() completed=()
+declare -A pid_of=() healthy=() completed=() forwarded=()
 started=() socats=() netns=() created=() host_links=()
 
 alive() { # pid: running, not a zombie
@@ -188,9 +188,14 @@ tails() { # services whose logs to show
     done
 }
 fail() { # message services-whose-logs-to-show...
+    local pid
     echo "FAIL $1" >&2
     shift
     tails "$@"
+    for pid in "${socats[@]}"; do
+        alive "$pid" || echo "--- the forwarder of ${forwarded[$pid]} has exited" >&2
+    done
+    [ -s "$tmp/logs/ports.log" ] && { echo "--- forwarders' log" >&2; tail -n 10 "$tmp/logs/ports.log" >&2; }
     exit 1
 }
 ok() { echo "ok   $*"; }
@@ -341,6 +346,7 @@ publish() { # service: its published ports forwarded from the host, as docker-pr
         fi
         setsid socat "TCP-LISTEN:$published,bind=$host_ip,reuseaddr,fork" "TCP:$to:$target" 2>>"$tmp/logs/ports.log" &
         socats+=($!)
+        forwarded[$!]=$host_ip:$published
         deadline=$((SECONDS + 10))
         until ss -ltnH "sport = :$published" | grep -q .; do
             [ $SECONDS -lt $deadline ] || fail "the forwarder for $host_ip:$published did not start" ports
