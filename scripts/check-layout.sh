@@ -23,7 +23,8 @@
 # Deviations: Debian's versions (PostgreSQL 15, Redis 7.0, nginx 1.22, Prometheus 2.x)
 # stand in for the images'; Grafana is left out, as Debian has no package for it (nothing
 # but the proxy's port 3443 leads to it); restart policies are not applied, so a replica
-# killed stays down; the subnet of a network with none in the file is chosen here.
+# killed stays down; the subnet of a network with none in the file is chosen here; an nginx
+# older than 1.25.1 gets the copy's `http2 on;` as `listen ... ssl http2;`.
 # Mount points missing on the host (/app, /data, /prometheus, ...) are made for the run and
 # removed afterwards, with every process, namespace and temporary file.
 set -euo pipefail
