@@ -296,6 +296,48 @@ pub fn migrates_by_default(url: &str) -> bool {
     url.starts_with("sqlite:")
 }
 
+/// A migration only rehearsal builds have (each service's `upgrade-rehearsal` feature): a
+/// nullable column on `table` that no release reads, the kind of change the expand rule
+/// allows, so that an upgrade and its rollback can be rehearsed (scripts/check-upgrade.sh)
+/// before a next release exists.
+pub struct RehearsalMigration(pub &'static str);
+
+impl sea_orm_migration::MigrationName for RehearsalMigration {
+    fn name(&self) -> &str {
+        "m29991231_000001_upgrade_rehearsal"
+    }
+}
+
+#[sea_orm_migration::async_trait::async_trait]
+impl sea_orm_migration::MigrationTrait for RehearsalMigration {
+    async fn up(&self, manager: &sea_orm_migration::SchemaManager) -> Result<(), sea_orm::DbErr> {
+        use sea_orm_migration::prelude::{Alias, ColumnDef, Table};
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Alias::new(self.0))
+                    .add_column(ColumnDef::new(Alias::new("upgrade_rehearsal")).text().null())
+                    .to_owned(),
+            )
+            .await
+    }
+
+    async fn down(
+        &self,
+        manager: &sea_orm_migration::SchemaManager,
+    ) -> Result<(), sea_orm::DbErr> {
+        use sea_orm_migration::prelude::{Alias, Table};
+        manager
+            .alter_table(
+                Table::alter()
+                    .table(Alias::new(self.0))
+                    .drop_column(Alias::new("upgrade_rehearsal"))
+                    .to_owned(),
+            )
+            .await
+    }
+}
+
 /// Publishes the pool's use as gauges every few seconds, until the task is aborted.
 pub async fn report_pool_use(service: &'static str, db: DatabaseConnection) {
     use sea_orm::DatabaseBackend;

@@ -14,12 +14,16 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![
+        #[allow(unused_mut)]
+        let mut migrations: Vec<Box<dyn MigrationTrait>> = vec![
             Box::new(m20261125_000001_create_auth_tables::Migration),
             Box::new(m20261126_000001_add_standby_keys::Migration),
             Box::new(m20261126_000002_create_audit_log::Migration),
             Box::new(m20261130_000001_unique_client_names::Migration),
-        ]
+        ];
+        #[cfg(feature = "upgrade-rehearsal")]
+        migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));
+        migrations
     }
 }
 

@@ -17,7 +17,8 @@ pub struct Migrator;
 #[async_trait::async_trait]
 impl MigratorTrait for Migrator {
     fn migrations() -> Vec<Box<dyn MigrationTrait>> {
-        vec![
+        #[allow(unused_mut)]
+        let mut migrations: Vec<Box<dyn MigrationTrait>> = vec![
             Box::new(m20261125_000001_create_case_tables::Migration),
             Box::new(m20261127_000001_indexes_for_scale::Migration),
             Box::new(m20261128_000001_submissions_by_partner::Migration),
@@ -25,7 +26,10 @@ impl MigratorTrait for Migrator {
             Box::new(m20261129_000002_idempotency_keys::Migration),
             Box::new(m20261129_000003_webhooks::Migration),
             Box::new(m20261129_000004_case_redirect_token::Migration),
-        ]
+        ];
+        #[cfg(feature = "upgrade-rehearsal")]
+        migrations.push(Box::new(service_kit::db::RehearsalMigration("cases")));
+        migrations
     }
 }
 
