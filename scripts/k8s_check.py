@@ -492,7 +492,7 @@ def nginx_conf(ingresses, services, secrets, ip, out):
             for key, suffix in (("tls.crt", "crt"), ("tls.key", "key")):
                 with open(f"{stem}.{suffix}", "w") as f:
                     f.write(secret[key])
-            lines += [f"  server {{", f"    listen {ip}:443 ssl;", f"    server_name {rule['host']};",
+            lines += ["  server {", f"    listen {ip}:443 ssl;", f"    server_name {rule['host']};",
                       f"    ssl_certificate {stem}.crt;", f"    ssl_certificate_key {stem}.key;",
                       f"    client_max_body_size {notes.get('proxy-body-size', '1m')};"]
             for p in rule["http"]["paths"]:

@@ -316,16 +316,17 @@ impl sea_orm_migration::MigrationTrait for RehearsalMigration {
             .alter_table(
                 Table::alter()
                     .table(Alias::new(self.0))
-                    .add_column(ColumnDef::new(Alias::new("upgrade_rehearsal")).text().null())
+                    .add_column(
+                        ColumnDef::new(Alias::new("upgrade_rehearsal"))
+                            .text()
+                            .null(),
+                    )
                     .to_owned(),
             )
             .await
     }
 
-    async fn down(
-        &self,
-        manager: &sea_orm_migration::SchemaManager,
-    ) -> Result<(), sea_orm::DbErr> {
+    async fn down(&self, manager: &sea_orm_migration::SchemaManager) -> Result<(), sea_orm::DbErr> {
         use sea_orm_migration::prelude::{Alias, Table};
         manager
             .alter_table(
