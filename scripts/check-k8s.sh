@@ -11,8 +11,7 @@
 #   BIN_DIR=target/debug scripts/check-k8s.sh
 # Needs root (mount namespaces, port 443), PostgreSQL on 127.0.0.1:5432 (trust, user
 # postgres; a database per service is created and dropped) and Redis on 127.0.0.1:6379;
-# installs kubernetes-validate, and checkov in a virtual environment of its own, when
-# missing.
+# installs kubernetes-validate when missing (checkov: scripts/checkov.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 : "${BIN_DIR:?set BIN_DIR to the directory of the auth-server and intake-api binaries}"
@@ -22,8 +21,6 @@ redis=${K8S_CHECK_REDIS:-redis://127.0.0.1:6379}
 # The Kubernetes versions validated against: the oldest the manifests are meant for, and
 # the newest kubernetes-validate knows.
 k8s_versions=(1.29.0 1.37.0)
-checkov_version=3.3.30
-checkov_venv=${XDG_CACHE_HOME:-$HOME/.cache}/partner-intake/checkov-$checkov_version
 ingress_ip=127.0.0.10
 
 fail() { echo "FAIL $*" >&2; exit 1; }
@@ -34,11 +31,6 @@ done
     fail "$BIN_DIR has no auth-server and intake-api binaries"
 python3 -c 'import yaml, jsonschema' 2>/dev/null || pip install -q pyyaml jsonschema
 command -v kubernetes-validate >/dev/null || pip install -q kubernetes-validate==1.37.0
-# Its own environment: checkov pins old versions of libraries other checks use.
-if ! [ -x "$checkov_venv/bin/checkov" ]; then
-    python3 -m venv "$checkov_venv"
-    "$checkov_venv/bin/pip" install -q "checkov==$checkov_version"
-fi
 
 work=$(mktemp -d)
 pids=()
@@ -89,7 +81,7 @@ done
 # image tag (CKV_K8S_14) is checked through the overlays. Findings the manifests justify
 # are skipped there, each with its reason.
 checkov_run() {
-    "$checkov_venv/bin/checkov" --quiet --compact --skip-download --framework kubernetes "$@" \
+    scripts/checkov.sh --quiet --compact --skip-download --framework kubernetes "$@" \
         >"$work/checkov.out" 2>&1 || fail "checkov: $(cat "$work/checkov.out")"
 }
 mkdir "$work/deployed" "$work/bases"

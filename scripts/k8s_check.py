@@ -13,6 +13,7 @@ import json
 import os
 import re
 import sys
+import tomllib
 from urllib.parse import urlsplit
 
 import yaml
@@ -25,6 +26,12 @@ OPENAPI = {"auth-server": "openapi/auth-server.yaml", "intake-api": "openapi/int
 # Never routed from outside: the admin listener's and the kubelet's.
 PRIVATE_PATHS = ["/metrics", "/healthz", "/readyz"]
 
+
+
+def workspace_version():
+    """The release this tree is (the workspace's version in Cargo.toml)."""
+    with open("Cargo.toml", "rb") as f:
+        return tomllib.load(f)["workspace"]["package"]["version"]
 
 def fail(message):
     sys.exit(f"FAIL {message}")
@@ -308,6 +315,9 @@ def lint(paths):
                     if spec.get("terminationGracePeriodSeconds", 30) < needed:
                         fail(f"{where}: Deployment/{doc['metadata']['name']}: terminationGracePeriodSeconds "
                              f"under preStop + the {grace} s drain + 5 s ({needed})")
+            if version is not None and version != workspace_version():
+                fail(f"{where}: {doc['kind']}/{doc['metadata']['name']} deploys {version}, this "
+                     f"tree is {workspace_version()} (Cargo.toml): move the overlay with the release")
             if doc["kind"] == "Job" and version is not None and not doc["metadata"]["name"].endswith("-" + version):
                 fail(f"{where}: Job/{doc['metadata']['name']} is not named after its release {version}")
         print(f"ok   {where}: alerts, routes, issuer, versions and drain time agree")
