@@ -214,10 +214,21 @@ def main():
     hosts_iter = {net: subnets[net].hosts() for net in networks}
     for net in networks:
         next(hosts_iter[net])  # the gateway
+    # An ipv4_address the file gives is kept; the rest are handed out around them.
+    fixed = {
+        (name, net): ipaddress.ip_address(spec["ipv4_address"])
+        for name in order
+        for net, spec in (services[name].get("networks") or {}).items()
+        if isinstance(spec, dict) and spec.get("ipv4_address")
+    }
+    taken = set(fixed.values())
     addresses = {}
     for name in order:
         nets = services[name].get("networks") or {"default": None}
-        addresses[name] = {net: next(hosts_iter[net]) for net in nets}
+        addresses[name] = {
+            net: fixed.get((name, net)) or next(a for a in hosts_iter[net] if a not in taken)
+            for net in nets
+        }
 
     os.makedirs(os.path.join(out, "svc"), exist_ok=True)
     with open(os.path.join(out, "order"), "w") as f:
