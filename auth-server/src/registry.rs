@@ -207,18 +207,21 @@ impl Registry {
         Ok(())
     }
 
+    /// Reloads if the revision moved since the snapshot was taken; says whether it did.
+    pub async fn catch_up(&self) -> anyhow::Result<bool> {
+        let revision = store::current_revision(&self.db).await?;
+        if revision == self.snapshot().revision {
+            return Ok(false);
+        }
+        self.reload().await.map(|_| true)
+    }
+
     /// Reloads whenever the revision moves; runs until the task is aborted.
     pub async fn watch(self: Arc<Self>) {
         let mut failing = false;
         loop {
             tokio::time::sleep(REVISION_POLL).await;
-            let check = async {
-                let revision = store::current_revision(&self.db).await?;
-                if revision == self.snapshot().revision {
-                    return Ok(false);
-                }
-                self.reload().await.map(|_| true)
-            };
+            let check = self.catch_up();
             // The whole check is bounded: a database that stops answering must not stall it.
             let outcome = tokio::time::timeout(Duration::from_secs(5), check)
                 .await

@@ -141,6 +141,9 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let state = self.state;
+        // What changed since build (the launcher's demo client, made in between) is served
+        // from the first request on, not from the watcher's first poll.
+        state.registry.catch_up().await?;
         let watcher = tokio::spawn(state.registry.clone().watch());
         let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
             "auth-server",

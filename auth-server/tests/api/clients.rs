@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use auth_server::config::ClientCommand;
 
-use crate::helpers::{Backend, TestApp, eventually};
+use crate::helpers::{Backend, INTAKE, TestApp, TestDb, eventually};
 use test_support::on_both_backends;
 
 async fn after_a_secret_rotation_both_secrets_work_until_the_grace_ends(backend: Backend) {
@@ -96,7 +96,55 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
     assert!(bad_scope.is_err());
 }
 
+/// A client made after the server was built and before it serves (as the one-process
+/// launcher makes its demo client) is known from the first request, not from the first
+/// poll for changes.
+async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let mut config = auth_server::config::Config::with_database(&db.url);
+    config.bind = "127.0.0.1:0".into();
+    config.key_encryption_key = Some(
+        test_support::TEST_KEY_ENCRYPTION_KEY
+            .parse()
+            .expect("infallible"),
+    );
+    let app = auth_server::startup::Application::build(config.clone())
+        .await
+        .expect("builds");
+    let created = auth_server::cli::client(
+        &config,
+        ClientCommand::Create {
+            name: "Made before serving".into(),
+            scopes: INTAKE.into(),
+        },
+    )
+    .await
+    .expect("client created");
+    let server = test_support::Running::spawn(app.port(), move |rx| async move {
+        app.run_until(async {
+            let _ = rx.await;
+        })
+        .await
+    });
+    // The listener is bound: this first request waits in its backlog for serving to start.
+    let answer = reqwest::Client::new()
+        .post(format!("{}/oauth/token", server.base_url()))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", created["client_id"].as_str().unwrap()),
+            ("client_secret", created["client_secret"].as_str().unwrap()),
+            ("scope", INTAKE),
+        ])
+        .send()
+        .await
+        .expect("the server answers");
+    let status = answer.status();
+    assert_eq!(status, 200, "{}", answer.text().await.unwrap_or_default());
+    server.stop().await;
+}
+
 on_both_backends!(
+    a_client_made_before_serving_gets_a_token_from_the_first_request,
     after_a_secret_rotation_both_secrets_work_until_the_grace_ends,
     a_disabled_client_gets_no_token_within_seconds,
     client_list_never_shows_a_secret,
