@@ -69,7 +69,9 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
 }
 
 async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
-    migration::open_existing(&settings.database_url, 2).await
+    migration::SCHEMA
+        .open_existing(&settings.database_url, 2)
+        .await
 }
 
 /// Waits until every running server has picked up a change just committed.

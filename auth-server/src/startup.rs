@@ -88,7 +88,9 @@ impl Application {
             AUTH_METRICS,
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
-        let db = migration::connect_serving(&config.database_url, 10, config.migrates()).await?;
+        let db = migration::SCHEMA
+            .connect_serving(&config.database_url, 10, config.migrates())
+            .await?;
         let kek = config.kek()?;
         let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
         if sealed > 0 {

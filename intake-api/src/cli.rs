@@ -68,7 +68,9 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
 /// timing of those never applies.
 async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
     const POOL: u32 = 2;
-    let db = migration::open_existing(&settings.database_url, POOL).await?;
+    let db = migration::SCHEMA
+        .open_existing(&settings.database_url, POOL)
+        .await?;
     let unused = Timing {
         activation_delay: Duration::ZERO,
         redirect_ttl: Duration::ZERO,

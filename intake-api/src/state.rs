@@ -32,12 +32,13 @@ impl AppState {
     /// refresher.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let brands = parse_brands(&config.brands)?;
-        let db = migration::connect_serving(
-            &config.database_url,
-            config.database_max_connections,
-            config.migrates(),
-        )
-        .await?;
+        let db = migration::SCHEMA
+            .connect_serving(
+                &config.database_url,
+                config.database_max_connections,
+                config.migrates(),
+            )
+            .await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());
         let http = crate::jwks::http_client(config.auth_ca_file.as_deref())?;
         let jwks = Arc::new(JwksCache::with_client(

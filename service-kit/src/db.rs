@@ -289,6 +289,58 @@ pub async fn connect_serving<M: sea_orm_migration::MigratorTrait>(
     open_existing::<M>(url, max_connections, binary).await
 }
 
+/// One service's schema as its binary handles it: its migrations (`M`), the PostgreSQL
+/// advisory lock they run under, and the binary named in what an operator is told to run.
+pub struct Schema<M> {
+    lock_id: i64,
+    binary: &'static str,
+    migrator: std::marker::PhantomData<fn() -> M>,
+}
+
+impl<M: sea_orm_migration::MigratorTrait> Schema<M> {
+    /// The schema of `binary`, whose migrations take the advisory lock `lock_id`.
+    pub const fn new(lock_id: i64, binary: &'static str) -> Self {
+        Self {
+            lock_id,
+            binary,
+            migrator: std::marker::PhantomData,
+        }
+    }
+
+    /// Applies pending migrations ([`migrate`]).
+    pub async fn migrate(&self, db: &DatabaseConnection) -> Result<(), sea_orm::DbErr> {
+        migrate::<M>(db, self.lock_id).await
+    }
+
+    /// A pool of `max_connections` on the database at `url`, migrated first.
+    pub async fn connect(
+        &self,
+        url: &str,
+        max_connections: u32,
+    ) -> anyhow::Result<DatabaseConnection> {
+        connect_migrated::<M>(url, max_connections, self.lock_id).await
+    }
+
+    /// The server's pool ([`connect_serving`]).
+    pub async fn connect_serving(
+        &self,
+        url: &str,
+        max_connections: u32,
+        migrate: bool,
+    ) -> anyhow::Result<DatabaseConnection> {
+        connect_serving::<M>(url, max_connections, self.lock_id, migrate, self.binary).await
+    }
+
+    /// The existing, migrated database for an operator command ([`open_existing`]).
+    pub async fn open_existing(
+        &self,
+        url: &str,
+        max_connections: u32,
+    ) -> anyhow::Result<DatabaseConnection> {
+        open_existing::<M>(url, max_connections, self.binary).await
+    }
+}
+
 /// Whether a server migrates its database at start when not told: yes for SQLite, which
 /// has one process serving it; no for PostgreSQL, where replicas of two releases may share
 /// it during a rolling upgrade and `migrate` is a step of its own.

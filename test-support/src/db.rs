@@ -57,8 +57,8 @@ impl Schema {
 
     async fn migrate(self, db: &DatabaseConnection) -> Result<(), DbErr> {
         match self {
-            Self::Auth => auth_server::migration::run(db).await,
-            Self::Intake => intake_api::migration::run(db).await,
+            Self::Auth => auth_server::migration::SCHEMA.migrate(db).await,
+            Self::Intake => intake_api::migration::SCHEMA.migrate(db).await,
         }
     }
 

@@ -1,6 +1,5 @@
 //! Schema migrations, run at start-up and by `auth-server migrate`.
 
-use sea_orm::DatabaseConnection;
 use sea_orm_migration::prelude::*;
 
 mod m20261125_000001_create_auth_tables;
@@ -27,38 +26,6 @@ impl MigratorTrait for Migrator {
     }
 }
 
-/// Applies pending migrations (see [`service_kit::db::migrate`]).
-pub async fn run(db: &DatabaseConnection) -> Result<(), DbErr> {
-    service_kit::db::migrate::<Migrator>(db, LOCK_ID).await
-}
-
-/// A pool of `max_connections` on the migrated database at `url`.
-pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
-    service_kit::db::connect_migrated::<Migrator>(url, max_connections, LOCK_ID).await
-}
-
-/// A pool of `max_connections` for the server on the database at `url`, migrated first when
-/// `migrate` says so, otherwise checked ([`service_kit::db::connect_serving`]).
-pub async fn connect_serving(
-    url: &str,
-    max_connections: u32,
-    migrate: bool,
-) -> anyhow::Result<DatabaseConnection> {
-    service_kit::db::connect_serving::<Migrator>(
-        url,
-        max_connections,
-        LOCK_ID,
-        migrate,
-        "auth-server",
-    )
-    .await
-}
-
-/// The existing, migrated database at `url`, for an operator command: nothing is created
-/// or migrated ([`service_kit::db::open_existing`]).
-pub async fn open_existing(url: &str, max_connections: u32) -> anyhow::Result<DatabaseConnection> {
-    service_kit::db::open_existing::<Migrator>(url, max_connections, "auth-server").await
-}
-
-/// The PostgreSQL advisory lock migrations of this database run under.
-const LOCK_ID: i64 = 7206114001;
+/// This database's schema: how the binary migrates, checks and opens it.
+pub const SCHEMA: service_kit::db::Schema<Migrator> =
+    service_kit::db::Schema::new(7206114001, "auth-server");

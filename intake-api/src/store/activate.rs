@@ -157,7 +157,10 @@ mod tests {
     async fn the_backlog_counts_due_cases_until_they_activate() {
         for backend in [Backend::Sqlite, Backend::Postgres] {
             let test_db = TestDb::new(backend, "intake-backlog").await;
-            let db = crate::migration::connect(&test_db.url, 4).await.unwrap();
+            let db = crate::migration::SCHEMA
+                .connect(&test_db.url, 4)
+                .await
+                .unwrap();
             let timing = Timing {
                 activation_delay: Duration::ZERO,
                 redirect_ttl: Duration::from_secs(60),

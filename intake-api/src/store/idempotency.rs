@@ -226,7 +226,10 @@ mod tests {
     /// as long as the guard.
     async fn store(backend: Backend) -> (CaseStore, TestDb) {
         let test_db = TestDb::new(backend, "intake-keys").await;
-        let db = crate::migration::connect(&test_db.url, 4).await.unwrap();
+        let db = crate::migration::SCHEMA
+            .connect(&test_db.url, 4)
+            .await
+            .unwrap();
         let timing = Timing {
             activation_delay: Duration::from_secs(60),
             redirect_ttl: Duration::from_secs(60),

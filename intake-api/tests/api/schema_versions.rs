@@ -121,7 +121,8 @@ async fn a_server_runs_on_a_database_a_later_release_migrated(backend: Backend) 
             .unwrap_or_else(|e| panic!("migrate {migrate:?}: {e:#}"));
     }
     let conn = Database::connect(&db.url).await.expect("connects");
-    intake_api::migration::run(&conn)
+    intake_api::migration::SCHEMA
+        .migrate(&conn)
         .await
         .expect("`migrate` leaves a later release's migrations alone");
     conn.close().await.expect("closes");
@@ -165,7 +166,8 @@ async fn migrate_refuses_a_database_of_another_line_of_releases(backend: Backend
     )
     .await;
     let conn = Database::connect(&db.url).await.expect("connects");
-    let error = intake_api::migration::run(&conn)
+    let error = intake_api::migration::SCHEMA
+        .migrate(&conn)
         .await
         .expect_err("a database of another line is refused");
     conn.close().await.expect("closes");
