@@ -1,8 +1,18 @@
 #!/usr/bin/env bash
-# Validates docker-compose.yml without a Docker engine, with the example environment.
+# Validates docker-compose.yml without a Docker engine, with the example environment, and
+# lints it with dclint (npm; every rule on but those .dclintrc turns off, each with its
+# reason).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v docker-compose >/dev/null || { echo "docker-compose is not installed (Debian: apt-get install docker-compose)" >&2; exit 1; }
+command -v npm >/dev/null || { echo "npm is not installed (Debian: apt-get install npm)" >&2; exit 1; }
+dclint_version=3.1.0
+dclint=${XDG_CACHE_HOME:-$HOME/.cache}/partner-intake/dclint-$dclint_version
+if ! [ -x "$dclint/node_modules/.bin/dclint" ]; then
+    mkdir -p "$dclint"
+    npm install --silent --no-audit --no-fund --prefix "$dclint" "dclint@$dclint_version" >/dev/null
+fi
+"$dclint/node_modules/.bin/dclint" --config .dclintrc --max-warnings 0 docker-compose.yml
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cp docker-compose.yml "$tmp/"
@@ -42,6 +52,13 @@ def port(p):
 grafana = [ip for ip, target in map(port, services["proxy"]["ports"]) if target == "3443"]
 if grafana != ["127.0.0.1"]:
     sys.exit(f"the proxy publishes Grafana on {grafana}, not on 127.0.0.1 alone")
+# The image is tagged with this release unless PARTNER_INTAKE_TAG says otherwise.
+import tomllib
+with open("Cargo.toml", "rb") as f:
+    release = tomllib.load(f)["workspace"]["package"]["version"]
+for name, s in services.items():
+    if s.get("image", "").startswith("partner-intake:") and s["image"] != f"partner-intake:{release}":
+        sys.exit(f"{name}: image {s['image']}, but this tree is release {release} (Cargo.toml)")
 with open("deploy/prometheus/prometheus.yml") as f:
     prometheus = yaml.safe_load(f)
 scraped = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
