@@ -103,6 +103,8 @@ log "build_info names commit $commit"
 
 if [ -n "$out" ]; then
     mkdir -p "$out"
+    # The layout and Kubernetes checks run them as the image's user, as the image does.
+    chmod 755 "$out"
     cp "$root"/usr/local/bin/* "$out/"
     log "binaries copied to $out"
 fi
