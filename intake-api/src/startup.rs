@@ -129,8 +129,8 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects to the database (migrating it when told) and binds the listening socket. The JWKS is
-    /// fetched once serving starts; until it is, `/readyz` says not ready.
+    /// Connects to the database (migrating it when told) and binds the listening socket.
+    /// The JWKS is fetched once serving starts; until it is, `/readyz` says not ready.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(

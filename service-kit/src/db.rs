@@ -271,24 +271,6 @@ pub async fn connect_migrated<M: sea_orm_migration::MigratorTrait>(
     connect(url, max_connections).await
 }
 
-/// The pool a server of `binary` runs on: migrated first when `migrate` says so (the
-/// one-process launcher, SQLite), otherwise only checked to have every migration this
-/// build needs ([`check_schema`]), since in production `binary migrate` runs once, before
-/// a new release's replicas start, and serving replicas of the previous release keep
-/// running beside them.
-pub async fn connect_serving<M: sea_orm_migration::MigratorTrait>(
-    url: &str,
-    max_connections: u32,
-    lock_id: i64,
-    migrate: bool,
-    binary: &str,
-) -> anyhow::Result<DatabaseConnection> {
-    if migrate {
-        return connect_migrated::<M>(url, max_connections, lock_id).await;
-    }
-    open_existing::<M>(url, max_connections, binary).await
-}
-
 /// One service's schema as its binary handles it: its migrations (`M`), the PostgreSQL
 /// advisory lock they run under, and the binary named in what an operator is told to run.
 pub struct Schema<M> {
@@ -321,14 +303,21 @@ impl<M: sea_orm_migration::MigratorTrait> Schema<M> {
         connect_migrated::<M>(url, max_connections, self.lock_id).await
     }
 
-    /// The server's pool ([`connect_serving`]).
+    /// The pool a server runs on: migrated first when `migrate` says so (the one-process
+    /// launcher, SQLite), otherwise only checked to have every migration this build needs
+    /// ([`check_schema`]), since in production `migrate` runs once, before a new release's
+    /// replicas start, and serving replicas of the previous release keep running beside
+    /// them.
     pub async fn connect_serving(
         &self,
         url: &str,
         max_connections: u32,
         migrate: bool,
     ) -> anyhow::Result<DatabaseConnection> {
-        connect_serving::<M>(url, max_connections, self.lock_id, migrate, self.binary).await
+        if migrate {
+            return self.connect(url, max_connections).await;
+        }
+        self.open_existing(url, max_connections).await
     }
 
     /// The existing, migrated database for an operator command ([`open_existing`]).
