@@ -27,8 +27,8 @@ field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'
 id=$(field client_id <"$work/data/demo-client.json")
 secret=$(field client_secret <"$work/data/demo-client.json")
 INTAKE_DATABASE_URL="sqlite://$work/data/intake.db?mode=rwc" INTAKE_WEBHOOK_ALLOW_INSECURE=true \
-    RUST_LOG=warn "$intake_bin" webhook set "$id" "http://127.0.0.1:$receiver_port/hooks" |
-    field secret >"$work/secret"
+    RUST_LOG=warn "$intake_bin" webhook set "$id" "http://127.0.0.1:$receiver_port/hooks" \
+    --show-secret | field secret >"$work/secret"
 
 token=$(curl -fsS "$auth/oauth/token" -d grant_type=client_credentials -d "client_id=$id" \
     -d "client_secret=$secret" -d scope=enquiry:case:intake:create | field access_token)

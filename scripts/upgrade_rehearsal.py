@@ -289,7 +289,8 @@ def main():
         secret_file = work / "secret"
         webhook = json.loads(command(
             PREV, "intake-api", "webhook", "set", client["client_id"],
-            f"http://127.0.0.1:{receiver_port}/hooks", "-o", "json", env=intake_env))
+            f"http://127.0.0.1:{receiver_port}/hooks", "--show-secret", "-o", "json",
+            env=intake_env))
         secret_file.write_text(webhook["secret"])
         receiver = subprocess.Popen(
             [sys.executable, str(HERE / "webhook_receiver.py"), str(receiver_port),

@@ -28,6 +28,10 @@ pub enum AuthError {
     /// The token is valid but lacks the scope the operation needs, named here.
     #[error("insufficient scope: {0} needed")]
     InsufficientScope(&'static str),
+    /// The token verifies, but this replica cannot tell whether its client was disabled
+    /// (the revocation list is missing or too old): refused, for now, rather than admitted.
+    #[error("cannot vet the token: {0}")]
+    Unvetted(&'static str),
 }
 
 /// What an `Authorization` header states about its token before any key or clock is consulted.
@@ -129,12 +133,17 @@ impl Verifier {
             // refresh within) would otherwise weigh on every request's.
             None => Box::pin(self.verify(token)).await?,
         };
-        if self
-            .revoked
-            .as_ref()
-            .is_some_and(|r| r.contains(&claims.client_id))
-        {
-            return Err(AuthError::Invalid("client_disabled"));
+        if let Some(revoked) = &self.revoked {
+            if !revoked.is_current() {
+                return Err(AuthError::Unvetted(if revoked.is_loaded() {
+                    "revocations_stale"
+                } else {
+                    "revocations_not_loaded"
+                }));
+            }
+            if revoked.contains(&claims.client_id) {
+                return Err(AuthError::Invalid("client_disabled"));
+            }
         }
         Ok(claims)
     }

@@ -1,6 +1,7 @@
 //! The operator commands: cases and webhooks. Each returns the JSON document it prints;
 //! [`run`] prints it as a table or as JSON.
 
+use std::io::IsTerminal;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -59,7 +60,10 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
     } = operation;
     let report = match command {
         OperatorCommand::Case(c) => case_report(&settings, c).await?,
-        OperatorCommand::Webhook(w) => webhook_report(&settings, w).await?,
+        OperatorCommand::Webhook(w) => {
+            let terminal = std::io::stdout().is_terminal();
+            webhook_report(&settings, w, terminal).await?
+        }
     };
     service_kit::cli::print(&report.json, output, report.view)
 }
@@ -127,25 +131,53 @@ async fn case_report(settings: &Settings, command: CaseCommand) -> anyhow::Resul
     })
 }
 
-/// Runs `intake-api webhook ...` and returns what it prints as JSON.
+/// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
 pub async fn webhook(
     settings: impl Into<Settings>,
     command: WebhookCommand,
 ) -> anyhow::Result<Value> {
-    Ok(webhook_report(&settings.into(), command).await?.json)
+    Ok(webhook_report(&settings.into(), command, true).await?.json)
 }
 
-async fn webhook_report(settings: &Settings, command: WebhookCommand) -> anyhow::Result<Report> {
+/// Why a command that would make a secret did nothing: its output is not a terminal.
+fn secret_to_pipe(what: &str) -> anyhow::Error {
+    anyhow::Error::new(service_kit::cli::UsageError(format!(
+        "{what} would print a new signing secret, and stdout is not a terminal (a pipe or a \
+         file, which can end up in a log): nothing was changed; add --show-secret to print it \
+         there"
+    )))
+}
+
+/// Runs a webhook command; `terminal` says whether stdout is one, where a new secret may be
+/// printed without `--show-secret`.
+async fn webhook_report(
+    settings: &Settings,
+    command: WebhookCommand,
+    terminal: bool,
+) -> anyhow::Result<Report> {
     let cases = open(settings).await?;
     let missing = |client_id: &str| anyhow::anyhow!("client {client_id} has no webhook endpoint");
     Ok(match command {
-        WebhookCommand::Set { client_id, url } => {
+        WebhookCommand::Set {
+            client_id,
+            url,
+            show_secret,
+        } => {
             let url = webhooks::check_target(&url, settings.webhook_allow_insecure).await?;
-            let (view, secret) = cases
-                .set_webhook(&client_id, url.as_str(), &webhooks::new_secret()?)
-                .await?;
+            let secret = webhooks::new_secret()?;
+            let offered = (terminal || show_secret).then_some(secret.as_str());
+            let (view, made) = cases
+                .set_webhook(&client_id, url.as_str(), offered)
+                .await?
+                .ok_or_else(|| secret_to_pipe(&format!("a new endpoint for {client_id}")))?;
             let mut out = serde_json::to_value(view)?;
-            out["secret"] = json!(secret);
+            match made {
+                Some(secret) => out["secret"] = json!(secret),
+                None => eprintln!(
+                    "the endpoint keeps its signing secret, which is not shown again \
+                     (`webhook rotate-secret {client_id}` makes a new one)"
+                ),
+            }
             Report::record(out)
         }
         WebhookCommand::List => Report::list(
@@ -169,7 +201,11 @@ async fn webhook_report(settings: &Settings, command: WebhookCommand) -> anyhow:
         WebhookCommand::RotateSecret {
             client_id,
             grace_secs,
+            show_secret,
         } => {
+            if !(terminal || show_secret) {
+                return Err(secret_to_pipe("rotate-secret"));
+            }
             let secret = webhooks::new_secret()?;
             let grace = chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX));
             let until = chrono::Utc::now()

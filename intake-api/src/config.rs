@@ -69,6 +69,16 @@ pub struct Config {
     /// JWKS.
     #[arg(long, env = "INTAKE_REVOCATIONS_URL")]
     pub revocations_url: Option<String>,
+    /// How old the revocation list may grow, in seconds since it was last fetched (or
+    /// confirmed unchanged), before this replica stops vetting tokens: past it, it is not
+    /// ready and answers 503 rather than admit a client disabled in the meantime.
+    #[arg(
+        long,
+        env = "INTAKE_REVOCATIONS_MAX_AGE_SECS",
+        default_value_t = 300,
+        value_parser = clap::value_parser!(u64).range(5..=86_400)
+    )]
+    pub revocations_max_age_secs: u64,
     /// How often the signing keys and the revocation list are checked for changes, in
     /// milliseconds (a conditional request: a 304 when nothing changed).
     #[arg(
@@ -440,19 +450,24 @@ pub enum OperatorCommand {
 /// `intake-api webhook ...`
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
-    /// Send a partner's events to URL (https, public addresses only); prints the signing
-    /// secret. Setting it again changes the URL, keeps the secret and re-enables it.
+    /// Send a partner's events to URL (https, public addresses only). A new endpoint gets a
+    /// signing secret, printed this once; setting it again changes the URL and re-enables
+    /// it, keeps the secret and never prints it (`rotate-secret` makes a new one).
     #[command(
         args = webhook_target(),
         after_help = "Examples:
   intake-api webhook set CLIENT_ID https://partner.example/hooks
-  intake-api webhook set CLIENT_ID https://partner.example/hooks -o json | jq -r .secret"
+  intake-api webhook set CLIENT_ID https://partner.example/hooks --show-secret | jq -r .secret"
     )]
     Set {
         /// The partner's client id.
         client_id: String,
         /// Where its events are POSTed.
         url: String,
+        /// Print a new endpoint's secret also when stdout is not a terminal (a pipe or a
+        /// file, where it may end up in a log); without it, such a `set` makes no endpoint.
+        #[arg(long)]
+        show_secret: bool,
     },
     /// List every endpoint (never the secrets).
     #[command(
@@ -478,7 +493,8 @@ pub enum WebhookCommand {
         args = database(),
         after_help = "Examples:
   intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
-  intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600"
+  intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600
+  intake-api webhook rotate-secret CLIENT_ID --show-secret | jq -r .secret"
     )]
     RotateSecret {
         /// The partner's client id.
@@ -486,6 +502,10 @@ pub enum WebhookCommand {
         /// How long the old secret keeps signing, in seconds.
         #[arg(long, default_value_t = 86_400)]
         grace_secs: u64,
+        /// Print the new secret also when stdout is not a terminal; without it, the secret
+        /// is not changed there.
+        #[arg(long)]
+        show_secret: bool,
     },
     /// A partner's events, newest first.
     #[command(

@@ -74,12 +74,17 @@ pub enum IntakeError {
     /// The database is unavailable for now; a retry may succeed.
     #[error("the database is unavailable")]
     Unavailable(#[source] StoreError),
+    /// The token cannot be vetted until the revocation list is fetched again; a retry
+    /// (on another replica, or later) may succeed.
+    #[error("cannot vet tokens: {0}")]
+    Unvetted(&'static str),
 }
 
 impl From<AuthError> for IntakeError {
     fn from(e: AuthError) -> Self {
         match e {
             AuthError::InsufficientScope(scope) => Self::Forbidden(scope),
+            AuthError::Unvetted(why) => Self::Unvetted(why),
             other => Self::Unauthenticated(other),
         }
     }
@@ -170,7 +175,7 @@ impl IntakeError {
             Self::Invalid(_) => 422,
             Self::TooManyRequests { .. } => 429,
             Self::RedirectFailed(_) | Self::Internal(_) => 500,
-            Self::Unavailable(_) => 503,
+            Self::Unavailable(_) | Self::Unvetted(_) => 503,
         }
     }
 
@@ -203,7 +208,9 @@ impl IntakeError {
                         r#"Bearer error="invalid_token", error_description="{}""#,
                         token_problem(why)
                     ),
-                    AuthError::InsufficientScope(_) => r#"Bearer error="invalid_token""#.into(),
+                    AuthError::InsufficientScope(_) | AuthError::Unvetted(_) => {
+                        r#"Bearer error="invalid_token""#.into()
+                    }
                 };
                 ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge)
             }
@@ -229,6 +236,10 @@ impl IntakeError {
             }
             Self::Unavailable(cause) => {
                 tracing::error!(error = %chain(&cause), "database unavailable");
+                ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
+            }
+            // Logged once, when the list goes stale, by the refresher; not per request.
+            Self::Unvetted(_) => {
                 ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
             }
         }

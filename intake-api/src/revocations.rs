@@ -2,9 +2,9 @@
 //! tokens still verify, so without this list they would work until they expire.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use serde::Deserialize;
@@ -16,23 +16,37 @@ struct RevocationList {
     disabled_clients: Vec<String>,
 }
 
-/// The disabled clients, as last fetched.
+/// The disabled clients, as last fetched, and whether that is recent enough to vet tokens by.
 pub struct RevokedClients {
     url: String,
     http: reqwest::Client,
     disabled: RwLock<Arc<HashSet<String>>>,
-    loaded: AtomicBool,
+    /// Milliseconds from `epoch` to the last fetch that succeeded, plus one; 0 until the
+    /// first. An atomic, not a lock: every request reads it.
+    fetched_at: AtomicU64,
+    epoch: Instant,
+    max_age: Duration,
+    /// Whether the list was too old at the last look, so the change is logged once.
+    stale: AtomicBool,
     etag: Mutex<Option<String>>,
 }
 
 impl RevokedClients {
-    /// An empty list for the document at `url`, fetched with `http`.
-    pub fn new(url: impl Into<String>, http: reqwest::Client) -> anyhow::Result<Self> {
+    /// An empty list for the document at `url`, fetched with `http`, trusted for `max_age`
+    /// after each successful fetch.
+    pub fn new(
+        url: impl Into<String>,
+        http: reqwest::Client,
+        max_age: Duration,
+    ) -> anyhow::Result<Self> {
         Ok(Self {
             url: url.into(),
             http,
             disabled: RwLock::default(),
-            loaded: AtomicBool::new(false),
+            fetched_at: AtomicU64::new(0),
+            epoch: Instant::now(),
+            max_age,
+            stale: AtomicBool::new(false),
             etag: Mutex::new(None),
         })
     }
@@ -47,7 +61,52 @@ impl RevokedClients {
 
     /// Whether a list has been fetched at least once.
     pub fn is_loaded(&self) -> bool {
-        self.loaded.load(Ordering::Acquire)
+        self.fetched_at.load(Ordering::Acquire) != 0
+    }
+
+    /// How long ago the list was last fetched or confirmed unchanged; `None` before the first.
+    pub fn age(&self) -> Option<Duration> {
+        match self.fetched_at.load(Ordering::Acquire) {
+            0 => None,
+            at => Some(
+                self.epoch
+                    .elapsed()
+                    .saturating_sub(Duration::from_millis(at - 1)),
+            ),
+        }
+    }
+
+    /// Whether the list is recent enough to vet tokens by: fetched, and no older than the
+    /// bound. A replica that cannot say whether a client was disabled refuses its tokens.
+    pub fn is_current(&self) -> bool {
+        self.age().is_some_and(|age| age <= self.max_age)
+    }
+
+    fn mark_fetched(&self) {
+        let now = u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX - 1);
+        self.fetched_at.store(now + 1, Ordering::Release);
+    }
+
+    /// Publishes the list's age and logs when it becomes too old to vet tokens by, or
+    /// usable again.
+    fn report_age(&self) {
+        let age = self.age();
+        metrics::gauge!("intake_revocation_list_age_seconds")
+            .set(age.map_or(f64::INFINITY, |a| a.as_secs_f64()));
+        let stale = !self.is_current();
+        if self.stale.swap(stale, Ordering::AcqRel) == stale {
+            return;
+        }
+        if stale {
+            tracing::error!(
+                url = %self.url,
+                max_age_secs = self.max_age.as_secs(),
+                "the revocation list is older than INTAKE_REVOCATIONS_MAX_AGE_SECS: not ready, \
+                 and every token is refused with 503 until the list can be fetched again"
+            );
+        } else {
+            tracing::info!(url = %self.url, "revocation list loaded: tokens are vetted again");
+        }
     }
 
     /// Fetches the list if it changed and swaps it in.
@@ -62,11 +121,13 @@ impl RevokedClients {
                     tracing::debug!(disabled = disabled.len(), "revocation list refreshed");
                     *self.disabled.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(disabled);
                     *self.etag.lock().unwrap_or_else(|e| e.into_inner()) = etag;
-                    self.loaded.store(true, Ordering::Release);
                     "ok"
                 }),
             Err(e) => Err(e),
         };
+        if outcome.is_ok() {
+            self.mark_fetched();
+        }
         let label = outcome.as_ref().map_or("error", |o| *o);
         metrics::counter!("intake_revocation_refreshes_total", "outcome" => label).increment(1);
         outcome.map(|_| ()).map_err(|e| {
@@ -79,6 +140,7 @@ impl RevokedClients {
     pub async fn run_refresher(self: Arc<Self>, period: Duration) {
         loop {
             let _ = self.refresh().await;
+            self.report_age();
             tokio::time::sleep(period).await;
         }
     }

@@ -92,6 +92,12 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         kind: MetricKind::Counter,
         help: "Fetches of the auth-server's revocation list, by outcome.",
     },
+    MetricHelp {
+        name: "intake_revocation_list_age_seconds",
+        kind: MetricKind::Gauge,
+        help: "Seconds since the revocation list was last fetched or confirmed unchanged \
+               (+Inf before the first); past INTAKE_REVOCATIONS_MAX_AGE_SECS tokens get 503.",
+    },
 ];
 
 /// Every path the service answers, for metric labels.
@@ -116,6 +122,10 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
     readiness(&[
         ("database", db_ok),
         ("jwks", state.verifier.jwks().is_loaded()),
+        (
+            "revocations",
+            state.verifier.revocations().is_none_or(|r| r.is_current()),
+        ),
     ])
 }
 

@@ -1,6 +1,7 @@
 //! What every request handler shares, built once from the configuration.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::anyhow;
 use service_kit::ratelimit::{Limit, RateLimiter};
@@ -45,7 +46,15 @@ impl AppState {
             config.jwks_url.clone(),
             http.clone(),
         )?);
-        let revoked = Arc::new(RevokedClients::new(config.revocations_url()?, http)?);
+        anyhow::ensure!(
+            config.revocations_max_age_secs * 1000 >= 2 * config.keys_poll_ms,
+            "INTAKE_REVOCATIONS_MAX_AGE_SECS must be at least two INTAKE_KEYS_POLL_MS periods"
+        );
+        let revoked = Arc::new(RevokedClients::new(
+            config.revocations_url()?,
+            http,
+            Duration::from_secs(config.revocations_max_age_secs),
+        )?);
         let verifier =
             Verifier::new(jwks, config.issuer(), &config.audience).with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;

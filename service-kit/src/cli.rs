@@ -240,6 +240,12 @@ pub enum View {
     Record,
 }
 
+/// A command line that parses but cannot be carried out as given (a flag it needs for
+/// this case is missing); the binaries exit with status 2 for it, as for any usage error.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
 /// Prints `value` on stdout in `format` (see [`OutputFormat::or_default`]), with every
 /// time in it to the second. A closed pipe (`| head`) is not an error.
 pub fn print(value: &Value, format: Option<OutputFormat>, view: View) -> anyhow::Result<()> {

@@ -82,10 +82,13 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
 pub struct DatabaseNotReady(String);
 
 /// The process exit code for a command that failed with `e`: 3 when its database is not
-/// there or not ready, 1 otherwise (2, for usage, is clap's).
+/// there or not ready, 2 for a command line that cannot be carried out as given (clap's
+/// usage errors exit 2 by themselves), 1 otherwise.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<DatabaseNotReady>().is_some() {
         3
+    } else if e.downcast_ref::<crate::cli::UsageError>().is_some() {
+        2
     } else {
         1
     }

@@ -138,6 +138,7 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
                 AuthError::Missing => "missing",
                 AuthError::Invalid(r) => r,
                 AuthError::InsufficientScope(_) => "scope",
+                AuthError::Unvetted(r) => r,
             };
             metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
             record(Field::Outcome, "unauthenticated");

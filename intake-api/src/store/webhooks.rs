@@ -197,29 +197,32 @@ pub enum TryOutcome {
 impl CaseStore {
     /// Sets (or replaces) partner `client_id`'s endpoint, enabling it again if it was
     /// disabled; a new endpoint gets `new_secret`, an existing one keeps its secrets.
-    /// Returns the endpoint's current secret.
+    /// Returns the endpoint and the secret when it made one; `None`, changing nothing, when
+    /// there is no endpoint and no `new_secret` to make one with.
     pub async fn set_webhook(
         &self,
         client_id: &str,
         url: &str,
-        new_secret: &str,
-    ) -> Result<(EndpointView, String), StoreError> {
+        new_secret: Option<&str>,
+    ) -> Result<Option<(EndpointView, Option<String>)>, StoreError> {
         let now = Utc::now();
         let txn = self.begin_write().await?;
         let existing = webhook_endpoint::Entity::find_by_id(client_id)
             .one(&txn)
             .await?;
-        let model = match existing {
-            Some(m) => {
+        let (model, created) = match (existing, new_secret) {
+            (Some(m), _) => {
                 let mut active: webhook_endpoint::ActiveModel = m.into();
                 active.url = Set(url.to_owned());
                 active.disabled_at = Set(None);
                 active.disabled_reason = Set(None);
                 active.updated_at = Set(now);
-                webhook_endpoint::Entity::update(active).exec(&txn).await?
+                let model = webhook_endpoint::Entity::update(active).exec(&txn).await?;
+                (model, None)
             }
-            None => {
-                webhook_endpoint::Entity::insert(webhook_endpoint::ActiveModel {
+            (None, None) => return Ok(None),
+            (None, Some(new_secret)) => {
+                let model = webhook_endpoint::Entity::insert(webhook_endpoint::ActiveModel {
                     client_id: Set(client_id.to_owned()),
                     url: Set(url.to_owned()),
                     secret: Set(new_secret.to_owned()),
@@ -231,12 +234,12 @@ impl CaseStore {
                     updated_at: Set(now),
                 })
                 .exec_with_returning(&txn)
-                .await?
+                .await?;
+                (model, Some(new_secret.to_owned()))
             }
         };
         txn.commit().await?;
-        let secret = model.secret.clone();
-        Ok((model.into(), secret))
+        Ok(Some((model.into(), created)))
     }
 
     /// Every endpoint.

@@ -272,28 +272,59 @@ async fn webhook_commands_print_their_endpoints_and_fail_on_unknown_ones(backend
         &["webhook", "set", "partner-1", "http://127.0.0.1:9/hooks"],
     );
     assert_eq!(refused.code, Some(1), "{}", refused.stderr);
-    let set = intake_api(
-        url,
-        &[
-            "webhook",
-            "set",
-            "partner-1",
-            "http://127.0.0.1:9/hooks",
-            "--webhook-allow-insecure",
-            "true",
-        ],
-    )
-    .json();
-    assert_eq!(set["client_id"], "partner-1");
+    let set_args = [
+        "webhook",
+        "set",
+        "partner-1",
+        "http://127.0.0.1:9/hooks",
+        "--webhook-allow-insecure",
+        "true",
+    ];
+    // A new endpoint's secret is printed to a pipe only when asked for; unasked, nothing
+    // is made.
+    let unasked = intake_api(url, &set_args);
+    assert_eq!(unasked.code, Some(2), "{}", unasked.stderr);
+    assert_eq!(unasked.stdout, "");
     assert!(
-        set["secret"].as_str().unwrap().starts_with("whsec_"),
-        "{set}"
+        unasked.stderr.contains("add --show-secret"),
+        "{}",
+        unasked.stderr
     );
+    assert_eq!(
+        intake_api(url, &["webhook", "list"]).json(),
+        Value::Array(Vec::new())
+    );
+    let set = intake_api(url, &[&set_args[..], &["--show-secret"]].concat()).json();
+    assert_eq!(set["client_id"], "partner-1");
+    let secret = set["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{set}");
     assert!(whole_seconds(&set), "{set}");
+
+    // Setting it again keeps the secret and never prints it, asked or not.
+    for args in [&set_args[..], &[&set_args[..], &["--show-secret"]].concat()] {
+        let again = intake_api(url, args);
+        assert_eq!(again.code, Some(0), "{}", again.stderr);
+        assert!(!again.stdout.contains("whsec_"), "{}", again.stdout);
+        assert!(
+            again.stderr.contains("keeps its signing secret"),
+            "{}",
+            again.stderr
+        );
+    }
+    let rotate = ["webhook", "rotate-secret", "partner-1", "--grace-secs", "0"];
+    let unasked = intake_api(url, &rotate);
+    assert_eq!(unasked.code, Some(2), "{}", unasked.stderr);
+    assert_eq!(unasked.stdout, "");
+    let rotated = intake_api(url, &[&rotate[..], &["--show-secret"]].concat()).json();
+    let new_secret = rotated["secret"].as_str().unwrap();
+    assert!(
+        new_secret.starts_with("whsec_") && new_secret != secret,
+        "{rotated}"
+    );
 
     let listed = intake_api(url, &["webhook", "list"]).json();
     assert_eq!(listed[0]["url"], "http://127.0.0.1:9/hooks");
-    assert!(!listed.to_string().contains(set["secret"].as_str().unwrap()));
+    assert!(!listed.to_string().contains(&secret));
     let table = intake_api(url, &["webhook", "list", "-o", "table"]);
     let lines: Vec<&str> = table.stdout.lines().collect();
     assert!(lines[0].starts_with("CLIENT ID  URL "), "{}", table.stdout);
@@ -371,10 +402,16 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         (&["case", "show"], &[]),
         (&["case", "find"], &["--email"]),
         (&["case", "list"], &["--limit", "--since", "--status"]),
-        (&["webhook", "set"], &["--webhook-allow-insecure"]),
+        (
+            &["webhook", "set"],
+            &["--show-secret", "--webhook-allow-insecure"],
+        ),
         (&["webhook", "list"], &[]),
         (&["webhook", "remove"], &[]),
-        (&["webhook", "rotate-secret"], &["--grace-secs"]),
+        (
+            &["webhook", "rotate-secret"],
+            &["--grace-secs", "--show-secret"],
+        ),
         (&["webhook", "deliveries"], &["--failed", "--limit"]),
         (&["webhook", "redeliver"], &[]),
     ];

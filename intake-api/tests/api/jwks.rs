@@ -207,9 +207,11 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     // answers behind it.
     let upstream = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
     let relay = KeyServer::start(KeySource::Upstream(upstream)).await;
-    let intake = IntakeServer::start_with_jwks(&intake_db.url, &relay.url, |_| {})
-        .await
-        .expect("intake-api starts");
+    let intake = IntakeServer::start_with_jwks(&intake_db.url, &relay.url, |c| {
+        c.revocations_url = Some(format!("http://127.0.0.1:{port}/revocations"));
+    })
+    .await
+    .expect("intake-api starts");
     let readyz = format!("{}/readyz", intake.base_url());
     let http = reqwest::Client::new();
     let retried = eventually(Duration::from_secs(10), || async {
@@ -222,7 +224,7 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     let body: serde_json::Value = resp.json().await.expect("JSON body");
     assert_eq!(
         body,
-        json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing"}})
+        json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
     );
 
     let auth_db = TestDb::auth(backend).await;

@@ -1,6 +1,8 @@
 //! Revocation reaches every replica within seconds: a disabled client's tokens are refused
 //! and work again once it is enabled; key rotations and revokes under load refuse no valid
-//! token and fail no token request; an auth-server outage keeps the last known state.
+//! token and fail no token request; an auth-server outage keeps the last known state for a
+//! bounded time, and a replica that cannot vouch for its list refuses tokens and says it is
+//! not ready.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,9 +14,11 @@ use tokio::sync::Mutex;
 
 use crate::helpers::{
     Backend, ENQUIRY, INTAKE, IntakeServer, TestApp, b64, eventually, fresh_email, kid_of, metric,
-    post_raw, purchase_enquiry,
+    metrics_text, post_raw, purchase_enquiry, unused_port,
 };
+use serde_json::{Value, json};
 use test_support::on_both_backends;
+use test_support::proxy::TcpProxy;
 
 /// What a bearer token gets at an intake-api replica.
 async fn status_at(app: &TestApp, intake: &IntakeServer, bearer: &str) -> u16 {
@@ -130,6 +134,154 @@ async fn a_disabled_client_stays_refused_and_others_accepted_while_the_auth_serv
     assert!(refusing.is_some(), "the poll never failed");
     assert_eq!(status_with(&app.http, &app.intake, &bearer).await, 401);
     assert_eq!(status_with(&app.http, &app.intake, &other).await, 201);
+}
+
+/// `/readyz` of `intake`: its status and body.
+async fn readiness(http: &reqwest::Client, intake: &IntakeServer) -> (u16, Value) {
+    let resp = http
+        .get(format!("{}/readyz", intake.base_url()))
+        .send()
+        .await
+        .expect("readyz");
+    let status = resp.status().as_u16();
+    (status, resp.json().await.expect("readyz JSON"))
+}
+
+/// Waits until `/readyz` of `intake` reports `revocations` as `state` with the JWKS loaded.
+async fn until_revocations_are(http: &reqwest::Client, intake: &IntakeServer, state: &str) -> bool {
+    eventually(Duration::from_secs(15), || async {
+        let (_, body) = readiness(http, intake).await;
+        (body["checks"]["revocations"] == state && body["checks"]["jwks"] == "ok").then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// The 503 a replica answers when it cannot vet a token.
+async fn assert_unvetted(app: &TestApp, intake: &IntakeServer, bearer: &str) {
+    let url = format!("{}{ENQUIRY}", intake.base_url());
+    let body = purchase_enquiry("brand_a", &fresh_email()).to_string();
+    let resp = app
+        .http
+        .post(&url)
+        .header("Authorization", bearer)
+        .header("Content-Type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("enquiry");
+    assert_eq!(resp.status(), 503);
+    assert!(resp.headers().contains_key("retry-after"), "{resp:?}");
+}
+
+async fn a_replica_that_never_loaded_the_revocation_list_is_not_ready_and_refuses_every_token(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    // A typo in INTAKE_REVOCATIONS_URL: nothing answers there.
+    let nowhere = format!("http://127.0.0.1:{}/revocations", unused_port());
+    let blind = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
+        c.revocations_url = Some(nowhere);
+    })
+    .await
+    .expect("intake-api starts");
+    assert!(
+        until_revocations_are(&app.http, &blind, "failing").await,
+        "readiness never reported the revocation list"
+    );
+    let (status, body) = readiness(&app.http, &blind).await;
+    assert_eq!(status, 503);
+    assert_eq!(
+        body,
+        json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "ok", "revocations": "failing"}})
+    );
+
+    // A valid token is refused, whether its client is enabled or not, while the replica
+    // with the list answers as usual.
+    assert_unvetted(&app, &blind, &app.bearer()).await;
+    assert_eq!(status_at(&app, &app.intake, &app.bearer()).await, 201);
+    app.auth
+        .client_cmd(ClientCommand::Disable {
+            client_id: app.client_id.clone(),
+        })
+        .await
+        .expect("client disable");
+    until_every_replica_answers(&app, &[&app.intake], &app.bearer(), 401)
+        .await
+        .expect("disable never reached the replica with the list");
+    assert_unvetted(&app, &blind, &app.bearer()).await;
+
+    let refused = metric(
+        &app.http,
+        &blind.base_url(),
+        "intake_auth_failures_total",
+        "revocations_not_loaded",
+    )
+    .await;
+    assert!(refused >= 2.0, "{refused}");
+    // The gauge's value is the process's (every replica of a test shares one registry),
+    // so only its presence is checked here.
+    let text = metrics_text(&app.http, &blind.base_url()).await;
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("intake_revocation_list_age_seconds ")),
+        "no age gauge: {text}"
+    );
+}
+
+async fn a_replica_whose_revocation_list_grows_too_old_refuses_tokens_until_it_loads_again(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let auth_addr = app
+        .auth
+        .base_url()
+        .trim_start_matches("http://")
+        .parse()
+        .expect("auth-server address");
+    let path = TcpProxy::start(auth_addr).await.expect("proxy starts");
+    let replica = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
+        c.revocations_url = Some(format!("http://127.0.0.1:{}/revocations", path.port));
+        c.revocations_max_age_secs = 5;
+        c.keys_poll_ms = 200;
+    })
+    .await
+    .expect("intake-api starts");
+    assert!(replica.wait_ready().await, "never ready");
+    assert_eq!(status_at(&app, &replica, &app.bearer()).await, 201);
+
+    // Cut off from the list, the replica keeps the one it has for the bound, then stops
+    // vouching for it; a client disabled meanwhile is not let in.
+    path.cut();
+    app.auth
+        .client_cmd(ClientCommand::Disable {
+            client_id: app.client_id.clone(),
+        })
+        .await
+        .expect("client disable");
+    assert!(
+        until_revocations_are(&app.http, &replica, "failing").await,
+        "the list never went stale"
+    );
+    assert_unvetted(&app, &replica, &app.bearer()).await;
+    let stale = metric(
+        &app.http,
+        &replica.base_url(),
+        "intake_auth_failures_total",
+        "revocations_stale",
+    )
+    .await;
+    assert!(stale >= 1.0, "{stale}");
+
+    path.restore();
+    assert!(replica.wait_ready().await, "never ready again");
+    assert_eq!(status_at(&app, &replica, &app.bearer()).await, 401);
+    let (other_id, other_secret) = app.auth.create_client(INTAKE).await;
+    let other = format!(
+        "Bearer {}",
+        app.auth.token(&other_id, &other_secret, INTAKE).await
+    );
+    assert_eq!(status_at(&app, &replica, &other).await, 201);
 }
 
 /// A token whose header names `kid`, with a garbage signature: a stranger's.
@@ -288,4 +440,6 @@ on_both_backends!(
     a_disabled_clients_tokens_are_refused_at_every_replica_within_seconds_and_work_again_once_enabled,
     a_disabled_client_stays_refused_and_others_accepted_while_the_auth_server_is_down,
     rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_token_request,
+    a_replica_that_never_loaded_the_revocation_list_is_not_ready_and_refuses_every_token,
+    a_replica_whose_revocation_list_grows_too_old_refuses_tokens_until_it_loads_again,
 );

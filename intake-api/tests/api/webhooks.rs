@@ -148,6 +148,7 @@ async fn set(app: &TestApp, client_id: &str, receiver: &Receiver) -> String {
         WebhookCommand::Set {
             client_id: client_id.to_owned(),
             url: receiver.url.clone(),
+            show_secret: false,
         },
     )
     .await;
@@ -305,7 +306,16 @@ async fn a_410_disables_the_endpoint(backend: Backend) {
     // it said it is gone. Setting the endpoint again re-enables it for what comes next.
     app.submit(&enquiry).await;
     receiver.answer(200);
-    set(&app, &app.client_id, &receiver).await;
+    let again = webhook(
+        &app,
+        WebhookCommand::Set {
+            client_id: app.client_id.clone(),
+            url: receiver.url.clone(),
+            show_secret: true,
+        },
+    )
+    .await;
+    assert!(again.get("secret").is_none(), "{again}");
     assert_eq!(
         app.submit(&with(enquiry.clone(), json!({"first_name": "Again"})))
             .await
@@ -376,6 +386,7 @@ async fn a_rotated_secret_signs_beside_the_old_one(backend: Backend) {
         WebhookCommand::RotateSecret {
             client_id: app.client_id.clone(),
             grace_secs: 3600,
+            show_secret: false,
         },
     )
     .await;
@@ -401,6 +412,7 @@ async fn a_rotated_secret_signs_beside_the_old_one(backend: Backend) {
         WebhookCommand::RotateSecret {
             client_id: app.client_id.clone(),
             grace_secs: 0,
+            show_secret: false,
         },
     )
     .await;
@@ -448,6 +460,7 @@ async fn endpoints_must_be_public_https_unless_allowed() {
             WebhookCommand::Set {
                 client_id: app.client_id.clone(),
                 url: url.into(),
+                show_secret: false,
             },
         )
         .await;
