@@ -126,8 +126,8 @@ pub struct Config {
     /// How often the activation worker looks for due cases, in milliseconds.
     #[arg(long, env = "INTAKE_ACTIVATION_POLL_MS", default_value_t = 1000)]
     pub activation_poll_ms: u64,
-    /// Lets webhooks go to http URLs and to private, loopback and link-local addresses:
-    /// for local use and tests only.
+    /// Lets webhooks go to http URLs and to addresses that are not public (private,
+    /// loopback, link-local...): for local use and tests only.
     #[arg(
         long,
         env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
@@ -260,7 +260,8 @@ pub struct Settings {
     pub database_url: String,
     /// Who asks for a change, for the case's history; the operating-system user when unset.
     pub actor: Option<String>,
-    /// Whether webhooks may go to http URLs and private addresses (local use and tests).
+    /// Whether webhooks may go to http URLs and addresses that are not public (local use and
+    /// tests).
     pub webhook_allow_insecure: bool,
 }
 
@@ -321,8 +322,8 @@ fn changes() -> Vec<Arg> {
 /// `--webhook-allow-insecure`, for `webhook set`.
 #[derive(Debug, Clone, Args)]
 struct AllowInsecureArg {
-    /// Lets the URL be http, or resolve to a private, loopback or link-local address: for
-    /// local use and tests only.
+    /// Lets the URL be http, or name or resolve to an address that is not public (private,
+    /// loopback, link-local...): for local use and tests only.
     #[arg(
         long,
         env = "INTAKE_WEBHOOK_ALLOW_INSECURE",

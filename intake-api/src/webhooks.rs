@@ -9,7 +9,7 @@
 //! ends. Replicas claim events with a lease, so in the normal case each is sent once.
 
 use std::collections::HashSet;
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -86,34 +86,88 @@ pub fn payload(event: &DueDelivery) -> String {
     .to_string()
 }
 
-/// Whether events may go to `ip`: not loopback, private, link-local, unique-local,
-/// shared (carrier-grade NAT), multicast, broadcast or unspecified.
+/// The IPv4 ranges events never go to (IANA's special-purpose registry), as network and
+/// prefix length.
+const IPV4_REFUSED: [(Ipv4Addr, u32); 15] = [
+    (Ipv4Addr::new(0, 0, 0, 0), 8),       // "this network"
+    (Ipv4Addr::new(10, 0, 0, 0), 8),      // private
+    (Ipv4Addr::new(100, 64, 0, 0), 10),   // shared address space (carrier-grade NAT)
+    (Ipv4Addr::new(127, 0, 0, 0), 8),     // loopback
+    (Ipv4Addr::new(169, 254, 0, 0), 16),  // link-local, where cloud metadata answers
+    (Ipv4Addr::new(172, 16, 0, 0), 12),   // private
+    (Ipv4Addr::new(192, 0, 0, 0), 24),    // IETF protocol assignments
+    (Ipv4Addr::new(192, 0, 2, 0), 24),    // documentation
+    (Ipv4Addr::new(192, 88, 99, 0), 24),  // 6to4 relay anycast
+    (Ipv4Addr::new(192, 168, 0, 0), 16),  // private
+    (Ipv4Addr::new(198, 18, 0, 0), 15),   // benchmarking
+    (Ipv4Addr::new(198, 51, 100, 0), 24), // documentation
+    (Ipv4Addr::new(203, 0, 113, 0), 24),  // documentation
+    (Ipv4Addr::new(224, 0, 0, 0), 4),     // multicast
+    (Ipv4Addr::new(240, 0, 0, 0), 4),     // reserved for future use, and broadcast
+];
+
+/// Global unicast, the only IPv6 range events go to; everything outside it is refused.
+const IPV6_GLOBAL: (Ipv6Addr, u32) = (Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3);
+
+/// The parts of global unicast events never go to either.
+const IPV6_REFUSED: [(Ipv6Addr, u32); 4] = [
+    // IETF protocol assignments: Teredo 2001::/32, benchmarking 2001:2::/48, ORCHID...
+    (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23),
+    (Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0), 32), // documentation
+    (Ipv6Addr::new(0x2002, 0, 0, 0, 0, 0, 0, 0), 16),     // 6to4
+    (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20),     // documentation
+];
+
+/// Whether events may go to `ip`: the one address check, at `webhook set` and before every
+/// send, for names and IP literals alike. Only globally routable addresses pass.
+///
+/// IPv4: refused are "this network" 0/8, private 10/8, 172.16/12 and 192.168/16, shared
+/// 100.64/10, loopback 127/8, link-local 169.254/16, IETF 192.0.0/24, documentation,
+/// 6to4 relay 192.88.99/24, benchmarking 198.18/15, multicast 224/4, reserved 240/4 and
+/// broadcast.
+///
+/// IPv6: only global unicast 2000::/3 passes, so unspecified, loopback, IPv4-compatible
+/// `::/96`, IPv4-mapped `::ffff:0:0/96`, IPv4-translated `::ffff:0:0:0/96`, NAT64
+/// `64:ff9b::/96` and `64:ff9b:1::/48`, discard-only `100::/64`, unique-local `fc00::/7`,
+/// link-local `fe80::/10`, site-local `fec0::/10`, multicast `ff00::/8` and every range not
+/// yet allocated are refused; within it, IETF protocol assignments `2001::/23` (Teredo,
+/// benchmarking, ORCHID), documentation `2001:db8::/32` and `3fff::/20`, and 6to4
+/// `2002::/16`. The forms that carry an IPv4 address (compatible, mapped, translated,
+/// NAT64, 6to4, Teredo) are refused outright, whatever address they carry: a partner
+/// reachable over IPv4 is given an IPv4 address, and what a gateway makes of an embedded
+/// address is not ours to guess.
 pub fn is_public(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            !(v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || v4.is_documentation()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b)))
+            let addr = u32::from(v4);
+            !IPV4_REFUSED
+                .iter()
+                .any(|&(net, len)| within(addr.into(), u32::from(net).into(), 32, len))
         }
         IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_public(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            !(v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80)
+            let addr = u128::from(v6);
+            let in_range = |&(net, len): &(Ipv6Addr, u32)| within(addr, u128::from(net), 128, len);
+            in_range(&IPV6_GLOBAL) && !IPV6_REFUSED.iter().any(in_range)
         }
     }
+}
+
+/// Whether `addr` is in the network `net`/`len` of `bits`-bit addresses.
+fn within(addr: u128, net: u128, bits: u32, len: u32) -> bool {
+    let host_bits = bits - len;
+    addr.checked_shr(host_bits) == net.checked_shr(host_bits)
+}
+
+/// The address of `url`'s host when it is an IP literal that events may not go to. The
+/// HTTP client connects to literals without asking its resolver ([`PublicOnly`]), so they
+/// are checked here, before every send as at `webhook set`.
+fn refused_literal(url: &Url) -> Option<IpAddr> {
+    let ip = match url.host()? {
+        url::Host::Ipv4(v4) => IpAddr::V4(v4),
+        url::Host::Ipv6(v6) => IpAddr::V6(v6),
+        url::Host::Domain(_) => return None,
+    };
+    (!is_public(ip)).then_some(ip)
 }
 
 /// Why an endpoint URL is refused.
@@ -128,15 +182,15 @@ pub enum TargetError {
     )]
     NotHttps,
     /// It names or resolves to an address events may not go to.
-    #[error("{0} is a private, loopback or link-local address")]
+    #[error("{0} is not a public address: webhooks go only to globally routable addresses")]
     NotPublic(IpAddr),
     /// Its host does not resolve.
     #[error("{0} does not resolve")]
     Unresolved(String),
 }
 
-/// Checks that events may go to `url`: https, and every address its host resolves to is
-/// public, unless `allow_insecure`.
+/// Checks that events may go to `url`: https, and its address, or every address its host
+/// resolves to, public ([`is_public`]), unless `allow_insecure`.
 pub async fn check_target(url: &str, allow_insecure: bool) -> Result<Url, TargetError> {
     let parsed = Url::parse(url)?;
     if allow_insecure {
@@ -145,9 +199,18 @@ pub async fn check_target(url: &str, allow_insecure: bool) -> Result<Url, Target
     if parsed.scheme() != "https" {
         return Err(TargetError::NotHttps);
     }
-    let host = parsed.host_str().unwrap_or_default().to_owned();
+    let host = match parsed.host() {
+        Some(url::Host::Domain(name)) => name.to_owned(),
+        Some(_) => {
+            return match refused_literal(&parsed) {
+                Some(ip) => Err(TargetError::NotPublic(ip)),
+                None => Ok(parsed),
+            };
+        }
+        None => return Err(TargetError::Unresolved(parsed.to_string())),
+    };
     let port = parsed.port_or_known_default().unwrap_or(443);
-    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.trim_matches(['[', ']']), port))
+    let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), port))
         .await
         .map_err(|_| TargetError::Unresolved(host.clone()))?
         .collect();
@@ -182,11 +245,15 @@ impl reqwest::dns::Resolve for PublicOnly {
 }
 
 /// The HTTP client events are sent with: no redirects (one could lead anywhere), a timeout
-/// per send, and unless `allow_insecure`, only public addresses.
+/// per send, no proxy whatever `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` say (a proxy
+/// resolves the name itself, where the address check is never asked), and unless
+/// `allow_insecure`, only names that resolve to public addresses. IP literals are not
+/// resolved: [`refused_literal`] checks them before each send.
 pub fn client(allow_insecure: bool) -> anyhow::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
         .timeout(SEND_TIMEOUT)
         .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
         .user_agent(concat!(
             "partner-intake-webhooks/",
             env!("CARGO_PKG_VERSION")
@@ -263,6 +330,13 @@ async fn deliver_to(state: &AppState, http: &reqwest::Client, client_id: &str) {
         if endpoint.disabled_at.is_some() {
             return;
         }
+        let refused = if state.config.webhook_allow_insecure {
+            None
+        } else {
+            Url::parse(&endpoint.url)
+                .ok()
+                .and_then(|url| refused_literal(&url))
+        };
         let due = match state
             .cases
             .claim_deliveries(client_id, PER_PARTNER, CLAIM_LEASE)
@@ -275,6 +349,10 @@ async fn deliver_to(state: &AppState, http: &reqwest::Client, client_id: &str) {
                 return;
             }
         };
+        if let Some(ip) = refused {
+            refuse(state, client_id, ip, &due).await;
+            return;
+        }
         let now = Utc::now();
         let mut secrets = vec![endpoint.secret.clone()];
         if let (Some(previous), Some(until)) =
@@ -343,6 +421,31 @@ async fn deliver_to(state: &AppState, http: &reqwest::Client, client_id: &str) {
     }
 }
 
+/// Gives up on `due`, claimed for `client_id`'s endpoint at `ip`, an address events may
+/// not go to (stored before the check knew it, or with the check off), and disables the
+/// endpoint saying why: an address never changes, so trying again cannot help.
+async fn refuse(state: &AppState, client_id: &str, ip: IpAddr, due: &[DueDelivery]) {
+    let reason = TargetError::NotPublic(ip).to_string();
+    tracing::warn!(client_id, %ip, "webhook endpoint's address is not public; disabled");
+    for event in due {
+        let outcome = TryOutcome::Failed {
+            status: None,
+            error: reason.clone(),
+        };
+        metrics::counter!("intake_webhook_attempts_total", "outcome" => "failed").increment(1);
+        if let Err(e) = state
+            .cases
+            .finish_delivery(event.id, client_id, &outcome)
+            .await
+        {
+            tracing::warn!(error = %e, client_id, "recording a webhook delivery failed");
+        }
+    }
+    if let Err(e) = state.cases.disable_webhook(client_id, &reason).await {
+        tracing::warn!(error = %e, client_id, "disabling a webhook endpoint failed");
+    }
+}
+
 /// What came of one send: the status, or why none came.
 type Sent = Result<u16, String>;
 
@@ -402,27 +505,162 @@ fn judge(state: &AppState, event: &DueDelivery, sent: Sent) -> TryOutcome {
 mod tests {
     use super::*;
 
-    #[test]
-    fn private_and_local_addresses_are_refused() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
+    /// Every kind of address that is not globally routable, each named after its range.
+    const REFUSED: &[(&str, &str)] = &[
+        ("IPv4 this network 0/8", "0.0.0.0"),
+        ("IPv4 this network 0/8, not only 0.0.0.0", "0.1.2.3"),
+        ("IPv4 private 10/8", "10.1.2.3"),
+        ("IPv4 shared CGNAT 100.64/10", "100.64.0.1"),
+        ("IPv4 shared CGNAT 100.64/10, its end", "100.127.255.254"),
+        ("IPv4 loopback 127/8", "127.0.0.1"),
+        ("IPv4 loopback 127/8, not only .1", "127.1.2.3"),
+        (
+            "IPv4 link-local 169.254/16 (cloud metadata)",
             "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fe80::1",
-            "fd00::1",
-            "::ffff:10.0.0.1",
-            "::",
+        ),
+        ("IPv4 private 172.16/12", "172.16.0.1"),
+        ("IPv4 private 172.16/12, its end", "172.31.255.255"),
+        ("IPv4 IETF protocol assignments 192.0.0/24", "192.0.0.1"),
+        ("IPv4 documentation 192.0.2/24", "192.0.2.1"),
+        ("IPv4 6to4 relay anycast 192.88.99/24", "192.88.99.1"),
+        ("IPv4 private 192.168/16", "192.168.1.1"),
+        ("IPv4 benchmarking 198.18/15", "198.18.0.1"),
+        (
+            "IPv4 benchmarking 198.18/15, its second half",
+            "198.19.255.1",
+        ),
+        ("IPv4 documentation 198.51.100/24", "198.51.100.7"),
+        ("IPv4 documentation 203.0.113/24", "203.0.113.7"),
+        ("IPv4 multicast 224/4", "224.0.0.1"),
+        ("IPv4 multicast 224/4, its end", "239.255.255.255"),
+        ("IPv4 reserved 240/4", "240.0.0.1"),
+        ("IPv4 broadcast", "255.255.255.255"),
+        ("IPv6 unspecified", "::"),
+        ("IPv6 loopback", "::1"),
+        ("IPv4-compatible loopback", "::127.0.0.1"),
+        (
+            "IPv4-compatible, even of a public address",
+            "::93.184.216.34",
+        ),
+        ("IPv4-mapped loopback", "::ffff:127.0.0.1"),
+        ("IPv4-mapped private", "::ffff:10.0.0.1"),
+        (
+            "IPv4-mapped, even of a public address",
+            "::ffff:93.184.216.34",
+        ),
+        (
+            "IPv4-translated loopback (::ffff:0:0/96)",
+            "::ffff:0:7f00:1",
+        ),
+        (
+            "IPv4-translated, even of a public address",
+            "::ffff:0:5db8:d822",
+        ),
+        ("NAT64 64:ff9b::/96 of link-local", "64:ff9b::a9fe:a9fe"),
+        (
+            "NAT64 64:ff9b::/96, even of a public address",
+            "64:ff9b::5db8:d822",
+        ),
+        ("local-use NAT64 64:ff9b:1::/48", "64:ff9b:1::a00:1"),
+        ("discard-only 100::/64", "100::1"),
+        ("IETF special-purpose 2001::/23", "2001:1::1"),
+        ("Teredo 2001::/32 of loopback", "2001:0:7f00:1::"),
+        (
+            "Teredo 2001::/32, even of a public server",
+            "2001:0:5db8:d822::1",
+        ),
+        ("benchmarking 2001:2::/48", "2001:2::1"),
+        ("ORCHIDv2 2001:20::/28", "2001:20::1"),
+        ("IETF special-purpose 2001::/23, its end", "2001:1ff::1"),
+        ("documentation 2001:db8::/32", "2001:db8::1"),
+        ("6to4 2002::/16 of loopback", "2002:7f00:1::1"),
+        (
+            "6to4 2002::/16, even of a public address",
+            "2002:5db8:d822::1",
+        ),
+        ("documentation 3fff::/20", "3fff::1"),
+        ("unique-local fc00::/7", "fc00::1"),
+        ("unique-local fc00::/7 (fd00::/8)", "fd00::1"),
+        ("link-local fe80::/10", "fe80::1"),
+        ("site-local fec0::/10", "fec0::1"),
+        ("multicast ff00::/8", "ff02::1"),
+        ("multicast ff00::/8, global scope", "ff0e::1"),
+        ("IPv6 outside global unicast 2000::/3", "4000::1"),
+    ];
+
+    /// Public addresses, including the neighbours of refused ranges.
+    const ACCEPTED: &[(&str, &str)] = &[
+        ("a public IPv4 address", "93.184.216.34"),
+        ("just below 100.64/10", "100.63.255.255"),
+        ("just above 100.64/10", "100.128.0.1"),
+        ("just above 172.16/12", "172.32.0.1"),
+        ("just below 198.18/15", "198.17.255.255"),
+        ("just above 198.18/15", "198.20.0.1"),
+        ("the last address below 224/4", "223.255.255.254"),
+        ("a public IPv4 address beside 192.0.0/24", "192.0.1.1"),
+        ("a public IPv6 address", "2606:4700::1"),
+        (
+            "another public IPv6 address",
+            "2606:2800:220:1:248:1893:25c8:1946",
+        ),
+        ("just above 2001::/23", "2001:200::1"),
+        ("just above 2001:db8::/32", "2001:db9::1"),
+        ("just above 2002::/16", "2003::1"),
+        ("global unicast 2a00::/12", "2a00:1450:4001:81b::200e"),
+    ];
+
+    #[test]
+    fn only_globally_routable_addresses_are_accepted() {
+        for (rule, ip) in REFUSED {
+            let ip: IpAddr = ip.parse().expect(rule);
+            assert!(!is_public(ip), "{rule}: {ip} was accepted");
+        }
+        for (rule, ip) in ACCEPTED {
+            let ip: IpAddr = ip.parse().expect(rule);
+            assert!(is_public(ip), "{rule}: {ip} was refused");
+        }
+    }
+
+    #[tokio::test]
+    async fn url_literals_of_every_refused_form_are_refused() {
+        for (rule, ip) in REFUSED {
+            let host = match ip.parse::<IpAddr>().expect(rule) {
+                IpAddr::V4(v4) => v4.to_string(),
+                IpAddr::V6(v6) => format!("[{v6}]"),
+            };
+            let url = format!("https://{host}/hook");
+            assert!(
+                matches!(
+                    check_target(&url, false).await,
+                    Err(TargetError::NotPublic(_))
+                ),
+                "{rule}: {url} was accepted"
+            );
+        }
+        // The URL standard reads these hosts as IPv4 addresses: 127.0.0.1 and 10.0.0.1.
+        for url in [
+            "https://2130706433/hook",
+            "https://0x7f.1/hook",
+            "https://10.1/hook",
         ] {
-            assert!(!is_public(ip.parse().unwrap()), "{ip}");
+            assert!(
+                matches!(
+                    check_target(url, false).await,
+                    Err(TargetError::NotPublic(_))
+                ),
+                "{url} was accepted"
+            );
         }
-        for ip in ["93.184.216.34", "2606:2800:220:1:248:1893:25c8:1946"] {
-            assert!(is_public(ip.parse().unwrap()), "{ip}");
-        }
+        assert!(
+            check_target("https://93.184.216.34/hook", false)
+                .await
+                .is_ok()
+        );
+        assert!(
+            check_target("https://[2606:4700::1]/hook", false)
+                .await
+                .is_ok()
+        );
     }
 
     #[tokio::test]

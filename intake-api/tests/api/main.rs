@@ -22,4 +22,5 @@ mod reused_connections;
 mod revocation;
 mod schema_versions;
 mod validation;
+mod webhook_addresses;
 mod webhooks;

@@ -23,7 +23,7 @@ use test_support::on_both_backends;
 
 /// One request the receiver got.
 #[derive(Debug, Clone)]
-struct Received {
+pub(crate) struct Received {
     id: String,
     timestamp: String,
     signature: String,
@@ -69,14 +69,15 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
 }
 
 /// A partner's webhook receiver on a free local port.
-struct Receiver {
-    url: String,
+pub(crate) struct Receiver {
+    /// Its URL, http on the loopback.
+    pub(crate) url: String,
     state: Arc<ReceiverState>,
     _server: Running,
 }
 
 impl Receiver {
-    async fn start() -> Self {
+    pub(crate) async fn start() -> Self {
         let state = Arc::new(ReceiverState {
             got: Mutex::default(),
             status: AtomicU16::new(200),
@@ -96,7 +97,7 @@ impl Receiver {
         self.state.status.store(status, Ordering::SeqCst);
     }
 
-    fn got(&self) -> Vec<Received> {
+    pub(crate) fn got(&self) -> Vec<Received> {
         self.state.got.lock().unwrap().clone()
     }
 
@@ -110,7 +111,7 @@ impl Receiver {
     }
 
     /// Waits until `n` events were acknowledged; the acknowledged ones.
-    async fn wait_for(&self, n: usize) -> Vec<Received> {
+    pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
         eventually(Duration::from_secs(20), || async {
             let got: Vec<Received> = self
                 .got()
