@@ -68,6 +68,24 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Who makes a change, sealing its audit entry when the key was given.
+fn author(settings: &Settings) -> anyhow::Result<audit::Author> {
+    Ok(audit::Author::new(
+        audit::actor(settings.actor.as_deref()),
+        settings.audit_key()?,
+    ))
+}
+
+/// The audit key, which checking or sealing the trail cannot do without.
+fn audit_key(settings: &Settings, doing: &str) -> anyhow::Result<audit::AuditKey> {
+    settings.audit_key()?.ok_or_else(|| {
+        anyhow::anyhow!(
+            "{doing} needs the servers' AUTH_KEY_ENCRYPTION_KEY (or --key-encryption-key): \
+             every audit entry is sealed with a key derived from it"
+        )
+    })
+}
+
 async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
     migration::SCHEMA
         .open_existing(&settings.database_url, 2)
@@ -89,7 +107,7 @@ pub async fn client(
 
 async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::Result<Report> {
     let db = open(settings).await?;
-    let actor = audit::actor(settings.actor.as_deref());
+    let actor = author(settings)?;
     let report = match command {
         ClientCommand::Create { name, scopes } => {
             let created = store::create_client(&db, &name, &scopes, &actor).await?;
@@ -178,7 +196,7 @@ pub async fn key(settings: impl Into<Settings>, command: KeyCommand) -> anyhow::
 
 async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<Report> {
     let db = open(settings).await?;
-    let actor = audit::actor(settings.actor.as_deref());
+    let actor = author(settings)?;
     let report = match command {
         KeyCommand::Rotate { publish_ahead_secs } => {
             let ahead = publish_ahead_secs.unwrap_or(settings.jwks_max_age_secs);
@@ -241,6 +259,25 @@ async fn audit_report(settings: &Settings, command: AuditCommand) -> anyhow::Res
             &["seq", "at", "actor", "action", "subject", "detail"],
             "No audit entries.",
         ),
-        AuditCommand::Verify => Report::record(serde_json::to_value(audit::verify(&db).await?)?),
+        AuditCommand::Verify { head } => {
+            let key = audit_key(settings, "audit verify")?;
+            Report::record(serde_json::to_value(
+                audit::verify(&db, &key, head.as_ref()).await?,
+            )?)
+        }
+        AuditCommand::Seal => {
+            let key = audit_key(settings, "audit seal")?;
+            let sealer = audit::Author::new(audit::actor(settings.actor.as_deref()), Some(key));
+            match store::seal_audit_trail(&db, &sealer).await? {
+                Some((from, to)) => {
+                    propagated().await;
+                    Report::record(json!({"sealed": to - from + 1, "from": from, "to": to}))
+                }
+                None => Report {
+                    note: Some("every audit entry is sealed: nothing changed".into()),
+                    ..Report::record(json!({"sealed": 0}))
+                },
+            }
+        }
     })
 }

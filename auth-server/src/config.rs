@@ -6,6 +6,7 @@ use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
 use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 
+use crate::audit::{AuditKey, Head};
 use crate::keys::KeyEncryptionKey;
 
 /// Where the database is when `AUTH_DATABASE_URL` does not say.
@@ -50,7 +51,8 @@ pub struct Config {
     #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS", default_value_t = 300)]
     pub jwks_max_age_secs: u64,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
-    /// encrypted with at rest. Required by `serve`, `key rotate` and `key revoke`.
+    /// encrypted with at rest, and the audit trail sealed with (a key derived from it).
+    /// Required by `serve`, `key rotate`, `key revoke`, `audit verify` and `audit seal`.
     #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
@@ -131,7 +133,8 @@ pub struct Settings {
     pub database_url: String,
     /// Who makes a change, for the audit trail; the operating-system user when unset.
     pub actor: Option<String>,
-    /// What signing keys are sealed with; `key rotate` and `key revoke` need it.
+    /// What signing keys are sealed with, and audit entries (a key derived from it); `key`
+    /// changes and `audit verify` need it, `client` changes seal their entries with it.
     pub key_encryption_key: Option<Secret<String>>,
     /// How long resource servers cache the JWKS: how far ahead of its first signature
     /// `key rotate` publishes a key unless told otherwise.
@@ -142,6 +145,14 @@ impl Settings {
     /// The key-encryption key, or why there is none.
     pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
         kek(self.key_encryption_key.as_ref())
+    }
+
+    /// The key audit entries are sealed with, when the key-encryption key was given.
+    pub fn audit_key(&self) -> anyhow::Result<Option<AuditKey>> {
+        self.key_encryption_key
+            .as_ref()
+            .map(|encoded| AuditKey::derive(&KeyEncryptionKey::from_base64(encoded)?))
+            .transpose()
     }
 
     fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
@@ -192,10 +203,12 @@ struct ActorArg {
     actor: Option<String>,
 }
 
-/// `--key-encryption-key`, for the commands that make or change signing keys.
+/// `--key-encryption-key`, for the commands that change something (their audit entries are
+/// sealed with it) and those that check the audit trail.
 #[derive(Debug, Clone, Args)]
 struct KeyEncryptionKeyArg {
-    /// Base64 of the 32 bytes every signing key is encrypted with at rest: the servers'.
+    /// Base64 of the 32 bytes every signing key is encrypted with at rest, and the audit
+    /// trail sealed with: the servers'.
     #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     key_encryption_key: Option<Secret<String>>,
 }
@@ -205,18 +218,19 @@ fn reads() -> Vec<Arg> {
     [args_of::<DatabaseArg>(), args_of::<OutputArg>()].concat()
 }
 
-/// What a command that changes clients takes besides its own arguments.
-fn changes() -> Vec<Arg> {
+/// What a command that checks the audit trail takes besides its own arguments.
+fn keyed_reads() -> Vec<Arg> {
     [
         args_of::<DatabaseArg>(),
-        args_of::<ActorArg>(),
+        args_of::<KeyEncryptionKeyArg>(),
         args_of::<OutputArg>(),
     ]
     .concat()
 }
 
-/// What a command that makes or changes signing keys takes besides its own arguments.
-fn changes_keys() -> Vec<Arg> {
+/// What a command that changes clients, keys or the audit trail takes besides its own
+/// arguments.
+fn changes() -> Vec<Arg> {
     [
         args_of::<DatabaseArg>(),
         args_of::<KeyEncryptionKeyArg>(),
@@ -329,7 +343,7 @@ pub enum OperatorCommand {
         subcommand,
         after_help = "Examples:
   auth-server audit list --since 7d
-  auth-server audit verify"
+  auth-server audit verify --head 42:KEPT_MAC"
     )]
     Audit(AuditCommand),
 }
@@ -350,13 +364,28 @@ pub enum AuditCommand {
         #[arg(long, value_parser = service_kit::cli::parse_since)]
         since: Option<chrono::DateTime<chrono::Utc>>,
     },
-    /// Check the hash chain: exits 1 naming the first entry altered, removed or reordered.
+    /// Check every entry's seal (needs the servers' key): exits 1 naming the first entry
+    /// altered, removed or reordered, or not yet sealed.
     #[command(
-        args = reads(),
+        args = keyed_reads(),
         after_help = "Examples:
-  auth-server audit verify          # prints the count and the last hash; keep the hash elsewhere"
+  auth-server audit verify                        # prints the count and the head; keep the head elsewhere
+  auth-server audit verify --head 42:q83vEjRW...  # and fails unless the trail still holds that head"
     )]
-    Verify,
+    Verify {
+        /// A head printed before (`SEQ:MAC`), or logged by a server: fails when the trail no
+        /// longer holds it, which is how entries removed from the end show.
+        #[arg(long)]
+        head: Option<Head>,
+    },
+    /// Seal the entries written without the key (by the previous release, a migration or a
+    /// command run without it), as they stand now: check them with `audit list` first.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server audit list --since 24h && auth-server audit seal --actor alice"
+    )]
+    Seal,
 }
 
 /// `auth-server client ...`
@@ -438,7 +467,7 @@ pub enum ClientCommand {
 pub enum KeyCommand {
     /// Switch signing to the standby key, and publish a new standby.
     #[command(
-        args = changes_keys(),
+        args = changes(),
         after_help = "Examples:
   auth-server key rotate                          # the standby signs once every resource server holds it
   auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young"
@@ -462,7 +491,7 @@ pub enum KeyCommand {
     /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
     /// signing, the standby key takes over at once.
     #[command(
-        args = changes_keys(),
+        args = changes(),
         after_help = "Examples:
   auth-server key revoke KID --actor alice"
     )]

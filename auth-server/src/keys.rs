@@ -8,6 +8,7 @@ use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKe
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
+use aws_lc_rs::{hkdf, hmac};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
@@ -22,8 +23,9 @@ pub fn retired_key_publish_window() -> Duration {
     Duration::seconds(TOKEN_TTL_SECS + CLOCK_LEEWAY_SECS as i64 + 30)
 }
 
-/// The key-encryption key: AES-256-GCM over each stored private key.
-pub struct KeyEncryptionKey(LessSafeKey);
+/// The key-encryption key: AES-256-GCM over each stored private key, and the root of the
+/// keys derived from it for other uses.
+pub struct KeyEncryptionKey(LessSafeKey, hkdf::Prk);
 
 impl std::fmt::Debug for KeyEncryptionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -42,7 +44,19 @@ impl KeyEncryptionKey {
         }
         let key = UnboundKey::new(&AES_256_GCM, &bytes)
             .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not a usable AES-256 key"))?;
-        Ok(Self(LessSafeKey::new(key)))
+        let root = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(&bytes);
+        Ok(Self(LessSafeKey::new(key), root))
+    }
+
+    /// An HMAC-SHA256 key for one use, named by `label`: HKDF keeps it independent of the
+    /// key-encryption key and of the keys derived for other labels.
+    pub fn derive_hmac_key(&self, label: &'static [u8]) -> anyhow::Result<hmac::Key> {
+        let labels = [label];
+        let okm = self
+            .1
+            .expand(&labels, hmac::HMAC_SHA256)
+            .map_err(|_| anyhow!("cannot derive a key from AUTH_KEY_ENCRYPTION_KEY"))?;
+        Ok(hmac::Key::from(okm))
     }
 }
 

@@ -12,6 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
 
+use crate::audit::{self, AuditKey, Author, Head};
 use crate::entity::{client, client_secret, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
 use crate::{secrets, store};
@@ -81,6 +82,15 @@ pub struct Snapshot {
     pub keys: Vec<Arc<LoadedKey>>,
     /// The standby key: published, never signing until a rotation or revoke schedules it.
     pub standby: Option<Arc<LoadedKey>>,
+    /// The place of the audit trail's last entry.
+    pub audit_seq: i64,
+    /// Whether the last entry is not sealed yet (written without the key).
+    pub audit_unsealed: bool,
+    /// The head this server last logged.
+    pub audit_head: Option<Head>,
+    /// Once the trail stopped holding a head this server logged, it seals nothing more
+    /// itself: sealing would vouch for what replaced it.
+    pub audit_rewritten: bool,
 }
 
 impl Snapshot {
@@ -113,6 +123,7 @@ pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
     kek: KeyEncryptionKey,
+    audit: Author,
 }
 
 impl Registry {
@@ -125,6 +136,7 @@ impl Registry {
         let registry = Self {
             current: RwLock::new(Arc::new(Snapshot::default())),
             db,
+            audit: Author::server(AuditKey::derive(&kek)?),
             kek,
         };
         registry.reload().await?;
@@ -198,12 +210,51 @@ impl Registry {
                 c.secrets.push((hash, s.expires_at));
             }
         }
+        let last = audit::last_entry(&self.db).await?;
+        let audit_seq = last.as_ref().map_or(0, |e| e.seq);
+        let observed = last.as_ref().and_then(|e| e.as_head());
+        let mut audit_rewritten = previous.audit_rewritten;
+        if observed != previous.audit_head {
+            if let Some(kept) = &previous.audit_head
+                && !audit::holds(&self.db, kept).await?
+            {
+                tracing::error!(
+                    kept = %kept,
+                    now = audit_seq,
+                    "the audit trail no longer holds the head this server logged: entries were \
+                     removed or rewritten; `auth-server audit verify --head` with that head fails"
+                );
+                audit_rewritten = true;
+            }
+            // The log stream keeps every head, beyond the reach of the database.
+            if let Some(head) = &observed {
+                tracing::info!(head = %head, seq = head.seq, "audit trail head");
+            }
+        }
+        let audit_unsealed = last.is_some_and(|e| e.mac.is_none());
+        let audit_head = observed.or_else(|| previous.audit_head.clone());
+        metrics::gauge!("auth_audit_head_seq").set(audit_seq as f64);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(Snapshot {
             revision,
             clients,
             keys: loaded,
             standby,
+            audit_seq,
+            audit_unsealed,
+            audit_head,
+            audit_rewritten,
         });
+        Ok(())
+    }
+
+    /// Seals entries written without the key (the previous release's during a rolling
+    /// upgrade, a keyless command's) soon after they appear, unless the trail was rewritten.
+    async fn seal_audit_trail(&self) -> anyhow::Result<()> {
+        let snapshot = self.snapshot();
+        if snapshot.audit_rewritten || !snapshot.audit_unsealed {
+            return Ok(());
+        }
+        store::seal_audit_trail(&self.db, &self.audit).await?;
         Ok(())
     }
 
@@ -221,7 +272,13 @@ impl Registry {
         let mut failing = false;
         loop {
             tokio::time::sleep(REVISION_POLL).await;
-            let check = self.catch_up();
+            let check = async {
+                let reloaded = self.catch_up().await?;
+                if reloaded {
+                    self.seal_audit_trail().await?;
+                }
+                Ok::<_, anyhow::Error>(reloaded)
+            };
             // The whole check is bounded: a database that stops answering must not stall it.
             let outcome = tokio::time::timeout(Duration::from_secs(5), check)
                 .await

@@ -25,6 +25,11 @@ const AUTH_METRICS: &[MetricHelp] = &[
         help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error.",
     },
     MetricHelp {
+        name: "auth_audit_head_seq",
+        kind: MetricKind::Gauge,
+        help: "The place of the audit trail's last entry, as this server last read it: a fall means entries were removed from the end. The head's MAC is in the log line `audit trail head`.",
+    },
+    MetricHelp {
         name: "auth_registry_reloads_total",
         kind: MetricKind::Counter,
         help: "Reloads of clients and keys from the database, by outcome (`ok` or `error`).",
@@ -35,7 +40,7 @@ use crate::config::Config;
 use crate::registry::Registry;
 use crate::routes::api_service;
 use crate::state::{AppState, TokenLimits};
-use crate::{migration, store};
+use crate::{audit, migration, store};
 
 /// Every path the server answers, for metric labels.
 const ROUTES: &[&str] = &[
@@ -102,6 +107,9 @@ impl Application {
         for kid in store::ensure_keys(&db, &kek).await? {
             tracing::info!(%kid, "created a signing key");
         }
+        // Entries from before the trail was sealed, or written since without the key.
+        let server = audit::Author::server(audit::AuditKey::derive(&kek)?);
+        store::seal_audit_trail(&db, &server).await?;
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
         let (listener, port) = ops::bind(&config.bind).await?;

@@ -77,7 +77,7 @@ pub async fn create_client(
     db: &DatabaseConnection,
     name: &str,
     scopes: &str,
-    actor: &str,
+    actor: &audit::Author,
 ) -> anyhow::Result<NewClient> {
     let name = name.trim();
     if name.is_empty() {
@@ -285,7 +285,7 @@ pub async fn rotate_secret(
     db: &DatabaseConnection,
     client_id: &str,
     grace: Duration,
-    actor: &str,
+    actor: &audit::Author,
 ) -> anyhow::Result<RotatedSecret> {
     let now = Utc::now();
     let valid_until = now + grace;
@@ -321,7 +321,7 @@ pub async fn set_client_disabled(
     db: &DatabaseConnection,
     client_id: &str,
     disabled: bool,
-    actor: &str,
+    actor: &audit::Author,
 ) -> anyhow::Result<(client::Model, bool)> {
     let found = find_client(db, client_id).await?;
     if found.disabled_at.is_some() == disabled {
@@ -450,6 +450,7 @@ pub async fn seal_keys_stored_in_clear(
     {
         return Ok(0);
     }
+    let server = audit::Author::server(audit::AuditKey::derive(kek)?);
     let txn = begin_change(db).await?;
     let mut sealed = 0;
     for key in signing_key::Entity::find().all(&txn).await? {
@@ -461,11 +462,35 @@ pub async fn seal_keys_stored_in_clear(
         let mut row: signing_key::ActiveModel = key.into();
         row.private_key = Set(keys::seal_private_key(kek, &kid, pkcs8.expose())?);
         row.update(&txn).await?;
-        audit::append(&txn, audit::SERVER_ACTOR, "key.seal", &kid, json!({})).await?;
+        audit::append(&txn, &server, "key.seal", &kid, json!({})).await?;
         sealed += 1;
     }
     txn.commit().await?;
     Ok(sealed)
+}
+
+/// Seals the audit entries written without the key since the last sealed one (by the
+/// previous release, a migration, or a command run without the key), with an `audit.seal`
+/// entry saying which; returns their first and last, none when there were none.
+pub async fn seal_audit_trail(
+    db: &DatabaseConnection,
+    actor: &audit::Author,
+) -> anyhow::Result<Option<(i64, i64)>> {
+    if !actor.seals() {
+        bail!("sealing the audit trail needs AUTH_KEY_ENCRYPTION_KEY");
+    }
+    if audit::unsealed(db).await?.is_none() {
+        return Ok(None);
+    }
+    let txn = begin_change(db).await?;
+    // Another process may have sealed them meanwhile: then nothing changes.
+    let Some((from, to)) = audit::unsealed(&txn).await? else {
+        return Ok(None);
+    };
+    let detail = json!({"from": from, "to": to});
+    audit::append(&txn, actor, "audit.seal", "audit_log", detail).await?;
+    txn.commit().await?;
+    Ok(Some((from, to)))
 }
 
 /// Makes sure a key signs now and a standby key is published; serve runs it at start.
@@ -491,6 +516,7 @@ pub async fn ensure_keys(
     } else {
         None
     };
+    let server = audit::Author::server(audit::AuditKey::derive(kek)?);
     let txn = begin_change(db).await?;
     // Another process may have made them meanwhile.
     let ring = KeyRing::load(&txn).await?;
@@ -498,13 +524,13 @@ pub async fn ensure_keys(
     if let (Some(key), None) = (signer, ring.signer(now)) {
         let kid = insert_key(&txn, key, now, false).await?;
         let detail = json!({"role": "signing", "activates_at": now});
-        audit::append(&txn, audit::SERVER_ACTOR, "key.create", &kid, detail).await?;
+        audit::append(&txn, &server, "key.create", &kid, detail).await?;
         created.push(kid);
     }
     if let (Some(key), None) = (standby, &ring.standby) {
         let kid = insert_key(&txn, key, now, true).await?;
         let detail = json!({"role": "standby"});
-        audit::append(&txn, audit::SERVER_ACTOR, "key.create", &kid, detail).await?;
+        audit::append(&txn, &server, "key.create", &kid, detail).await?;
         created.push(kid);
     }
     if created.is_empty() {
@@ -534,7 +560,7 @@ pub async fn rotate_keys(
     kek: &KeyEncryptionKey,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
-    actor: &str,
+    actor: &audit::Author,
 ) -> anyhow::Result<Rotation> {
     let next_standby = fresh_key(kek).await?;
     // Without a standby (a database from before standby keys) the new key takes its place.
@@ -666,7 +692,7 @@ pub async fn revoke_key(
     db: &DatabaseConnection,
     kek: &KeyEncryptionKey,
     kid: &str,
-    actor: &str,
+    actor: &audit::Author,
 ) -> anyhow::Result<Revocation> {
     let found = signing_key::Entity::find_by_id(kid.to_owned())
         .one(db)

@@ -24,8 +24,12 @@ pub struct Model {
     pub revision: i64,
     /// The hash of the entry before (empty for the first).
     pub prev_hash: String,
-    /// SHA-256 over this entry's fields and `prev_hash`, base64url.
+    /// SHA-256 over this entry's fields and `prev_hash`, base64url: anyone can recompute
+    /// it, so it shows accidents, not an insider's rewrite.
     pub hash: String,
+    /// HMAC-SHA256 under a key derived from the key-encryption key, over this entry and the
+    /// MAC before it, base64url; none until sealed (entries written without the key).
+    pub mac: Option<String>,
 }
 
 /// Relations of `audit_log`.

@@ -3,14 +3,20 @@
 //! first entry altered, removed or moved.
 
 use std::process::Command;
+use std::time::Duration;
 
 use auth_server::cli;
 use auth_server::config::{AuditCommand, ClientCommand, KeyCommand, Settings};
-use sea_orm::{ConnectionTrait, Database, Statement};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, Query};
+use sea_orm::{ConnectionTrait, Database, DatabaseConnection, Statement, TransactionTrait};
+use serde::Serialize;
 use serde_json::Value;
-use test_support::on_both_backends;
+use test_support::{on_both_backends, on_sqlite};
 
-use crate::helpers::{Backend, TestApp};
+use crate::helpers::{Backend, TestApp, TestDb, eventually};
 
 async fn sql(app: &TestApp, statement: &str) {
     let db = Database::connect(app.db.url.as_str())
@@ -27,6 +33,7 @@ fn verify_with_the_binary(app: &TestApp) -> (Option<i32>, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
         .args(["audit", "verify"])
         .env("AUTH_DATABASE_URL", &app.db.url)
+        .env("AUTH_KEY_ENCRYPTION_KEY", KEY)
         .output()
         .expect("auth-server runs");
     (
@@ -127,7 +134,11 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
             "a secret is in the audit trail"
         );
     }
-    let verified = app.auth.audit_cmd(AuditCommand::Verify).await.unwrap();
+    let verified = app
+        .auth
+        .audit_cmd(AuditCommand::Verify { head: None })
+        .await
+        .unwrap();
     assert_eq!(verified["entries"], entries.len());
     assert_eq!(verify_with_the_binary(&app).0, Some(0));
 
@@ -169,3 +180,617 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
 }
 
 on_both_backends!(every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_tampering,);
+
+/// The key the test servers run with, and another one.
+const KEY: &str = test_support::TEST_KEY_ENCRYPTION_KEY;
+const OTHER_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
+/// What one run of the binary did: exit code, stdout as JSON (null unless it succeeded),
+/// stderr.
+struct Run {
+    code: Option<i32>,
+    json: Value,
+    stderr: String,
+}
+
+/// Runs `auth-server ARGS` on `app`'s database with `key` as AUTH_KEY_ENCRYPTION_KEY.
+fn auth_server(url: &str, key: Option<&str>, args: &[&str]) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_auth-server"));
+    command.args(args);
+    if args.first() != Some(&"migrate") {
+        command.args(["-o", "json"]);
+    }
+    command
+        .env("AUTH_DATABASE_URL", url)
+        .env_remove("AUTH_KEY_ENCRYPTION_KEY")
+        .env_remove("RUST_LOG");
+    if let Some(key) = key {
+        command.env("AUTH_KEY_ENCRYPTION_KEY", key);
+    }
+    let out = command.output().expect("auth-server runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    Run {
+        code: out.status.code(),
+        json: if out.status.success() {
+            serde_json::from_str(&stdout).unwrap_or(Value::Null)
+        } else {
+            Value::Null
+        },
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// An entry's fields as the database holds them, before authentication was added.
+#[derive(Clone, Debug)]
+struct Row {
+    seq: i64,
+    at: DateTime<Utc>,
+    actor: String,
+    action: String,
+    subject: String,
+    detail: String,
+    revision: i64,
+    prev_hash: String,
+    hash: String,
+}
+
+/// What the plain chain hashed, in its order and encoding.
+#[derive(Serialize)]
+struct PlainHashed<'a> {
+    seq: i64,
+    at: String,
+    actor: &'a str,
+    action: &'a str,
+    subject: &'a str,
+    detail: &'a str,
+    revision: i64,
+    prev_hash: &'a str,
+}
+
+/// The plain SHA-256 of an entry, as anyone can compute it.
+fn plain_hash(row: &Row) -> String {
+    let hashed = PlainHashed {
+        seq: row.seq,
+        at: row.at.to_rfc3339_opts(SecondsFormat::Micros, true),
+        actor: &row.actor,
+        action: &row.action,
+        subject: &row.subject,
+        detail: &row.detail,
+        revision: row.revision,
+        prev_hash: &row.prev_hash,
+    };
+    let encoded = serde_json::to_vec(&hashed).unwrap();
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &encoded);
+    URL_SAFE_NO_PAD.encode(digest.as_ref())
+}
+
+/// Renumbers the entries 1, 2, 3... and chains their plain hashes again.
+fn rechain(rows: &mut [Row]) {
+    let mut prev = String::new();
+    for (i, row) in rows.iter_mut().enumerate() {
+        row.seq = i as i64 + 1;
+        row.prev_hash = prev;
+        row.hash = plain_hash(row);
+        prev = row.hash.clone();
+    }
+}
+
+async fn connect(url: &str) -> DatabaseConnection {
+    Database::connect(url).await.expect("database")
+}
+
+/// The trail as stored, oldest first, without the columns added for authentication.
+async fn read_rows(db: &DatabaseConnection) -> Vec<Row> {
+    let rows = db
+        .query_all_raw(Statement::from_string(
+            db.get_database_backend(),
+            r#"SELECT "seq", "at", "actor", "action", "subject", "detail", "revision", "prev_hash", "hash" FROM "audit_log" ORDER BY "seq""#,
+        ))
+        .await
+        .expect("audit rows");
+    rows.iter()
+        .map(|r| Row {
+            seq: r.try_get("", "seq").unwrap(),
+            at: r.try_get("", "at").unwrap(),
+            actor: r.try_get("", "actor").unwrap(),
+            action: r.try_get("", "action").unwrap(),
+            subject: r.try_get("", "subject").unwrap(),
+            detail: r.try_get("", "detail").unwrap(),
+            revision: r.try_get("", "revision").unwrap(),
+            prev_hash: r.try_get("", "prev_hash").unwrap(),
+            hash: r.try_get("", "hash").unwrap(),
+        })
+        .collect()
+}
+
+fn audit_log() -> Alias {
+    Alias::new("audit_log")
+}
+
+/// Writes `rows` over the stored trail as an insider with write access to the database
+/// would: every plain column of every row, the rows past the last removed, and the revision
+/// row set back to the last entry's, so nothing the database holds disagrees.
+async fn rewrite(db: &DatabaseConnection, rows: &[Row]) {
+    let last = rows.last().map_or(0, |r| r.seq);
+    db.execute(
+        &Query::delete()
+            .from_table(audit_log())
+            .and_where(Expr::col(Alias::new("seq")).gt(last))
+            .to_owned(),
+    )
+    .await
+    .expect("delete");
+    for row in rows {
+        db.execute(
+            &Query::update()
+                .table(audit_log())
+                .values([
+                    (Alias::new("at"), row.at.into()),
+                    (Alias::new("actor"), row.actor.clone().into()),
+                    (Alias::new("action"), row.action.clone().into()),
+                    (Alias::new("subject"), row.subject.clone().into()),
+                    (Alias::new("detail"), row.detail.clone().into()),
+                    (Alias::new("revision"), row.revision.into()),
+                    (Alias::new("prev_hash"), row.prev_hash.clone().into()),
+                    (Alias::new("hash"), row.hash.clone().into()),
+                ])
+                .and_where(Expr::col(Alias::new("seq")).eq(row.seq))
+                .to_owned(),
+        )
+        .await
+        .expect("update");
+    }
+    let revision = rows.last().map_or(0, |r| r.revision);
+    db.execute_unprepared(&format!(
+        r#"UPDATE "revision" SET "value" = {revision} WHERE "id" = 1"#
+    ))
+    .await
+    .expect("revision");
+}
+
+/// A server with a trail of eight entries whose last is alice disabling the client, and
+/// the head `audit verify` printed for it.
+async fn a_trail_ending_in_a_disable(backend: Backend) -> (TestApp, String) {
+    let app = TestApp::spawn(backend).await;
+    let alice = Settings {
+        actor: Some("alice".into()),
+        ..Settings::from(&app.auth.config)
+    };
+    let (other, _) = app.auth.create_client(crate::helpers::INTAKE).await;
+    for command in [
+        ClientCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 60,
+        },
+        ClientCommand::Disable {
+            client_id: other.clone(),
+        },
+        ClientCommand::Enable { client_id: other },
+        ClientCommand::Disable {
+            client_id: app.client_id.clone(),
+        },
+    ] {
+        cli::client(alice.clone(), command).await.unwrap();
+    }
+    let verified = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stderr);
+    assert_eq!(verified.json["entries"], 8);
+    let head = verified.json["head"].as_str().expect("a head").to_owned();
+    assert!(head.starts_with("8:"), "{head}");
+    (app, head)
+}
+
+/// The review's rewrite: the last entry (a `client.disable`) removed, an older entry's
+/// actor changed, every plain hash and the revision row recomputed to agree.
+async fn the_reviews_rewrite_of_the_trail_fails_verification(backend: Backend) {
+    let (app, head) = a_trail_ending_in_a_disable(backend).await;
+    let db = connect(&app.db.url).await;
+    let mut rows = read_rows(&db).await;
+    let untouched = rows.clone();
+    rechain(&mut rows);
+    for (stored, recomputed) in untouched.iter().zip(&rows) {
+        assert_eq!(
+            stored.hash, recomputed.hash,
+            "the plain hash is recomputed as stored"
+        );
+    }
+    assert_eq!(rows.last().unwrap().action, "client.disable");
+    rows.pop();
+    assert_eq!(rows[4].actor, "alice");
+    rows[4].actor = "mallory".into();
+    rechain(&mut rows);
+    rewrite(&db, &rows).await;
+
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("audit entry 5"), "{}", run.stderr);
+    let run = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["audit", "verify", "--head", &head],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+}
+
+/// Entries moved, edited in each of their fields, or stripped of their seals, with every
+/// plain hash recomputed: `audit verify` names the entry.
+async fn reordered_or_edited_entries_fail_verification_whatever_hashes_are_recomputed(
+    backend: Backend,
+) {
+    type Tamper = fn(&mut Vec<Row>);
+    let cases: &[(&str, Tamper, &str)] = &[
+        ("reordered", |rows| rows.swap(4, 5), "audit entry 5"),
+        (
+            "actor",
+            |rows| rows[6].actor = "mallory".into(),
+            "audit entry 7",
+        ),
+        (
+            "action",
+            |rows| rows[6].action = "key.revoke".into(),
+            "audit entry 7",
+        ),
+        (
+            "time",
+            |rows| rows[6].at -= chrono::Duration::hours(1),
+            "audit entry 7",
+        ),
+        (
+            "details",
+            |rows| rows[4].detail = "{}".into(),
+            "audit entry 5",
+        ),
+        (
+            "subject",
+            |rows| rows[7].subject = "someone-else".into(),
+            "audit entry 8",
+        ),
+    ];
+    for (what, tamper, named) in cases {
+        let (app, _) = a_trail_ending_in_a_disable(backend).await;
+        let db = connect(&app.db.url).await;
+        let mut rows = read_rows(&db).await;
+        tamper(&mut rows);
+        rechain(&mut rows);
+        rewrite(&db, &rows).await;
+        let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+        assert_eq!(run.code, Some(1), "{what}: {}", run.stderr);
+        assert!(run.stderr.contains(named), "{what}: {}", run.stderr);
+        let _ = db.close().await;
+    }
+}
+
+/// Entries removed from the end leave a sound chain; the head kept from an earlier
+/// `audit verify` shows they are gone.
+async fn a_trail_cut_short_fails_verification_against_the_head_kept(backend: Backend) {
+    let (app, head) = a_trail_ending_in_a_disable(backend).await;
+    let db = connect(&app.db.url).await;
+    let mut rows = read_rows(&db).await;
+    rows.truncate(6);
+    rewrite(&db, &rows).await;
+
+    let run = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["audit", "verify", "--head", &head],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("ends at entry 6") && run.stderr.contains("head you kept"),
+        "{}",
+        run.stderr
+    );
+    // A head at the right place but not the one printed: not this trail.
+    let (seq, mac) = head.split_once(':').unwrap();
+    let forged = format!("6:{mac}");
+    let run = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["audit", "verify", "--head", &forged],
+    );
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("head you kept"), "{}", run.stderr);
+    assert_eq!(seq, "8");
+    let run = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["audit", "verify", "--head", "eight"],
+    );
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("SEQ:MAC"), "{}", run.stderr);
+}
+
+/// `audit verify` checks the seals, so it needs the key they were made with: without it,
+/// or with another, it says so and fails.
+async fn verification_needs_the_servers_key(backend: Backend) {
+    let (app, head) = a_trail_ending_in_a_disable(backend).await;
+    let run = auth_server(&app.db.url, None, &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("AUTH_KEY_ENCRYPTION_KEY"),
+        "{}",
+        run.stderr
+    );
+    let run = auth_server(&app.db.url, Some(OTHER_KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 1") && run.stderr.contains("AUTH_KEY_ENCRYPTION_KEY"),
+        "{}",
+        run.stderr
+    );
+    let run = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["audit", "verify", "--head", &head],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.json["head"], head.as_str());
+}
+
+/// A trail written before entries were sealed (plain SHA-256 only) verifies once sealed
+/// by `audit seal`, which says so in the trail; until then `audit verify` names the
+/// entries it cannot vouch for.
+async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
+    use sea_orm_migration::MigratorTrait;
+
+    let test_db = TestDb::new(backend, "authseal").await;
+    let db = connect(&test_db.url).await;
+    let before = auth_server::migration::Migrator::migrations()
+        .iter()
+        .position(|m| m.name().contains("seal_audit_log"))
+        .unwrap_or(usize::MAX);
+    auth_server::migration::Migrator::up(&db, u32::try_from(before).ok())
+        .await
+        .unwrap();
+    let at = Utc::now().trunc_subsecs(6);
+    let mut rows: Vec<Row> = ["client.create", "client.disable", "client.enable"]
+        .iter()
+        .enumerate()
+        .map(|(i, action)| Row {
+            seq: 0,
+            at,
+            actor: "alice".into(),
+            action: (*action).into(),
+            subject: "c1".into(),
+            detail: "{}".into(),
+            revision: i as i64 + 2,
+            prev_hash: String::new(),
+            hash: String::new(),
+        })
+        .collect();
+    rechain(&mut rows);
+    for row in &rows {
+        db.execute(
+            &Query::insert()
+                .into_table(audit_log())
+                .columns(
+                    [
+                        "seq",
+                        "at",
+                        "actor",
+                        "action",
+                        "subject",
+                        "detail",
+                        "revision",
+                        "prev_hash",
+                        "hash",
+                    ]
+                    .map(Alias::new),
+                )
+                .values_panic([
+                    row.seq.into(),
+                    row.at.into(),
+                    row.actor.clone().into(),
+                    row.action.clone().into(),
+                    row.subject.clone().into(),
+                    row.detail.clone().into(),
+                    row.revision.into(),
+                    row.prev_hash.clone().into(),
+                    row.hash.clone().into(),
+                ])
+                .to_owned(),
+        )
+        .await
+        .unwrap();
+    }
+    db.execute_unprepared(r#"UPDATE "revision" SET "value" = 4 WHERE "id" = 1"#)
+        .await
+        .unwrap();
+    let _ = db.close().await;
+
+    let migrated = auth_server(&test_db.url, None, &["migrate"]);
+    assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entries 1 to 3 are not sealed"),
+        "{}",
+        run.stderr
+    );
+    let sealed = auth_server(
+        &test_db.url,
+        Some(KEY),
+        &["audit", "seal", "--actor", "bob"],
+    );
+    assert_eq!(sealed.code, Some(0), "{}", sealed.stderr);
+    assert_eq!(sealed.json["sealed"], 3);
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.json["entries"], 4);
+    let listed = auth_server(&test_db.url, None, &["audit", "list"]);
+    assert_eq!(listed.json[3]["action"], "audit.seal");
+    assert_eq!(listed.json[3]["actor"], "bob");
+    assert_eq!(
+        listed.json[3]["detail"],
+        serde_json::json!({"from": 1, "to": 3})
+    );
+
+    // Sealed, the trail shows an edit to the entries it had before like any other.
+    let db = connect(&test_db.url).await;
+    let mut rows = read_rows(&db).await;
+    rows[1].actor = "mallory".into();
+    rechain(&mut rows);
+    rewrite(&db, &rows).await;
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("audit entry 2"), "{}", run.stderr);
+}
+
+/// During a rolling upgrade the previous release appends entries without a seal; a running
+/// server seals them at once, and says so in the trail.
+async fn entries_appended_without_a_seal_are_sealed_by_the_running_server(backend: Backend) {
+    let (app, _) = a_trail_ending_in_a_disable(backend).await;
+    let db = connect(&app.db.url).await;
+    let mut rows = read_rows(&db).await;
+    let mut next = rows.last().unwrap().clone();
+    next.action = "client.enable".into();
+    next.revision += 1;
+    rows.push(next.clone());
+    rechain(&mut rows);
+    let next = rows.last().unwrap();
+    // As the previous release appends: the entry, and the revision bump the servers notice.
+    let txn = db.begin().await.unwrap();
+    txn.execute(
+        &Query::insert()
+            .into_table(audit_log())
+            .columns(
+                [
+                    "seq",
+                    "at",
+                    "actor",
+                    "action",
+                    "subject",
+                    "detail",
+                    "revision",
+                    "prev_hash",
+                    "hash",
+                ]
+                .map(Alias::new),
+            )
+            .values_panic([
+                next.seq.into(),
+                next.at.into(),
+                next.actor.clone().into(),
+                next.action.clone().into(),
+                next.subject.clone().into(),
+                next.detail.clone().into(),
+                next.revision.into(),
+                next.prev_hash.clone().into(),
+                next.hash.clone().into(),
+            ])
+            .to_owned(),
+    )
+    .await
+    .unwrap();
+    txn.execute_unprepared(r#"UPDATE "revision" SET "value" = "value" + 1 WHERE "id" = 1"#)
+        .await
+        .unwrap();
+    txn.commit().await.unwrap();
+    let verified = eventually(Duration::from_secs(5), || async {
+        let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+        (run.code == Some(0)).then_some(run.json)
+    })
+    .await;
+    let last = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    let verified = verified.unwrap_or_else(|| panic!("not sealed: {}", last.stderr));
+    assert_eq!(verified["entries"], 10);
+    let listed = auth_server(&app.db.url, None, &["audit", "list"]);
+    assert_eq!(listed.json[9]["action"], "audit.seal");
+    assert_eq!(listed.json[9]["actor"], "auth-server");
+    assert_eq!(
+        listed.json[9]["detail"],
+        serde_json::json!({"from": 9, "to": 9})
+    );
+}
+
+/// The head of the trail is published where the database cannot reach: a gauge on
+/// `/metrics` with the last entry's place.
+async fn the_head_is_a_gauge_on_metrics(backend: Backend) {
+    let (app, head) = a_trail_ending_in_a_disable(backend).await;
+    let text = crate::helpers::metrics_text(&app.auth.base_url()).await;
+    assert!(text.contains("# TYPE auth_audit_head_seq gauge"), "{text}");
+    assert!(text.contains("# HELP auth_audit_head_seq "), "{text}");
+    let value: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("auth_audit_head_seq "))
+        .expect("a sample")
+        .parse()
+        .unwrap();
+    assert!(value >= 1.0, "{value} ({head})");
+}
+
+on_both_backends!(
+    the_reviews_rewrite_of_the_trail_fails_verification,
+    reordered_or_edited_entries_fail_verification_whatever_hashes_are_recomputed,
+    a_trail_cut_short_fails_verification_against_the_head_kept,
+    verification_needs_the_servers_key,
+    a_plain_trail_from_before_is_sealed_in_place,
+    entries_appended_without_a_seal_are_sealed_by_the_running_server,
+);
+on_sqlite!(the_head_is_a_gauge_on_metrics);
+
+/// Every change's head reaches the server's log stream, which an insider with the
+/// database alone cannot rewrite: `audit verify --head` can be checked against it later.
+#[tokio::test]
+async fn the_server_logs_the_head_after_every_change() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let log = tempfile_path("serve.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut server = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .arg("serve")
+        .env("AUTH_DATABASE_URL", &db.url)
+        .env("AUTH_KEY_ENCRYPTION_KEY", KEY)
+        .env("AUTH_BIND", "127.0.0.1:0")
+        .env("LOG_FORMAT", "json")
+        .env_remove("RUST_LOG")
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .expect("auth-server serve starts");
+    let logged = |head: String| {
+        let log = log.clone();
+        async move {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines()
+                .any(|l| l.contains("audit trail head") && l.contains(&head))
+                .then_some(())
+        }
+    };
+    let started = eventually(Duration::from_secs(20), || async {
+        let run = auth_server(&db.url, Some(KEY), &["audit", "verify"]);
+        let head = run.json["head"].as_str()?.to_owned();
+        logged(head).await
+    })
+    .await;
+    let created = auth_server(
+        &db.url,
+        Some(KEY),
+        &[
+            "client",
+            "create",
+            "--name",
+            "Acme",
+            "--scopes",
+            crate::helpers::INTAKE,
+        ],
+    );
+    let verified = auth_server(&db.url, Some(KEY), &["audit", "verify"]);
+    let head = verified.json["head"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let after_change = eventually(Duration::from_secs(5), || logged(head.clone())).await;
+    server.kill().expect("the server stops");
+    let _ = server.wait();
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    assert!(started.is_some(), "no head logged at start:\n{text}");
+    assert!(head.starts_with("3:"), "{head}");
+    assert!(after_change.is_some(), "head {head} not logged:\n{text}");
+}
+
+/// A fresh file name in the temporary directory.
+fn tempfile_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("{}-{name}", uuid::Uuid::new_v4().simple()))
+}
