@@ -295,6 +295,7 @@ mod tests {
             nbf: exp - 900,
             exp,
             jti: "j".into(),
+            brands: None,
         })
     }
 
