@@ -57,7 +57,7 @@ cli_env=(env RUST_LOG=warn AUTH_DATABASE_URL="sqlite://$work/data/auth.db?mode=r
     INTAKE_DATABASE_URL="sqlite://$work/data/intake.db?mode=rwc" INTAKE_WEBHOOK_ALLOW_INSECURE=true)
 "${cli_env[@]}" "$bin/intake-api" webhook set "$id" "http://127.0.0.1:$receiver_port/hooks" \
     --show-secret >/dev/null
-portal=$("${cli_env[@]}" "$bin/auth-server" client create --name "Metrics portal" --scopes portal:redirect:redeem)
+portal=$("${cli_env[@]}" "$bin/auth-server" client create --name "Metrics portal" --scopes portal:redirect:redeem --brands brand_a)
 
 token=$(token_for "$id" "$secret" enquiry:case:intake:create)
 portal_token=$(token_for "$(field client_id <<<"$portal")" "$(field client_secret <<<"$portal")" portal:redirect:redeem)

@@ -49,6 +49,7 @@ async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Val
         ClientCommand::Create {
             name,
             scopes: DEMO_SCOPE.into(),
+            brands: None,
         },
     )
     .await?;

@@ -109,17 +109,31 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
     let db = open(settings).await?;
     let actor = author(settings)?;
     let report = match command {
-        ClientCommand::Create { name, scopes } => {
-            let created = store::create_client(&db, &name, &scopes, &actor).await?;
+        ClientCommand::Create {
+            name,
+            scopes,
+            brands,
+        } => {
+            let created =
+                store::create_client(&db, &name, &scopes, brands.as_deref(), &actor).await?;
             propagated().await;
+            let mut printed = json!({
+                "client_id": created.client_id,
+                "client_secret": created.client_secret.expose(),
+                "scopes": created.scopes,
+            });
+            if !created.brands.is_empty() {
+                printed["brands"] = json!(created.brands);
+            }
             Report {
                 hint: Some("Keep the secret now: it is never shown again."),
-                ..Report::record(json!({
-                    "client_id": created.client_id,
-                    "client_secret": created.client_secret.expose(),
-                    "scopes": created.scopes,
-                }))
+                ..Report::record(printed)
             }
+        }
+        ClientCommand::SetBrands { client_id, brands } => {
+            let set = store::set_client_brands(&db, &client_id, &brands, &actor).await?;
+            propagated().await;
+            Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::List => Report::list(
             serde_json::to_value(store::list_clients(&db).await?)?,
@@ -127,6 +141,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 "client_id",
                 "name",
                 "scopes",
+                "brands",
                 "disabled_at",
                 "created_at",
                 "secrets",

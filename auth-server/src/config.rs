@@ -396,7 +396,8 @@ pub enum ClientCommand {
         args = changes(),
         after_help = "Examples:
   auth-server client create --name \"Acme Mortgages\" --scopes enquiry:case:intake:create
-  auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json"
+  auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json
+  auth-server client create --name \"Brand A portal\" --scopes portal:redirect:redeem --brands brand_a"
     )]
     Create {
         /// Partner name, for operators: unique, whatever its case.
@@ -405,6 +406,25 @@ pub enum ClientCommand {
         /// Space-separated scopes the client may be granted.
         #[arg(long)]
         scopes: String,
+        /// With portal:redirect:redeem, and only then: the brands whose links the portal
+        /// redeems, comma-separated, as the intake-api's INTAKE_BRANDS names them.
+        #[arg(long)]
+        brands: Option<String>,
+    },
+    /// Bind a customer-portal client to the brands whose links it redeems, replacing those
+    /// it had; its next token names them.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client set-brands CLIENT_ID --brands brand_a
+  auth-server client set-brands CLIENT_ID --brands brand_a,brand_b --actor alice"
+    )]
+    SetBrands {
+        /// The client's id.
+        client_id: String,
+        /// The brands, comma-separated, as the intake-api's INTAKE_BRANDS names them.
+        #[arg(long)]
+        brands: String,
     },
     /// List clients (never their secrets).
     #[command(

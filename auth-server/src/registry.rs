@@ -31,6 +31,8 @@ pub const PROPAGATION: Duration = Duration::from_millis(600);
 pub struct ClientEntry {
     /// Scopes it may be granted.
     pub scopes: Vec<String>,
+    /// The brands a portal client is bound to, named in its portal tokens.
+    pub brands: Option<Vec<String>>,
     /// Whether an operator disabled it.
     pub disabled: bool,
     /// Hashes of its secrets, with the time each stops working.
@@ -196,6 +198,11 @@ impl Registry {
                     c.client_id,
                     ClientEntry {
                         scopes: c.scopes.split(' ').map(str::to_owned).collect(),
+                        brands: c
+                            .brands
+                            .as_deref()
+                            .map(|b| store::split_brands(Some(b)))
+                            .filter(|b| !b.is_empty()),
                         disabled: c.disabled_at.is_some(),
                         secrets: Vec::new(),
                     },

@@ -49,6 +49,52 @@ pub struct NewClient {
     pub client_secret: Secret<String>,
     /// Scopes it may be granted.
     pub scopes: Vec<String>,
+    /// The brands a portal client redeems links of; empty for others.
+    pub brands: Vec<String>,
+}
+
+/// Splits and checks a comma-separated brand list (`--brands`): each a well-formed brand
+/// identifier, in the order given, without repeats. The auth-server does not know which
+/// brands the intake-api is configured with: the intake-api reports a token naming one it
+/// does not know.
+pub fn parse_brands(brands: &str) -> anyhow::Result<Vec<String>> {
+    use shared::claims::brands::{MAX_CHARS, MAX_PER_CLIENT, is_well_formed};
+    let mut out: Vec<String> = Vec::new();
+    for b in brands.split(',').map(str::trim).filter(|b| !b.is_empty()) {
+        if !is_well_formed(b) {
+            bail!(
+                "brand {b:?} must be as INTAKE_BRANDS names it: lower-case letters, digits, '_' \
+                 or '-', at most {MAX_CHARS} characters"
+            );
+        }
+        if !out.iter().any(|o| o == b) {
+            out.push(b.to_owned());
+        }
+    }
+    if out.is_empty() {
+        bail!("--brands needs at least one brand, comma-separated (brand_a,brand_b)");
+    }
+    if out.len() > MAX_PER_CLIENT {
+        bail!("a client may be bound to at most {MAX_PER_CLIENT} brands");
+    }
+    Ok(out)
+}
+
+/// The brands of a client with `scopes`, from `--brands`: a customer-portal client must be
+/// bound to at least one (a portal of no brand would redeem nothing), and no other client
+/// may be.
+fn brands_for(scopes: &[String], brands: Option<&str>) -> anyhow::Result<Option<Vec<String>>> {
+    let portal = shared::claims::scopes::PORTAL_REDIRECT_REDEEM;
+    let is_portal = scopes.iter().any(|s| s == portal);
+    match (is_portal, brands) {
+        (true, Some(brands)) => Ok(Some(parse_brands(brands)?)),
+        (true, None) => bail!(
+            "a client with the {portal} scope redeems the links of the brands it is bound to: \
+             name them with --brands (brand_a or brand_a,brand_b)"
+        ),
+        (false, Some(_)) => bail!("only a client with the {portal} scope is bound to brands"),
+        (false, None) => Ok(None),
+    }
 }
 
 /// Splits and checks a space-separated scope list: every scope must be a known one.
@@ -77,6 +123,7 @@ pub async fn create_client(
     db: &DatabaseConnection,
     name: &str,
     scopes: &str,
+    brands: Option<&str>,
     actor: &audit::Author,
 ) -> anyhow::Result<NewClient> {
     let name = name.trim();
@@ -84,6 +131,7 @@ pub async fn create_client(
         bail!("a client needs a name");
     }
     let scopes = parse_scopes(scopes)?;
+    let brands = brands_for(&scopes, brands)?;
     let client_id = uuid::Uuid::new_v4().to_string();
     let secret = secrets::generate_secret()?;
     let now = Utc::now();
@@ -107,6 +155,7 @@ pub async fn create_client(
         client_id: Set(client_id.clone()),
         name: Set(name.to_owned()),
         scopes: Set(scopes.join(" ")),
+        brands: Set(brands.as_ref().map(|b| b.join(" "))),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -120,13 +169,17 @@ pub async fn create_client(
         return Err(e.into());
     }
     insert_secret(&txn, &client_id, &secret, now).await?;
-    let detail = json!({"name": name, "scopes": scopes});
+    let mut detail = json!({"name": name, "scopes": scopes});
+    if let Some(brands) = &brands {
+        detail["brands"] = json!(brands);
+    }
     audit::append(&txn, actor, "client.create", &client_id, detail).await?;
     txn.commit().await?;
     Ok(NewClient {
         client_id,
         client_secret: secret,
         scopes,
+        brands: brands.unwrap_or_default(),
     })
 }
 
@@ -157,6 +210,9 @@ pub struct ClientInfo {
     pub name: String,
     /// Scopes it may be granted.
     pub scopes: Vec<String>,
+    /// The brands a portal client redeems links of; empty for others, and for a portal
+    /// client not bound yet (it redeems nothing).
+    pub brands: Vec<String>,
     /// Whether it has been disabled.
     pub disabled: bool,
     /// When it was disabled.
@@ -217,10 +273,20 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
         client_id: c.client_id,
         name: c.name,
         scopes: c.scopes.split(' ').map(str::to_owned).collect(),
+        brands: split_brands(c.brands.as_deref()),
         disabled: c.disabled_at.is_some(),
         disabled_at: c.disabled_at,
         created_at: c.created_at,
     }
+}
+
+/// The brands stored for a client, as a list.
+pub fn split_brands(stored: Option<&str>) -> Vec<String> {
+    stored
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Every client, oldest first, with the secrets that still work.
@@ -345,6 +411,45 @@ pub async fn set_client_disabled(
     audit::append(&txn, actor, action, client_id, json!({})).await?;
     txn.commit().await?;
     Ok((updated, true))
+}
+
+/// What `client set-brands` changed.
+#[derive(Debug, Serialize)]
+pub struct BrandsSet {
+    /// The client.
+    pub client_id: String,
+    /// The brands it is bound to now.
+    pub brands: Vec<String>,
+    /// Those it was bound to before (none for a client registered by 0.1.0).
+    pub previous_brands: Vec<String>,
+}
+
+/// Binds portal client `client_id` to `brands` (comma-separated), replacing the brands it
+/// had: its next token names them. Tokens it already holds keep the brands they name until
+/// they expire ([`shared::claims::TOKEN_TTL_SECS`]).
+pub async fn set_client_brands(
+    db: &DatabaseConnection,
+    client_id: &str,
+    brands: &str,
+    actor: &audit::Author,
+) -> anyhow::Result<BrandsSet> {
+    let txn = begin_change(db).await?;
+    let found = find_client(&txn, client_id).await?;
+    let scopes: Vec<String> = found.scopes.split(' ').map(str::to_owned).collect();
+    let brands = brands_for(&scopes, Some(brands))?.unwrap_or_default();
+    let previous = split_brands(found.brands.as_deref());
+    let mut active: client::ActiveModel = found.into();
+    active.brands = Set(Some(brands.join(" ")));
+    active.updated_at = Set(Utc::now());
+    active.update(&txn).await?;
+    let detail = json!({"brands": brands, "previous_brands": previous});
+    audit::append(&txn, actor, "client.set_brands", client_id, detail).await?;
+    txn.commit().await?;
+    Ok(BrandsSet {
+        client_id: client_id.to_owned(),
+        brands,
+        previous_brands: previous,
+    })
 }
 
 /// A freshly generated key, sealed for storage; generated before any transaction opens,

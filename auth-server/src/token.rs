@@ -14,6 +14,7 @@ use crate::registry::{ClientEntry, SecretCheck, Snapshot};
 /// empty string, which no generated secret is).
 static DECOY: std::sync::LazyLock<ClientEntry> = std::sync::LazyLock::new(|| ClientEntry {
     scopes: Vec::new(),
+    brands: None,
     disabled: false,
     secrets: vec![(crate::secrets::hash_secret(""), None)],
 });
@@ -220,6 +221,9 @@ pub struct Grant {
     pub client_id: String,
     /// The scopes granted, in the order asked, without repeats.
     pub scopes: Vec<String>,
+    /// The client's brands, when the redeem scope is granted: the resource server lets the
+    /// token redeem only those brands' links.
+    pub brands: Option<Vec<String>>,
 }
 
 /// Checks a request against the snapshot, in the order partners' libraries expect:
@@ -282,9 +286,15 @@ pub fn authorize(
     if granted.is_empty() {
         return Err(OAuthError::parameter("scope"));
     }
+    let brands = granted
+        .iter()
+        .any(|g| g == scopes::PORTAL_REDIRECT_REDEEM)
+        .then(|| client.brands.clone())
+        .flatten();
     Ok(Grant {
         client_id,
         scopes: granted,
+        brands,
     })
 }
 
@@ -327,6 +337,7 @@ pub fn claims_for(
         nbf: iat,
         exp: iat + TOKEN_TTL_SECS,
         jti: uuid::Uuid::new_v4().simple().to_string(),
+        brands: grant.brands.clone(),
     }
 }
 
@@ -431,6 +442,7 @@ mod tests {
         let intake = scopes::CASE_INTAKE_CREATE;
         let client = |disabled| ClientEntry {
             scopes: vec![intake.to_owned()],
+            brands: None,
             disabled,
             secrets: vec![
                 (crate::secrets::hash_secret("new"), None),

@@ -304,6 +304,7 @@ mod tests {
             nbf: exp - 900,
             exp,
             jti: "j".into(),
+            brands: None,
         })
     }
 

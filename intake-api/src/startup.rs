@@ -30,7 +30,12 @@ const INTAKE_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "intake_redirects_redeemed_total",
         kind: MetricKind::Counter,
-        help: "Redirect links presented by customer portals, by outcome (`redeemed` or `gone`).",
+        help: "Redirect links presented by customer portals, by outcome (`redeemed`, `gone`, or `other_brand`: a link of a brand the portal is not bound to, answered as `gone`).",
+    },
+    MetricHelp {
+        name: "intake_portal_unknown_brand_total",
+        kind: MetricKind::Counter,
+        help: "Redeem calls whose token names a brand INTAKE_BRANDS does not (a misspelt `client create --brands`); the log names client and brand.",
     },
     MetricHelp {
         name: "intake_submissions_purged_total",

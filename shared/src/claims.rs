@@ -28,6 +28,27 @@ pub mod scopes {
     }
 }
 
+/// Brand identifiers as a portal client is bound to them (`auth-server client create
+/// --brands`) and as the intake-api's `INTAKE_BRANDS` names them.
+pub mod brands {
+    /// Most brands one client may be bound to: keeps the token well under the resource
+    /// server's size limit.
+    pub const MAX_PER_CLIENT: usize = 8;
+    /// Longest brand identifier.
+    pub const MAX_CHARS: usize = 64;
+
+    /// Whether `brand` is a well-formed identifier: lower-case ASCII letters, digits, `_` or
+    /// `-`, at most [`MAX_CHARS`] long. Whether the intake-api is configured with it is for
+    /// the intake-api to say.
+    pub fn is_well_formed(brand: &str) -> bool {
+        !brand.is_empty()
+            && brand.len() <= MAX_CHARS
+            && brand
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    }
+}
+
 /// Claims of an access token; timestamps are integer seconds since the epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccessTokenClaims {
@@ -49,11 +70,20 @@ pub struct AccessTokenClaims {
     pub exp: i64,
     /// Unique token identifier.
     pub jti: String,
+    /// The brands whose customers' links a portal client redeems; only in tokens granting
+    /// `portal:redirect:redeem`, and absent for a portal client bound to no brand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub brands: Option<Vec<String>>,
 }
 
 impl AccessTokenClaims {
     /// Whether the token grants `scope`.
     pub fn has_scope(&self, scope: &str) -> bool {
         self.scope.split(' ').any(|s| s == scope)
+    }
+
+    /// The brands the token is bound to; none when it names none.
+    pub fn brands(&self) -> &[String] {
+        self.brands.as_deref().unwrap_or_default()
     }
 }

@@ -203,12 +203,34 @@ impl AuthServer {
 
     /// Registers a client with `scopes`; returns `(client_id, client_secret)`.
     pub async fn create_client(&self, scopes: &str) -> (String, String) {
+        self.create_client_with(scopes, None).await
+    }
+
+    /// Registers a brand's customer-portal client bound to `brands` (comma-separated);
+    /// returns `(client_id, client_secret)`.
+    pub async fn create_portal(&self, brands: &str) -> (String, String) {
+        self.create_client_with("portal:redirect:redeem", Some(brands))
+            .await
+    }
+
+    /// Binds existing portal client `client_id` to `brands` (comma-separated).
+    pub async fn set_brands(&self, client_id: &str, brands: &str) {
+        self.client_cmd(auth_server::config::ClientCommand::SetBrands {
+            client_id: client_id.into(),
+            brands: brands.into(),
+        })
+        .await
+        .expect("client set-brands");
+    }
+
+    async fn create_client_with(&self, scopes: &str, brands: Option<&str>) -> (String, String) {
         // Client names are unique.
         let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
         let out = self
             .client_cmd(auth_server::config::ClientCommand::Create {
                 name,
                 scopes: scopes.into(),
+                brands: brands.map(str::to_owned),
             })
             .await
             .expect("client create");

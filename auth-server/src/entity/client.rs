@@ -13,6 +13,9 @@ pub struct Model {
     pub name: String,
     /// Scopes the client may be granted, space-separated.
     pub scopes: String,
+    /// The brands a customer-portal client redeems links of, space-separated; none for
+    /// partners, and for portal clients registered before clients had brands.
+    pub brands: Option<String>,
     /// Set when an operator disabled the client; it then gets no token.
     pub disabled_at: Option<DateTimeUtc>,
     /// When the client was registered.

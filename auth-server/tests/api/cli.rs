@@ -495,6 +495,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             "CLIENT ID",
             "NAME",
             "SCOPES",
+            "BRANDS",
             "DISABLED AT",
             "CREATED AT",
             "SECRETS"
@@ -508,6 +509,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             id.as_str(),
             "Acme",
             "enquiry:case:intake:create",
+            "-",
             "-",
             &created,
             "1"
@@ -530,7 +532,63 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
     );
 }
 
+async fn a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let (ok, created, stderr) = auth_server(
+        &db,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Brand A portal",
+            "--scopes",
+            "portal:redirect:redeem",
+            "--brands",
+            "brand_a",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(created["brands"], serde_json::json!(["brand_a"]));
+    let id = created["client_id"].as_str().unwrap();
+
+    let (ok, bound, stderr) = auth_server(
+        &db,
+        &["client", "set-brands", id, "--brands", "brand_a,brand_b"],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        bound,
+        serde_json::json!({"client_id": id, "brands": ["brand_a", "brand_b"], "previous_brands": ["brand_a"]})
+    );
+    let (ok, listed, _) = auth_server(&db, &["client", "list"]);
+    assert!(ok);
+    assert_eq!(
+        listed[0]["brands"],
+        serde_json::json!(["brand_a", "brand_b"])
+    );
+    let (ok, audit, _) = auth_server(&db, &["audit", "list"]);
+    assert!(ok);
+    let last = audit.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["action"], "client.set_brands");
+    assert_eq!(last["subject"], id);
+
+    let (ok, _, stderr) = auth_server(
+        &db,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Unbound portal",
+            "--scopes",
+            "portal:redirect:redeem",
+        ],
+    );
+    assert!(!ok);
+    assert!(stderr.contains("--brands"), "{stderr}");
+}
+
 on_both_backends!(
+    a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry,
     the_commands_print_json_and_keep_secrets_off_stderr,
     commands_act_only_on_an_existing_migrated_database,
     client_show_gives_each_secrets_fingerprint_and_expiry_and_never_a_secret,
@@ -585,7 +643,12 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
     ];
     let keys = changes;
     let cases: &[(&[&str], &[&str], &[&str])] = &[
-        (&["client", "create"], &changes, &["--name", "--scopes"]),
+        (
+            &["client", "create"],
+            &changes,
+            &["--brands", "--name", "--scopes"],
+        ),
+        (&["client", "set-brands"], &changes, &["--brands"]),
         (&["client", "list"], &reads, &[]),
         (&["client", "show"], &reads, &[]),
         (&["client", "rotate-secret"], &changes, &["--grace-secs"]),

@@ -91,6 +91,7 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
         .client_cmd(ClientCommand::Create {
             name: "x".into(),
             scopes: "admin".into(),
+            brands: None,
         })
         .await;
     assert!(bad_scope.is_err());
@@ -116,6 +117,7 @@ async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backen
         ClientCommand::Create {
             name: "Made before serving".into(),
             scopes: INTAKE.into(),
+            brands: None,
         },
     )
     .await
@@ -143,7 +145,72 @@ async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backen
     server.stop().await;
 }
 
+const PORTAL: &str = "portal:redirect:redeem";
+
+/// What a fresh token of `id` for `scope` says, verified as a resource server would.
+async fn claims_of(app: &TestApp, id: &str, secret: &str, scope: &str) -> serde_json::Value {
+    let jwt = app.auth.token(id, secret, scope).await;
+    app.verify(&jwt).await.expect("token verifies")
+}
+
+async fn a_portal_clients_tokens_name_its_brands_and_no_other_token_does(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (portal, secret) = app.auth.create_portal("brand_b, brand_a,brand_b").await;
+    let claims = claims_of(&app, &portal, &secret, PORTAL).await;
+    assert_eq!(claims["brands"], serde_json::json!(["brand_b", "brand_a"]));
+    let partner = claims_of(&app, &app.client_id, &app.client_secret, INTAKE).await;
+    assert!(partner.get("brands").is_none(), "{partner}");
+    let shown = app
+        .auth
+        .client_cmd(ClientCommand::Show {
+            client_id: portal.clone(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(shown["brands"], serde_json::json!(["brand_b", "brand_a"]));
+
+    // Rebinding takes effect on the next token.
+    app.auth.set_brands(&portal, "brand_a").await;
+    let claims = claims_of(&app, &portal, &secret, PORTAL).await;
+    assert_eq!(claims["brands"], serde_json::json!(["brand_a"]));
+}
+
+async fn brands_bind_portal_clients_only_and_must_be_well_formed(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let create = |scopes: &str, brands: Option<&str>| {
+        app.auth.client_cmd(ClientCommand::Create {
+            name: format!("Portal {}", uuid::Uuid::new_v4().simple()),
+            scopes: scopes.into(),
+            brands: brands.map(str::to_owned),
+        })
+    };
+    let refusals = [
+        ("a portal with no brand", PORTAL, None, "--brands"),
+        ("brands on a partner", INTAKE, Some("brand_a"), PORTAL),
+        ("an upper-case brand", PORTAL, Some("Brand_A"), "Brand_A"),
+        ("an empty brand list", PORTAL, Some(" , "), "--brands"),
+    ];
+    for (name, scopes, brands, says) in refusals {
+        let refused = create(scopes, brands).await.expect_err(name).to_string();
+        assert!(refused.contains(says), "{name}: {refused}");
+    }
+    let set = |client_id: &str, brands: &str| {
+        app.auth.client_cmd(ClientCommand::SetBrands {
+            client_id: client_id.into(),
+            brands: brands.into(),
+        })
+    };
+    let partner = set(&app.client_id, "brand_a").await.expect_err("partner");
+    assert!(partner.to_string().contains(PORTAL), "{partner}");
+    let nobody = set("no-such-client", "brand_a").await.expect_err("unknown");
+    assert!(nobody.to_string().contains("no client with id"), "{nobody}");
+    let list = app.auth.client_cmd(ClientCommand::List).await.unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing was created");
+}
+
 on_both_backends!(
+    a_portal_clients_tokens_name_its_brands_and_no_other_token_does,
+    brands_bind_portal_clients_only_and_must_be_well_formed,
     a_client_made_before_serving_gets_a_token_from_the_first_request,
     after_a_secret_rotation_both_secrets_work_until_the_grace_ends,
     a_disabled_client_gets_no_token_within_seconds,

@@ -78,6 +78,12 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
 pub trait RequiredScope: Send + Sync + 'static {
     /// The scope's name.
     const SCOPE: &'static str;
+
+    /// Why a token holding the scope may still not call the operation (a reason for logs
+    /// and metrics), if it may not.
+    fn refuses(_claims: &AccessTokenClaims) -> Option<&'static str> {
+        None
+    }
 }
 
 /// Partners' operations: `enquiry:case:intake:create`.
@@ -92,6 +98,20 @@ pub struct RedirectRedeem;
 
 impl RequiredScope for RedirectRedeem {
     const SCOPE: &'static str = scopes::PORTAL_REDIRECT_REDEEM;
+
+    /// A portal redeems only the links of the brands its token names, so one naming none (a
+    /// client registered by 0.1.0, not bound since) redeems nothing: refused as lacking the
+    /// scope, before any link is looked at.
+    fn refuses(claims: &AccessTokenClaims) -> Option<&'static str> {
+        if !claims.brands().is_empty() {
+            return None;
+        }
+        tracing::warn!(
+            client_id = %claims.client_id,
+            "portal client bound to no brand: it redeems nothing until `auth-server client set-brands` binds it"
+        );
+        Some("portal_unbound")
+    }
 }
 
 /// A caller whose bearer token verified and carries `S::SCOPE`.
@@ -104,13 +124,21 @@ pub struct Caller<S> {
 /// A partner: its token carries `enquiry:case:intake:create`.
 pub type Partner = Caller<CaseIntake>;
 
-/// A brand's customer portal: its token carries `portal:redirect:redeem`.
+/// A brand's customer portal: its token carries `portal:redirect:redeem` and names at
+/// least one brand.
 pub type Portal = Caller<RedirectRedeem>;
 
 impl<S> Caller<S> {
     /// The caller's client id.
     pub fn client_id(&self) -> &str {
         &self.claims.client_id
+    }
+}
+
+impl Portal {
+    /// The brands whose links this portal redeems.
+    pub fn brands(&self) -> &[String] {
+        self.claims.brands()
     }
 }
 
@@ -121,18 +149,7 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
         .get::<Authentication>()
         .map(|a| a.0.clone())
         .unwrap_or(Err(AuthError::Missing));
-    let claims = outcome.and_then(|claims| {
-        if claims.has_scope(S::SCOPE) {
-            Ok(claims)
-        } else {
-            Err(AuthError::InsufficientScope(S::SCOPE))
-        }
-    });
-    claims
-        .map(|claims| Caller {
-            claims,
-            _scope: PhantomData,
-        })
+    let claims = outcome
         .map_err(|e| {
             let reason = match e {
                 AuthError::Missing => "missing",
@@ -140,6 +157,25 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
                 AuthError::InsufficientScope(_) => "scope",
                 AuthError::Unvetted(r) => r,
             };
+            (e, reason)
+        })
+        .and_then(|claims| {
+            let refused = if claims.has_scope(S::SCOPE) {
+                S::refuses(&claims)
+            } else {
+                Some("scope")
+            };
+            match refused {
+                None => Ok(claims),
+                Some(reason) => Err((AuthError::InsufficientScope(S::SCOPE), reason)),
+            }
+        });
+    claims
+        .map(|claims| Caller {
+            claims,
+            _scope: PhantomData,
+        })
+        .map_err(|(e, reason)| {
             metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
             record(Field::Outcome, "unauthenticated");
             record(Field::Reason, reason);

@@ -13,6 +13,7 @@ use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
 use crate::error::IntakeError;
 use crate::state::AppState;
+use crate::store::Redemption;
 
 #[derive(Tags)]
 enum ApiTags {
@@ -27,10 +28,19 @@ pub enum RedeemResponse {
     #[oai(status = 200)]
     Redeemed(Json<RedeemedLink>),
     /// The link was used already, has expired, was replaced by a newer link for the same
-    /// case, or never existed: `{"message":"Link expired or already used"}`. Send the
-    /// customer to the customer dashboard instead.
+    /// case, never existed, or is of a brand the portal is not bound to:
+    /// `{"message":"Link expired or already used"}`. Send the customer to the customer
+    /// dashboard instead.
     #[oai(status = 410)]
     Gone(Json<LinkGone>),
+}
+
+/// The 410 every link the portal may not redeem gets, counted by why.
+fn gone(outcome: &'static str) -> RedeemResponse {
+    metrics::counter!("intake_redirects_redeemed_total", "outcome" => outcome).increment(1);
+    record(Field::Outcome, "link_gone");
+    record(Field::Reason, outcome);
+    RedeemResponse::Gone(Json(LinkGone::default()))
 }
 
 /// The customer portal's operations.
@@ -39,13 +49,33 @@ pub struct PortalApi {
     pub state: Arc<AppState>,
 }
 
+impl PortalApi {
+    /// Counts and logs a token naming a brand this service is not configured with: the
+    /// auth-server does not know `INTAKE_BRANDS`, so a misspelt `--brands` shows here.
+    fn warn_of_unknown_brands(&self, portal: &Portal) {
+        for brand in portal.brands() {
+            if !self.state.brands.iter().any(|b| &b.id == brand) {
+                metrics::counter!("intake_portal_unknown_brand_total").increment(1);
+                tracing::warn!(
+                    client_id = %portal.client_id(),
+                    brand = %brand,
+                    "portal client bound to a brand INTAKE_BRANDS does not name: it redeems none of that brand's links"
+                );
+            }
+        }
+    }
+}
+
 #[OpenApi]
 impl PortalApi {
     /// Redeem a customer's redirect link.
     ///
     /// The brand's customer portal calls this with the `token` parameter of the link the
     /// customer arrived on. A link works once, until it expires, and only while it is the
-    /// newest link made for its case. Needs a token with the `portal:redirect:redeem` scope.
+    /// newest link made for its case. Needs a token with the `portal:redirect:redeem` scope
+    /// whose client is bound to the link's brand (`auth-server client create --brands`): a
+    /// link of another brand is answered as one that never existed, and stays usable by its
+    /// own brand's portal. A client bound to no brand gets 403.
     #[oai(
         path = "/portal/redirect-tokens/redeem",
         method = "post",
@@ -58,15 +88,17 @@ impl PortalApi {
         body: LenientJson<RedeemRequestBody>,
     ) -> Result<RedeemResponse, IntakeError> {
         let token = parse_redeem(&body.value)?;
+        self.warn_of_unknown_brands(&portal);
         let redeemed = self
             .state
             .cases
-            .redeem(&hash_token(&token), portal.client_id())
+            .redeem(&hash_token(&token), portal.client_id(), portal.brands())
             .await?;
-        let Some(redeemed) = redeemed else {
-            metrics::counter!("intake_redirects_redeemed_total", "outcome" => "gone").increment(1);
-            record(Field::Outcome, "link_gone");
-            return Ok(RedeemResponse::Gone(Json(LinkGone::default())));
+        let redeemed = match redeemed {
+            Redemption::Redeemed(redeemed) => redeemed,
+            Redemption::Gone => return Ok(gone("gone")),
+            // Told exactly what an unknown link gets; only the operator's metrics tell.
+            Redemption::OtherBrand => return Ok(gone("other_brand")),
         };
         metrics::counter!("intake_redirects_redeemed_total", "outcome" => "redeemed").increment(1);
         record(Field::Outcome, "link_redeemed");

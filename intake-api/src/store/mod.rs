@@ -33,7 +33,7 @@ pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
-pub use redeem::Redeemed;
+pub use redeem::{Redeemed, Redemption};
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
 pub use webhooks::{DeliveryView, DueDelivery, EndpointView, TryOutcome};

@@ -22,19 +22,33 @@ pub struct Redeemed {
     pub product_uuid: Uuid,
 }
 
+/// What a redeem did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Redemption {
+    /// The link was good and is now used.
+    Redeemed(Redeemed),
+    /// No such link, or it is used, expired or replaced by a newer one.
+    Gone,
+    /// A link of a brand the portal is not bound to, left as it was: the portal is told
+    /// what it would be told of a link that never existed.
+    OtherBrand,
+}
+
 impl CaseStore {
     /// Marks the link whose token hashes to `token_hash` used and answers what it continues
-    /// with, if it can still be used: it exists, was never used, has not expired, and no newer
-    /// link was made for its case. Of two redeems of one link exactly one gets it: the mark
-    /// is a conditional update, and the loser's finds the token already used.
+    /// with, if it can still be used, and by this portal: it exists, is of one of `brands`,
+    /// was never used, has not expired, and no newer link was made for its case. Of two
+    /// redeems of one link exactly one gets it: the mark is a conditional update, and the
+    /// loser's finds the token already used.
     pub async fn redeem(
         &self,
         token_hash: &str,
         portal_client_id: &str,
-    ) -> Result<Option<Redeemed>, StoreError> {
+        brands: &[String],
+    ) -> Result<Redemption, StoreError> {
         bounded(async {
             let _connection = self.request_connection().await?;
-            Box::pin(self.redeem_now(token_hash, portal_client_id)).await
+            Box::pin(self.redeem_now(token_hash, portal_client_id, brands)).await
         })
         .await
     }
@@ -43,7 +57,8 @@ impl CaseStore {
         &self,
         token_hash: &str,
         portal_client_id: &str,
-    ) -> Result<Option<Redeemed>, StoreError> {
+        brands: &[String],
+    ) -> Result<Redemption, StoreError> {
         let now = Utc::now();
         let txn = self.begin_write().await?;
         let Some(token) = redirect_token::Entity::find()
@@ -51,17 +66,21 @@ impl CaseStore {
             .one(&txn)
             .await?
         else {
-            return Ok(None);
+            return Ok(Redemption::Gone);
         };
-        if token.used_at.is_some() || token.expires_at <= now {
-            return Ok(None);
-        }
         let Some(case) = case::Entity::find_by_id(token.case_id).one(&txn).await? else {
-            return Ok(None);
+            return Ok(Redemption::Gone);
         };
+        // Before anything about the link's state: another brand's portal learns nothing of it.
+        if !brands.contains(&case.brand) {
+            return Ok(Redemption::OtherBrand);
+        }
+        if token.used_at.is_some() || token.expires_at <= now {
+            return Ok(Redemption::Gone);
+        }
         if case.redirect_token_id != Some(token.id) {
             // A newer link was made for the case since.
-            return Ok(None);
+            return Ok(Redemption::Gone);
         }
         let marked = redirect_token::Entity::update_many()
             .col_expr(redirect_token::Column::UsedAt, Expr::value(now))
@@ -70,7 +89,7 @@ impl CaseStore {
             .exec(&txn)
             .await?;
         if marked.rows_affected != 1 {
-            return Ok(None);
+            return Ok(Redemption::Gone);
         }
         let detail = serde_json::json!({"product_uuid": token.product_uuid});
         case_event::Entity::insert(event(
@@ -83,7 +102,7 @@ impl CaseStore {
         .exec_without_returning(&txn)
         .await?;
         txn.commit().await?;
-        Ok(Some(Redeemed {
+        Ok(Redemption::Redeemed(Redeemed {
             reference: case.reference,
             brand: case.brand,
             email: case.email,

@@ -110,7 +110,8 @@ async fn erasing_a_customer_leaves_no_trace_of_them_and_keeps_the_case(backend: 
         404
     );
     assert_eq!(app.attach(&email, PRODUCT).await.status, 404);
-    let portal = app.portal_bearer().await;
+    // Bound to both brands: the 410 must come from the erasure, not from the link's brand.
+    let portal = app.portal_bearer_of("brand_a,brand_b").await;
     assert_eq!(app.redeem(&portal, &token).await.status, 410);
 
     // Nothing in the database names the customer any more.

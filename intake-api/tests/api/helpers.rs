@@ -166,10 +166,33 @@ impl TestApp {
         intake
     }
 
-    /// `Bearer <token>` for a new customer-portal client holding only the redeem scope.
+    /// `Bearer <token>` for a new customer portal of `brand_a`, holding only the redeem scope.
     pub async fn portal_bearer(&self) -> String {
-        let (id, secret) = self.auth.create_client(PORTAL).await;
+        self.portal_bearer_of("brand_a").await
+    }
+
+    /// `Bearer <token>` for a new customer-portal client bound to `brands` (comma-separated).
+    pub async fn portal_bearer_of(&self, brands: &str) -> String {
+        let (id, secret) = self.auth.create_portal(brands).await;
         format!("Bearer {}", self.auth.token(&id, &secret, PORTAL).await)
+    }
+
+    /// Makes portal client `id` bound to no brand, as every portal client registered by
+    /// 0.1.0 is after the upgrade, and waits until the auth-server has seen the change.
+    pub async fn unbind_portal(&self, id: &str) {
+        let conn = Database::connect(self.auth_db.url.as_str())
+            .await
+            .expect("database");
+        for sql in [
+            format!("UPDATE clients SET brands = NULL WHERE client_id = '{id}'"),
+            "UPDATE revision SET value = value + 1 WHERE id = 1".to_owned(),
+        ] {
+            conn.execute_raw(Statement::from_string(conn.get_database_backend(), sql))
+                .await
+                .expect("client unbound");
+        }
+        let _ = conn.close().await;
+        tokio::time::sleep(auth_server::registry::PROPAGATION).await;
     }
 
     /// Redeems a redirect link's `token` with `bearer` as the `Authorization` header.
