@@ -4,7 +4,7 @@
 //! (the pure-Rust `rsa` crate's are not: RUSTSEC-2023-0071).
 
 use anyhow::{Context, anyhow, bail};
-use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::aead::{Aad, LessSafeKey, NONCE_LEN, Nonce};
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
@@ -34,17 +34,20 @@ impl std::fmt::Debug for KeyEncryptionKey {
 impl KeyEncryptionKey {
     /// Parses the base64 of 32 random bytes (`AUTH_KEY_ENCRYPTION_KEY`).
     pub fn from_base64(encoded: &Secret<String>) -> anyhow::Result<Self> {
-        let bytes = STANDARD
-            .decode(encoded.expose().trim())
-            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not valid base64"))?;
-        if bytes.len() != 32 {
-            bail!("AUTH_KEY_ENCRYPTION_KEY must be the base64 of exactly 32 bytes");
-        }
-        let key = UnboundKey::new(&AES_256_GCM, &bytes)
-            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not a usable AES-256 key"))?;
-        Ok(Self(LessSafeKey::new(key)))
+        Self::from_kek(&service_kit::kek::KeyEncryptionKey::from_base64(
+            VARIABLE, encoded,
+        )?)
+    }
+
+    /// The key itself seals the signing keys, as it always has: keys sealed by earlier
+    /// versions still open.
+    pub fn from_kek(kek: &service_kit::kek::KeyEncryptionKey) -> anyhow::Result<Self> {
+        Ok(Self(kek.aes_256_gcm()?))
     }
 }
+
+/// The setting the key-encryption key is read from.
+pub const VARIABLE: &str = "AUTH_KEY_ENCRYPTION_KEY";
 
 const PLAIN_PREFIX: &str = "pkcs8:";
 const SEALED_PREFIX: &str = "aes256gcm:";
