@@ -18,7 +18,8 @@ trap 'rm -rf "$tmp"' EXIT
 cp docker-compose.yml "$tmp/"
 cp -r deploy "$tmp/"
 cp deploy/env.example "$tmp/.env"
-sed -i 's/^AUTH_KEY_ENCRYPTION_KEY=$/AUTH_KEY_ENCRYPTION_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=/' "$tmp/.env"
+sed -i -e 's/^AUTH_KEY_ENCRYPTION_KEY=$/AUTH_KEY_ENCRYPTION_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=/' \
+    -e 's/^INTAKE_KEY_ENCRYPTION_KEY=$/INTAKE_KEY_ENCRYPTION_KEY=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=/' "$tmp/.env"
 : > "$tmp/Dockerfile"
 services=$(cd "$tmp" && docker-compose config --services | sort | tr '\n' ' ')
 expected="auth-migrate auth-server grafana intake-api-1 intake-api-2 intake-migrate postgres prometheus proxy redis "

@@ -73,6 +73,7 @@ done
 # The health check is the image's own command, run as the image would run it, against each
 # service started as the compose file starts it (HEALTHCHECK_URL names each one's port).
 kek=$(openssl rand -base64 32)
+intake_kek=$(openssl rand -base64 32)
 healthy() { # HEALTHCHECK_URL
     local url=$1
     for _ in $(seq 1 60); do
@@ -83,7 +84,7 @@ healthy() { # HEALTHCHECK_URL
 }
 start() { # name url command...
     local name=$1 url=$2; shift 2
-    as_image AUTH_KEY_ENCRYPTION_KEY="$kek" -- "$@" >"$home/$name.log" 2>&1 &
+    as_image AUTH_KEY_ENCRYPTION_KEY="$kek" INTAKE_KEY_ENCRYPTION_KEY="$intake_kek" -- "$@" >"$home/$name.log" 2>&1 &
     if ! healthy "$url"; then
         echo "$name did not pass the image's health check:" >&2
         tail -n 30 "$home/$name.log" >&2

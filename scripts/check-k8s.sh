@@ -120,13 +120,14 @@ for service in auth intake; do
     databases+=("$db")
 done
 AUTH_DB="$postgres/k8s_check_auth_$$" INTAKE_DB="$postgres/k8s_check_intake_$$" REDIS="$redis" \
-    KEK=$(openssl rand -base64 32) TLS_DIR="$tls" python3 - >"$work/secrets.json" <<'PY'
+    KEK=$(openssl rand -base64 32) INTAKE_KEK=$(openssl rand -base64 32) TLS_DIR="$tls" python3 - >"$work/secrets.json" <<'PY'
 import json, os
 tls = {k: open(os.path.join(os.environ["TLS_DIR"], k)).read() for k in ("tls.crt", "tls.key")}
 print(json.dumps({
     "auth-database": {"url": os.environ["AUTH_DB"]},
     "intake-database": {"url": os.environ["INTAKE_DB"]},
     "auth-key-encryption-key": {"key": os.environ["KEK"]},
+    "intake-key-encryption-key": {"key": os.environ["INTAKE_KEK"]},
     "redis": {"url": os.environ["REDIS"]},
     "auth-server-tls": tls,
     "intake-api-tls": tls,

@@ -208,6 +208,7 @@ cp -r deploy "$tmp/compose/"
 rm -rf "$tmp/compose/deploy/tls"
 sed -e "s|^POSTGRES_PASSWORD=.*|POSTGRES_PASSWORD=$(openssl rand -hex 16)|" \
     -e "s|^AUTH_KEY_ENCRYPTION_KEY=.*|AUTH_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)|" \
+    -e "s|^INTAKE_KEY_ENCRYPTION_KEY=.*|INTAKE_KEY_ENCRYPTION_KEY=$(openssl rand -base64 32)|" \
     -e "s|^GRAFANA_ADMIN_PASSWORD=.*|GRAFANA_ADMIN_PASSWORD=$(openssl rand -hex 16)|" \
     deploy/env.example >"$tmp/compose/.env"
 "$tmp/compose/deploy/make-local-cert.sh" >/dev/null

@@ -248,8 +248,10 @@ def main():
     psql(ADMIN_URL, f"CREATE DATABASE {intake_db}")
     replicas, receiver = [], None
     try:
-        kek = subprocess.run(["openssl", "rand", "-base64", "32"], capture_output=True,
-                             text=True, check=True).stdout.strip()
+        kek, intake_kek = (
+            subprocess.run(["openssl", "rand", "-base64", "32"], capture_output=True,
+                           text=True, check=True).stdout.strip()
+            for _ in range(2))
         base = {k: v for k, v in os.environ.items() if not k.startswith(("AUTH_", "INTAKE_"))}
         base.update({"RUST_LOG": "info", "LOG_FORMAT": "json", "REDIS_URL": REDIS_URL})
         auth_env = dict(base, AUTH_DATABASE_URL=db_url(auth_db), AUTH_KEY_ENCRYPTION_KEY=kek)
@@ -259,6 +261,8 @@ def main():
             a.env = dict(auth_env, AUTH_ISSUER=issuer)
         intake_env = dict(
             base, INTAKE_DATABASE_URL=db_url(intake_db), INTAKE_ISSUER=issuer,
+            # The previous release ignores it; this one needs it.
+            INTAKE_KEY_ENCRYPTION_KEY=intake_kek,
             INTAKE_JWKS_URL=f"{issuer}/.well-known/jwks.json",
             INTAKE_ACTIVATION_DELAY_SECS=str(ACTIVATION_DELAY_SECS),
             INTAKE_ACTIVATION_POLL_MS="200", INTAKE_WEBHOOK_POLL_MS="200",

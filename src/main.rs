@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 const DEMO_FILE: &str = "data/demo-client.json";
 const KEY_ENCRYPTION_KEY_FILE: &str = "data/key-encryption-key";
+const INTAKE_KEY_ENCRYPTION_KEY_FILE: &str = "data/intake-key-encryption-key";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
 
@@ -80,11 +81,11 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The key-encryption key of the local stack: made once (32 random bytes, base64) and kept
+/// A key-encryption key of the local stack: made once (32 random bytes, base64) and kept
 /// in `data/` beside the databases, readable only by its owner, so a first start needs no
-/// setting and the signing keys are still never stored in clear.
-fn local_key_encryption_key() -> anyhow::Result<String> {
-    let path = Path::new(KEY_ENCRYPTION_KEY_FILE);
+/// setting and signing keys and stored answers are still never kept in clear.
+fn local_key_encryption_key(file: &str) -> anyhow::Result<String> {
+    let path = Path::new(file);
     if let Ok(existing) = std::fs::read_to_string(path) {
         return Ok(existing.trim().to_owned());
     }
@@ -138,12 +139,17 @@ async fn main() -> anyhow::Result<()> {
     // Each service reads its own environment variables, exactly as its binary does.
     let mut auth_config = auth_server::config::Config::from_env()?;
     if auth_config.key_encryption_key.is_none() {
-        auth_config.key_encryption_key = Some(local_key_encryption_key()?.parse()?);
+        auth_config.key_encryption_key =
+            Some(local_key_encryption_key(KEY_ENCRYPTION_KEY_FILE)?.parse()?);
     }
     // One process on its own databases: nothing else can be running an earlier release on
     // them, so each service migrates at start unless told otherwise.
     auth_config.migrate.get_or_insert(true);
     let mut intake_config = intake_api::config::Config::from_env()?;
+    if intake_config.key_encryption_key.is_none() {
+        intake_config.key_encryption_key =
+            Some(local_key_encryption_key(INTAKE_KEY_ENCRYPTION_KEY_FILE)?.parse()?);
+    }
     intake_config.migrate.get_or_insert(true);
     let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 

@@ -30,6 +30,7 @@ impl Stack {
             .env("INTAKE_ISSUER", &auth)
             .env("INTAKE_JWKS_URL", format!("{auth}/.well-known/jwks.json"))
             .env_remove("AUTH_KEY_ENCRYPTION_KEY")
+            .env_remove("INTAKE_KEY_ENCRYPTION_KEY")
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -80,19 +81,14 @@ async fn a_default_quick_start_serves_and_keeps_no_signing_key_in_clear() {
     stack.stop();
     assert!(ready, "the stack never became ready");
 
-    let kek = dir.join("data/key-encryption-key");
     #[cfg(unix)]
-    {
+    for file in ["key-encryption-key", "intake-key-encryption-key"] {
         use std::os::unix::fs::PermissionsExt;
-        let mode = std::fs::metadata(&kek)
+        let mode = std::fs::metadata(dir.join("data").join(file))
             .expect("a key-encryption key was made")
             .permissions()
             .mode();
-        assert_eq!(
-            mode & 0o777,
-            0o600,
-            "the key-encryption key is readable by others"
-        );
+        assert_eq!(mode & 0o777, 0o600, "{file} is readable by others");
     }
     let url = format!("sqlite://{}/data/auth.db?mode=ro", dir.display());
     let db = Database::connect(url.as_str())

@@ -31,7 +31,7 @@ pub fn actor(configured: Option<&str>) -> String {
 pub const SERVER_ACTOR: &str = "auth-server";
 
 /// What the audit key is derived for; a new label would start a new trail key.
-const AUDIT_KEY_LABEL: &[u8] = b"partner-intake audit v1";
+const AUDIT_KEY_LABEL: &str = "partner-intake audit v1";
 
 /// The key entries are sealed with.
 #[derive(Clone)]

@@ -115,14 +115,12 @@ impl Config {
 }
 
 fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
-    let encoded = encoded.ok_or_else(|| {
-        anyhow::anyhow!(
-            "AUTH_KEY_ENCRYPTION_KEY is not set: signing keys are never stored in clear. \
-             Make one with `openssl rand -base64 32`, keep it with your other secrets, and \
-             give every auth-server replica the same one."
-        )
-    })?;
-    KeyEncryptionKey::from_base64(encoded)
+    let kek = service_kit::kek::KeyEncryptionKey::required(
+        crate::keys::VARIABLE,
+        encoded,
+        "signing keys are never stored in clear",
+    )?;
+    KeyEncryptionKey::from_kek(kek)
 }
 
 /// What an operator command (`client`, `key`, `audit`) runs with besides its own

@@ -4,11 +4,11 @@
 //! (the pure-Rust `rsa` crate's are not: RUSTSEC-2023-0071).
 
 use anyhow::{Context, anyhow, bail};
-use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
+use aws_lc_rs::aead::{Aad, LessSafeKey, NONCE_LEN, Nonce};
 use aws_lc_rs::encoding::AsDer;
+use aws_lc_rs::hmac;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
-use aws_lc_rs::{hkdf, hmac};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
@@ -25,7 +25,7 @@ pub fn retired_key_publish_window() -> Duration {
 
 /// The key-encryption key: AES-256-GCM over each stored private key, and the root of the
 /// keys derived from it for other uses.
-pub struct KeyEncryptionKey(LessSafeKey, hkdf::Prk);
+pub struct KeyEncryptionKey(LessSafeKey, service_kit::kek::KeyEncryptionKey);
 
 impl std::fmt::Debug for KeyEncryptionKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -36,29 +36,29 @@ impl std::fmt::Debug for KeyEncryptionKey {
 impl KeyEncryptionKey {
     /// Parses the base64 of 32 random bytes (`AUTH_KEY_ENCRYPTION_KEY`).
     pub fn from_base64(encoded: &Secret<String>) -> anyhow::Result<Self> {
-        let bytes = STANDARD
-            .decode(encoded.expose().trim())
-            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not valid base64"))?;
-        if bytes.len() != 32 {
-            bail!("AUTH_KEY_ENCRYPTION_KEY must be the base64 of exactly 32 bytes");
-        }
-        let key = UnboundKey::new(&AES_256_GCM, &bytes)
-            .map_err(|_| anyhow!("AUTH_KEY_ENCRYPTION_KEY is not a usable AES-256 key"))?;
-        let root = hkdf::Salt::new(hkdf::HKDF_SHA256, &[]).extract(&bytes);
-        Ok(Self(LessSafeKey::new(key), root))
+        Self::from_kek(service_kit::kek::KeyEncryptionKey::from_base64(
+            VARIABLE, encoded,
+        )?)
     }
 
-    /// An HMAC-SHA256 key for one use, named by `label`: HKDF keeps it independent of the
-    /// key-encryption key and of the keys derived for other labels.
-    pub fn derive_hmac_key(&self, label: &'static [u8]) -> anyhow::Result<hmac::Key> {
-        let labels = [label];
-        let okm = self
-            .1
-            .expand(&labels, hmac::HMAC_SHA256)
-            .map_err(|_| anyhow!("cannot derive a key from AUTH_KEY_ENCRYPTION_KEY"))?;
-        Ok(hmac::Key::from(okm))
+    /// The key itself seals the signing keys, as it always has: keys sealed by earlier
+    /// versions still open. It stays the root of the keys derived for other uses.
+    pub fn from_kek(kek: service_kit::kek::KeyEncryptionKey) -> anyhow::Result<Self> {
+        Ok(Self(kek.aes_256_gcm()?, kek))
+    }
+
+    /// An HMAC-SHA256 key for one use, named by `purpose`: HKDF keeps it independent of the
+    /// key-encryption key and of the keys derived for other purposes.
+    pub fn derive_hmac_key(&self, purpose: &str) -> anyhow::Result<hmac::Key> {
+        Ok(hmac::Key::new(
+            hmac::HMAC_SHA256,
+            self.1.derive(purpose)?.expose(),
+        ))
     }
 }
+
+/// The setting the key-encryption key is read from.
+pub const VARIABLE: &str = "AUTH_KEY_ENCRYPTION_KEY";
 
 const PLAIN_PREFIX: &str = "pkcs8:";
 const SEALED_PREFIX: &str = "aes256gcm:";

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
 use service_kit::Secret;
 use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
+use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
 use service_kit::telemetry::LogFormat;
 use url::Url;
@@ -15,6 +16,9 @@ use crate::store::Timing;
 
 /// Where the database is when `INTAKE_DATABASE_URL` does not say.
 const DEFAULT_DATABASE_URL: &str = "sqlite://data/intake.db?mode=rwc";
+
+/// The setting the key-encryption key is read from.
+pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";
 
 /// The server's settings (`intake-api serve`); every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
@@ -107,6 +111,11 @@ pub struct Config {
     /// Lifetime of a customer redirect link, in seconds.
     #[arg(long, env = "INTAKE_REDIRECT_TTL_SECS", default_value_t = 86_400)]
     pub redirect_ttl_secs: u64,
+    /// Base64 of 32 random bytes (`openssl rand -base64 32`), the same for every replica:
+    /// the answers kept for `Idempotency-Key`s are sealed, and their requests digested, with
+    /// keys derived from it. Required by `serve`.
+    #[arg(long, env = "INTAKE_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret<String>>,
@@ -190,6 +199,16 @@ impl Config {
         let jwks = Url::parse(&self.jwks_url)
             .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?;
         Ok(jwks.join("/revocations")?.into())
+    }
+
+    /// The key-encryption key: there is no serving without one, as answers holding links
+    /// are never stored in clear.
+    pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
+        KeyEncryptionKey::required(
+            KEK_VARIABLE,
+            self.key_encryption_key.as_ref(),
+            "the answers kept for Idempotency-Keys are never stored in clear",
+        )
     }
 
     /// The issuer as tokens carry it (no trailing slash).

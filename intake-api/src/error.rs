@@ -44,6 +44,10 @@ pub enum IntakeError {
     /// The `Idempotency-Key` was used with a different request.
     #[error("Idempotency-Key reused with a different request")]
     KeyReused,
+    /// The answer to the request first sent with the `Idempotency-Key` was erased with its
+    /// customer's data.
+    #[error("the answer to this Idempotency-Key was erased")]
+    AnswerErased,
     /// No bearer token, or one that does not verify.
     #[error("not authenticated: {0}")]
     Unauthenticated(AuthError),
@@ -133,7 +137,10 @@ enum ErrorResponse {
     /// `{"message":"A request with this Idempotency-Key is still being processed."}`; retry
     /// after `Retry-After` seconds to get its answer. Or the key was used before with a
     /// different request: `{"message":"Idempotency-Key reused with a different request."}`
-    /// (no `Retry-After`: use a new key for a new request).
+    /// (no `Retry-After`: use a new key for a new request). Or the customer's data was erased
+    /// since the key's first request: its answer is gone and the key stays spent
+    /// (`{"message":"The answer to this Idempotency-Key was erased with the customer's data;
+    /// send a new request with a new key."}`, no `Retry-After`).
     #[oai(status = 409)]
     Conflict(
         Json<RequestInFlight>,
@@ -159,6 +166,10 @@ enum ErrorResponse {
     Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
 
+/// The body text of a 409 for a key whose answer was erased.
+const ERASED_MESSAGE: &str = "The answer to this Idempotency-Key was erased with the customer's \
+                              data; send a new request with a new key.";
+
 /// The body text of a 500 that is not about a redirect link.
 const INTERNAL_MESSAGE: &str = "The request could not be completed.";
 
@@ -170,7 +181,7 @@ impl IntakeError {
             Self::Unauthenticated(_) => 401,
             Self::Forbidden(_) => 403,
             Self::CaseNotFound => 404,
-            Self::KeyInFlight | Self::KeyReused => 409,
+            Self::KeyInFlight | Self::KeyReused | Self::AnswerErased => 409,
             Self::PayloadTooLarge => 413,
             Self::Invalid(_) => 422,
             Self::TooManyRequests { .. } => 429,
@@ -197,6 +208,14 @@ impl IntakeError {
             Self::KeyReused => ErrorResponse::Conflict(
                 Json(RequestInFlight {
                     message: "Idempotency-Key reused with a different request.".into(),
+                }),
+                None,
+            ),
+            // The key stays spent: processed again, a late retry would make the erased case
+            // again.
+            Self::AnswerErased => ErrorResponse::Conflict(
+                Json(RequestInFlight {
+                    message: ERASED_MESSAGE.into(),
                 }),
                 None,
             ),
@@ -401,6 +420,16 @@ mod tests {
                 None,
                 None,
                 message("The Idempotency-Key header must be 1 to 255 characters."),
+            ),
+            (
+                IntakeError::AnswerErased,
+                409,
+                None,
+                None,
+                message(
+                    "The answer to this Idempotency-Key was erased with the customer's data; \
+                     send a new request with a new key.",
+                ),
             ),
             (
                 IntakeError::CaseNotFound,

@@ -12,7 +12,7 @@ use crate::config::{BrandConfig, Config, parse_brands};
 use crate::jwks::JwksCache;
 use crate::migration;
 use crate::revocations::RevokedClients;
-use crate::store::CaseStore;
+use crate::store::{AnswerKeys, CaseStore};
 
 /// The intake-api's shared state.
 pub struct AppState {
@@ -22,6 +22,8 @@ pub struct AppState {
     pub brands: Vec<BrandConfig>,
     /// The cases.
     pub cases: CaseStore,
+    /// What stored answers are sealed and requests digested with.
+    pub answer_keys: AnswerKeys,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -33,6 +35,7 @@ impl AppState {
     /// refresher.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let brands = parse_brands(&config.brands)?;
+        let answer_keys = AnswerKeys::new(&config.kek()?)?;
         let db = migration::SCHEMA
             .connect_serving(
                 &config.database_url,
@@ -62,6 +65,7 @@ impl AppState {
             config,
             brands,
             cases,
+            answer_keys,
             verifier,
             limiter,
         })

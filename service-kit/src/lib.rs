@@ -1,10 +1,11 @@
 //! The plumbing the auth-server and the intake-api both run on: database connections and
 //! migrations, the HTTP server and its operational endpoints, rate limits, logs and metrics,
-//! and a wrapper that keeps secrets out of them.
+//! a wrapper that keeps secrets out of them, and the key-encryption keys they hold.
 
 pub mod cli;
 pub mod db;
 pub mod http;
+pub mod kek;
 pub mod openapi;
 pub mod ratelimit;
 pub mod secret;

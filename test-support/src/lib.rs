@@ -136,6 +136,10 @@ fn init_test_logging() {
 /// The key-encryption key test auth-servers seal their signing keys with (32 bytes, base64).
 pub const TEST_KEY_ENCRYPTION_KEY: &str = "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=";
 
+/// The key-encryption key test intake-apis seal their stored answers with (32 bytes,
+/// base64): another than the auth-server's, as in production.
+pub const TEST_INTAKE_KEY_ENCRYPTION_KEY: &str = "ICEiIyQlJicoKSorLC0uLzAxMjM0NTY3ODk6Ozw9Pj8=";
+
 /// A real auth-server on port 0 over a database of its own (or a shared one).
 pub struct AuthServer {
     /// The server.
@@ -303,6 +307,8 @@ impl IntakeServer {
         let mut config = intake_api::config::Config::with_database(database_url);
         config.bind = "127.0.0.1:0".into();
         config.jwks_url = jwks_url.to_owned();
+        config.key_encryption_key =
+            Some(TEST_INTAKE_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
         configure(&mut config);
         let app = intake_api::startup::Application::build(config.clone()).await?;
         let (port, admin_port) = (app.port(), app.admin_port());

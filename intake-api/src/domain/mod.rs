@@ -18,4 +18,4 @@ pub use parse::{
     OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach, parse_enquiry,
     parse_redeem,
 };
-pub use redirect::RedirectToken;
+pub use redirect::{RedirectToken, hash_token};

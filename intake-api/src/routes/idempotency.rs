@@ -2,14 +2,12 @@
 //! a retried request with the same key and body gets the first answer again and changes
 //! nothing.
 
-use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
 
 use super::partner::Partner;
 use crate::error::IntakeError;
 use crate::state::AppState;
-use crate::store::{Claim, KeyedRequest, Lease, StoredAnswer};
+use crate::store::{Claim, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError, StoredAnswer};
 
 /// The request header partners send their key in.
 pub const HEADER: &str = "Idempotency-Key";
@@ -46,22 +44,45 @@ pub async fn begin(
     if key.is_empty() || key.chars().count() > MAX_KEY_CHARS {
         return Err(IntakeError::BadIdempotencyKey);
     }
+    // The body as JSON: the same request sent again with other spacing is the same request.
+    let canonical = body.to_string();
     let request = KeyedRequest {
         client_id: partner.client_id(),
         key,
         operation,
-        request_hash: request_hash(body),
+        request_hash: state.answer_keys.request_hash(canonical.as_bytes()),
+        body: &canonical,
     };
     match state.cases.claim(&request).await? {
         Claim::Granted(lease) => Ok(Begun::Keyed(lease)),
-        Claim::Replay(answer) => {
+        Claim::Replay(replayed) => {
+            let answer = match replayed {
+                Replayed::Sealed(sealed) => state
+                    .answer_keys
+                    .open(partner.client_id(), key, &sealed)
+                    .map_err(IntakeError::Internal)?,
+                Replayed::Clear(answer) => answer,
+            };
             metrics::counter!("intake_idempotent_replays_total", "operation" => operation)
                 .increment(1);
             Ok(Begun::Replay(answer))
         }
+        Claim::Erased => Err(IntakeError::AnswerErased),
         Claim::InFlight => Err(IntakeError::KeyInFlight),
         Claim::Mismatch => Err(IntakeError::KeyReused),
     }
+}
+
+/// `answer` sealed for storage under the key `lease` holds.
+pub fn seal(
+    state: &AppState,
+    lease: &Lease,
+    answer: &StoredAnswer,
+) -> Result<SealedAnswer, StoreError> {
+    state
+        .answer_keys
+        .seal(lease.client_id(), lease.key(), answer)
+        .map_err(StoreError::Sealing)
 }
 
 /// Ends a keyed attempt that failed: its key is given back, so a retry is processed afresh.
@@ -78,24 +99,58 @@ pub async fn fail<T>(
     Err(error)
 }
 
-/// A digest of the body as JSON: the same request sent again with other spacing is the
-/// same request.
-fn request_hash(body: &Value) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body.to_string().as_bytes());
-    URL_SAFE_NO_PAD.encode(digest.as_ref())
-}
-
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use service_kit::Secret;
+    use service_kit::kek::KeyEncryptionKey;
+
+    use crate::store::AnswerKeys;
+
     use super::*;
 
+    fn keys(byte: u8) -> AnswerKeys {
+        let encoded = Secret::new(STANDARD.encode([byte; 32]));
+        AnswerKeys::new(&KeyEncryptionKey::from_base64("TEST", &encoded).unwrap()).unwrap()
+    }
+
+    fn hash(keys: &AnswerKeys, json: &str) -> String {
+        let value: Value = serde_json::from_str(json).unwrap();
+        keys.request_hash(value.to_string().as_bytes())
+    }
+
     #[test]
-    fn the_same_json_hashes_the_same_and_other_json_differently() {
-        let a: Value = serde_json::from_str(r#"{"email": "a@example.com", "n": 1}"#).unwrap();
-        let spaced: Value =
-            serde_json::from_str("{ \"email\" :\n \"a@example.com\", \"n\": 1 }").unwrap();
-        let other: Value = serde_json::from_str(r#"{"email": "b@example.com", "n": 1}"#).unwrap();
-        assert_eq!(request_hash(&a), request_hash(&spaced));
-        assert_ne!(request_hash(&a), request_hash(&other));
+    fn the_same_json_hashes_the_same_and_other_json_or_keys_differently() {
+        let a = r#"{"email": "a@example.com", "n": 1}"#;
+        let spaced = "{ \"email\" :\n \"a@example.com\", \"n\": 1 }";
+        let other = r#"{"email": "b@example.com", "n": 1}"#;
+        assert_eq!(hash(&keys(1), a), hash(&keys(1), spaced));
+        assert_ne!(hash(&keys(1), a), hash(&keys(1), other));
+        assert_ne!(hash(&keys(1), a), hash(&keys(2), a));
+    }
+
+    #[test]
+    fn a_sealed_answer_opens_only_for_its_partner_key_and_status() {
+        let answer = StoredAnswer {
+            status: 201,
+            body: r#"{"redirect":"https://portal.example/continue?token=secret"}"#.into(),
+        };
+        let sealed = keys(1).seal("partner", "k", &answer).unwrap();
+        assert!(!sealed.sealed.contains("secret"));
+        assert_eq!(keys(1).open("partner", "k", &sealed).unwrap(), answer);
+        assert!(keys(2).open("partner", "k", &sealed).is_err());
+        assert!(keys(1).open("other", "k", &sealed).is_err());
+        assert!(keys(1).open("partner", "k2", &sealed).is_err());
+        let moved = SealedAnswer {
+            status: 200,
+            ..sealed.clone()
+        };
+        assert!(keys(1).open("partner", "k", &moved).is_err());
+        let garbled = SealedAnswer {
+            sealed: "v1:AAAA".into(),
+            ..sealed
+        };
+        assert!(keys(1).open("partner", "k", &garbled).is_err());
     }
 }

@@ -153,9 +153,9 @@ impl IntakeApi {
             Begun::Keyed(lease) => Some(lease),
             Begun::Unkeyed => None,
         };
-        let answer = |s: &Submitted| {
+        let answer = |lease: &Lease, s: &Submitted| {
             let (status, body) = case_answer(s);
-            stored(status, &body)
+            idempotency::seal(state, lease, &stored(status, &body))
         };
         let submitted = match state
             .cases
@@ -297,7 +297,10 @@ impl IntakeApi {
         let response = RedirectResponse {
             redirect: token.link(portal).into(),
         };
-        let answer = lease.map(|_| stored(200, &response));
+        let answer = lease
+            .map(|lease| idempotency::seal(state, lease, &stored(200, &response)))
+            .transpose()
+            .map_err(|e| IntakeError::RedirectFailed(e.into()))?;
         state
             .cases
             .attach(&case, link, partner.client_id(), lease.zip(answer.as_ref()))

@@ -10,7 +10,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::idempotency::{Lease, StoredAnswer, store_answer};
+use super::idempotency::{Lease, SealedAnswer, store_answer};
 use super::reused::decode_error;
 use super::submit::case_key;
 use super::webhooks::queue_events;
@@ -54,7 +54,7 @@ struct NewAttachment<'a> {
 }
 
 /// A keyed attach's hold on its key and its answer, stored with the change.
-pub type KeyedAttach<'a> = (&'a Lease, &'a StoredAnswer);
+pub type KeyedAttach<'a> = (&'a Lease, &'a SealedAnswer);
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
 /// hash, the product and the newest link on the case, the event, and the event queued for every partner with a
@@ -232,7 +232,7 @@ impl CaseStore {
             .await?;
         txn.execute(&queue_events(&[event_id])).await?;
         if let Some((lease, answer)) = new.keyed {
-            store_answer(&txn, lease, answer).await?;
+            store_answer(&txn, lease, answer, new.case_id).await?;
         }
         txn.commit().await?;
         Ok(())

@@ -4,16 +4,21 @@
 //! product and history) so the business can still account for it; its enquiry is emptied,
 //! its e-mail replaced by a marker, and the submissions (each body as sent) deleted. With no
 //! submission left no partner sees it (status and attach answer 404), and with no e-mail a
-//! later enquiry for the address makes a new case.
+//! later enquiry for the address makes a new case. The answers stored for partners'
+//! `Idempotency-Key`s about the case are emptied too, their keys kept spent until they
+//! expire, so a late retry neither reveals the reference or link nor makes the case again.
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
-use sea_orm::{ColumnTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect};
+use sea_orm::{
+    ColumnTrait, Condition, DatabaseTransaction, EntityTrait, ExprTrait, QueryFilter, QueryOrder,
+    QuerySelect,
+};
 use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, event};
-use crate::domain::Email;
-use crate::entity::{case, case_event, submission};
+use crate::domain::{Email, hash_token};
+use crate::entity::{case, case_event, idempotency_key, redirect_token, submission};
 
 /// The start of an erased case's e-mail: no address has it, and the case id after it keeps
 /// the brand and e-mail key unique.
@@ -78,6 +83,7 @@ impl CaseStore {
                     .exec_without_returning(&txn)
                     .await?;
             }
+            Box::pin(forget_answers(&txn, &cases)).await?;
             txn.commit().await?;
             Ok(cases
                 .into_iter()
@@ -148,6 +154,80 @@ impl CaseStore {
         })
         .await
     }
+}
+
+/// Empties the stored answers about `cases`, keeping their keys: a retry with one is then
+/// refused ([`super::Claim::Erased`]) rather than processed again.
+async fn forget_answers(
+    txn: &DatabaseTransaction,
+    cases: &[case::Model],
+) -> Result<(), StoreError> {
+    if cases.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = cases.iter().map(|c| c.id).collect();
+    let mut about = Condition::any().add(idempotency_key::Column::CaseId.is_in(ids.clone()));
+    // Answers 0.1.0 stored in clear name no case: a submission's names its reference...
+    for erased in cases {
+        let answer = format!(r#"%"reference":"{}"%"#, erased.reference);
+        about = about.add(
+            idempotency_key::Column::CaseId
+                .is_null()
+                .and(idempotency_key::Column::Response.like(answer)),
+        );
+    }
+    // ...and an attach's its link, whose token's hash is the case's.
+    let hashes: Vec<String> = redirect_token::Entity::find()
+        .select_only()
+        .column(redirect_token::Column::TokenHash)
+        .filter(redirect_token::Column::CaseId.is_in(ids))
+        .into_tuple()
+        .all(txn)
+        .await?;
+    if !hashes.is_empty() {
+        let clear: Vec<(String, String, String)> = idempotency_key::Entity::find()
+            .select_only()
+            .column(idempotency_key::Column::ClientId)
+            .column(idempotency_key::Column::IdemKey)
+            .column(idempotency_key::Column::Response)
+            .filter(idempotency_key::Column::CaseId.is_null())
+            .filter(idempotency_key::Column::Response.like(r#"%"redirect":%"#))
+            .into_tuple()
+            .all(txn)
+            .await?;
+        for (client_id, key, response) in clear {
+            if link_token(&response).is_some_and(|t| hashes.contains(&hash_token(&t))) {
+                about = about.add(
+                    idempotency_key::Column::ClientId
+                        .eq(client_id)
+                        .and(idempotency_key::Column::IdemKey.eq(key)),
+                );
+            }
+        }
+    }
+    idempotency_key::Entity::update_many()
+        .col_expr(
+            idempotency_key::Column::Response,
+            Expr::value(None::<String>),
+        )
+        .col_expr(
+            idempotency_key::Column::SealedResponse,
+            Expr::value(None::<String>),
+        )
+        .filter(idempotency_key::Column::Status.is_not_null())
+        .filter(about)
+        .exec(txn)
+        .await?;
+    Ok(())
+}
+
+/// The token of the link in an attach's answer as 0.1.0 stored it.
+fn link_token(answer: &str) -> Option<String> {
+    let answer: serde_json::Value = serde_json::from_str(answer).ok()?;
+    let link = url::Url::parse(answer["redirect"].as_str()?).ok()?;
+    link.query_pairs()
+        .find(|(name, _)| name == "token")
+        .map(|(_, token)| token.into_owned())
 }
 
 /// The smallest UUIDv7 of the millisecond `at`: every row id made before `at` is below it.

@@ -2,12 +2,22 @@
 //! request's answer is stored with the change it made, in the same transaction, so a retry
 //! of a request whose change committed gets the same answer and changes nothing, whatever
 //! the first attempt's caller heard.
+//!
+//! An answer can carry a secret (an attach's redirect link), so it is stored sealed with a
+//! key the database does not hold, bound to its partner, key and status; the request is
+//! remembered by a keyed digest, which a known body cannot be confirmed against.
 
 use std::time::Duration;
 
+use anyhow::anyhow;
+use aws_lc_rs::aead::{Aad, LessSafeKey, NONCE_LEN, Nonce};
+use aws_lc_rs::{digest, hmac};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter};
+use service_kit::kek::KeyEncryptionKey;
 use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, new_row_id};
@@ -30,17 +40,153 @@ pub struct KeyedRequest<'a> {
     pub key: &'a str,
     /// The operation, so a key reused on another operation is a different request.
     pub operation: &'static str,
-    /// A digest of the request body.
+    /// The keyed digest of the request body ([`AnswerKeys::request_hash`]).
     pub request_hash: String,
+    /// The request body as digested, to recognise a key 0.1.0 stored with a plain digest.
+    pub body: &'a str,
 }
 
-/// A successful answer, as stored and replayed.
+/// A successful answer in clear, as sent and replayed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredAnswer {
     /// Its status.
     pub status: u16,
     /// Its JSON body.
     pub body: String,
+}
+
+/// A successful answer as stored: its body sealed with [`AnswerKeys::seal`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SealedAnswer {
+    /// Its status.
+    pub status: u16,
+    /// Its body, sealed.
+    pub sealed: String,
+}
+
+/// A stored answer found for a repeated request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Replayed {
+    /// Sealed, as every answer is stored now.
+    Sealed(SealedAnswer),
+    /// In clear, as 0.1.0 stored it: kept as it is until its key expires, within a day.
+    Clear(StoredAnswer),
+}
+
+/// The prefix of a keyed request digest; 0.1.0's plain ones have none.
+const DIGEST_PREFIX: &str = "hmac1:";
+
+/// The prefix of a sealed answer, naming how it was sealed.
+const SEALED_PREFIX: &str = "v1:";
+
+/// The keys that seal stored answers and digest requests, each derived for its purpose from
+/// `INTAKE_KEY_ENCRYPTION_KEY`.
+pub struct AnswerKeys {
+    seal: LessSafeKey,
+    digest: hmac::Key,
+}
+
+impl std::fmt::Debug for AnswerKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AnswerKeys([REDACTED])")
+    }
+}
+
+impl AnswerKeys {
+    /// Derives the keys from the intake's key-encryption key.
+    pub fn new(kek: &KeyEncryptionKey) -> anyhow::Result<Self> {
+        let digest = kek.derive("intake-api idempotency request digest v1")?;
+        Ok(Self {
+            seal: kek.derive_aes_256_gcm("intake-api idempotency answer seal v1")?,
+            digest: hmac::Key::new(hmac::HMAC_SHA256, digest.expose()),
+        })
+    }
+
+    /// The keyed digest of a request body.
+    pub fn request_hash(&self, body: &[u8]) -> String {
+        let tag = hmac::sign(&self.digest, body);
+        format!("{DIGEST_PREFIX}{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    /// Seals `answer` for `client_id`'s `key`: it opens only for the same partner, key and
+    /// status, so a sealed answer cannot be moved onto another row.
+    pub fn seal(
+        &self,
+        client_id: &str,
+        key: &str,
+        answer: &StoredAnswer,
+    ) -> anyhow::Result<SealedAnswer> {
+        let mut nonce = [0u8; NONCE_LEN];
+        aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
+        let mut blob = Vec::with_capacity(NONCE_LEN + answer.body.len() + 16);
+        blob.extend_from_slice(&nonce);
+        blob.extend_from_slice(answer.body.as_bytes());
+        let (_, in_out) = blob.split_at_mut(NONCE_LEN);
+        let tag = self
+            .seal
+            .seal_in_place_separate_tag(
+                Nonce::assume_unique_for_key(nonce),
+                Aad::from(binding(client_id, key, answer.status)),
+                in_out,
+            )
+            .map_err(|_| anyhow!("cannot seal a stored answer"))?;
+        blob.extend_from_slice(tag.as_ref());
+        Ok(SealedAnswer {
+            status: answer.status,
+            sealed: format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)),
+        })
+    }
+
+    /// Opens an answer [`Self::seal`] sealed for `client_id`'s `key`.
+    pub fn open(
+        &self,
+        client_id: &str,
+        key: &str,
+        sealed: &SealedAnswer,
+    ) -> anyhow::Result<StoredAnswer> {
+        let unreadable = || {
+            anyhow!(
+                "a stored answer does not open: INTAKE_KEY_ENCRYPTION_KEY is not the key it was \
+                 sealed with (or the row was altered)"
+            )
+        };
+        let mut blob = sealed
+            .sealed
+            .strip_prefix(SEALED_PREFIX)
+            .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
+            .filter(|blob| blob.len() >= NONCE_LEN)
+            .ok_or_else(unreadable)?;
+        let (nonce, in_out) = blob.split_at_mut(NONCE_LEN);
+        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| unreadable())?;
+        let plain = self
+            .seal
+            .open_in_place(
+                nonce,
+                Aad::from(binding(client_id, key, sealed.status)),
+                in_out,
+            )
+            .map_err(|_| unreadable())?;
+        let body = String::from_utf8(plain.to_vec()).map_err(|_| unreadable())?;
+        Ok(StoredAnswer {
+            status: sealed.status,
+            body,
+        })
+    }
+}
+
+/// What a sealed answer is bound to; the lengths keep two bindings from running together.
+fn binding(client_id: &str, key: &str, status: u16) -> Vec<u8> {
+    let mut aad = Vec::with_capacity(10 + client_id.len() + key.len());
+    aad.extend_from_slice(&status.to_be_bytes());
+    aad.extend_from_slice(&(client_id.len() as u64).to_be_bytes());
+    aad.extend_from_slice(client_id.as_bytes());
+    aad.extend_from_slice(key.as_bytes());
+    aad
+}
+
+/// The plain digest 0.1.0 stored, computed only to recognise its keys until they expire.
+fn legacy_hash(body: &str) -> String {
+    URL_SAFE_NO_PAD.encode(digest::digest(&digest::SHA256, body.as_bytes()).as_ref())
 }
 
 /// An attempt's hold on a key: only the holder stores the answer.
@@ -51,13 +197,27 @@ pub struct Lease {
     attempt: Uuid,
 }
 
+impl Lease {
+    /// The partner holding the key.
+    pub fn client_id(&self) -> &str {
+        &self.client_id
+    }
+
+    /// The key as sent.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+}
+
 /// What claiming a key found.
 #[derive(Debug)]
 pub enum Claim {
     /// The key is new (or its earlier attempt died or failed): process the request.
     Granted(Lease),
     /// The same request succeeded before: answer as it was answered.
-    Replay(StoredAnswer),
+    Replay(Replayed),
+    /// The same request succeeded before, and its answer was erased with its case.
+    Erased,
     /// Another attempt with the key is being processed.
     InFlight,
     /// The key was used for a different request.
@@ -102,6 +262,8 @@ impl CaseStore {
             locked_until: Set(Some(later(now, LEASE))),
             status: Set(None),
             response: Set(None),
+            sealed_response: Set(None),
+            case_id: Set(None),
             created_at: Set(now),
             expires_at: Set(later(now, KEY_TTL)),
         })
@@ -114,6 +276,8 @@ impl CaseStore {
                     Column::LockedUntil,
                     Column::Status,
                     Column::Response,
+                    Column::SealedResponse,
+                    Column::CaseId,
                     Column::CreatedAt,
                     Column::ExpiresAt,
                 ])
@@ -138,15 +302,60 @@ impl CaseStore {
         else {
             return Ok(None);
         };
-        if held.operation != request.operation || held.request_hash != request.request_hash {
+        let legacy = !held.request_hash.starts_with(DIGEST_PREFIX);
+        let same = if legacy {
+            held.request_hash == legacy_hash(request.body)
+        } else {
+            held.request_hash == request.request_hash
+        };
+        if held.operation != request.operation || !same {
             return Ok(Some(Claim::Mismatch));
         }
-        Ok(Some(match (held.status, held.response) {
-            (Some(status), Some(body)) => Claim::Replay(StoredAnswer {
-                status: u16::try_from(status).unwrap_or(500),
-                body,
-            }),
-            _ => Claim::InFlight,
+        let status = held.status.map(|s| u16::try_from(s).unwrap_or(500));
+        Ok(Some(match (status, held.sealed_response, held.response) {
+            (Some(status), Some(sealed), _) => {
+                Claim::Replay(Replayed::Sealed(SealedAnswer { status, sealed }))
+            }
+            (Some(status), None, Some(body)) => {
+                Claim::Replay(Replayed::Clear(StoredAnswer { status, body }))
+            }
+            (Some(_), None, None) => Claim::Erased,
+            (None, ..) if legacy && held.locked_until.is_some_and(|t| t <= now) => {
+                // A 0.1.0 attempt that died: taken over as the upsert takes over ours.
+                return Box::pin(self.take_over(request, &held.request_hash, now)).await;
+            }
+            (None, ..) => Claim::InFlight,
+        }))
+    }
+
+    /// Takes over a key whose attempt died, if it is still as it was found.
+    async fn take_over(
+        &self,
+        request: &KeyedRequest<'_>,
+        found_hash: &str,
+        now: DateTime<Utc>,
+    ) -> Result<Option<Claim>, StoreError> {
+        let attempt = new_row_id();
+        let taken = idempotency_key::Entity::update_many()
+            .col_expr(
+                Column::RequestHash,
+                Expr::value(request.request_hash.as_str()),
+            )
+            .col_expr(Column::Attempt, Expr::value(attempt))
+            .col_expr(Column::LockedUntil, Expr::value(later(now, LEASE)))
+            .filter(Column::ClientId.eq(request.client_id))
+            .filter(Column::IdemKey.eq(request.key))
+            .filter(Column::RequestHash.eq(found_hash))
+            .filter(Column::Status.is_null())
+            .filter(Column::LockedUntil.lte(now))
+            .exec(&self.db)
+            .await?;
+        Ok((taken.rows_affected == 1).then(|| {
+            Claim::Granted(Lease {
+                client_id: request.client_id.to_owned(),
+                key: request.key.to_owned(),
+                attempt,
+            })
         }))
     }
 
@@ -182,16 +391,19 @@ impl CaseStore {
     }
 }
 
-/// Stores `answer` for the attempt holding `lease`, inside the transaction of the change it
-/// answers; fails, so the change rolls back, if the attempt no longer holds the key.
+/// Stores `answer` about case `case_id` for the attempt holding `lease`, inside the
+/// transaction of the change it answers; fails, so the change rolls back, if the attempt no
+/// longer holds the key.
 pub(super) async fn store_answer(
     txn: &DatabaseTransaction,
     lease: &Lease,
-    answer: &StoredAnswer,
+    answer: &SealedAnswer,
+    case_id: Uuid,
 ) -> Result<(), StoreError> {
     let stored = idempotency_key::Entity::update_many()
         .col_expr(Column::Status, Expr::value(answer.status as i16))
-        .col_expr(Column::Response, Expr::value(answer.body.as_str()))
+        .col_expr(Column::SealedResponse, Expr::value(answer.sealed.as_str()))
+        .col_expr(Column::CaseId, Expr::value(case_id))
         .col_expr(Column::LockedUntil, Expr::value(None::<DateTime<Utc>>))
         .filter(Column::ClientId.eq(lease.client_id.as_str()))
         .filter(Column::IdemKey.eq(lease.key.as_str()))
@@ -242,7 +454,15 @@ mod tests {
             client_id: "partner",
             key,
             operation: "submitEnquiry",
-            request_hash: hash.to_owned(),
+            request_hash: format!("{DIGEST_PREFIX}{hash}"),
+            body: "{}",
+        }
+    }
+
+    fn sealed(body: &str) -> SealedAnswer {
+        SealedAnswer {
+            status: 200,
+            sealed: body.to_owned(),
         }
     }
 
@@ -275,9 +495,11 @@ mod tests {
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
         let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
         let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
-        let answer = |s: &Submitted| StoredAnswer {
-            status: 201,
-            body: s.reference.clone(),
+        let answer = |_: &Lease, s: &Submitted| {
+            Ok(SealedAnswer {
+                status: 201,
+                sealed: s.reference.clone(),
+            })
         };
 
         let held = lease(store.claim(&request("k", "h")).await.unwrap());
@@ -291,7 +513,9 @@ mod tests {
             .unwrap();
         store.release(&held).await;
         match store.claim(&request("k", "h")).await.unwrap() {
-            Claim::Replay(stored) => assert_eq!(stored.body, submitted.reference),
+            Claim::Replay(Replayed::Sealed(stored)) => {
+                assert_eq!(stored.sealed, submitted.reference)
+            }
             other => panic!("not replayed: {other:?}"),
         }
         assert!(matches!(
@@ -320,22 +544,80 @@ mod tests {
         )
         .await;
         let successor = lease(store.claim(&request("k", "h")).await.unwrap());
-        let answer = StoredAnswer {
-            status: 200,
-            body: "{}".into(),
-        };
+        let answer = sealed("{}");
+        let case_id = new_row_id();
         let txn = store.begin_write().await.unwrap();
         assert!(matches!(
-            store_answer(&txn, &dead, &answer).await,
+            store_answer(&txn, &dead, &answer, case_id).await,
             Err(StoreError::LeaseLost)
         ));
         txn.rollback().await.unwrap();
         let txn = store.begin_write().await.unwrap();
-        store_answer(&txn, &successor, &answer).await.unwrap();
+        store_answer(&txn, &successor, &answer, case_id)
+            .await
+            .unwrap();
         txn.commit().await.unwrap();
         assert!(matches!(
             store.claim(&request("k", "h")).await.unwrap(),
             Claim::Replay(_)
+        ));
+    }
+
+    /// Keys 0.1.0 stored (a plain digest, the answer in clear) match and replay until they
+    /// expire, and one whose attempt died is taken over.
+    #[tokio::test]
+    async fn keys_stored_by_the_previous_release_still_match() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            keys_stored_by_the_previous_release_still_match_on(backend).await;
+        }
+    }
+
+    async fn keys_stored_by_the_previous_release_still_match_on(backend: Backend) {
+        let (store, _db) = store(backend).await;
+        let old = |key: &str, status: &str, response: &str, locked: &str| {
+            format!(
+                "INSERT INTO idempotency_keys (client_id, idem_key, operation, request_hash, \
+                 attempt, locked_until, status, response, created_at, expires_at) VALUES \
+                 ('partner', '{key}', 'submitEnquiry', '{}', {}, {locked}, {status}, \
+                 {response}, '2000-01-01 00:00:00+00:00', '2999-01-01 00:00:00+00:00')",
+                legacy_hash("{}"),
+                match backend {
+                    Backend::Postgres => format!("'{}'", Uuid::nil()),
+                    Backend::Sqlite => "x'00000000000000000000000000000000'".to_owned(),
+                },
+            )
+        };
+        set(
+            &store,
+            &old("done", "201", "'{\"reference\":\"1\"}'", "NULL"),
+        )
+        .await;
+        set(
+            &store,
+            &old("dead", "NULL", "NULL", "'2000-01-01 00:00:00+00:00'"),
+        )
+        .await;
+        match store.claim(&request("done", "h")).await.unwrap() {
+            Claim::Replay(Replayed::Clear(answer)) => {
+                assert_eq!(
+                    (answer.status, answer.body.as_str()),
+                    (201, r#"{"reference":"1"}"#)
+                )
+            }
+            other => panic!("not replayed: {other:?}"),
+        }
+        let other_body = KeyedRequest {
+            body: "{\"n\":1}",
+            ..request("done", "h")
+        };
+        assert!(matches!(
+            store.claim(&other_body).await.unwrap(),
+            Claim::Mismatch
+        ));
+        lease(store.claim(&request("dead", "h")).await.unwrap());
+        assert!(matches!(
+            store.claim(&request("dead", "h")).await.unwrap(),
+            Claim::InFlight
         ));
     }
 

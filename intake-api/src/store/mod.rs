@@ -32,7 +32,9 @@ use uuid::Uuid;
 pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
-pub use idempotency::{Claim, KEY_TTL, KeyedRequest, LEASE, Lease, StoredAnswer};
+pub use idempotency::{
+    AnswerKeys, Claim, KEY_TTL, KeyedRequest, LEASE, Lease, Replayed, SealedAnswer, StoredAnswer,
+};
 pub use redeem::{Redeemed, Redemption};
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
@@ -63,6 +65,9 @@ pub enum StoreError {
     /// The attempt's hold on its `Idempotency-Key` ran out and another attempt took it over.
     #[error("the idempotency key was taken over by another attempt")]
     LeaseLost,
+    /// A keyed request's answer could not be sealed for storage.
+    #[error("sealing the answer failed")]
+    Sealing(#[source] anyhow::Error),
 }
 
 impl StoreError {
@@ -75,9 +80,11 @@ impl StoreError {
             Self::Db(
                 DbErr::Exec(RuntimeErr::SqlxError(e)) | DbErr::Query(RuntimeErr::SqlxError(e)),
             ) => sqlx_is_transient(e),
-            Self::Db(_) | Self::Encoding(_) | Self::ReferencesExhausted(_) | Self::LeaseLost => {
-                false
-            }
+            Self::Db(_)
+            | Self::Encoding(_)
+            | Self::ReferencesExhausted(_)
+            | Self::LeaseLost
+            | Self::Sealing(_) => false,
         }
     }
 }

@@ -8,7 +8,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::idempotency::{Lease, StoredAnswer, store_answer};
+use super::idempotency::{Lease, SealedAnswer, store_answer};
 use super::reused::{Reused, decode_error};
 use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
@@ -35,7 +35,10 @@ pub struct Submitted {
 
 /// A keyed submission's hold on its key, and how it answers: the answer is stored with the
 /// change.
-pub type KeyedSubmit<'a> = (&'a Lease, &'a (dyn Fn(&Submitted) -> StoredAnswer + Sync));
+pub type KeyedSubmit<'a> = (
+    &'a Lease,
+    &'a (dyn Fn(&Lease, &Submitted) -> Result<SealedAnswer, StoreError> + Sync),
+);
 
 /// How many references a new case may draw before giving up: a collision has a chance of
 /// the number of cases in 9 x 10^11, so a third draw means something else is wrong.
@@ -253,7 +256,7 @@ impl CaseStore {
         txn.execute(&queue_events(&[event_id])).await?;
         if let Some((lease, answer)) = keyed {
             let done = submitted(new, upserted.id, upserted.reference.clone());
-            store_answer(&txn, lease, &answer(&done)).await?;
+            store_answer(&txn, lease, &answer(lease, &done)?, upserted.id).await?;
         }
         txn.commit().await?;
         Ok((upserted.id, upserted.reference))

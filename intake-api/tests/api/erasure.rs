@@ -14,47 +14,45 @@ use test_support::on_both_backends;
 
 use crate::cli::intake_api;
 use crate::helpers::{
-    Backend, PRODUCT, TestApp, eventually, fresh_email, purchase_enquiry, query_column, with,
+    ATTACH, Backend, ENQUIRY, PRODUCT, Reply, TestApp, eventually, fresh_email, message,
+    purchase_enquiry, query_column, with,
 };
 
 on_both_backends!(
     erasing_a_customer_leaves_no_trace_of_them_and_keeps_the_case,
+    after_erasure_a_replayed_keyed_request_reveals_neither_reference_nor_link,
     retention_empties_old_submissions_and_keeps_the_rest,
 );
 
+/// Every value of every column of `E`'s table, as text.
+pub(crate) async fn table_values<E: EntityTrait>(url: &str, backend: Backend) -> Vec<String> {
+    let table = E::default().table_name().to_owned();
+    let mut values = Vec::new();
+    for column in E::Column::iter() {
+        let column = sea_orm::IdenStatic::as_str(&column);
+        // SQLite keeps UUIDs as blobs, which are not text: those as hex.
+        let sql = match backend {
+            Backend::Postgres => {
+                format!(r#"SELECT COALESCE(CAST("{column}" AS TEXT), '') AS v FROM "{table}""#)
+            }
+            Backend::Sqlite => format!(
+                r#"SELECT COALESCE(CASE typeof("{column}") WHEN 'blob' THEN hex("{column}") ELSE CAST("{column}" AS TEXT) END, '') AS v FROM "{table}""#
+            ),
+        };
+        values.extend(query_column(url, &sql, "v").await);
+    }
+    values
+}
+
 /// Every value of every column of every intake table, as text.
 async fn every_value(url: &str, backend: Backend) -> Vec<String> {
-    fn columns<E: EntityTrait>() -> (String, Vec<String>) {
-        let table = E::default().table_name().to_owned();
-        let columns = E::Column::iter()
-            .map(|c| sea_orm::IdenStatic::as_str(&c).to_owned())
-            .collect();
-        (table, columns)
-    }
-    let tables = [
-        columns::<case::Entity>(),
-        columns::<submission::Entity>(),
-        columns::<case_event::Entity>(),
-        columns::<redirect_token::Entity>(),
-        columns::<idempotency_key::Entity>(),
-        columns::<webhook_endpoint::Entity>(),
-        columns::<webhook_delivery::Entity>(),
-    ];
-    let mut values = Vec::new();
-    for (table, columns) in tables {
-        for column in columns {
-            // SQLite keeps UUIDs as blobs, which are not text: those as hex.
-            let sql = match backend {
-                Backend::Postgres => {
-                    format!(r#"SELECT COALESCE(CAST("{column}" AS TEXT), '') AS v FROM "{table}""#)
-                }
-                Backend::Sqlite => format!(
-                    r#"SELECT COALESCE(CASE typeof("{column}") WHEN 'blob' THEN hex("{column}") ELSE CAST("{column}" AS TEXT) END, '') AS v FROM "{table}""#
-                ),
-            };
-            values.extend(query_column(url, &sql, "v").await);
-        }
-    }
+    let mut values = table_values::<case::Entity>(url, backend).await;
+    values.extend(table_values::<submission::Entity>(url, backend).await);
+    values.extend(table_values::<case_event::Entity>(url, backend).await);
+    values.extend(table_values::<redirect_token::Entity>(url, backend).await);
+    values.extend(table_values::<idempotency_key::Entity>(url, backend).await);
+    values.extend(table_values::<webhook_endpoint::Entity>(url, backend).await);
+    values.extend(table_values::<webhook_delivery::Entity>(url, backend).await);
     values
 }
 
@@ -147,6 +145,82 @@ async fn erasing_a_customer_leaves_no_trace_of_them_and_keeps_the_case(backend: 
     let reply = app.enquiry(&enquiry).await;
     assert_eq!(reply.status, 201, "{}", reply.body);
     assert_ne!(reply.body["reference"], first.as_str());
+}
+
+async fn after_erasure_a_replayed_keyed_request_reveals_neither_reference_nor_link(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let enquiry = purchase_enquiry("brand_a", &email);
+    let attach = json!({"email": email, "product_uuid": PRODUCT});
+    let (submit_key, attach_key) = (fresh_key(), fresh_key());
+    let submitted = keyed(&app, ENQUIRY, &submit_key, &enquiry).await;
+    assert_eq!(submitted.status, 201, "{}", submitted.body);
+    let reference = submitted.body["reference"]
+        .as_str()
+        .expect("reference")
+        .to_owned();
+    let attached = keyed(&app, ATTACH, &attach_key, &attach).await;
+    assert_eq!(attached.status, 200, "{}", attached.body);
+    let link = attached.body["redirect"]
+        .as_str()
+        .expect("redirect")
+        .to_owned();
+    // Another customer's keyed answer is not theirs to lose.
+    let other = purchase_enquiry("brand_a", &fresh_email());
+    let other_key = fresh_key();
+    let kept = keyed(&app, ENQUIRY, &other_key, &other).await;
+    assert_eq!(kept.status, 201, "{}", kept.body);
+
+    intake_api(&app.intake_db.url, &["case", "erase", "--email", &email]).json();
+
+    // The keys stay spent, so a late retry cannot make the case again, and say why.
+    let erased = message(
+        "The answer to this Idempotency-Key was erased with the customer's data; send a new \
+         request with a new key.",
+    );
+    for (path, key, body) in [
+        (ENQUIRY, &submit_key, &enquiry),
+        (ATTACH, &attach_key, &attach),
+    ] {
+        let replayed = keyed(&app, path, key, body).await;
+        assert_eq!((replayed.status, &replayed.body), (409, &erased), "{path}");
+        assert!(!replayed.body.to_string().contains(&reference));
+    }
+    let stored = table_values::<idempotency_key::Entity>(&app.intake_db.url, backend).await;
+    for gone in [&reference, &link] {
+        let found: Vec<&String> = stored
+            .iter()
+            .filter(|v| v.contains(gone.as_str()))
+            .collect();
+        assert!(found.is_empty(), "{gone} is still stored: {found:?}");
+    }
+    let again = keyed(&app, ENQUIRY, &other_key, &other).await;
+    assert_eq!((again.status, &again.body), (201, &kept.body));
+
+    // A new key is a new request: a new customer's case.
+    let fresh = keyed(&app, ENQUIRY, &fresh_key(), &enquiry).await;
+    assert_eq!(fresh.status, 201, "{}", fresh.body);
+    assert_ne!(fresh.body["reference"], reference.as_str());
+}
+
+/// POSTs `body` to `path` with the app's partner token and `key`.
+async fn keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> Reply {
+    let resp = app
+        .http
+        .post(format!("{}{path}", app.intake.base_url()))
+        .header("authorization", app.bearer())
+        .header("idempotency-key", key)
+        .json(body)
+        .send()
+        .await
+        .expect("request sent");
+    Reply::read(resp).await
+}
+
+fn fresh_key() -> String {
+    uuid::Uuid::new_v4().to_string()
 }
 
 async fn retention_empties_old_submissions_and_keeps_the_rest(backend: Backend) {

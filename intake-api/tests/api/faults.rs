@@ -228,6 +228,10 @@ async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknow
         .env("INTAKE_BIND", format!("127.0.0.1:{port}"))
         .env("INTAKE_DATABASE_URL", &intake_db.url)
         .env(
+            "INTAKE_KEY_ENCRYPTION_KEY",
+            test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY,
+        )
+        .env(
             "INTAKE_JWKS_URL",
             format!("{}/.well-known/jwks.json", auth.base_url()),
         )

@@ -2,13 +2,20 @@
 //! first answer again and changes nothing; the same key with another body, or while the
 //! first attempt is in flight, is refused; failures are not kept.
 
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use intake_api::entity::idempotency_key;
 use serde_json::{Value, json};
 
+use crate::erasure::table_values;
 use crate::helpers::{
     ATTACH, Backend, CaseRowLock, ENQUIRY, INTAKE, PRODUCT, Reply, TestApp, event_kinds,
-    fresh_email, invalid, message, purchase_enquiry, with,
+    eventually, fresh_email, invalid, message, purchase_enquiry, with,
 };
-use test_support::on_both_backends;
+use test_support::{TestDb, on_both_backends};
 
 /// One answer with its `Idempotent-Replayed` header.
 struct Keyed {
@@ -116,6 +123,124 @@ async fn a_repeated_attach_gets_the_same_link_and_makes_no_other(backend: Backen
         .unwrap();
     let portal = app.portal_bearer().await;
     assert_eq!(app.redeem(&portal, &token).await.status, 200);
+}
+
+/// The body's digest as the previous release stored it, unkeyed: SHA-256 of its JSON, in
+/// base64url and in hex.
+fn plain_digests(body: &Value) -> [String; 2] {
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, body.to_string().as_bytes());
+    let hex = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+    [URL_SAFE_NO_PAD.encode(digest.as_ref()), hex]
+}
+
+/// The `token` parameter of a redirect link.
+fn token_of(link: &str) -> String {
+    reqwest::Url::parse(link)
+        .expect("a URL")
+        .query_pairs()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.into_owned())
+        .expect("a token")
+}
+
+async fn stored_answers_hold_no_link_and_no_plain_digest_of_the_request(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let email = fresh_email();
+    let enquiry = purchase_enquiry("brand_a", &email);
+    let submitted = keyed(&app, ENQUIRY, &fresh_key(), &enquiry).await;
+    assert_eq!(submitted.reply.status, 201, "{:?}", submitted.reply.body);
+    let reference = submitted.reply.body["reference"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let attach = json!({"email": email, "product_uuid": PRODUCT});
+    let key = fresh_key();
+    let first = keyed(&app, ATTACH, &key, &attach).await;
+    assert_eq!(first.reply.status, 200, "{:?}", first.reply.body);
+    let link = first.reply.body["redirect"].as_str().unwrap().to_owned();
+
+    let stored = table_values::<idempotency_key::Entity>(&app.intake_db.url, backend).await;
+    assert!(
+        stored.iter().any(|v| v == &key),
+        "the key is stored: {stored:?}"
+    );
+    let mut secrets = vec![link.clone(), token_of(&link), reference];
+    secrets.extend(plain_digests(&enquiry));
+    secrets.extend(plain_digests(&attach));
+    for secret in &secrets {
+        let found: Vec<&String> = stored
+            .iter()
+            .filter(|v| v.contains(secret.as_str()))
+            .collect();
+        assert!(found.is_empty(), "{secret} is stored: {found:?}");
+    }
+
+    // Sealed, the answer still replays as it was given: the same link.
+    let again = keyed(&app, ATTACH, &key, &attach).await;
+    assert_eq!(
+        (again.reply.status, &again.reply.body),
+        (200, &first.reply.body)
+    );
+    assert_eq!(again.replayed.as_deref(), Some("true"));
+}
+
+/// Runs `intake-api serve` on a database of its own with `key` as its key-encryption key;
+/// answers its exit code and stderr, or `None` if it was still serving after 20 seconds.
+async fn serve_with_key(key: Option<&str>) -> Option<(Option<i32>, String)> {
+    let db = TestDb::new(Backend::Sqlite, "intake-kek").await;
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_intake-api"));
+    serve
+        .arg("serve")
+        .env("INTAKE_DATABASE_URL", &db.url)
+        .env("INTAKE_BIND", "127.0.0.1:0")
+        .env_remove("INTAKE_ADMIN_BIND")
+        .env_remove("INTAKE_KEY_ENCRYPTION_KEY")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(key) = key {
+        serve.env("INTAKE_KEY_ENCRYPTION_KEY", key);
+    }
+    let mut child = serve.spawn().expect("intake-api runs");
+    let exited = eventually(Duration::from_secs(20), || {
+        let status = child.try_wait().expect("wait");
+        async move { status }
+    })
+    .await;
+    let Some(status) = exited else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return None;
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("utf-8 stderr");
+    Some((status.code(), stderr))
+}
+
+#[tokio::test]
+async fn serve_refuses_to_start_without_a_usable_key_encryption_key() {
+    let (code, stderr) = serve_with_key(None)
+        .await
+        .expect("serve started without INTAKE_KEY_ENCRYPTION_KEY");
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("INTAKE_KEY_ENCRYPTION_KEY is not set"),
+        "{stderr}"
+    );
+    let short = base64::engine::general_purpose::STANDARD.encode([9u8; 16]);
+    let (code, stderr) = serve_with_key(Some(&short))
+        .await
+        .expect("serve started with a 16-byte key");
+    assert_ne!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains("INTAKE_KEY_ENCRYPTION_KEY must be the base64 of exactly 32 bytes"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains(&short),
+        "the key is never printed: {stderr}"
+    );
 }
 
 async fn a_key_reused_with_another_request_or_malformed_is_refused(backend: Backend) {
@@ -254,6 +379,7 @@ on_both_backends!(
     a_key_reused_with_another_request_or_malformed_is_refused,
     a_failed_request_leaves_its_key_free,
     keys_are_per_partner_and_shared_by_replicas,
+    stored_answers_hold_no_link_and_no_plain_digest_of_the_request,
 );
 
 mod in_flight {

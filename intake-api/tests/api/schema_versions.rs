@@ -18,6 +18,11 @@ const LATER: &str = "m29991231_000001_a_later_release";
 
 fn config(db: &TestDb, migrate: Option<bool>) -> Config {
     let mut config = Config::with_database(&db.url);
+    config.key_encryption_key = Some(
+        test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY
+            .parse()
+            .expect("infallible"),
+    );
     config.bind = "127.0.0.1:0".into();
     config.migrate = migrate;
     config
@@ -66,6 +71,10 @@ fn serve_process(db: &TestDb, args: &[&str]) -> (Option<i32>, String) {
         .args(args)
         .env("INTAKE_DATABASE_URL", &db.url)
         .env("INTAKE_BIND", "127.0.0.1:0")
+        .env(
+            "INTAKE_KEY_ENCRYPTION_KEY",
+            test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY,
+        )
         .env_remove("INTAKE_MIGRATE")
         .output()
         .expect("intake-api runs");
