@@ -502,12 +502,14 @@ pgbench_load() {
 # binary is this build's unless BIN_DIR names another directory (LOG_NAME then names the log);
 # INTAKE_WRAPPER, a command line, runs the intake-api under it (valgrind's, which keeps the PID).
 # Each server migrates its own fresh database at start (the *_MIGRATE variables; builds from
-# before them migrated at start anyway and ignore them).
+# before them migrated at start anyway and ignore them). Every intake-api gets the same
+# key-encryption key (builds from before it ignore it).
 start_service() {
     local name=$1 wrapper=()
     shift
     [[ $name == intake-api && -n ${INTAKE_WRAPPER:-} ]] && read -ra wrapper <<<"$INTAKE_WRAPPER"
-    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json AUTH_MIGRATE=true INTAKE_MIGRATE=true "$@" "${wrapper[@]}" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
+    env "${UNSET_ENV[@]}" RUST_LOG=info LOG_FORMAT=json AUTH_MIGRATE=true INTAKE_MIGRATE=true \
+        INTAKE_KEY_ENCRYPTION_KEY="$INTAKE_KEK" "$@" "${wrapper[@]}" "${BIN_DIR:-$TARGET_DIR/release}/$name" serve \
         >>"$WORK/${LOG_NAME:-$name}.log" 2>&1 &
     STARTED_PID=$!
     PIDS+=("$STARTED_PID")
@@ -1143,6 +1145,7 @@ for db in "$AUTH_DB" "$INTAKE_DB"; do
     DBS+=("$db")
 done
 
+INTAKE_KEK=$(openssl rand -base64 32)
 AUTH_ENV=(
     AUTH_BIND="127.0.0.1:$AUTH_PORT"
     AUTH_DATABASE_URL="$(db_url "$AUTH_DB")"
