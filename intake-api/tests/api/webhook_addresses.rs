@@ -228,6 +228,10 @@ async fn webhooks_ignore_proxy_variables() {
         .env("INTAKE_BIND", format!("127.0.0.1:{port}"))
         .env("INTAKE_DATABASE_URL", &intake_db.url)
         .env("INTAKE_JWKS_URL", format!("{keys}/.well-known/jwks.json"))
+        .env(
+            "INTAKE_KEY_ENCRYPTION_KEY",
+            test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY,
+        )
         .env("INTAKE_WEBHOOK_ALLOW_INSECURE", "true")
         .env("INTAKE_WEBHOOK_POLL_MS", "50")
         .env("NO_PROXY", "localhost")
