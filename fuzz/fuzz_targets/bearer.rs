@@ -30,5 +30,8 @@ fuzz_target!(|data: &[u8]| {
             );
         }
         Err(AuthError::InsufficientScope(_)) => panic!("scope is not known before verification"),
+        Err(AuthError::Unvetted(_)) => {
+            panic!("the revocation list is consulted only after verification")
+        }
     }
 });
