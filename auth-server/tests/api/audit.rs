@@ -307,6 +307,38 @@ fn audit_log() -> Alias {
     Alias::new("audit_log")
 }
 
+/// Inserts `row` as a release without seals writes an entry: the plain columns only.
+fn insert_plain(row: &Row) -> sea_orm::sea_query::InsertStatement {
+    Query::insert()
+        .into_table(audit_log())
+        .columns(
+            [
+                "seq",
+                "at",
+                "actor",
+                "action",
+                "subject",
+                "detail",
+                "revision",
+                "prev_hash",
+                "hash",
+            ]
+            .map(Alias::new),
+        )
+        .values_panic([
+            row.seq.into(),
+            row.at.into(),
+            row.actor.clone().into(),
+            row.action.clone().into(),
+            row.subject.clone().into(),
+            row.detail.clone().into(),
+            row.revision.into(),
+            row.prev_hash.clone().into(),
+            row.hash.clone().into(),
+        ])
+        .to_owned()
+}
+
 /// Writes `rows` over the stored trail as an insider with write access to the database
 /// would: every plain column of every row, the rows past the last removed, and the revision
 /// row set back to the last entry's, so nothing the database holds disagrees.
@@ -560,38 +592,7 @@ async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
         .collect();
     rechain(&mut rows);
     for row in &rows {
-        db.execute(
-            &Query::insert()
-                .into_table(audit_log())
-                .columns(
-                    [
-                        "seq",
-                        "at",
-                        "actor",
-                        "action",
-                        "subject",
-                        "detail",
-                        "revision",
-                        "prev_hash",
-                        "hash",
-                    ]
-                    .map(Alias::new),
-                )
-                .values_panic([
-                    row.seq.into(),
-                    row.at.into(),
-                    row.actor.clone().into(),
-                    row.action.clone().into(),
-                    row.subject.clone().into(),
-                    row.detail.clone().into(),
-                    row.revision.into(),
-                    row.prev_hash.clone().into(),
-                    row.hash.clone().into(),
-                ])
-                .to_owned(),
-        )
-        .await
-        .unwrap();
+        db.execute(&insert_plain(row)).await.unwrap();
     }
     db.execute_unprepared(r#"UPDATE "revision" SET "value" = 4 WHERE "id" = 1"#)
         .await
@@ -650,38 +651,7 @@ async fn entries_appended_without_a_seal_are_sealed_by_the_running_server(backen
     let next = rows.last().unwrap();
     // As the previous release appends: the entry, and the revision bump the servers notice.
     let txn = db.begin().await.unwrap();
-    txn.execute(
-        &Query::insert()
-            .into_table(audit_log())
-            .columns(
-                [
-                    "seq",
-                    "at",
-                    "actor",
-                    "action",
-                    "subject",
-                    "detail",
-                    "revision",
-                    "prev_hash",
-                    "hash",
-                ]
-                .map(Alias::new),
-            )
-            .values_panic([
-                next.seq.into(),
-                next.at.into(),
-                next.actor.clone().into(),
-                next.action.clone().into(),
-                next.subject.clone().into(),
-                next.detail.clone().into(),
-                next.revision.into(),
-                next.prev_hash.clone().into(),
-                next.hash.clone().into(),
-            ])
-            .to_owned(),
-    )
-    .await
-    .unwrap();
+    txn.execute(&insert_plain(next)).await.unwrap();
     txn.execute_unprepared(r#"UPDATE "revision" SET "value" = "value" + 1 WHERE "id" = 1"#)
         .await
         .unwrap();
