@@ -197,6 +197,8 @@ pub struct LoadedKey {
     pub activates_at: DateTime<Utc>,
     /// Its public half.
     pub jwk: Jwk,
+    /// Its public half, ready to verify a token this server is shown (`/revocations`).
+    pub verifier: jsonwebtoken::DecodingKey,
     pair: KeyPair,
     header_b64: String,
 }
@@ -220,6 +222,7 @@ impl LoadedKey {
     ) -> anyhow::Result<Self> {
         let pair = KeyPair::from_pkcs8(pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
         let jwk = Jwk::for_key(&pair, kid.clone());
+        let verifier = jsonwebtoken::DecodingKey::from_rsa_components(&jwk.n, &jwk.e)?;
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
         header.typ = Some(ACCESS_TOKEN_TYP.to_owned());
         header.kid = Some(kid.clone());
@@ -229,6 +232,7 @@ impl LoadedKey {
             created_at,
             activates_at,
             jwk,
+            verifier,
             pair,
             header_b64,
         })

@@ -3,6 +3,7 @@
 //! operator commands for clients and keys.
 
 pub mod audit;
+pub mod bearer;
 pub mod cli;
 pub mod config;
 pub mod entity;

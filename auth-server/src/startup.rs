@@ -30,6 +30,11 @@ const AUTH_METRICS: &[MetricHelp] = &[
         help: "The place of the audit trail's last entry, as this server last read it: a fall means entries were removed from the end. The head's MAC is in the log line `audit trail head`.",
     },
     MetricHelp {
+        name: "auth_revocations_refused_total",
+        kind: MetricKind::Counter,
+        help: "Requests for /revocations refused, by reason: missing, scope, client_disabled, or why the token did not verify.",
+    },
+    MetricHelp {
         name: "auth_registry_reloads_total",
         kind: MetricKind::Counter,
         help: "Reloads of clients and keys from the database, by outcome (`ok` or `error`).",
@@ -122,6 +127,7 @@ impl Application {
             port,
             admin,
             state: Arc::new(AppState {
+                bearer: crate::bearer::BearerCheck::new(config.issuer(), &config.audience),
                 config,
                 registry,
                 limits,

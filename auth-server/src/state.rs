@@ -15,6 +15,8 @@ pub struct AppState {
     pub registry: Arc<Registry>,
     /// Token-endpoint rate limits.
     pub limits: TokenLimits,
+    /// What a token shown to `/revocations` must be.
+    pub bearer: crate::bearer::BearerCheck,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

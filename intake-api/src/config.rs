@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+use partner_client::Credentials;
 use service_kit::Secret;
 use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
 use service_kit::kek::KeyEncryptionKey;
@@ -73,6 +74,17 @@ pub struct Config {
     /// JWKS.
     #[arg(long, env = "INTAKE_REVOCATIONS_URL")]
     pub revocations_url: Option<String>,
+    /// The intake-api's own client at the auth-server, granted `revocations:read`
+    /// (`auth-server client create intake-api --scopes revocations:read`): the revocation
+    /// list is read with its tokens. Required by `serve`.
+    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_ID")]
+    pub revocations_client_id: Option<String>,
+    /// That client's secret. Required by `serve`.
+    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_SECRET", hide_env_values = true)]
+    pub revocations_client_secret: Option<Secret<String>>,
+    /// Where that client gets its tokens; by default `/oauth/token` beside the JWKS.
+    #[arg(long, env = "INTAKE_TOKEN_URL")]
+    pub token_url: Option<String>,
     /// How old the revocation list may grow, in seconds since it was last fetched (or
     /// confirmed unchanged), before this replica stops vetting tokens: past it, it is not
     /// ready and answers 503 rather than admit a client disabled in the meantime.
@@ -199,6 +211,34 @@ impl Config {
         let jwks = Url::parse(&self.jwks_url)
             .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?;
         Ok(jwks.join("/revocations")?.into())
+    }
+
+    /// Where the intake-api's own client gets its tokens: as configured, or `/oauth/token`
+    /// on the JWKS's server.
+    pub fn token_url(&self) -> anyhow::Result<Url> {
+        let url = match &self.token_url {
+            Some(url) => url.clone(),
+            None => Url::parse(&self.jwks_url)
+                .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?
+                .join("/oauth/token")?
+                .into(),
+        };
+        Url::parse(&url).map_err(|e| anyhow::anyhow!("INTAKE_TOKEN_URL is not a URL: {e}"))
+    }
+
+    /// The credentials the revocation list is read with: there is no serving without them,
+    /// as the auth-server lists disabled clients only to resource servers.
+    pub fn revocations_credentials(&self) -> anyhow::Result<Credentials> {
+        match (&self.revocations_client_id, &self.revocations_client_secret) {
+            (Some(id), Some(secret)) if !id.is_empty() && !secret.expose().is_empty() => {
+                Ok(Credentials::new(id.clone(), secret.expose().clone()))
+            }
+            _ => anyhow::bail!(
+                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET must be set: \
+                 the intake-api reads the list of disabled clients with a token of its own \
+                 client (auth-server client create intake-api --scopes revocations:read)"
+            ),
+        }
     }
 
     /// The key-encryption key: there is no serving without one, as answers holding links

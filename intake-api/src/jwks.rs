@@ -29,6 +29,8 @@ const MAX_BODY_BYTES: usize = 256 * 1024;
 pub(crate) enum Fetched {
     /// Unchanged since the entity tag sent.
     NotModified,
+    /// Refused with 401: the token sent is not (or no longer) accepted, or none was sent.
+    Unauthorized,
     /// A new version: its body and entity tag.
     Changed {
         /// The body.
@@ -38,19 +40,26 @@ pub(crate) enum Fetched {
     },
 }
 
-/// A GET of `url` with `If-None-Match: etag`, bounded in size.
+/// A GET of `url` with `If-None-Match: etag` and, when given, an `Authorization` header,
+/// bounded in size.
 pub(crate) async fn conditional_get(
     http: &reqwest::Client,
     url: &str,
     etag: Option<String>,
+    authorization: Option<reqwest::header::HeaderValue>,
 ) -> anyhow::Result<Fetched> {
     let mut request = http.get(url);
     if let Some(etag) = etag {
         request = request.header(reqwest::header::IF_NONE_MATCH, etag);
     }
+    if let Some(value) = authorization {
+        request = request.header(reqwest::header::AUTHORIZATION, value);
+    }
     let resp = request.send().await.context("request failed")?;
-    if resp.status() == reqwest::StatusCode::NOT_MODIFIED {
-        return Ok(Fetched::NotModified);
+    match resp.status() {
+        reqwest::StatusCode::NOT_MODIFIED => return Ok(Fetched::NotModified),
+        reqwest::StatusCode::UNAUTHORIZED => return Ok(Fetched::Unauthorized),
+        _ => {}
     }
     if !resp.status().is_success() {
         bail!("answered {}", resp.status());
@@ -198,8 +207,9 @@ impl JwksCache {
     /// Fetches the JWKS if it changed and swaps it in.
     pub async fn refresh(&self, trigger: &'static str) -> anyhow::Result<()> {
         let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let outcome = match conditional_get(&self.http, &self.url, etag).await {
+        let outcome = match conditional_get(&self.http, &self.url, etag, None).await {
             Ok(Fetched::NotModified) => Ok("not_modified"),
+            Ok(Fetched::Unauthorized) => Err(anyhow::anyhow!("answered 401 Unauthorized")),
             Ok(Fetched::Changed { body, etag }) => parse_jwks(&body).map(|keys| {
                 tracing::debug!(keys = keys.len(), trigger, "JWKS refreshed");
                 *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);

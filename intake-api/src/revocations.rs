@@ -1,5 +1,7 @@
 //! The auth-server's list of disabled clients, polled like the JWKS: a disabled client's
-//! tokens still verify, so without this list they would work until they expire.
+//! tokens still verify, so without this list they would work until they expire. It is read
+//! with a token of the intake-api's own client (scope `revocations:read`), cached and
+//! renewed, so only resource servers can learn who is disabled.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -7,6 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use partner_client::TokenSource;
 use serde::Deserialize;
 
 use crate::jwks::{Fetched, conditional_get};
@@ -20,6 +23,7 @@ struct RevocationList {
 pub struct RevokedClients {
     url: String,
     http: reqwest::Client,
+    tokens: TokenSource,
     disabled: RwLock<Arc<HashSet<String>>>,
     /// Milliseconds from `epoch` to the last fetch that succeeded, plus one; 0 until the
     /// first. An atomic, not a lock: every request reads it.
@@ -32,16 +36,18 @@ pub struct RevokedClients {
 }
 
 impl RevokedClients {
-    /// An empty list for the document at `url`, fetched with `http`, trusted for `max_age`
-    /// after each successful fetch.
+    /// An empty list for the document at `url`, fetched with `http` and a token from
+    /// `tokens`, trusted for `max_age` after each successful fetch.
     pub fn new(
         url: impl Into<String>,
         http: reqwest::Client,
+        tokens: TokenSource,
         max_age: Duration,
     ) -> anyhow::Result<Self> {
         Ok(Self {
             url: url.into(),
             http,
+            tokens,
             disabled: RwLock::default(),
             fetched_at: AtomicU64::new(0),
             epoch: Instant::now(),
@@ -109,11 +115,35 @@ impl RevokedClients {
         }
     }
 
+    /// A conditional fetch with the cached token; when that token is refused (the client's
+    /// secret or the signing key changed), once more with a new one.
+    async fn fetch(&self, etag: Option<String>) -> anyhow::Result<Fetched> {
+        let token = self
+            .tokens
+            .current()
+            .await
+            .context("no token to read the revocation list with")?;
+        let fetched =
+            conditional_get(&self.http, &self.url, etag.clone(), Some(token.header())).await?;
+        if !matches!(fetched, Fetched::Unauthorized) {
+            return Ok(fetched);
+        }
+        let token = self
+            .tokens
+            .replace(&token)
+            .await
+            .context("no token to read the revocation list with")?;
+        conditional_get(&self.http, &self.url, etag, Some(token.header())).await
+    }
+
     /// Fetches the list if it changed and swaps it in.
     pub async fn refresh(&self) -> anyhow::Result<()> {
         let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let outcome = match conditional_get(&self.http, &self.url, etag).await {
+        let outcome = match self.fetch(etag).await {
             Ok(Fetched::NotModified) => Ok("not_modified"),
+            Ok(Fetched::Unauthorized) => Err(anyhow::anyhow!(
+                "answered 401: is INTAKE_REVOCATIONS_CLIENT_ID a client granted revocations:read?"
+            )),
             Ok(Fetched::Changed { body, etag }) => serde_json::from_slice::<RevocationList>(&body)
                 .context("not a revocation list")
                 .map(|list| {

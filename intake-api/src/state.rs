@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
+use partner_client::{AuthMethod, TokenSource};
 use service_kit::ratelimit::{Limit, RateLimiter};
+use shared::claims::scopes;
 use url::Url;
 
 use crate::auth::Verifier;
@@ -36,6 +38,7 @@ impl AppState {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let brands = parse_brands(&config.brands)?;
         let answer_keys = AnswerKeys::new(&config.kek()?)?;
+        let credentials = config.revocations_credentials()?;
         let db = migration::SCHEMA
             .connect_serving(
                 &config.database_url,
@@ -53,9 +56,18 @@ impl AppState {
             config.revocations_max_age_secs * 1000 >= 2 * config.keys_poll_ms,
             "INTAKE_REVOCATIONS_MAX_AGE_SECS must be at least two INTAKE_KEYS_POLL_MS periods"
         );
+        let tokens = TokenSource::new(
+            http.clone(),
+            config.token_url()?,
+            credentials,
+            AuthMethod::Basic,
+            scopes::REVOCATIONS_READ.to_owned(),
+            partner_client::DEFAULT_RENEW_BEFORE,
+        );
         let revoked = Arc::new(RevokedClients::new(
             config.revocations_url()?,
             http,
+            tokens,
             Duration::from_secs(config.revocations_max_age_secs),
         )?);
         let verifier =

@@ -39,7 +39,7 @@ pub use client::{
     InvalidIdempotencyKey,
 };
 pub use error::{BuildError, Error, TokenError};
-pub use token::{AuthMethod, ClientSecret, Credentials};
+pub use token::{AccessToken, AuthMethod, ClientSecret, Credentials, TokenSource};
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;
 pub use wire::{

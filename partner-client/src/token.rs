@@ -74,7 +74,7 @@ pub enum AuthMethod {
 /// A bearer token, kept as its `Authorization` header value. Its `Debug` never shows it: it
 /// opens the API as the secret does, and it is marked sensitive for HTTP-level logs too.
 #[derive(Clone, PartialEq, Eq)]
-pub(crate) struct AccessToken(HeaderValue);
+pub struct AccessToken(HeaderValue);
 
 impl AccessToken {
     /// `Bearer <token>`, or `None` when the token cannot be a header value.
@@ -84,8 +84,8 @@ impl AccessToken {
         Some(Self(value))
     }
 
-    /// The `Authorization` header value.
-    pub(crate) fn header(&self) -> HeaderValue {
+    /// The `Authorization` header value, `Bearer <token>`.
+    pub fn header(&self) -> HeaderValue {
         self.0.clone()
     }
 }
@@ -131,8 +131,10 @@ struct Slot {
     last_failure: Option<TokenError>,
 }
 
-/// Where tokens come from, and the one cached.
-pub(crate) struct TokenSource {
+/// Where tokens come from, and the one cached: what [`Client`](crate::Client) calls with,
+/// and what any other caller of a client-credentials API can use on its own (a resource
+/// server reading the auth-server's `/revocations`, for one).
+pub struct TokenSource {
     http: reqwest::Client,
     token_url: reqwest::Url,
     credentials: Credentials,
@@ -169,8 +171,9 @@ struct TokenRequest<'a> {
 }
 
 impl TokenSource {
-    /// A source asking `token_url` for tokens with `scope`.
-    pub(crate) fn new(
+    /// A source asking `token_url` for tokens with `scope`, authenticating with `method`,
+    /// and renewing each `renew_before` it expires.
+    pub fn new(
         http: reqwest::Client,
         token_url: reqwest::Url,
         credentials: Credentials,
@@ -191,12 +194,12 @@ impl TokenSource {
     }
 
     /// A token to call with now: the cached one until its renewal time, a new one after.
-    pub(crate) async fn current(&self) -> Result<AccessToken, TokenError> {
+    pub async fn current(&self) -> Result<AccessToken, TokenError> {
         self.get(None).await
     }
 
     /// A token other than `rejected`, which the API just refused.
-    pub(crate) async fn replace(&self, rejected: &AccessToken) -> Result<AccessToken, TokenError> {
+    pub async fn replace(&self, rejected: &AccessToken) -> Result<AccessToken, TokenError> {
         self.get(Some(rejected)).await
     }
 

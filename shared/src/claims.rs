@@ -19,8 +19,16 @@ pub mod scopes {
     pub const CASE_INTAKE_CREATE: &str = "enquiry:case:intake:create";
     /// Redeeming a customer's redirect link: for a brand's customer portal, not partners.
     pub const PORTAL_REDIRECT_REDEEM: &str = "portal:redirect:redeem";
+    /// Reading the auth-server's list of disabled clients: for resource servers (the
+    /// intake-api's own client), not partners.
+    pub const REVOCATIONS_READ: &str = "revocations:read";
     /// Every scope the authorization server knows.
-    pub const ALL: [&str; 3] = [REFERRAL_CREATE, CASE_INTAKE_CREATE, PORTAL_REDIRECT_REDEEM];
+    pub const ALL: [&str; 4] = [
+        REFERRAL_CREATE,
+        CASE_INTAKE_CREATE,
+        PORTAL_REDIRECT_REDEEM,
+        REVOCATIONS_READ,
+    ];
 
     /// Whether `scope` is one the authorization server knows.
     pub fn is_known(scope: &str) -> bool {

@@ -148,6 +148,8 @@ pub struct AuthServer {
     pub admin_port: Option<u16>,
     /// Its configuration (the CLI commands use it too).
     pub config: auth_server::config::Config,
+    /// The resource servers' client (`revocations:read`), made on first use.
+    resource_client: tokio::sync::OnceCell<(String, String)>,
 }
 
 impl AuthServer {
@@ -173,12 +175,22 @@ impl AuthServer {
             server,
             admin_port,
             config,
+            resource_client: tokio::sync::OnceCell::new(),
         })
     }
 
     /// The server's base URL.
     pub fn base_url(&self) -> String {
         self.server.base_url()
+    }
+
+    /// `(client_id, client_secret)` of a client granted `revocations:read`, as an
+    /// intake-api reads the revocation list with; one per server, shared by its intake-apis.
+    pub async fn resource_client(&self) -> (String, String) {
+        self.resource_client
+            .get_or_init(|| self.create_client(shared::claims::scopes::REVOCATIONS_READ))
+            .await
+            .clone()
     }
 
     /// Runs an operator `client` command against the same database; returns its output.
@@ -288,16 +300,20 @@ impl IntakeServer {
         configure: impl FnOnce(&mut intake_api::config::Config),
     ) -> anyhow::Result<Self> {
         let jwks_url = format!("{}/.well-known/jwks.json", auth.base_url());
+        let (id, secret) = auth.resource_client().await;
         Self::start_with_jwks(database_url, &jwks_url, |config| {
             config.issuer = auth.config.issuer().to_owned();
             config.audience = auth.config.audience.clone();
+            config.revocations_client_id = Some(id);
+            config.revocations_client_secret = Some(secret.parse().expect("infallible"));
             configure(config);
         })
         .await
     }
 
     /// Starts an intake-api whose keys come from `jwks_url` (nothing needs to answer there
-    /// yet), with the default issuer and audience and `configure` applied.
+    /// yet), with the default issuer and audience and `configure` applied. Its revocation
+    /// client is one no auth-server knows, unless `configure` names one.
     pub async fn start_with_jwks(
         database_url: &str,
         jwks_url: &str,
@@ -309,6 +325,8 @@ impl IntakeServer {
         config.jwks_url = jwks_url.to_owned();
         config.key_encryption_key =
             Some(TEST_INTAKE_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
+        config.revocations_client_id = Some("unregistered-resource-server".into());
+        config.revocations_client_secret = Some("unregistered".parse().expect("infallible"));
         configure(&mut config);
         let app = intake_api::startup::Application::build(config.clone()).await?;
         let (port, admin_port) = (app.port(), app.admin_port());

@@ -5,10 +5,18 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::Utc;
+use poem::{Request, RequestBody};
 use poem_openapi::param::Header;
 use poem_openapi::payload::Json;
-use poem_openapi::{ApiResponse, Object, OpenApi, Tags};
+use poem_openapi::registry::{MetaSecurityScheme, Registry};
+use poem_openapi::{
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
+};
 use serde::Serialize;
+use shared::claims::scopes;
+use shared::error::OAuthErrorBody;
+
+use crate::bearer::Refusal;
 
 use crate::keys::Jwk;
 use crate::state::AppState;
@@ -67,6 +75,100 @@ pub enum RevocationsResponse {
         #[oai(header = "Cache-Control")] String,
         #[oai(header = "ETag")] String,
     ),
+    /// `invalid_token`: no bearer token, or one that does not verify, has expired, or
+    /// belongs to a disabled client.
+    #[oai(status = 401)]
+    Unauthorized(
+        Json<OAuthErrorBody>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
+    /// `insufficient_scope`: the token does not grant `revocations:read`.
+    #[oai(status = 403)]
+    Forbidden(
+        Json<OAuthErrorBody>,
+        #[oai(header = "WWW-Authenticate")] String,
+    ),
+}
+
+impl From<Refusal> for RevocationsResponse {
+    fn from(refusal: Refusal) -> Self {
+        let (error, description) = match refusal {
+            Refusal::Missing => (None, "A bearer token is required."),
+            Refusal::Invalid(_) => (
+                Some("invalid_token"),
+                "The access token is invalid, expired, or its client is disabled.",
+            ),
+            Refusal::InsufficientScope => (
+                Some("insufficient_scope"),
+                "The access token does not grant revocations:read.",
+            ),
+        };
+        // RFC 6750 section 3: no error code when no token was sent at all.
+        let challenge = match error {
+            None => format!("Bearer scope=\"{}\"", scopes::REVOCATIONS_READ),
+            Some(code) => format!(
+                "Bearer error=\"{code}\", scope=\"{}\"",
+                scopes::REVOCATIONS_READ
+            ),
+        };
+        let body = Json(OAuthErrorBody {
+            error: error.unwrap_or("invalid_token").to_owned(),
+            error_description: description.to_owned(),
+            hint: None,
+            message: description.to_owned(),
+        });
+        match refusal {
+            Refusal::InsufficientScope => Self::Forbidden(body, challenge),
+            _ => Self::Unauthorized(body, challenge),
+        }
+    }
+}
+
+/// The `Authorization` header of a resource server's request, documented as the bearer
+/// scheme it must be; checked by the operation, which answers in OAuth's own terms.
+pub struct ResourceServerToken(Option<String>);
+
+const RESOURCE_SERVER_SCHEME: &str = "resourceServerToken";
+
+impl<'a> ApiExtractor<'a> for ResourceServerToken {
+    const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
+    type ParamType = ();
+    type ParamRawType = ();
+
+    fn register(registry: &mut Registry) {
+        registry.create_security_scheme(
+            RESOURCE_SERVER_SCHEME,
+            MetaSecurityScheme {
+                ty: "http",
+                description: Some(
+                    "An access token of a resource server's own client, granting `revocations:read` (client credentials at `/oauth/token`).",
+                ),
+                name: None,
+                key_in: None,
+                scheme: Some("bearer"),
+                bearer_format: Some("JWT"),
+                flows: None,
+                openid_connect_url: None,
+            },
+        );
+    }
+
+    fn security_schemes() -> Vec<&'static str> {
+        vec![RESOURCE_SERVER_SCHEME]
+    }
+
+    async fn from_request(
+        request: &'a Request,
+        _body: &mut RequestBody,
+        _opts: ExtractParamOptions<Self::ParamType>,
+    ) -> poem::Result<Self> {
+        let value = request
+            .headers()
+            .get(poem::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        Ok(Self(value))
+    }
 }
 
 /// A strong entity tag for a body: resource servers poll with `If-None-Match`, so an
@@ -146,6 +248,8 @@ impl DiscoveryApi {
     /// For resource servers: a token whose `client_id` is listed must be refused even
     /// though it verifies, until the client is enabled again. Poll it every few seconds
     /// with `If-None-Match`; keep the last list while this endpoint cannot be reached.
+    /// Read with an access token granting `revocations:read`, of the resource server's own
+    /// client (`auth-server client create <name> --scopes revocations:read`).
     #[oai(
         path = "/revocations",
         method = "get",
@@ -154,9 +258,21 @@ impl DiscoveryApi {
     )]
     async fn revocations(
         &self,
+        token: ResourceServerToken,
         #[oai(name = "If-None-Match")] if_none_match: Header<Option<String>>,
     ) -> RevocationsResponse {
         let snapshot = self.state.registry.snapshot();
+        if let Err(refusal) = self.state.bearer.check(
+            &snapshot,
+            token.0.as_deref(),
+            scopes::REVOCATIONS_READ,
+            Utc::now(),
+        ) {
+            tracing::info!(reason = %refusal, "revocation list refused");
+            metrics::counter!("auth_revocations_refused_total", "reason" => refusal.label())
+                .increment(1);
+            return refusal.into();
+        }
         let mut disabled_clients: Vec<String> = snapshot
             .clients
             .iter()

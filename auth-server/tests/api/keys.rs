@@ -5,6 +5,7 @@ use std::time::Duration;
 use auth_server::config::{ClientCommand, KeyCommand};
 use base64::Engine;
 use sea_orm::{ConnectionTrait, Database};
+use shared::claims::scopes::REVOCATIONS_READ;
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
 use test_support::on_both_backends;
@@ -269,7 +270,17 @@ async fn revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key(
 /// document answers 304, a changed one 200 with a new tag.
 async fn the_jwks_and_the_revocation_list_answer_304_while_unchanged(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let http = reqwest::Client::new();
+    let (reader, secret) = app.auth.resource_client().await;
+    let bearer = format!(
+        "Bearer {}",
+        app.auth.token(&reader, &secret, REVOCATIONS_READ).await
+    );
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("authorization", bearer.parse().unwrap());
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .unwrap();
     for path in ["/.well-known/jwks.json", "/revocations"] {
         let url = format!("{}{path}", app.auth.base_url());
         let first = http.get(&url).send().await.unwrap();

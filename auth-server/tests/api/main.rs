@@ -11,4 +11,5 @@ mod limits;
 mod logs;
 mod metrics;
 mod refusals;
+mod revocations;
 mod token;

@@ -284,6 +284,98 @@ async fn a_replica_whose_revocation_list_grows_too_old_refuses_tokens_until_it_l
     assert_eq!(status_at(&app, &replica, &other).await, 201);
 }
 
+async fn a_replica_whose_revocation_client_is_refused_is_not_ready_and_refuses_every_token(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    // A client the auth-server knows, but without revocations:read; and one it does not.
+    let (partner_id, partner_secret) = app.auth.create_client(INTAKE).await;
+    for (id, secret) in [
+        (partner_id, partner_secret),
+        ("no-such-client".to_owned(), "no-such-secret".to_owned()),
+    ] {
+        let replica = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
+            c.revocations_client_id = Some(id.clone());
+            c.revocations_client_secret = Some(secret.parse().expect("infallible"));
+        })
+        .await
+        .expect("intake-api starts");
+        assert!(
+            until_revocations_are(&app.http, &replica, "failing").await,
+            "{id}: readiness never reported the revocation list"
+        );
+        assert_unvetted(&app, &replica, &app.bearer()).await;
+        let refusals = metric(
+            &app.http,
+            &app.auth.base_url(),
+            "auth_token_requests_failed_total",
+            "invalid_scope",
+        )
+        .await
+            + metric(
+                &app.http,
+                &app.auth.base_url(),
+                "auth_token_requests_failed_total",
+                "unknown_client",
+            )
+            .await;
+        assert!(
+            refusals >= 1.0,
+            "{id}: the auth-server saw no refused token request"
+        );
+    }
+    assert_eq!(status_at(&app, &app.intake, &app.bearer()).await, 201);
+}
+
+/// The token the list is read with is signed by the key an emergency revoke withdraws: the
+/// replica gets a new one and keeps its list current, so a client disabled after the revoke
+/// is refused.
+async fn the_revocation_list_is_still_read_after_the_key_that_signed_its_token_is_revoked(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let (resource_id, _) = app.auth.resource_client().await;
+    let issued = |http: reqwest::Client, base: String, id: String| async move {
+        metric(&http, &base, "auth_tokens_issued_total", &id).await
+    };
+    let auth_base = app.auth.base_url();
+    assert!(app.intake.wait_ready().await);
+    let before = issued(app.http.clone(), auth_base.clone(), resource_id.clone()).await;
+    assert!(before >= 1.0, "the list was read without a token");
+
+    let keys = app.auth.key_cmd(KeyCommand::List).await.expect("key list");
+    let active = keys
+        .as_array()
+        .expect("key list is an array")
+        .iter()
+        .find(|k| k["state"] == "active")
+        .expect("an active key")["kid"]
+        .as_str()
+        .expect("kid")
+        .to_owned();
+    app.auth
+        .key_cmd(KeyCommand::Revoke { kid: active })
+        .await
+        .expect("key revoke");
+    // A partner's token from the new key, then its client disabled.
+    let (id, secret) = app.auth.create_client(INTAKE).await;
+    let bearer = format!("Bearer {}", app.auth.token(&id, &secret, INTAKE).await);
+    assert_eq!(status_at(&app, &app.intake, &bearer).await, 201);
+    app.auth
+        .client_cmd(ClientCommand::Disable { client_id: id })
+        .await
+        .expect("client disable");
+    until_every_replica_answers(&app, &[&app.intake], &bearer, 401)
+        .await
+        .expect("the disable never reached the replica");
+    let after = issued(app.http.clone(), auth_base, resource_id).await;
+    assert!(
+        after > before,
+        "no new token for the list: {before} then {after}"
+    );
+    assert!(app.intake.wait_ready().await, "not ready after the revoke");
+}
+
 /// A token whose header names `kid`, with a garbage signature: a stranger's.
 fn stranger_token(kid: &str) -> String {
     let header = serde_json::json!({"alg": "RS256", "typ": "at+jwt", "kid": kid});
@@ -442,4 +534,6 @@ on_both_backends!(
     rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_token_request,
     a_replica_that_never_loaded_the_revocation_list_is_not_ready_and_refuses_every_token,
     a_replica_whose_revocation_list_grows_too_old_refuses_tokens_until_it_loads_again,
+    a_replica_whose_revocation_client_is_refused_is_not_ready_and_refuses_every_token,
+    the_revocation_list_is_still_read_after_the_key_that_signed_its_token_is_revoked,
 );

@@ -1,0 +1,109 @@
+//! Access tokens shown to the auth-server itself: a resource server reads `/revocations`
+//! with a token of its own client, verified here against the keys this server publishes,
+//! so the list of disabled clients is not open to anyone who can reach the port.
+
+use chrono::{DateTime, Utc};
+use jsonwebtoken::{Algorithm, Validation};
+use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
+
+use crate::registry::Snapshot;
+
+/// Longest `Authorization` value read; the server's own tokens are about 900 bytes.
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// Why a bearer token was not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// No `Authorization: Bearer` header.
+    #[error("no bearer token")]
+    Missing,
+    /// A token that does not verify, has expired, or whose client is disabled; the reason is
+    /// for logs only.
+    #[error("invalid token: {0}")]
+    Invalid(&'static str),
+    /// A valid token without the scope the endpoint needs.
+    #[error("insufficient scope")]
+    InsufficientScope,
+}
+
+impl Refusal {
+    /// A label for metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Invalid(reason) => reason,
+            Self::InsufficientScope => "scope",
+        }
+    }
+}
+
+/// What a token must be to be accepted here: RS256, typed `at+jwt`, from this issuer for
+/// this audience, signed by a key this server publishes.
+pub struct BearerCheck {
+    validation: Validation,
+}
+
+impl BearerCheck {
+    /// Accepts the tokens this server issues as `issuer` for `audience`.
+    pub fn new(issuer: &str, audience: &str) -> Self {
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.leeway = CLOCK_LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_issuer(&[issuer]);
+        validation.set_audience(&[audience]);
+        validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
+        Self { validation }
+    }
+
+    /// The claims of the token in `authorization` when it verifies, grants `scope`, and its
+    /// client is registered and enabled in `snapshot`.
+    pub fn check(
+        &self,
+        snapshot: &Snapshot,
+        authorization: Option<&str>,
+        scope: &str,
+        now: DateTime<Utc>,
+    ) -> Result<AccessTokenClaims, Refusal> {
+        let value = authorization.ok_or(Refusal::Missing)?;
+        let token = value
+            .get(..7)
+            .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+            .map(|_| value[7..].trim())
+            .filter(|t| !t.is_empty())
+            .ok_or(Refusal::Missing)?;
+        if token.len() > MAX_TOKEN_BYTES {
+            return Err(Refusal::Invalid("too_long"));
+        }
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
+        // The algorithm is fixed here, never taken from the token.
+        if header.alg != Algorithm::RS256 {
+            return Err(Refusal::Invalid("algorithm"));
+        }
+        if !header
+            .typ
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case(ACCESS_TOKEN_TYP))
+        {
+            return Err(Refusal::Invalid("typ"));
+        }
+        let kid = header.kid.ok_or(Refusal::Invalid("kid_missing"))?;
+        let key = snapshot
+            .published_keys(now)
+            .into_iter()
+            .find(|k| k.kid == kid)
+            .ok_or(Refusal::Invalid("kid_unknown"))?;
+        let claims =
+            jsonwebtoken::decode::<AccessTokenClaims>(token, &key.verifier, &self.validation)
+                .map_err(|_| Refusal::Invalid("verification"))?
+                .claims;
+        match snapshot.clients.get(&claims.client_id) {
+            Some(client) if !client.disabled => {}
+            _ => return Err(Refusal::Invalid("client_disabled")),
+        }
+        if !claims.has_scope(scope) {
+            return Err(Refusal::InsufficientScope);
+        }
+        Ok(claims)
+    }
+}
