@@ -538,16 +538,33 @@ get_token() {
         sed -E 's/.*"access_token":"([^"]+)".*/\1/'
 }
 
-# Creates the bench partner with the auth-server binary in directory $1, the rest of the
-# arguments being its environment; sets CREATED_ID and CREATED_SECRET.
-create_bench_client() {
-    local dir=$1 json
-    shift
+# Creates client $2 granted scopes $3 with the auth-server binary in directory $1, the rest of
+# the arguments being its environment; sets CREATED_ID and CREATED_SECRET, both empty when the
+# build refuses (one older than the scope).
+create_client() {
+    local dir=$1 name=$2 scopes=$3 json
+    shift 3
     json=$(env "${UNSET_ENV[@]}" "$@" RUST_LOG=warn "$dir/auth-server" \
-        client create --name "Bench Partner" --scopes "$SCOPE" 2>>"$WORK/cli.log")
+        client create --name "$name" --scopes "$scopes" 2>>"$WORK/cli.log") || true
     CREATED_ID=$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
     CREATED_SECRET=$(sed -nE 's/.*"client_secret": *"([^"]+)".*/\1/p' <<<"$json" | head -1)
+}
+
+# Creates the bench partner, as create_client does; sets CREATED_ID and CREATED_SECRET.
+create_bench_client() {
+    create_client "$1" "Bench Partner" "$SCOPE" "${@:2}"
     [[ -n $CREATED_ID && -n $CREATED_SECRET ]] || die "client create printed no credentials"
+}
+
+# Sets READER_ENV to the intake-api's settings for the client it reads the revocation list
+# with, made with the auth-server in directory $1 (the rest: its environment). Builds from
+# before 0.2.0 know no such scope and read the list without a token: READER_ENV is empty.
+reader_env() {
+    create_client "$1" "Bench intake-api" revocations:read "${@:2}"
+    READER_ENV=()
+    [[ -n $CREATED_ID ]] && READER_ENV=(INTAKE_REVOCATIONS_CLIENT_ID="$CREATED_ID"
+        INTAKE_REVOCATIONS_CLIENT_SECRET="$CREATED_SECRET")
+    return 0
 }
 
 # The cases each wrk thread updates and attaches to, from the $1 create responses of a first
@@ -598,7 +615,9 @@ ab_start() {
     BIN_DIR=$dir LOG_NAME=auth-server-$side start_service auth-server "${auth_env[@]}"
     AB_AUTH_PID[$side]=$STARTED_PID
     wait_ready "$auth_url" "$STARTED_PID"
-    BIN_DIR=$dir LOG_NAME=intake-api-$side start_service intake-api "${intake_env[@]}"
+    reader_env "$dir" "${auth_env[@]}"
+    BIN_DIR=$dir LOG_NAME=intake-api-$side start_service intake-api "${intake_env[@]}" \
+        "${READER_ENV[@]}"
     AB_INTAKE_PID[$side]=$STARTED_PID
     wait_ready "http://127.0.0.1:$((port + 1))" "$STARTED_PID"
     pgbench_setup "$intake_db"
@@ -1022,8 +1041,8 @@ scale_run() {
         cases=${SCALE_CASES[$i]}
         port=$((SCALE_PORT + i))
         log "scale $cases: starting an intake-api on ${SCALE_DB[$cases]}"
-        start_service intake-api "${INTAKE_ENV[@]}" INTAKE_BIND="127.0.0.1:$port" \
-            INTAKE_DATABASE_URL="$(db_url "${SCALE_DB[$cases]}")"
+        start_service intake-api "${INTAKE_ENV[@]}" "${MAIN_READER_ENV[@]}" \
+            INTAKE_BIND="127.0.0.1:$port" INTAKE_DATABASE_URL="$(db_url "${SCALE_DB[$cases]}")"
         SCALE_PID[$cases]=$STARTED_PID
         wait_ready "http://127.0.0.1:$port" "$STARTED_PID"
     done
@@ -1174,7 +1193,10 @@ log "starting the services"
 start_service auth-server "${AUTH_ENV[@]}"
 AUTH_PID=$STARTED_PID
 wait_ready "$AUTH_URL" "$AUTH_PID"
-start_service intake-api "${INTAKE_ENV[@]}"
+reader_env "$TARGET_DIR/release" "${AUTH_ENV[@]}"
+[[ ${#READER_ENV[@]} -gt 0 ]] || die "no client for the intake-api to read the revocation list with"
+MAIN_READER_ENV=("${READER_ENV[@]}")
+start_service intake-api "${INTAKE_ENV[@]}" "${MAIN_READER_ENV[@]}"
 INTAKE_PID=$STARTED_PID
 wait_ready "$INTAKE_URL" "$INTAKE_PID"
 

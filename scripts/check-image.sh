@@ -93,7 +93,10 @@ start() { # name url command...
     log "$name serves as uid $user and passes the health check ($health_cmd)"
 }
 start auth-server "$(field 'env["HEALTHCHECK_URL"]')" "$root/usr/local/bin/auth-server" serve
-start intake-api http://127.0.0.1:8082/healthz "$root/usr/local/bin/intake-api" serve
+# Liveness only: a client the auth-server does not know keeps the intake-api alive but not
+# ready, which the layout and Kubernetes checks cover with a real one.
+start intake-api http://127.0.0.1:8082/healthz env INTAKE_REVOCATIONS_CLIENT_ID=image-check \
+    INTAKE_REVOCATIONS_CLIENT_SECRET=image-check "$root/usr/local/bin/intake-api" serve
 metrics=$(curl -fsS http://127.0.0.1:8081/metrics)
 grep -q "build_info{.*commit=\"$commit\"" <<<"$metrics" || {
     echo "build_info does not name commit $commit:" >&2

@@ -119,15 +119,26 @@ for service in auth intake; do
     psql -q "$postgres/postgres" -c "CREATE DATABASE $db" >/dev/null
     databases+=("$db")
 done
+# The intake-api's own client, made as README.md says: with the auth-server's command line,
+# once its database is migrated (the migration Job below then finds nothing left to do).
+kek=$(openssl rand -base64 32)
+AUTH_DATABASE_URL="$postgres/k8s_check_auth_$$" "$BIN_DIR/auth-server" migrate >/dev/null 2>&1 ||
+    fail "auth-server migrate"
+AUTH_DATABASE_URL="$postgres/k8s_check_auth_$$" AUTH_KEY_ENCRYPTION_KEY=$kek "$BIN_DIR/auth-server" \
+    client create --name intake-api --scopes revocations:read -o json >"$work/reader.json" ||
+    fail "auth-server client create --scopes revocations:read"
 AUTH_DB="$postgres/k8s_check_auth_$$" INTAKE_DB="$postgres/k8s_check_intake_$$" REDIS="$redis" \
-    KEK=$(openssl rand -base64 32) INTAKE_KEK=$(openssl rand -base64 32) TLS_DIR="$tls" python3 - >"$work/secrets.json" <<'PY'
+    KEK=$kek INTAKE_KEK=$(openssl rand -base64 32) TLS_DIR="$tls" READER="$work/reader.json" \
+    python3 - >"$work/secrets.json" <<'PY'
 import json, os
+reader = json.load(open(os.environ["READER"]))
 tls = {k: open(os.path.join(os.environ["TLS_DIR"], k)).read() for k in ("tls.crt", "tls.key")}
 print(json.dumps({
     "auth-database": {"url": os.environ["AUTH_DB"]},
     "intake-database": {"url": os.environ["INTAKE_DB"]},
     "auth-key-encryption-key": {"key": os.environ["KEK"]},
     "intake-key-encryption-key": {"key": os.environ["INTAKE_KEK"]},
+    "intake-revocations-client": {k: reader[k] for k in ("client_id", "client_secret")},
     "redis": {"url": os.environ["REDIS"]},
     "auth-server-tls": tls,
     "intake-api-tls": tls,

@@ -358,8 +358,35 @@ publish() { # service: its published ports forwarded from the host, as docker-pr
     done <"$d/ports"
 }
 
+# The intake-api's own client, made as an operator does on a first start (README, "Docker
+# Compose"): with the auth-server's command line once it is healthy, its id and secret put
+# in .env before the intake-api replicas start.
+reader_made=
+make_reader() {
+    [ -n "$reader_made" ] && return 0
+    [ -n "${pid_of[auth-server]:-}" ] || fail "the intake-api would start before the auth-server"
+    wait_healthy auth-server
+    local reader
+    reader=$(in_service auth-server "$BIN_DIR/auth-server" client create --name intake-api \
+        --scopes revocations:read) || fail "auth-server client create --scopes revocations:read" auth-server
+    READER=$reader python3 - "$tmp"/plan/svc/*/env <<'PY'
+import json, os, sys
+reader = json.loads(os.environ["READER"])
+client_id, secret, files = reader["client_id"], reader["client_secret"], sys.argv[1:]
+values = {b"INTAKE_REVOCATIONS_CLIENT_ID": client_id, b"INTAKE_REVOCATIONS_CLIENT_SECRET": secret}
+for path in files:
+    entries = open(path, "rb").read().split(b"\0")
+    out = [e.split(b"=", 1)[0] + b"=" + values[e.split(b"=", 1)[0]].encode()
+           if e.split(b"=", 1)[0] in values else e for e in entries]
+    open(path, "wb").write(b"\0".join(out))
+PY
+    reader_made=1
+    ok "the intake-api's client made with auth-server client create --scopes revocations:read"
+}
+
 # Services in dependency order, each once its dependencies meet their conditions.
 while read -r svc; do
+    grep -qz '^INTAKE_REVOCATIONS_CLIENT_ID=$' "$tmp/plan/svc/$svc/env" && make_reader
     while read -r dep condition; do
         case $condition in
             service_started) alive "${pid_of[$dep]}" || fail "$dep is not running" "$dep" ;;

@@ -283,6 +283,14 @@ def main():
         print("previous release: migrate, serve, load", flush=True)
         command(PREV, "auth-server", "migrate", env=auth_env)
         command(PREV, "intake-api", "migrate", env=intake_env)
+        # The intake-api's own client, which reads the list of disabled clients; both
+        # releases' intake-apis are given it.
+        reader = json.loads(command(PREV, "auth-server", "client", "create", "--name",
+                                    "intake-api", "--scopes", "revocations:read", "-o", "json",
+                                    env=auth_env))
+        for r in intake:
+            r.env = dict(r.env, INTAKE_REVOCATIONS_CLIENT_ID=reader["client_id"],
+                         INTAKE_REVOCATIONS_CLIENT_SECRET=reader["client_secret"])
         for r in replicas:
             r.start(PREV, "previous")
         client = json.loads(command(PREV, "auth-server", "client", "create", "--name",

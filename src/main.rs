@@ -2,7 +2,9 @@
 //!
 //! Both services run as they do in production (the intake-api fetches the auth-server's
 //! JWKS over loopback HTTP), on SQLite files under `./data/`, with no Redis. On first start
-//! a demo partner client is created and its credentials written to `data/demo-client.json`.
+//! a demo partner client is created and its credentials written to `data/demo-client.json`,
+//! and the intake-api's own client, which reads the revocation list, to
+//! `data/intake-revocations-client.json`.
 
 use std::io::Write;
 use std::path::Path;
@@ -13,16 +15,24 @@ use base64::Engine;
 use serde_json::{Value, json};
 
 const DEMO_FILE: &str = "data/demo-client.json";
+const RESOURCE_CLIENT_FILE: &str = "data/intake-revocations-client.json";
 const KEY_ENCRYPTION_KEY_FILE: &str = "data/key-encryption-key";
 const INTAKE_KEY_ENCRYPTION_KEY_FILE: &str = "data/intake-key-encryption-key";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
 
-/// Reuses the demo client of an earlier start when it still exists; otherwise makes one.
-async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Value> {
+/// A client the launcher keeps in `file`: the one of an earlier start while it still
+/// exists and is enabled; otherwise a new one named `name` (numbered after any earlier
+/// ones), granted `scopes`.
+async fn kept_client(
+    config: &auth_server::config::Config,
+    file: &str,
+    name: &str,
+    scopes: &str,
+) -> anyhow::Result<Value> {
     let clients = auth_server::cli::client(config, ClientCommand::List).await?;
     let clients = clients.as_array().map(Vec::as_slice).unwrap_or_default();
-    if let Ok(text) = std::fs::read_to_string(DEMO_FILE)
+    if let Ok(text) = std::fs::read_to_string(file)
         && let Ok(saved) = serde_json::from_str::<Value>(&text)
     {
         let known = clients
@@ -32,29 +42,25 @@ async fn demo_client(config: &auth_server::config::Config) -> anyhow::Result<Val
             return Ok(saved);
         }
     }
-    // Names are unique: a demo client lost or disabled earlier keeps its own.
+    // Names are unique: a client lost or disabled earlier keeps its own.
     let earlier = clients
         .iter()
-        .filter(|c| {
-            c["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("Demo partner"))
-        })
+        .filter(|c| c["name"].as_str().is_some_and(|n| n.starts_with(name)))
         .count();
     let name = match earlier {
-        0 => "Demo partner".to_owned(),
-        n => format!("Demo partner {}", n + 1),
+        0 => name.to_owned(),
+        n => format!("{name} {}", n + 1),
     };
     let created = auth_server::cli::client(
         config,
         ClientCommand::Create {
             name,
-            scopes: DEMO_SCOPE.into(),
+            scopes: scopes.into(),
             brands: None,
         },
     )
     .await?;
-    write_private(Path::new(DEMO_FILE), &serde_json::to_vec_pretty(&created)?)?;
+    write_private(Path::new(file), &serde_json::to_vec_pretty(&created)?)?;
     Ok(created)
 }
 
@@ -154,7 +160,19 @@ async fn main() -> anyhow::Result<()> {
     let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
-    let demo = demo_client(&auth_config).await?;
+    let demo = kept_client(&auth_config, DEMO_FILE, "Demo partner", DEMO_SCOPE).await?;
+    if intake_config.revocations_client_id.is_none() {
+        let own = kept_client(
+            &auth_config,
+            RESOURCE_CLIENT_FILE,
+            "Intake API revocation reader",
+            shared::claims::scopes::REVOCATIONS_READ,
+        )
+        .await?;
+        intake_config.revocations_client_id = own["client_id"].as_str().map(str::to_owned);
+        intake_config.revocations_client_secret =
+            Some(own["client_secret"].as_str().unwrap_or_default().parse()?);
+    }
     let intake = intake_api::startup::Application::build(intake_config.clone()).await?;
     let auth_url = format!(
         "http://{}",

@@ -240,23 +240,7 @@ impl AuthServer {
     }
 
     async fn create_client_with(&self, scopes: &str, brands: Option<&str>) -> (String, String) {
-        // Client names are unique.
-        let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
-        let out = self
-            .client_cmd(auth_server::config::ClientCommand::Create {
-                name,
-                scopes: scopes.into(),
-                brands: brands.map(str::to_owned),
-            })
-            .await
-            .expect("client create");
-        (
-            out["client_id"].as_str().expect("client_id").to_owned(),
-            out["client_secret"]
-                .as_str()
-                .expect("client_secret")
-                .to_owned(),
-        )
+        create_client_at(&self.config, scopes, brands).await
     }
 
     /// Gets an access token with client_secret_post; panics unless it is issued.
@@ -279,6 +263,40 @@ impl AuthServer {
             .expect("access_token")
             .to_owned()
     }
+}
+
+/// Registers a client with `scopes` in the auth database at `database_url`, as an operator
+/// does before any auth-server runs there; returns `(client_id, client_secret)`.
+pub async fn create_client_offline(database_url: &str, scopes: &str) -> (String, String) {
+    let mut config = auth_server::config::Config::with_database(database_url);
+    config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
+    create_client_at(&config, scopes, None).await
+}
+
+async fn create_client_at(
+    config: &auth_server::config::Config,
+    scopes: &str,
+    brands: Option<&str>,
+) -> (String, String) {
+    // Client names are unique.
+    let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
+    let out = auth_server::cli::client(
+        config,
+        auth_server::config::ClientCommand::Create {
+            name,
+            scopes: scopes.into(),
+            brands: brands.map(str::to_owned),
+        },
+    )
+    .await
+    .expect("client create");
+    (
+        out["client_id"].as_str().expect("client_id").to_owned(),
+        out["client_secret"]
+            .as_str()
+            .expect("client_secret")
+            .to_owned(),
+    )
 }
 
 /// A real intake-api on port 0, verifying tokens against `jwks_url`.
@@ -306,6 +324,8 @@ impl IntakeServer {
             config.audience = auth.config.audience.clone();
             config.revocations_client_id = Some(id);
             config.revocations_client_secret = Some(secret.parse().expect("infallible"));
+            // Straight to the auth-server, whatever relay a test puts in front of the keys.
+            config.token_url = Some(format!("{}/oauth/token", auth.base_url()));
             configure(config);
         })
         .await

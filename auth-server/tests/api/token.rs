@@ -197,7 +197,8 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
         json!([
             "enquiry:referral:create",
             "enquiry:case:intake:create",
-            "portal:redirect:redeem"
+            "portal:redirect:redeem",
+            "revocations:read"
         ])
     );
     for path in ["/healthz", "/readyz", "/openapi.json", "/docs"] {

@@ -217,6 +217,7 @@ async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknow
     let auth = AuthServer::start(&auth_db.url, |_| {}).await.unwrap();
     let (id, secret) = auth.create_client(INTAKE).await;
     let token = auth.token(&id, &secret, INTAKE).await;
+    let (reader, reader_secret) = auth.resource_client().await;
     let intake_db = TestDb::intake(Backend::Postgres).await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -235,6 +236,8 @@ async fn sigterm_under_load_finishes_in_flight_requests_and_loses_nothing_acknow
             "INTAKE_JWKS_URL",
             format!("{}/.well-known/jwks.json", auth.base_url()),
         )
+        .env("INTAKE_REVOCATIONS_CLIENT_ID", &reader)
+        .env("INTAKE_REVOCATIONS_CLIENT_SECRET", &reader_secret)
         .env("RUST_LOG", "warn")
         .env("INTAKE_RATE_LIMIT", "1000000")
         .kill_on_drop(true)

@@ -187,6 +187,15 @@ async fn stored_answers_hold_no_link_and_no_plain_digest_of_the_request(backend:
 /// Runs `intake-api serve` on a database of its own with `key` as its key-encryption key;
 /// answers its exit code and stderr, or `None` if it was still serving after 20 seconds.
 async fn serve_with_key(key: Option<&str>) -> Option<(Option<i32>, String)> {
+    let client = [
+        ("INTAKE_REVOCATIONS_CLIENT_ID", "kek-check"),
+        ("INTAKE_REVOCATIONS_CLIENT_SECRET", "kek-check"),
+    ];
+    serve_with(key, &client).await
+}
+
+/// [`serve_with_key`], with `settings` set too.
+async fn serve_with(key: Option<&str>, settings: &[(&str, &str)]) -> Option<(Option<i32>, String)> {
     let db = TestDb::new(Backend::Sqlite, "intake-kek").await;
     let mut serve = Command::new(env!("CARGO_BIN_EXE_intake-api"));
     serve
@@ -195,7 +204,10 @@ async fn serve_with_key(key: Option<&str>) -> Option<(Option<i32>, String)> {
         .env("INTAKE_BIND", "127.0.0.1:0")
         .env_remove("INTAKE_ADMIN_BIND")
         .env_remove("INTAKE_KEY_ENCRYPTION_KEY")
+        .env_remove("INTAKE_REVOCATIONS_CLIENT_ID")
+        .env_remove("INTAKE_REVOCATIONS_CLIENT_SECRET")
         .env_remove("RUST_LOG")
+        .envs(settings.iter().copied())
         .stdout(Stdio::null())
         .stderr(Stdio::piped());
     if let Some(key) = key {
@@ -241,6 +253,30 @@ async fn serve_refuses_to_start_without_a_usable_key_encryption_key() {
         !stderr.contains(&short),
         "the key is never printed: {stderr}"
     );
+}
+
+#[tokio::test]
+async fn serve_refuses_to_start_without_its_own_client_for_the_revocation_list() {
+    let key = test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY;
+    for settings in [
+        &[][..],
+        &[("INTAKE_REVOCATIONS_CLIENT_ID", "intake-api")][..],
+        &[
+            ("INTAKE_REVOCATIONS_CLIENT_ID", "intake-api"),
+            ("INTAKE_REVOCATIONS_CLIENT_SECRET", ""),
+        ][..],
+    ] {
+        let (code, stderr) = serve_with(Some(key), settings)
+            .await
+            .expect("serve started without a revocation client");
+        assert_ne!(code, Some(0), "{settings:?}: {stderr}");
+        assert!(
+            stderr.contains(
+                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET must be set"
+            ),
+            "{settings:?}: {stderr}"
+        );
+    }
 }
 
 async fn a_key_reused_with_another_request_or_malformed_is_refused(backend: Backend) {

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use auth_server::config::KeyCommand;
 use serde_json::json;
+use shared::claims::scopes::REVOCATIONS_READ;
 use tokio::task::JoinSet;
 
 use crate::helpers::{
@@ -203,12 +204,19 @@ async fn tokens_already_issued_are_accepted_while_the_auth_server_is_down(backen
 async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(backend: Backend) {
     let port = unused_port();
     let intake_db = TestDb::intake(backend).await;
+    // The intake-api's own client is made before any auth-server runs, as an operator would.
+    let auth_db = TestDb::auth(backend).await;
+    let (reader, reader_secret) =
+        test_support::create_client_offline(&auth_db.url, REVOCATIONS_READ).await;
     // The keys are fetched through a counting relay, to see the fetches fail while nothing
     // answers behind it.
     let upstream = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
     let relay = KeyServer::start(KeySource::Upstream(upstream)).await;
     let intake = IntakeServer::start_with_jwks(&intake_db.url, &relay.url, |c| {
         c.revocations_url = Some(format!("http://127.0.0.1:{port}/revocations"));
+        c.token_url = Some(format!("http://127.0.0.1:{port}/oauth/token"));
+        c.revocations_client_id = Some(reader);
+        c.revocations_client_secret = Some(reader_secret.parse().expect("infallible"));
     })
     .await
     .expect("intake-api starts");
@@ -227,7 +235,6 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
         json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
     );
 
-    let auth_db = TestDb::auth(backend).await;
     let auth = AuthServer::start(&auth_db.url, |c| c.bind = format!("127.0.0.1:{port}"))
         .await
         .expect("auth-server starts on the reserved port");

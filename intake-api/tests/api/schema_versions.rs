@@ -25,6 +25,9 @@ fn config(db: &TestDb, migrate: Option<bool>) -> Config {
     );
     config.bind = "127.0.0.1:0".into();
     config.migrate = migrate;
+    // Required by serve; no auth-server is asked here.
+    config.revocations_client_id = Some("schema-check".into());
+    config.revocations_client_secret = Some("schema-check".parse().expect("infallible"));
     config
 }
 
@@ -75,6 +78,8 @@ fn serve_process(db: &TestDb, args: &[&str]) -> (Option<i32>, String) {
             "INTAKE_KEY_ENCRYPTION_KEY",
             test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY,
         )
+        .env("INTAKE_REVOCATIONS_CLIENT_ID", "schema-check")
+        .env("INTAKE_REVOCATIONS_CLIENT_SECRET", "schema-check")
         .env_remove("INTAKE_MIGRATE")
         .output()
         .expect("intake-api runs");

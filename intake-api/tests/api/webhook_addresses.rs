@@ -220,6 +220,7 @@ async fn webhooks_ignore_proxy_variables() {
     // The auth-server is reached by a name exempt from the proxy, so the webhook client is
     // the only one the proxy could be offered.
     let keys = auth.base_url().replace("127.0.0.1", "localhost");
+    let (reader, reader_secret) = auth.resource_client().await;
     let proxy_url = format!("http://127.0.0.1:{}", proxy.port);
     let port = unused_port();
     let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_intake-api"));
@@ -232,6 +233,8 @@ async fn webhooks_ignore_proxy_variables() {
             "INTAKE_KEY_ENCRYPTION_KEY",
             test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY,
         )
+        .env("INTAKE_REVOCATIONS_CLIENT_ID", &reader)
+        .env("INTAKE_REVOCATIONS_CLIENT_SECRET", &reader_secret)
         .env("INTAKE_WEBHOOK_ALLOW_INSECURE", "true")
         .env("INTAKE_WEBHOOK_POLL_MS", "50")
         .env("NO_PROXY", "localhost")
