@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, Validation};
-use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
+use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims};
 
 use crate::registry::Snapshot;
 
@@ -46,13 +46,9 @@ pub struct BearerCheck {
 impl BearerCheck {
     /// Accepts the tokens this server issues as `issuer` for `audience`.
     pub fn new(issuer: &str, audience: &str) -> Self {
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.leeway = CLOCK_LEEWAY_SECS;
-        validation.validate_nbf = true;
-        validation.set_issuer(&[issuer]);
-        validation.set_audience(&[audience]);
-        validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
-        Self { validation }
+        Self {
+            validation: shared::claims::validation(issuer, audience),
+        }
     }
 
     /// The claims of the token in `authorization` when it verifies, grants `scope`, and its

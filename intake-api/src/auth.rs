@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{DecodingKey, Validation};
 use serde::Deserialize;
 use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
 
@@ -84,16 +84,10 @@ pub struct Verifier {
 impl Verifier {
     /// A verifier accepting RS256 tokens from `issuer` for `audience`.
     pub fn new(jwks: Arc<JwksCache>, issuer: &str, audience: &str) -> Self {
-        let mut validation = Validation::new(Algorithm::RS256);
-        validation.leeway = CLOCK_LEEWAY_SECS;
-        validation.validate_nbf = true;
-        validation.set_issuer(&[issuer]);
-        validation.set_audience(&[audience]);
-        validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
         Self {
             jwks,
             revoked: None,
-            validation,
+            validation: shared::claims::validation(issuer, audience),
             verified: RwLock::new(HashMap::new()),
             capacity: VERIFIED_TOKENS,
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use serde::de::DeserializeOwned;
 
-use crate::error::{BuildError, Error};
+use crate::error::{BuildError, Error, retry_after};
 use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
 use crate::wire::{AttachRequest, CaseResponse, Enquiry, RedirectResponse};
 
@@ -297,12 +297,6 @@ async fn read<T: DeserializeOwned>(
     Err(Error::from_answer(status, &bytes, retry_after, challenge))
 }
 
-/// A `Retry-After` of delay-seconds, the form both services send.
-pub(crate) fn retry_after(value: Option<&HeaderValue>) -> Option<Duration> {
-    let secs = value?.to_str().ok()?.trim().parse::<u64>().ok()?;
-    Some(Duration::from_secs(secs))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -324,15 +318,6 @@ mod tests {
         let random = IdempotencyKey::random();
         assert_eq!(random.as_str().len(), 36);
         assert_ne!(random, IdempotencyKey::random());
-    }
-
-    #[test]
-    fn retry_after_reads_delay_seconds_only() {
-        let read = |s: &str| retry_after(Some(&HeaderValue::from_str(s).unwrap()));
-        assert_eq!(read("30"), Some(Duration::from_secs(30)));
-        assert_eq!(read(" 1 "), Some(Duration::from_secs(1)));
-        assert_eq!(read("Wed, 21 Oct 2015 07:28:00 GMT"), None);
-        assert_eq!(retry_after(None), None);
     }
 
     #[test]

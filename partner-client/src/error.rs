@@ -4,6 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::header::HeaderValue;
+
 use crate::wire::{MessageBody, OAuthErrorBody, ValidationErrorBody};
 
 /// Why a call to the intake API did not succeed.
@@ -227,9 +229,24 @@ pub enum BuildError {
     Http(#[source] reqwest::Error),
 }
 
+/// A `Retry-After` of delay-seconds, the form both services send.
+pub(crate) fn retry_after(value: Option<&HeaderValue>) -> Option<Duration> {
+    let secs = value?.to_str().ok()?.trim().parse::<u64>().ok()?;
+    Some(Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retry_after_reads_delay_seconds_only() {
+        let read = |s: &str| retry_after(Some(&HeaderValue::from_str(s).unwrap()));
+        assert_eq!(read("30"), Some(Duration::from_secs(30)));
+        assert_eq!(read(" 1 "), Some(Duration::from_secs(1)));
+        assert_eq!(read("Wed, 21 Oct 2015 07:28:00 GMT"), None);
+        assert_eq!(retry_after(None), None);
+    }
 
     fn answer(status: u16, body: &str) -> Error {
         Error::from_answer(

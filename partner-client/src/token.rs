@@ -268,7 +268,7 @@ impl TokenSource {
         let requested = Instant::now();
         let resp = req.send().await.map_err(http_error)?;
         let status = resp.status().as_u16();
-        let retry_after = crate::client::retry_after(resp.headers().get(RETRY_AFTER));
+        let retry_after = crate::error::retry_after(resp.headers().get(RETRY_AFTER));
         let bytes = resp.bytes().await.map_err(http_error)?;
         if status != 200 {
             return match serde_json::from_slice::<OAuthErrorBody>(&bytes) {

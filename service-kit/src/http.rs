@@ -18,6 +18,8 @@ use poem::{Endpoint, EndpointExt, IntoEndpoint, IntoResponse, Response, Route, g
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
+use crate::openapi::ApiDocuments;
+
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
 
@@ -85,15 +87,6 @@ pub async fn bind(addr: &str) -> anyhow::Result<(TcpListener, u16)> {
         .with_context(|| format!("cannot listen on {addr}"))?;
     let port = listener.local_addr()?.port();
     Ok((listener, port))
-}
-
-/// A service's OpenAPI document and its interactive docs page, made once at start-up
-/// ([`crate::openapi::documents`]).
-pub struct ApiDocuments {
-    /// The document, as JSON.
-    pub json: String,
-    /// The Swagger UI page with the document inside.
-    pub html: String,
 }
 
 /// A service's routes: its API, `/openapi.json`, `/docs`, `/healthz`, `/readyz`, and

@@ -8,7 +8,14 @@ use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
 use poem_openapi::{OpenApi, OpenApiService};
 use serde_json::{Map, Value, json};
 
-use crate::http::ApiDocuments;
+/// A service's OpenAPI document and its interactive docs page, made once at start-up
+/// ([`documents`]).
+pub struct ApiDocuments {
+    /// The document, as JSON.
+    pub json: String,
+    /// The Swagger UI page with the document inside.
+    pub html: String,
+}
 
 /// The documents of `api`: the derived document, tidied ([`tidy`]) and then refined by the
 /// service with what the derive cannot say (value sets known only from configuration,

@@ -84,6 +84,21 @@ pub struct AccessTokenClaims {
     pub brands: Option<Vec<String>>,
 }
 
+/// What every access token must be besides well signed and its client in good standing:
+/// RS256 (never the token's own choice), from `issuer`, for `audience`, its registered claims
+/// present, and within its lifetime give or take [`CLOCK_LEEWAY_SECS`]. Both the
+/// resource servers and the auth-server (reading `/revocations`) check tokens by it.
+#[cfg(feature = "verify")]
+pub fn validation(issuer: &str, audience: &str) -> jsonwebtoken::Validation {
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.leeway = CLOCK_LEEWAY_SECS;
+    validation.validate_nbf = true;
+    validation.set_issuer(&[issuer]);
+    validation.set_audience(&[audience]);
+    validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
+    validation
+}
+
 impl AccessTokenClaims {
     /// Whether the token grants `scope`.
     pub fn has_scope(&self, scope: &str) -> bool {

@@ -7,8 +7,7 @@ use std::sync::Arc;
 
 use poem_openapi::OpenApiService;
 use serde_json::{Value, json};
-use service_kit::http::ApiDocuments;
-use service_kit::openapi::{self, property_mut, schema_mut};
+use service_kit::openapi::{self, ApiDocuments, property_mut, schema_mut};
 use shared::claims::scopes;
 
 use crate::state::AppState;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use poem::{Endpoint, EndpointExt};
 use poem_openapi::OpenApiService;
-use service_kit::http::ApiDocuments;
+use service_kit::openapi::ApiDocuments;
 
 use crate::state::AppState;
 use intake::IntakeApi;

@@ -305,20 +305,11 @@ async fn a_replica_whose_revocation_client_is_refused_is_not_ready_and_refuses_e
             "{id}: readiness never reported the revocation list"
         );
         assert_unvetted(&app, &replica, &app.bearer()).await;
-        let refusals = metric(
-            &app.http,
-            &app.auth.base_url(),
-            "auth_token_requests_failed_total",
-            "invalid_scope",
-        )
-        .await
-            + metric(
-                &app.http,
-                &app.auth.base_url(),
-                "auth_token_requests_failed_total",
-                "unknown_client",
-            )
-            .await;
+        let mut refusals = 0.0;
+        for reason in ["invalid_scope", "unknown_client"] {
+            let auth = app.auth.base_url();
+            refusals += metric(&app.http, &auth, "auth_token_requests_failed_total", reason).await;
+        }
         assert!(
             refusals >= 1.0,
             "{id}: the auth-server saw no refused token request"
