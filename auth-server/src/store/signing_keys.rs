@@ -1,0 +1,388 @@
+//! Signing keys: made, rotated, revoked, sealed at rest.
+
+use anyhow::{Context, anyhow, bail};
+use chrono::{DateTime, Duration, Utc};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
+    QueryOrder, Set,
+};
+use serde::Serialize;
+use serde_json::json;
+use service_kit::Secret;
+
+use super::begin_change;
+use crate::audit;
+use crate::entity::signing_key;
+use crate::keys::{self, KeyEncryptionKey, KeyState};
+
+/// A freshly generated key, sealed for storage; generated before any transaction opens,
+/// since RSA key generation takes a while.
+struct FreshKey {
+    kid: String,
+    sealed: String,
+}
+
+async fn fresh_key(kek: &KeyEncryptionKey) -> anyhow::Result<FreshKey> {
+    // Key generation is CPU-heavy: keep it off the async workers.
+    let generated = tokio::task::spawn_blocking(keys::generate_key)
+        .await
+        .context("key generation task failed")??;
+    let sealed = keys::seal_private_key(kek, &generated.kid, generated.pkcs8.expose())?;
+    Ok(FreshKey {
+        kid: generated.kid,
+        sealed,
+    })
+}
+
+async fn insert_key<C: ConnectionTrait>(
+    db: &C,
+    key: FreshKey,
+    activates_at: DateTime<Utc>,
+    standby: bool,
+) -> anyhow::Result<String> {
+    let now = Utc::now();
+    signing_key::ActiveModel {
+        kid: Set(key.kid.clone()),
+        private_key: Set(key.sealed),
+        created_at: Set(now),
+        activates_at: Set(std::cmp::max(activates_at, now)),
+        revoked_at: Set(None),
+        standby: Set(standby),
+    }
+    .insert(db)
+    .await?;
+    Ok(key.kid)
+}
+
+/// Every key not revoked, standby included, oldest activation first.
+async fn live_keys<C: ConnectionTrait>(db: &C) -> anyhow::Result<Vec<signing_key::Model>> {
+    Ok(signing_key::Entity::find()
+        .filter(signing_key::Column::RevokedAt.is_null())
+        .order_by_asc(signing_key::Column::ActivatesAt)
+        .order_by_asc(signing_key::Column::CreatedAt)
+        .order_by_asc(signing_key::Column::Kid)
+        .all(db)
+        .await?)
+}
+
+/// The live (not revoked) keys: those scheduled to sign, and the standby.
+pub struct KeyRing {
+    /// Keys with an activation, oldest activation first: the order key states follow from.
+    pub scheduled: Vec<signing_key::Model>,
+    /// The published key with no activation yet.
+    pub standby: Option<signing_key::Model>,
+}
+
+impl KeyRing {
+    /// The keys as `db` sees them.
+    pub async fn load<C: ConnectionTrait>(db: &C) -> anyhow::Result<Self> {
+        let (standby, scheduled): (Vec<_>, Vec<_>) =
+            live_keys(db).await?.into_iter().partition(|k| k.standby);
+        Ok(Self {
+            scheduled,
+            standby: standby.into_iter().next(),
+        })
+    }
+
+    /// Every live key, the standby last.
+    pub fn all(&self) -> impl Iterator<Item = &signing_key::Model> {
+        self.scheduled.iter().chain(&self.standby)
+    }
+
+    /// The key signing at `now`: the most recently activated one.
+    pub fn signer(&self, now: DateTime<Utc>) -> Option<&signing_key::Model> {
+        self.scheduled.iter().rev().find(|k| k.activates_at <= now)
+    }
+}
+
+/// Encrypts the private keys an older version stored in clear, in one transaction; returns
+/// how many there were.
+pub async fn seal_keys_stored_in_clear(
+    db: &DatabaseConnection,
+    kek: &KeyEncryptionKey,
+) -> anyhow::Result<usize> {
+    let in_clear = signing_key::Entity::find().all(db).await?;
+    if !in_clear
+        .iter()
+        .any(|k| keys::stored_in_clear(&k.private_key))
+    {
+        return Ok(0);
+    }
+    let server = audit::Author::server(audit::AuditKey::derive(kek)?);
+    let txn = begin_change(db).await?;
+    let mut sealed = 0;
+    for key in signing_key::Entity::find().all(&txn).await? {
+        if !keys::stored_in_clear(&key.private_key) {
+            continue;
+        }
+        let pkcs8 = Secret::new(keys::open_private_key(kek, &key.kid, &key.private_key)?);
+        let kid = key.kid.clone();
+        let mut row: signing_key::ActiveModel = key.into();
+        row.private_key = Set(keys::seal_private_key(kek, &kid, pkcs8.expose())?);
+        row.update(&txn).await?;
+        audit::append(&txn, &server, "key.seal", &kid, json!({})).await?;
+        sealed += 1;
+    }
+    txn.commit().await?;
+    Ok(sealed)
+}
+
+/// Makes sure a key signs now and a standby key is published; serve runs it at start.
+/// Returns the kids it created.
+pub async fn ensure_keys(
+    db: &DatabaseConnection,
+    kek: &KeyEncryptionKey,
+) -> anyhow::Result<Vec<String>> {
+    let now = Utc::now();
+    let ring = KeyRing::load(db).await?;
+    let need_signer = ring.signer(now).is_none();
+    let need_standby = ring.standby.is_none();
+    if !need_signer && !need_standby {
+        return Ok(Vec::new());
+    }
+    let signer = if need_signer {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let standby = if need_standby {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let server = audit::Author::server(audit::AuditKey::derive(kek)?);
+    let txn = begin_change(db).await?;
+    // Another process may have made them meanwhile.
+    let ring = KeyRing::load(&txn).await?;
+    let mut created = Vec::new();
+    if let (Some(key), None) = (signer, ring.signer(now)) {
+        let kid = insert_key(&txn, key, now, false).await?;
+        let detail = json!({"role": "signing", "activates_at": now});
+        audit::append(&txn, &server, "key.create", &kid, detail).await?;
+        created.push(kid);
+    }
+    if let (Some(key), None) = (standby, &ring.standby) {
+        let kid = insert_key(&txn, key, now, true).await?;
+        let detail = json!({"role": "standby"});
+        audit::append(&txn, &server, "key.create", &kid, detail).await?;
+        created.push(kid);
+    }
+    if created.is_empty() {
+        // Another process made them meanwhile: nothing changed after all.
+        return Ok(created);
+    }
+    txn.commit().await?;
+    Ok(created)
+}
+
+/// What a rotation did.
+#[derive(Debug)]
+pub struct Rotation {
+    /// The key that takes over.
+    pub kid: String,
+    /// When it starts signing.
+    pub activates_at: DateTime<Utc>,
+    /// The new standby key.
+    pub standby_kid: String,
+}
+
+/// Schedules the standby key to take over signing, at the earliest `publish_ahead` after it
+/// was published (so every resource server caching the JWKS holds it by then) and never
+/// sooner than `not_before`, and publishes a new standby key, in one transaction.
+pub async fn rotate_keys(
+    db: &DatabaseConnection,
+    kek: &KeyEncryptionKey,
+    publish_ahead: Duration,
+    not_before: DateTime<Utc>,
+    actor: &audit::Author,
+) -> anyhow::Result<Rotation> {
+    let next_standby = fresh_key(kek).await?;
+    // Without a standby (a database from before standby keys) the new key takes its place.
+    let spare = if KeyRing::load(db).await?.standby.is_none() {
+        Some(fresh_key(kek).await?)
+    } else {
+        None
+    };
+    let txn = begin_change(db).await?;
+    let ring = KeyRing::load(&txn).await?;
+    let (kid, activates_at) = match (ring.standby, spare) {
+        (Some(standby), _) => {
+            let activates_at = std::cmp::max(not_before, standby.created_at + publish_ahead);
+            let kid = standby.kid.clone();
+            let mut promoted: signing_key::ActiveModel = standby.into();
+            promoted.standby = Set(false);
+            promoted.activates_at = Set(activates_at);
+            promoted.update(&txn).await?;
+            (kid, activates_at)
+        }
+        (None, Some(spare)) => {
+            let activates_at = std::cmp::max(not_before, Utc::now() + publish_ahead);
+            (
+                insert_key(&txn, spare, activates_at, false).await?,
+                activates_at,
+            )
+        }
+        (None, None) => bail!("the standby key disappeared during the rotation; run it again"),
+    };
+    let standby_kid = insert_key(&txn, next_standby, Utc::now(), true).await?;
+    let detail = json!({"activates_at": activates_at, "standby_kid": standby_kid});
+    audit::append(&txn, actor, "key.rotate", &kid, detail).await?;
+    txn.commit().await?;
+    Ok(Rotation {
+        kid,
+        activates_at,
+        standby_kid,
+    })
+}
+
+/// A key as `key list` shows it.
+#[derive(Debug, Serialize)]
+pub struct KeyInfo {
+    /// Key id.
+    pub kid: String,
+    /// State now.
+    pub state: KeyState,
+    /// When it was generated and published.
+    pub created_at: DateTime<Utc>,
+    /// When it starts (or started) signing; none while on standby.
+    pub activates_at: Option<DateTime<Utc>>,
+    /// When a later key took over.
+    pub retired_at: Option<DateTime<Utc>>,
+    /// When it leaves (or left) the JWKS.
+    pub unpublish_at: Option<DateTime<Utc>>,
+    /// When it was revoked.
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// Every key with its state now, oldest activation first.
+pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> {
+    let now = Utc::now();
+    let ring = KeyRing::load(db).await?;
+    let usable = ring.scheduled;
+    let activations: Vec<_> = usable.iter().map(|k| k.activates_at).collect();
+    let times = keys::key_times(&activations, now);
+    let mut out: Vec<KeyInfo> = usable
+        .into_iter()
+        .zip(times)
+        .map(|(k, t)| KeyInfo {
+            kid: k.kid,
+            state: t.state(now),
+            created_at: k.created_at,
+            activates_at: Some(k.activates_at),
+            retired_at: t.retired_at,
+            unpublish_at: t.unpublish_at(),
+            revoked_at: None,
+        })
+        .collect();
+    if let Some(k) = ring.standby {
+        out.push(KeyInfo {
+            kid: k.kid,
+            state: KeyState::Standby,
+            created_at: k.created_at,
+            activates_at: None,
+            retired_at: None,
+            unpublish_at: None,
+            revoked_at: None,
+        });
+    }
+    let revoked = signing_key::Entity::find()
+        .filter(signing_key::Column::RevokedAt.is_not_null())
+        .all(db)
+        .await?;
+    out.extend(revoked.into_iter().map(|k| KeyInfo {
+        kid: k.kid,
+        state: KeyState::Revoked,
+        created_at: k.created_at,
+        activates_at: (!k.standby).then_some(k.activates_at),
+        retired_at: None,
+        unpublish_at: k.revoked_at,
+        revoked_at: k.revoked_at,
+    }));
+    // Standby keys (no activation) after every scheduled one.
+    out.sort_by_key(|k| (k.activates_at.is_none(), k.activates_at, k.created_at));
+    Ok(out)
+}
+
+/// What a revoke did.
+#[derive(Debug)]
+pub struct Revocation {
+    /// The key now signing in its place, when it was the signing key.
+    pub replacement_kid: Option<String>,
+    /// The new standby key, when the revoke used up or removed the old one.
+    pub standby_kid: Option<String>,
+}
+
+/// How long a standby key must have been published before a revoke makes it sign at once:
+/// longer than resource servers take to refetch the JWKS (the intake-api polls it every
+/// second), so none of them meets its `kid` unknown.
+pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Emergency revoke: the key leaves the JWKS at once and never signs again, so every
+/// token it signed stops verifying. When it was the signing key the standby key signs from
+/// now on, and a new standby is published, all in one transaction, so the token endpoint
+/// is never without a signing key. When the standby was published too recently for every
+/// resource server to hold it, the revoke first waits until it has been.
+pub async fn revoke_key(
+    db: &DatabaseConnection,
+    kek: &KeyEncryptionKey,
+    kid: &str,
+    actor: &audit::Author,
+) -> anyhow::Result<Revocation> {
+    let found = signing_key::Entity::find_by_id(kid.to_owned())
+        .one(db)
+        .await?
+        .ok_or_else(|| anyhow!("no key with kid {kid}"))?;
+    if found.revoked_at.is_some() {
+        bail!("key {kid} is already revoked");
+    }
+    let next_standby = fresh_key(kek).await?;
+    if let Some(standby) = KeyRing::load(db).await?.standby.filter(|s| s.kid != kid) {
+        let age = (Utc::now() - standby.created_at)
+            .to_std()
+            .unwrap_or_default();
+        if let Some(wait) = STANDBY_MIN_AGE.checked_sub(age) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+    let txn = begin_change(db).await?;
+    let now = Utc::now();
+    let ring = KeyRing::load(&txn).await?;
+    let key = signing_key::Entity::find_by_id(kid.to_owned())
+        .one(&txn)
+        .await?
+        .ok_or_else(|| anyhow!("no key with kid {kid}"))?;
+    if key.revoked_at.is_some() {
+        bail!("key {kid} is already revoked");
+    }
+    let was_signing = ring.signer(now).is_some_and(|s| s.kid == kid);
+    let was_standby = key.standby;
+    let mut revoked: signing_key::ActiveModel = key.into();
+    revoked.revoked_at = Set(Some(now));
+    revoked.update(&txn).await?;
+    let mut outcome = Revocation {
+        replacement_kid: None,
+        standby_kid: None,
+    };
+    if was_signing {
+        let standby = ring.standby.ok_or_else(|| {
+            anyhow!(
+                "there is no standby key to take over; run `auth-server serve` once to publish one"
+            )
+        })?;
+        outcome.replacement_kid = Some(standby.kid.clone());
+        let mut promoted: signing_key::ActiveModel = standby.into();
+        promoted.standby = Set(false);
+        promoted.activates_at = Set(now);
+        promoted.update(&txn).await?;
+    }
+    if was_signing || was_standby {
+        outcome.standby_kid = Some(insert_key(&txn, next_standby, now, true).await?);
+    }
+    let detail = json!({
+        "replacement_kid": outcome.replacement_kid,
+        "standby_kid": outcome.standby_kid,
+    });
+    audit::append(&txn, actor, "key.revoke", kid, detail).await?;
+    txn.commit().await?;
+    Ok(outcome)
+}
