@@ -33,12 +33,20 @@ for _ in $(seq 1 60); do
     curl -fsS "$intake/readyz" >/dev/null 2>&1 && break
     sleep 0.5
 done
-demo="$work/data/demo-client.json"
-id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_id"])' "$demo")
-secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_secret"])' "$demo")
-token=$(curl -fsS "$auth/oauth/token" -H 'Content-Type: application/json' \
-    -d "{\"grant_type\":\"client_credentials\",\"client_id\":\"$id\",\"client_secret\":\"$secret\",\"scope\":\"enquiry:case:intake:create\"}" \
-    | python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])')
+# A token of the client kept in $1 (a file the launcher wrote) for scope $2.
+token_of() {
+    local id secret
+    id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_id"])' "$1")
+    secret=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["client_secret"])' "$1")
+    curl -fsS "$auth/oauth/token" -H 'Content-Type: application/json' \
+        -d "{\"grant_type\":\"client_credentials\",\"client_id\":\"$id\",\"client_secret\":\"$secret\",\"scope\":\"$2\"}" |
+        python3 -c 'import json,sys; print(json.load(sys.stdin)["access_token"])'
+}
+# The partner's token for the intake API; the auth-server's one protected operation
+# (/revocations) is a resource server's, so it gets the intake-api's own client's token.
+declare -A token_for
+token_for[$intake]=$(token_of "$work/data/demo-client.json" enquiry:case:intake:create)
+token_for[$auth]=$(token_of "$work/data/intake-revocations-client.json" revocations:read)
 
 checks=${SCHEMATHESIS_CHECKS:-all}
 status=0
@@ -47,7 +55,7 @@ for target in "$auth" "$intake"; do
     # Run from the scratch directory: schemathesis leaves its state in the working directory.
     (cd "$work" && schemathesis run "$target/openapi.json" --url "$target" \
         --checks "$checks" --max-examples "$examples" --seed "${SCHEMATHESIS_SEED:-1}" \
-        --header "Authorization: Bearer $token" \
+        --header "Authorization: Bearer ${token_for[$target]}" \
         --request-timeout 10 --generation-database none) || status=1
 done
 exit $status
