@@ -88,7 +88,7 @@ fn audit_key(settings: &Settings, doing: &str) -> anyhow::Result<audit::AuditKey
 
 async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
     migration::SCHEMA
-        .open_existing(&settings.database_url, 2)
+        .open_existing(settings.database_url.expose(), 2)
         .await
 }
 

@@ -29,7 +29,7 @@ pub struct Config {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
     /// for SQLite, no for PostgreSQL, where `auth-server migrate` runs once before a
     /// release's replicas start and `serve` only checks that the schema has what it needs.
@@ -102,7 +102,7 @@ impl Config {
     /// A configuration for tests and embedding: every default, with these overrides.
     pub fn with_database(database_url: impl Into<String>) -> Self {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
-        config.database_url = database_url.into();
+        config.database_url = Secret::new(database_url.into());
         config.migrate = Some(true);
         config
     }
@@ -110,7 +110,7 @@ impl Config {
     /// Whether `serve` migrates the database before it serves.
     pub fn migrates(&self) -> bool {
         self.migrate
-            .unwrap_or_else(|| service_kit::db::migrates_by_default(&self.database_url))
+            .unwrap_or_else(|| service_kit::db::migrates_by_default(self.database_url.expose()))
     }
 }
 
@@ -128,7 +128,7 @@ fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Who makes a change, for the audit trail; the operating-system user when unset.
     pub actor: Option<String>,
     /// What signing keys are sealed with, and audit entries (a key derived from it); `key`
@@ -156,7 +156,10 @@ impl Settings {
     fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
         let database = settings_of::<DatabaseArg>(command, matches);
         Self {
-            database_url: database.map_or_else(|| DEFAULT_DATABASE_URL.into(), |d| d.database_url),
+            database_url: database.map_or_else(
+                || Secret::new(DEFAULT_DATABASE_URL.into()),
+                |d| d.database_url,
+            ),
             actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
             key_encryption_key: settings_of::<KeyEncryptionKeyArg>(command, matches)
                 .and_then(|k| k.key_encryption_key),
@@ -190,7 +193,7 @@ struct DatabaseArg {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    database_url: String,
+    database_url: Secret<String>,
 }
 
 /// `--actor`, for the commands that change something.
@@ -248,7 +251,7 @@ pub struct MigrateArgs {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
     pub log_format: LogFormat,
@@ -517,4 +520,20 @@ pub enum KeyCommand {
         /// The key's kid.
         kid: String,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_password_never_shows_in_debug() {
+        let config = Config::with_database("postgres://auth:hunter2@db.example/auth");
+        let shown = format!("{config:?} {:?}", Settings::from(&config));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            config.database_url.expose(),
+            "postgres://auth:hunter2@db.example/auth"
+        );
+    }
 }

@@ -99,7 +99,7 @@ impl Application {
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
         let db = migration::SCHEMA
-            .connect_serving(&config.database_url, 10, config.migrates())
+            .connect_serving(config.database_url.expose(), 10, config.migrates())
             .await?;
         let kek = config.kek()?;
         let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;

@@ -73,7 +73,7 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
 async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
     const POOL: u32 = 2;
     let db = migration::SCHEMA
-        .open_existing(&settings.database_url, POOL)
+        .open_existing(settings.database_url.expose(), POOL)
         .await?;
     let unused = Timing {
         activation_delay: Duration::ZERO,

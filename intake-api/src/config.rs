@@ -38,7 +38,7 @@ pub struct Config {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
     /// for SQLite, no for PostgreSQL, where `intake-api migrate` runs once before a
     /// release's replicas start and `serve` only checks that the schema has what it needs.
@@ -183,7 +183,7 @@ impl Config {
     /// Every default, on the given database: for tests and embedding.
     pub fn with_database(database_url: impl Into<String>) -> Self {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
-        config.database_url = database_url.into();
+        config.database_url = Secret::new(database_url.into());
         config.migrate = Some(true);
         config
     }
@@ -191,7 +191,7 @@ impl Config {
     /// Whether `serve` migrates the database before it serves.
     pub fn migrates(&self) -> bool {
         self.migrate
-            .unwrap_or_else(|| service_kit::db::migrates_by_default(&self.database_url))
+            .unwrap_or_else(|| service_kit::db::migrates_by_default(self.database_url.expose()))
     }
 
     /// How long cases wait to activate and redirect links last.
@@ -316,7 +316,7 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Who asks for a change, for the case's history; the operating-system user when unset.
     pub actor: Option<String>,
     /// Whether webhooks may go to http URLs and addresses that are not public (local use and
@@ -328,7 +328,10 @@ impl Settings {
     fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
         let database = settings_of::<DatabaseArg>(command, matches);
         Self {
-            database_url: database.map_or_else(|| DEFAULT_DATABASE_URL.into(), |d| d.database_url),
+            database_url: database.map_or_else(
+                || Secret::new(DEFAULT_DATABASE_URL.into()),
+                |d| d.database_url,
+            ),
             actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
             webhook_allow_insecure: settings_of::<AllowInsecureArg>(command, matches)
                 .is_some_and(|a| a.webhook_allow_insecure),
@@ -357,7 +360,7 @@ struct DatabaseArg {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    database_url: String,
+    database_url: Secret<String>,
 }
 
 /// `--actor`, for the commands that change a case.
@@ -417,7 +420,7 @@ pub struct MigrateArgs {
         default_value = DEFAULT_DATABASE_URL,
         hide_env_values = true
     )]
-    pub database_url: String,
+    pub database_url: Secret<String>,
     /// Log format.
     #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
     pub log_format: LogFormat,
@@ -671,6 +674,17 @@ pub enum CaseCommand {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_database_password_never_shows_in_debug() {
+        let config = Config::with_database("postgres://intake:hunter2@db.example/intake");
+        let shown = format!("{config:?} {:?}", Settings::from(&config));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            config.database_url.expose(),
+            "postgres://intake:hunter2@db.example/intake"
+        );
+    }
 
     #[test]
     fn the_default_brands_parse() {

@@ -38,7 +38,7 @@ pub async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Cli::Migrate(args) => {
             let _logs = service_kit::telemetry::init_tracing(args.log_format);
-            let db = service_kit::db::connect(&args.database_url, 1).await?;
+            let db = service_kit::db::connect(args.database_url.expose(), 1).await?;
             migration::SCHEMA.migrate(&db).await?;
             tracing::info!("migrations applied");
             Ok(())

@@ -41,7 +41,7 @@ impl AppState {
         let credentials = config.revocations_credentials()?;
         let db = migration::SCHEMA
             .connect_serving(
-                &config.database_url,
+                config.database_url.expose(),
                 config.database_max_connections,
                 config.migrates(),
             )
