@@ -4,12 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, Validation};
-use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims};
+use shared::claims::{AccessTokenClaims, BearerFault, bearer_token, is_access_token_typ};
 
 use crate::registry::Snapshot;
-
-/// Longest `Authorization` value read; the server's own tokens are about 900 bytes.
-const MAX_TOKEN_BYTES: usize = 4096;
 
 /// Why a bearer token was not accepted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -60,27 +57,18 @@ impl BearerCheck {
         scope: &str,
         now: DateTime<Utc>,
     ) -> Result<AccessTokenClaims, Refusal> {
-        let value = authorization.ok_or(Refusal::Missing)?;
-        let token = value
-            .get(..7)
-            .filter(|scheme| scheme.eq_ignore_ascii_case("bearer "))
-            .map(|_| value[7..].trim())
-            .filter(|t| !t.is_empty())
-            .ok_or(Refusal::Missing)?;
-        if token.len() > MAX_TOKEN_BYTES {
-            return Err(Refusal::Invalid("too_long"));
-        }
+        let token =
+            bearer_token(authorization.ok_or(Refusal::Missing)?).map_err(|fault| match fault {
+                BearerFault::Missing => Refusal::Missing,
+                BearerFault::TooLong => Refusal::Invalid("too_long"),
+            })?;
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
         // The algorithm is fixed here, never taken from the token.
         if header.alg != Algorithm::RS256 {
             return Err(Refusal::Invalid("algorithm"));
         }
-        if !header
-            .typ
-            .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case(ACCESS_TOKEN_TYP))
-        {
+        if !is_access_token_typ(header.typ.as_deref()) {
             return Err(Refusal::Invalid("typ"));
         }
         let kid = header.kid.ok_or(Refusal::Invalid("kid_missing"))?;

@@ -8,13 +8,12 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{DecodingKey, Validation};
 use serde::Deserialize;
-use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, CLOCK_LEEWAY_SECS};
+use shared::claims::{AccessTokenClaims, BearerFault, CLOCK_LEEWAY_SECS, is_access_token_typ};
 
 use crate::jwks::JwksCache;
 use crate::revocations::RevokedClients;
 
-/// Longest bearer token considered; ours are about 900 bytes.
-pub const MAX_TOKEN_BYTES: usize = 4096;
+pub use shared::claims::MAX_TOKEN_BYTES;
 
 /// Why a request is not authenticated or not allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -161,10 +160,7 @@ impl Verifier {
         if parsed.alg != "RS256" {
             return Err(AuthError::Invalid("algorithm"));
         }
-        let typ_ok = parsed.typ.as_deref().is_some_and(|t| {
-            t.eq_ignore_ascii_case(ACCESS_TOKEN_TYP) || t.eq_ignore_ascii_case("application/at+jwt")
-        });
-        if !typ_ok {
+        if !is_access_token_typ(parsed.typ.as_deref()) {
             return Err(AuthError::Invalid("typ"));
         }
         // No extension is understood here, so a critical one must be refused (RFC 7515 4.1.11).
@@ -256,18 +252,10 @@ fn parse_bearer_token(token: &str) -> Result<ParsedToken<'_>, AuthError> {
 fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, AuthError> {
     let raw = authorization.ok_or(AuthError::Missing)?;
     let value = std::str::from_utf8(raw).map_err(|_| AuthError::Invalid("header"))?;
-    let (scheme, token) = value.trim().split_once(' ').ok_or(AuthError::Missing)?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
-        return Err(AuthError::Missing);
-    }
-    let token = token.trim();
-    if token.is_empty() {
-        return Err(AuthError::Missing);
-    }
-    if token.len() > MAX_TOKEN_BYTES {
-        return Err(AuthError::Invalid("too_long"));
-    }
-    Ok(token)
+    shared::claims::bearer_token(value).map_err(|fault| match fault {
+        BearerFault::Missing => AuthError::Missing,
+        BearerFault::TooLong => AuthError::Invalid("too_long"),
+    })
 }
 
 fn jose_header(token: &str) -> Result<JoseHeader, AuthError> {

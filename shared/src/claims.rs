@@ -8,6 +8,43 @@ pub const TOKEN_TTL_SECS: i64 = 900;
 /// The JOSE `typ` header of an access token (RFC 9068 section 2.1).
 pub const ACCESS_TOKEN_TYP: &str = "at+jwt";
 
+/// Longest bearer token either service reads; ours are about 900 bytes.
+pub const MAX_TOKEN_BYTES: usize = 4096;
+
+/// Whether a JOSE `typ` names an access token: `at+jwt`, or its full media type
+/// `application/at+jwt` (RFC 9068 section 2.1), in any case.
+pub fn is_access_token_typ(typ: Option<&str>) -> bool {
+    typ.is_some_and(|t| {
+        t.eq_ignore_ascii_case(ACCESS_TOKEN_TYP) || t.eq_ignore_ascii_case("application/at+jwt")
+    })
+}
+
+/// Why an `Authorization` value yields no token to verify.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BearerFault {
+    /// No `Bearer` scheme, or nothing after it: no token was sent.
+    Missing,
+    /// Longer than [`MAX_TOKEN_BYTES`].
+    TooLong,
+}
+
+/// The token of an `Authorization: Bearer <token>` value (scheme in any case, surrounding
+/// space trimmed), read the same way by every service that takes one.
+pub fn bearer_token(value: &str) -> Result<&str, BearerFault> {
+    let (scheme, token) = value.trim().split_once(' ').ok_or(BearerFault::Missing)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(BearerFault::Missing);
+    }
+    let token = token.trim();
+    if token.is_empty() {
+        return Err(BearerFault::Missing);
+    }
+    if token.len() > MAX_TOKEN_BYTES {
+        return Err(BearerFault::TooLong);
+    }
+    Ok(token)
+}
+
 /// Leeway on `exp` and `nbf` a resource server may allow for clock skew.
 pub const CLOCK_LEEWAY_SECS: u64 = 30;
 
