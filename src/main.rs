@@ -150,14 +150,14 @@ async fn main() -> anyhow::Result<()> {
     }
     // One process on its own databases: nothing else can be running an earlier release on
     // them, so each service migrates at start unless told otherwise.
-    auth_config.migrate.get_or_insert(true);
+    auth_config.database.migrate.get_or_insert(true);
     let mut intake_config = intake_api::config::Config::from_env()?;
     if intake_config.key_encryption_key.is_none() {
         intake_config.key_encryption_key =
             Some(local_key_encryption_key(INTAKE_KEY_ENCRYPTION_KEY_FILE)?.parse()?);
     }
-    intake_config.migrate.get_or_insert(true);
-    let _logs = service_kit::telemetry::init_tracing(auth_config.log_format);
+    intake_config.database.migrate.get_or_insert(true);
+    let _logs = service_kit::telemetry::init_tracing(auth_config.logs.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
     let demo = kept_client(&auth_config, DEMO_FILE, "Demo partner", DEMO_SCOPE).await?;
@@ -176,11 +176,15 @@ async fn main() -> anyhow::Result<()> {
     let intake = intake_api::startup::Application::build(intake_config.clone()).await?;
     let auth_url = format!(
         "http://{}",
-        auth_config.bind.replace(":0", &format!(":{}", auth.port()))
+        auth_config
+            .listen
+            .bind
+            .replace(":0", &format!(":{}", auth.port()))
     );
     let intake_url = format!(
         "http://{}",
         intake_config
+            .listen
             .bind
             .replace(":0", &format!(":{}", intake.port()))
     );

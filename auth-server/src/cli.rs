@@ -49,9 +49,10 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
     service_kit::cli::init_logs();
     let Operation {
         command,
-        settings,
         output,
+        given,
     } = operation;
+    let settings = Settings::from(&given);
     let report = match command {
         OperatorCommand::Client(c) => client_report(&settings, c).await?,
         OperatorCommand::Key(k) => key_report(&settings, k).await?,
@@ -88,7 +89,7 @@ fn audit_key(settings: &Settings, doing: &str) -> anyhow::Result<audit::AuditKey
 
 async fn open(settings: &Settings) -> anyhow::Result<DatabaseConnection> {
     migration::SCHEMA
-        .open_existing(settings.database_url.expose(), 2)
+        .open_existing(settings.database.url.expose(), 2)
         .await
 }
 

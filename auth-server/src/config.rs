@@ -1,46 +1,53 @@
 //! Configuration: environment variables with matching command-line flags.
 
-use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use service_kit::Secret;
-use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
+use service_kit::cli::OutputArg;
+use service_kit::command_line::{
+    Actor, Database, Given, Listen, Logs, ServedDatabase, Service, args_of, reads,
+};
 use service_kit::source::TrustedProxies;
-use service_kit::telemetry::LogFormat;
 
 use crate::audit::{AuditKey, Head};
 use crate::keys::KeyEncryptionKey;
 
-/// Where the database is when `AUTH_DATABASE_URL` does not say.
-const DEFAULT_DATABASE_URL: &str = "sqlite://data/auth.db?mode=rwc";
+/// The auth-server's names for the settings both services share.
+#[derive(Debug, Clone)]
+pub struct AuthServer;
+
+impl Service for AuthServer {
+    const BINARY: &'static str = "auth-server";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const ABOUT: &'static str = env!("CARGO_PKG_DESCRIPTION");
+    const EXAMPLES: &'static str = "Examples:
+  auth-server serve                    # run the server (also with no command)
+  auth-server client list              # partner clients, as a table on a terminal
+  auth-server client show CLIENT_ID -o json
+
+Each command reads its settings from flags or the environment (AUTH_DATABASE_URL, ...):
+see `auth-server COMMAND --help`.";
+    const SERVE_EXAMPLES: &'static str = "Examples:
+  AUTH_KEY_ENCRYPTION_KEY=$(cat kek) auth-server serve
+  auth-server serve --bind 0.0.0.0:8081 --admin-bind 0.0.0.0:9081 --log-format json";
+    const MIGRATE_EXAMPLES: &'static str = "Examples:
+  auth-server migrate --database-url postgres://auth@db/auth
+  AUTH_DATABASE_URL=postgres://auth@db/auth auth-server migrate --log-format json";
+    const BIND_VARIABLE: &'static str = "AUTH_BIND";
+    const DEFAULT_BIND: &'static str = "127.0.0.1:8081";
+    const ADMIN_BIND_VARIABLE: &'static str = "AUTH_ADMIN_BIND";
+    const DATABASE_VARIABLE: &'static str = "AUTH_DATABASE_URL";
+    const DEFAULT_DATABASE_URL: &'static str = "sqlite://data/auth.db?mode=rwc";
+    const MIGRATE_VARIABLE: &'static str = "AUTH_MIGRATE";
+    const ACTOR_VARIABLE: &'static str = "AUTH_ACTOR";
+}
 
 /// The server's settings (`auth-server serve`); every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
-    /// Address and port to listen on.
-    #[arg(long, env = "AUTH_BIND", default_value = "127.0.0.1:8081")]
-    pub bind: String,
-    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
-    /// unset, `/metrics` is served on the main listener.
-    #[arg(long, env = "AUTH_ADMIN_BIND")]
-    pub admin_bind: Option<String>,
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "AUTH_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub database_url: Secret<String>,
-    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
-    /// for SQLite, no for PostgreSQL, where `auth-server migrate` runs once before a
-    /// release's replicas start and `serve` only checks that the schema has what it needs.
-    #[arg(
-        long,
-        env = "AUTH_MIGRATE",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
-    pub migrate: Option<bool>,
+    #[command(flatten)]
+    pub listen: Listen<AuthServer>,
+    #[command(flatten)]
+    pub database: ServedDatabase<AuthServer>,
     /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
     #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
@@ -58,9 +65,8 @@ pub struct Config {
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret<String>>,
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub logs: Logs,
     /// Token requests allowed per client id and source address per window.
     #[arg(long, env = "AUTH_TOKEN_RATE_LIMIT", default_value_t = 600)]
     pub token_rate_limit: u32,
@@ -84,8 +90,7 @@ impl Config {
     /// The server's settings from the environment alone, as `auth-server` with no command
     /// reads them.
     pub fn from_env() -> Result<Self, clap::Error> {
-        let command = Self::augment_args(clap::Command::new("auth-server"));
-        Self::from_arg_matches(&command.try_get_matches_from(["auth-server"])?)
+        service_kit::command_line::server_settings::<AuthServer, Self>()
     }
 
     /// The key-encryption key. Private keys are never stored or loaded in clear, so there
@@ -102,15 +107,8 @@ impl Config {
     /// A configuration for tests and embedding: every default, with these overrides.
     pub fn with_database(database_url: impl Into<String>) -> Self {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
-        config.database_url = Secret::new(database_url.into());
-        config.migrate = Some(true);
+        config.database.set(database_url);
         config
-    }
-
-    /// Whether `serve` migrates the database before it serves.
-    pub fn migrates(&self) -> bool {
-        self.migrate
-            .unwrap_or_else(|| service_kit::db::migrates_by_default(self.database_url.expose()))
     }
 }
 
@@ -128,7 +126,7 @@ fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database_url: Secret<String>,
+    pub database: Database<AuthServer>,
     /// Who makes a change, for the audit trail; the operating-system user when unset.
     pub actor: Option<String>,
     /// What signing keys are sealed with, and audit entries (a key derived from it); `key`
@@ -152,16 +150,18 @@ impl Settings {
             .map(|encoded| AuditKey::derive(&KeyEncryptionKey::from_base64(encoded)?))
             .transpose()
     }
+}
 
-    fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
-        let database = settings_of::<DatabaseArg>(command, matches);
+/// An operator command's settings, as given with it on the command line.
+impl From<&Given> for Settings {
+    fn from(given: &Given) -> Self {
         Self {
-            database_url: database.map_or_else(
-                || Secret::new(DEFAULT_DATABASE_URL.into()),
-                |d| d.database_url,
-            ),
-            actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
-            key_encryption_key: settings_of::<KeyEncryptionKeyArg>(command, matches)
+            database: given
+                .settings()
+                .unwrap_or_else(|| Database::new(AuthServer::DEFAULT_DATABASE_URL)),
+            actor: given.settings::<Actor<AuthServer>>().and_then(|a| a.actor),
+            key_encryption_key: given
+                .settings::<KeyEncryptionKeyArg>()
                 .and_then(|k| k.key_encryption_key),
             // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
             jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
@@ -173,7 +173,7 @@ impl Settings {
 impl From<&Config> for Settings {
     fn from(config: &Config) -> Self {
         Self {
-            database_url: config.database_url.clone(),
+            database: config.database.database.clone(),
             actor: None,
             key_encryption_key: config.key_encryption_key.clone(),
             jwks_max_age_secs: config.jwks_max_age_secs,
@@ -182,27 +182,6 @@ impl From<&Config> for Settings {
 }
 
 const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
-
-/// `--database-url`, for every command.
-#[derive(Debug, Clone, Args)]
-struct DatabaseArg {
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "AUTH_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    database_url: Secret<String>,
-}
-
-/// `--actor`, for the commands that change something.
-#[derive(Debug, Clone, Args)]
-struct ActorArg {
-    /// Who is making the change, for the audit trail; the operating-system user when unset.
-    #[arg(long, env = "AUTH_ACTOR")]
-    actor: Option<String>,
-}
 
 /// `--key-encryption-key`, for the commands that change something (their audit entries are
 /// sealed with it) and those that check the audit trail.
@@ -214,15 +193,10 @@ struct KeyEncryptionKeyArg {
     key_encryption_key: Option<Secret<String>>,
 }
 
-/// What a command that only reads takes besides its own arguments.
-fn reads() -> Vec<Arg> {
-    [args_of::<DatabaseArg>(), args_of::<OutputArg>()].concat()
-}
-
 /// What a command that checks the audit trail takes besides its own arguments.
-fn keyed_reads() -> Vec<Arg> {
+fn keyed_reads() -> Vec<clap::Arg> {
     [
-        args_of::<DatabaseArg>(),
+        args_of::<Database<AuthServer>>(),
         args_of::<KeyEncryptionKeyArg>(),
         args_of::<OutputArg>(),
     ]
@@ -231,94 +205,21 @@ fn keyed_reads() -> Vec<Arg> {
 
 /// What a command that changes clients, keys or the audit trail takes besides its own
 /// arguments.
-fn changes() -> Vec<Arg> {
+fn changes() -> Vec<clap::Arg> {
     [
-        args_of::<DatabaseArg>(),
+        args_of::<Database<AuthServer>>(),
         args_of::<KeyEncryptionKeyArg>(),
-        args_of::<ActorArg>(),
+        args_of::<Actor<AuthServer>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
 }
 
-/// `auth-server migrate`'s settings.
-#[derive(Debug, Clone, Args)]
-pub struct MigrateArgs {
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "AUTH_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub database_url: Secret<String>,
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
-}
-
 /// A parsed command line: the server, the migrations or an operator command.
-pub type Cli = service_kit::cli::Invocation<Line>;
+pub type Cli = service_kit::command_line::Cli<AuthServer, Config, OperatorCommand>;
 
 /// An operator command as given: what to do, with what, and how to print it.
-pub type Operation = service_kit::cli::Operation<Line>;
-
-impl CommandLine for Line {
-    type Config = Config;
-    type Migrate = MigrateArgs;
-    type Operator = OperatorCommand;
-    type Settings = Settings;
-
-    fn invocation(self, line: &clap::Command, matches: &ArgMatches) -> Result<Cli, clap::Error> {
-        Ok(match self.command {
-            None => Cli::Serve(Box::new(Config::from_env()?)),
-            Some(Command::Serve(config)) => Cli::Serve(config),
-            Some(Command::Migrate(args)) => Cli::Migrate(args),
-            Some(Command::Operator(command)) => Cli::Operate(Operation::new(
-                command,
-                Settings::from_matches(line, matches),
-                line,
-                matches,
-            )),
-        })
-    }
-}
-
-/// The command line as clap reads it; [`CommandLine::invocation`] adds the settings of
-/// operator commands.
-#[derive(Debug, Parser)]
-#[command(
-    name = "auth-server",
-    version,
-    about,
-    after_help = "Examples:
-  auth-server serve                    # run the server (also with no command)
-  auth-server client list              # partner clients, as a table on a terminal
-  auth-server client show CLIENT_ID -o json
-
-Each command reads its settings from flags or the environment (AUTH_DATABASE_URL, ...):
-see `auth-server COMMAND --help`."
-)]
-pub struct Line {
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the HTTP server (the default).
-    #[command(after_help = "Examples:
-  AUTH_KEY_ENCRYPTION_KEY=$(cat kek) auth-server serve
-  auth-server serve --bind 0.0.0.0:8081 --admin-bind 0.0.0.0:9081 --log-format json")]
-    Serve(Box<Config>),
-    /// Apply database migrations and exit.
-    #[command(after_help = "Examples:
-  auth-server migrate --database-url postgres://auth@db/auth
-  AUTH_DATABASE_URL=postgres://auth@db/auth auth-server migrate --log-format json")]
-    Migrate(MigrateArgs),
-    #[command(flatten)]
-    Operator(OperatorCommand),
-}
+pub type Operation = service_kit::command_line::Operation<OperatorCommand>;
 
 /// The operator commands.
 #[derive(Debug, Subcommand)]
@@ -354,7 +255,7 @@ pub enum OperatorCommand {
 pub enum AuditCommand {
     /// Print the entries, oldest first.
     #[command(
-        args = reads(),
+        args = reads::<AuthServer>(),
         after_help = "Examples:
   auth-server audit list --since 24h
   auth-server audit list --since 2026-11-26T00:00:00Z -o json"
@@ -429,7 +330,7 @@ pub enum ClientCommand {
     },
     /// List clients (never their secrets).
     #[command(
-        args = reads(),
+        args = reads::<AuthServer>(),
         after_help = "Examples:
   auth-server client list
   auth-server client list -o json | jq -r '.[] | select(.disabled) | .client_id'"
@@ -437,7 +338,7 @@ pub enum ClientCommand {
     List,
     /// Show one client, with the fingerprint and expiry of each of its secrets.
     #[command(
-        args = reads(),
+        args = reads::<AuthServer>(),
         after_help = "Examples:
   auth-server client show CLIENT_ID
   # The fingerprint of a secret you hold, to compare:
@@ -503,7 +404,7 @@ pub enum KeyCommand {
     },
     /// List keys with their state and dates.
     #[command(
-        args = reads(),
+        args = reads::<AuthServer>(),
         after_help = "Examples:
   auth-server key list
   auth-server key list -o json | jq -r '.[] | select(.state == \"active\") | .kid'"
@@ -532,7 +433,7 @@ mod tests {
         let shown = format!("{config:?} {:?}", Settings::from(&config));
         assert!(!shown.contains("hunter2"), "{shown}");
         assert_eq!(
-            config.database_url.expose(),
+            config.database.url(),
             "postgres://auth:hunter2@db.example/auth"
         );
     }

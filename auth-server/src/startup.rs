@@ -99,7 +99,7 @@ impl Application {
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);
         let db = migration::SCHEMA
-            .connect_serving(config.database_url.expose(), 10, config.migrates())
+            .connect_serving(config.database.url(), 10, config.database.migrates())
             .await?;
         let kek = config.kek()?;
         let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
@@ -117,8 +117,8 @@ impl Application {
         store::seal_audit_trail(&db, &server).await?;
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
-        let (listener, port) = ops::bind(&config.bind).await?;
-        let admin = match &config.admin_bind {
+        let (listener, port) = ops::bind(&config.listen.bind).await?;
+        let admin = match &config.listen.admin_bind {
             Some(addr) => Some(ops::bind(addr).await?),
             None => None,
         };

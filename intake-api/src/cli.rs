@@ -55,9 +55,10 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
     service_kit::cli::init_logs();
     let Operation {
         command,
-        settings,
         output,
+        given,
     } = operation;
+    let settings = Settings::from(&given);
     let report = match command {
         OperatorCommand::Case(c) => case_report(&settings, c).await?,
         OperatorCommand::Webhook(w) => {
@@ -73,7 +74,7 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
 async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
     const POOL: u32 = 2;
     let db = migration::SCHEMA
-        .open_existing(settings.database_url.expose(), POOL)
+        .open_existing(settings.database.url.expose(), POOL)
         .await?;
     let unused = Timing {
         activation_delay: Duration::ZERO,

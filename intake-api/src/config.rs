@@ -3,53 +3,60 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use clap::{Arg, ArgMatches, Args, FromArgMatches, Parser, Subcommand};
+use clap::{Args, Subcommand};
 use partner_client::Credentials;
 use service_kit::Secret;
-use service_kit::cli::{CommandLine, OutputArg, args_of, settings_of};
+use service_kit::cli::OutputArg;
+use service_kit::command_line::{
+    Actor, Database, Given, Listen, Logs, ServedDatabase, Service, args_of, reads,
+};
 use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
-use service_kit::telemetry::LogFormat;
 use url::Url;
 
 use crate::entity::case;
 use crate::store::Timing;
 
-/// Where the database is when `INTAKE_DATABASE_URL` does not say.
-const DEFAULT_DATABASE_URL: &str = "sqlite://data/intake.db?mode=rwc";
-
 /// The setting the key-encryption key is read from.
 pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";
+
+/// The intake-api's names for the settings both services share.
+#[derive(Debug, Clone)]
+pub struct IntakeApi;
+
+impl Service for IntakeApi {
+    const BINARY: &'static str = "intake-api";
+    const VERSION: &'static str = env!("CARGO_PKG_VERSION");
+    const ABOUT: &'static str = env!("CARGO_PKG_DESCRIPTION");
+    const EXAMPLES: &'static str = "Examples:
+  intake-api serve                           # run the server (also with no command)
+  intake-api case find --email jane.doe@example.com
+  intake-api case list --status pending_activation --since 24h -o json
+
+Each command reads its settings from flags or the environment (INTAKE_DATABASE_URL, ...):
+see `intake-api COMMAND --help`.";
+    const SERVE_EXAMPLES: &'static str = "Examples:
+  intake-api serve
+  intake-api serve --bind 0.0.0.0:8082 --admin-bind 0.0.0.0:9082 --log-format json";
+    const MIGRATE_EXAMPLES: &'static str = "Examples:
+  intake-api migrate --database-url postgres://intake@db/intake
+  INTAKE_DATABASE_URL=postgres://intake@db/intake intake-api migrate --log-format json";
+    const BIND_VARIABLE: &'static str = "INTAKE_BIND";
+    const DEFAULT_BIND: &'static str = "127.0.0.1:8082";
+    const ADMIN_BIND_VARIABLE: &'static str = "INTAKE_ADMIN_BIND";
+    const DATABASE_VARIABLE: &'static str = "INTAKE_DATABASE_URL";
+    const DEFAULT_DATABASE_URL: &'static str = "sqlite://data/intake.db?mode=rwc";
+    const MIGRATE_VARIABLE: &'static str = "INTAKE_MIGRATE";
+    const ACTOR_VARIABLE: &'static str = "INTAKE_ACTOR";
+}
 
 /// The server's settings (`intake-api serve`); every one has a default that runs locally.
 #[derive(Debug, Clone, Args)]
 pub struct Config {
-    /// Address and port to listen on.
-    #[arg(long, env = "INTAKE_BIND", default_value = "127.0.0.1:8082")]
-    pub bind: String,
-    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
-    /// unset, `/metrics` is served on the main listener.
-    #[arg(long, env = "INTAKE_ADMIN_BIND")]
-    pub admin_bind: Option<String>,
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "INTAKE_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub database_url: Secret<String>,
-    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
-    /// for SQLite, no for PostgreSQL, where `intake-api migrate` runs once before a
-    /// release's replicas start and `serve` only checks that the schema has what it needs.
-    #[arg(
-        long,
-        env = "INTAKE_MIGRATE",
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
-    pub migrate: Option<bool>,
+    #[command(flatten)]
+    pub listen: Listen<IntakeApi>,
+    #[command(flatten)]
+    pub database: ServedDatabase<IntakeApi>,
     /// Most database connections the server holds (PostgreSQL's `max_connections` must
     /// cover every replica's pool).
     #[arg(
@@ -135,9 +142,8 @@ pub struct Config {
     /// comma-separated CIDR blocks or addresses; none by default.
     #[arg(long, env = "INTAKE_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub logs: Logs,
     /// Intake requests allowed per partner (client id) per window.
     #[arg(long, env = "INTAKE_RATE_LIMIT", default_value_t = 1200)]
     pub rate_limit: u32,
@@ -176,22 +182,14 @@ impl Config {
     /// The server's settings from the environment alone, as `intake-api` with no command
     /// reads them.
     pub fn from_env() -> Result<Self, clap::Error> {
-        let command = Self::augment_args(clap::Command::new("intake-api"));
-        Self::from_arg_matches(&command.try_get_matches_from(["intake-api"])?)
+        service_kit::command_line::server_settings::<IntakeApi, Self>()
     }
 
     /// Every default, on the given database: for tests and embedding.
     pub fn with_database(database_url: impl Into<String>) -> Self {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
-        config.database_url = Secret::new(database_url.into());
-        config.migrate = Some(true);
+        config.database.set(database_url);
         config
-    }
-
-    /// Whether `serve` migrates the database before it serves.
-    pub fn migrates(&self) -> bool {
-        self.migrate
-            .unwrap_or_else(|| service_kit::db::migrates_by_default(self.database_url.expose()))
     }
 
     /// How long cases wait to activate and redirect links last.
@@ -316,7 +314,7 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database_url: Secret<String>,
+    pub database: Database<IntakeApi>,
     /// Who asks for a change, for the case's history; the operating-system user when unset.
     pub actor: Option<String>,
     /// Whether webhooks may go to http URLs and addresses that are not public (local use and
@@ -324,16 +322,16 @@ pub struct Settings {
     pub webhook_allow_insecure: bool,
 }
 
-impl Settings {
-    fn from_matches(command: &clap::Command, matches: &ArgMatches) -> Self {
-        let database = settings_of::<DatabaseArg>(command, matches);
+/// An operator command's settings, as given with it on the command line.
+impl From<&Given> for Settings {
+    fn from(given: &Given) -> Self {
         Self {
-            database_url: database.map_or_else(
-                || Secret::new(DEFAULT_DATABASE_URL.into()),
-                |d| d.database_url,
-            ),
-            actor: settings_of::<ActorArg>(command, matches).and_then(|a| a.actor),
-            webhook_allow_insecure: settings_of::<AllowInsecureArg>(command, matches)
+            database: given
+                .settings()
+                .unwrap_or_else(|| Database::new(IntakeApi::DEFAULT_DATABASE_URL)),
+            actor: given.settings::<Actor<IntakeApi>>().and_then(|a| a.actor),
+            webhook_allow_insecure: given
+                .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.webhook_allow_insecure),
         }
     }
@@ -343,39 +341,18 @@ impl Settings {
 impl From<&Config> for Settings {
     fn from(config: &Config) -> Self {
         Self {
-            database_url: config.database_url.clone(),
+            database: config.database.database.clone(),
             actor: None,
             webhook_allow_insecure: config.webhook_allow_insecure,
         }
     }
 }
 
-/// `--database-url`, for every command.
-#[derive(Debug, Clone, Args)]
-struct DatabaseArg {
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "INTAKE_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    database_url: Secret<String>,
-}
-
-/// `--actor`, for the commands that change a case.
-#[derive(Debug, Clone, Args)]
-struct ActorArg {
-    /// Who asks for the change, for the case's history; the operating-system user when unset.
-    #[arg(long, env = "INTAKE_ACTOR")]
-    actor: Option<String>,
-}
-
 /// What a command that changes cases takes besides its own arguments.
-fn changes() -> Vec<Arg> {
+fn changes() -> Vec<clap::Arg> {
     [
-        args_of::<DatabaseArg>(),
-        args_of::<ActorArg>(),
+        args_of::<Database<IntakeApi>>(),
+        args_of::<Actor<IntakeApi>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -395,99 +372,21 @@ struct AllowInsecureArg {
     webhook_allow_insecure: bool,
 }
 
-/// What a command takes besides its own arguments: the database, and how to print.
-fn database() -> Vec<Arg> {
-    [args_of::<DatabaseArg>(), args_of::<OutputArg>()].concat()
-}
-
 /// What `webhook set` takes besides its own arguments.
-fn webhook_target() -> Vec<Arg> {
+fn webhook_target() -> Vec<clap::Arg> {
     [
-        args_of::<DatabaseArg>(),
+        args_of::<Database<IntakeApi>>(),
         args_of::<AllowInsecureArg>(),
         args_of::<OutputArg>(),
     ]
     .concat()
 }
 
-/// `intake-api migrate`'s settings.
-#[derive(Debug, Clone, Args)]
-pub struct MigrateArgs {
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        long,
-        env = "INTAKE_DATABASE_URL",
-        default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub database_url: Secret<String>,
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
-}
-
 /// A parsed command line: the server, the migrations or an operator command.
-pub type Cli = service_kit::cli::Invocation<Line>;
+pub type Cli = service_kit::command_line::Cli<IntakeApi, Config, OperatorCommand>;
 
 /// An operator command as given: what to do, with what, and how to print it.
-pub type Operation = service_kit::cli::Operation<Line>;
-
-impl CommandLine for Line {
-    type Config = Config;
-    type Migrate = MigrateArgs;
-    type Operator = OperatorCommand;
-    type Settings = Settings;
-
-    fn invocation(self, line: &clap::Command, matches: &ArgMatches) -> Result<Cli, clap::Error> {
-        Ok(match self.command {
-            None => Cli::Serve(Box::new(Config::from_env()?)),
-            Some(Command::Serve(config)) => Cli::Serve(config),
-            Some(Command::Migrate(args)) => Cli::Migrate(args),
-            Some(Command::Operator(command)) => Cli::Operate(Operation::new(
-                command,
-                Settings::from_matches(line, matches),
-                line,
-                matches,
-            )),
-        })
-    }
-}
-
-/// The command line as clap reads it; [`CommandLine::invocation`] adds the settings of
-/// operator commands.
-#[derive(Debug, Parser)]
-#[command(
-    name = "intake-api",
-    version,
-    about,
-    after_help = "Examples:
-  intake-api serve                           # run the server (also with no command)
-  intake-api case find --email jane.doe@example.com
-  intake-api case list --status pending_activation --since 24h -o json
-
-Each command reads its settings from flags or the environment (INTAKE_DATABASE_URL, ...):
-see `intake-api COMMAND --help`."
-)]
-pub struct Line {
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run the HTTP server and the activation worker (the default).
-    #[command(after_help = "Examples:
-  intake-api serve
-  intake-api serve --bind 0.0.0.0:8082 --admin-bind 0.0.0.0:9082 --log-format json")]
-    Serve(Box<Config>),
-    /// Apply database migrations and exit.
-    #[command(after_help = "Examples:
-  intake-api migrate --database-url postgres://intake@db/intake
-  INTAKE_DATABASE_URL=postgres://intake@db/intake intake-api migrate --log-format json")]
-    Migrate(MigrateArgs),
-    #[command(flatten)]
-    Operator(OperatorCommand),
-}
+pub type Operation = service_kit::command_line::Operation<OperatorCommand>;
 
 /// The operator commands.
 #[derive(Debug, Subcommand)]
@@ -534,7 +433,7 @@ pub enum WebhookCommand {
     },
     /// List every endpoint (never the secrets).
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api webhook list
   intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .client_id'"
@@ -542,7 +441,7 @@ pub enum WebhookCommand {
     List,
     /// Stop sending a partner's events; the ones not yet delivered are dropped.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api webhook remove CLIENT_ID"
     )]
@@ -553,7 +452,7 @@ pub enum WebhookCommand {
     /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
     /// grace period, so the partner can switch without missing a delivery.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
   intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600
@@ -572,7 +471,7 @@ pub enum WebhookCommand {
     },
     /// A partner's events, newest first.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api webhook deliveries CLIENT_ID --failed
   intake-api webhook deliveries CLIENT_ID --limit 10 -o json"
@@ -589,7 +488,7 @@ pub enum WebhookCommand {
     },
     /// Send an event again, at once, to every partner it went to.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api webhook redeliver msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"
     )]
@@ -604,7 +503,7 @@ pub enum WebhookCommand {
 pub enum CaseCommand {
     /// Show one case: its state, how many enquiries it took, and its history.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api case show 48213376
   intake-api case show 48213376 -o json | jq -r .status"
@@ -616,7 +515,7 @@ pub enum CaseCommand {
     /// The cases of one customer, by e-mail address (in every brand), most recently
     /// updated first.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api case find --email jane.doe@example.com
   intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'"
@@ -628,7 +527,7 @@ pub enum CaseCommand {
     },
     /// The most recently created cases, newest first.
     #[command(
-        args = database(),
+        args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api case list                                   # the newest 50
   intake-api case list --status pending_activation --since 2h
@@ -681,7 +580,7 @@ mod tests {
         let shown = format!("{config:?} {:?}", Settings::from(&config));
         assert!(!shown.contains("hunter2"), "{shown}");
         assert_eq!(
-            config.database_url.expose(),
+            config.database.url(),
             "postgres://intake:hunter2@db.example/intake"
         );
     }

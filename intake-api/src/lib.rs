@@ -30,19 +30,13 @@ use config::Cli;
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli {
         Cli::Serve(config) => {
-            let _logs = service_kit::telemetry::init_tracing(config.log_format);
+            let _logs = service_kit::telemetry::init_tracing(config.logs.log_format);
             startup::Application::build(*config)
                 .await?
                 .run_until_stopped()
                 .await
         }
-        Cli::Migrate(args) => {
-            let _logs = service_kit::telemetry::init_tracing(args.log_format);
-            let db = service_kit::db::connect(args.database_url.expose(), 1).await?;
-            migration::SCHEMA.migrate(&db).await?;
-            tracing::info!("migrations applied");
-            Ok(())
-        }
-        Cli::Operate(operation) => cli::run(operation).await,
+        Cli::Migrate(migrate) => migrate.run(&migration::SCHEMA).await,
+        Cli::Operate(operation) => cli::run(*operation).await,
     }
 }

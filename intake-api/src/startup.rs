@@ -159,8 +159,8 @@ impl Application {
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);
         ops::warn_if_plain_http("INTAKE_JWKS_URL", &config.jwks_url);
         ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", &config.revocations_url()?);
-        let (listener, port) = ops::bind(&config.bind).await?;
-        let admin = match &config.admin_bind {
+        let (listener, port) = ops::bind(&config.listen.bind).await?;
+        let admin = match &config.listen.admin_bind {
             Some(addr) => Some(ops::bind(addr).await?),
             None => None,
         };

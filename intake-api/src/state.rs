@@ -41,9 +41,9 @@ impl AppState {
         let credentials = config.revocations_credentials()?;
         let db = migration::SCHEMA
             .connect_serving(
-                config.database_url.expose(),
+                config.database.url(),
                 config.database_max_connections,
-                config.migrates(),
+                config.database.migrates(),
             )
             .await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());

@@ -1,10 +1,10 @@
 //! What both services' operator commands share: how they print (aligned columns for people,
-//! JSON for scripts), how a subcommand takes only the settings it uses, and their logs.
+//! JSON for scripts), who they say made a change, and their logs.
 
 use std::io::{IsTerminal, Write};
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use clap::{Arg, ArgMatches, Args, FromArgMatches, ValueEnum};
+use clap::{Args, ValueEnum};
 use serde_json::Value;
 use tracing_subscriber::EnvFilter;
 
@@ -38,120 +38,6 @@ pub struct OutputArg {
     /// Output format [default: table on a terminal, json otherwise].
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
-}
-
-/// The arguments `A` defines, for a subcommand that takes them besides its own fields:
-/// `#[command(args = args_of::<A>())]`. [`settings_of`] reads them back.
-pub fn args_of<A: Args>() -> Vec<Arg> {
-    A::augment_args(clap::Command::new("settings"))
-        .get_arguments()
-        .cloned()
-        .collect()
-}
-
-/// `A` as given to the innermost subcommand of `matches`, parsed by `command`, when that
-/// subcommand takes `A` (see [`args_of`]); `None` when it does not.
-pub fn settings_of<A: Args + FromArgMatches>(
-    command: &clap::Command,
-    matches: &ArgMatches,
-) -> Option<A> {
-    let (mut command, mut matches) = (command, matches);
-    while let Some((name, sub)) = matches.subcommand() {
-        command = command.find_subcommand(name)?;
-        matches = sub;
-    }
-    // Asked from the definition: matches say which ids are undefined only in debug builds.
-    let takes_them = args_of::<A>().iter().all(|arg| {
-        command
-            .get_arguments()
-            .any(|defined| defined.get_id() == arg.get_id())
-    });
-    if !takes_them {
-        return None;
-    }
-    A::from_arg_matches(matches).ok()
-}
-
-/// What a service's command line asks for: the server (`serve`, also with no command), the
-/// migrations, or an operator command.
-pub enum Invocation<L: CommandLine> {
-    /// Run the server with these settings.
-    Serve(Box<L::Config>),
-    /// Apply the database migrations.
-    Migrate(L::Migrate),
-    /// An operator command.
-    Operate(Operation<L>),
-}
-
-/// An operator command as given: what to do, with what, and how to print it.
-pub struct Operation<L: CommandLine> {
-    /// What to do.
-    pub command: L::Operator,
-    /// What it runs with: the settings the command takes, read with [`settings_of`].
-    pub settings: L::Settings,
-    /// How to print what it did; see [`OutputFormat::or_default`].
-    pub output: Option<OutputFormat>,
-}
-
-impl<L: CommandLine> Operation<L> {
-    /// `command` with its settings and output format, as `matches` (parsed by `line`) give them.
-    pub fn new(
-        command: L::Operator,
-        settings: L::Settings,
-        line: &clap::Command,
-        matches: &ArgMatches,
-    ) -> Self {
-        Self {
-            command,
-            settings,
-            output: settings_of::<OutputArg>(line, matches).and_then(|o| o.output),
-        }
-    }
-}
-
-/// A service's command line as clap reads it, and how it becomes an [`Invocation`]: each
-/// service names its own settings, environment variables and commands.
-pub trait CommandLine: clap::Parser {
-    /// The server's settings.
-    type Config;
-    /// `migrate`'s settings.
-    type Migrate;
-    /// The operator commands.
-    type Operator;
-    /// What operator commands run with.
-    type Settings;
-
-    /// What the parsed line asks for; `line` is the definition `matches` came from, for
-    /// [`settings_of`].
-    fn invocation(
-        self,
-        line: &clap::Command,
-        matches: &ArgMatches,
-    ) -> Result<Invocation<Self>, clap::Error>;
-}
-
-impl<L: CommandLine> Invocation<L> {
-    /// The process's command line; exits with a usage message when it does not parse.
-    pub fn parse() -> Self {
-        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
-    }
-
-    /// Parses `args` (the binary's name first), reading each setting from its flag or its
-    /// environment variable.
-    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
-    where
-        I: IntoIterator<Item = T>,
-        T: Into<std::ffi::OsString> + Clone,
-    {
-        let line = Self::command();
-        let matches = line.clone().try_get_matches_from(args)?;
-        L::from_arg_matches(&matches)?.invocation(&line, &matches)
-    }
-
-    /// The command line's definition, for its help.
-    pub fn command() -> clap::Command {
-        plain_usage(L::command())
-    }
 }
 
 /// `command` with each (sub)command's usage line in errors the same as in its help. Left
@@ -407,6 +293,7 @@ impl Table {
 
 #[cfg(test)]
 mod tests {
+    use clap::Arg;
     use serde_json::json;
 
     use super::*;
@@ -518,41 +405,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(error.contains("Usage: x show [OPTIONS] <id>\n"), "{error}");
-    }
-
-    #[derive(Debug, clap::Parser)]
-    struct Line {
-        #[command(subcommand)]
-        command: Sub,
-    }
-
-    #[derive(Debug, clap::Subcommand)]
-    enum Sub {
-        #[command(args = args_of::<OutputArg>())]
-        Show {
-            id: String,
-        },
-        Plain,
-    }
-
-    #[test]
-    fn settings_are_read_from_the_subcommand_that_takes_them() {
-        use clap::CommandFactory;
-        let command = Line::command();
-        let matches = command
-            .clone()
-            .get_matches_from(["x", "show", "7", "-o", "json"]);
-        let line = Line::from_arg_matches(&matches).unwrap();
-        assert!(matches!(line.command, Sub::Show { ref id } if id == "7"));
-        let output = settings_of::<OutputArg>(&command, &matches).unwrap().output;
-        assert_eq!(output, Some(OutputFormat::Json));
-
-        let matches = command.clone().get_matches_from(["x", "plain"]);
-        assert!(settings_of::<OutputArg>(&command, &matches).is_none());
-        assert!(
-            Line::command()
-                .try_get_matches_from(["x", "plain", "-o", "json"])
-                .is_err()
-        );
     }
 }

@@ -3,6 +3,7 @@
 //! a wrapper that keeps secrets out of them, and the key-encryption keys they hold.
 
 pub mod cli;
+pub mod command_line;
 pub mod db;
 pub mod http;
 pub mod kek;

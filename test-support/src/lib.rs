@@ -160,7 +160,7 @@ impl AuthServer {
     ) -> anyhow::Result<Self> {
         init_test_logging();
         let mut config = auth_server::config::Config::with_database(database_url);
-        config.bind = "127.0.0.1:0".into();
+        config.listen.bind = "127.0.0.1:0".into();
         config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
         configure(&mut config);
         let app = auth_server::startup::Application::build(config.clone()).await?;
@@ -341,7 +341,7 @@ impl IntakeServer {
     ) -> anyhow::Result<Self> {
         init_test_logging();
         let mut config = intake_api::config::Config::with_database(database_url);
-        config.bind = "127.0.0.1:0".into();
+        config.listen.bind = "127.0.0.1:0".into();
         config.jwks_url = jwks_url.to_owned();
         config.key_encryption_key =
             Some(TEST_INTAKE_KEY_ENCRYPTION_KEY.parse().expect("infallible"));

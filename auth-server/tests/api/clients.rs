@@ -103,7 +103,7 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
 async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backend: Backend) {
     let db = TestDb::auth(backend).await;
     let mut config = auth_server::config::Config::with_database(&db.url);
-    config.bind = "127.0.0.1:0".into();
+    config.listen.bind = "127.0.0.1:0".into();
     config.key_encryption_key = Some(
         test_support::TEST_KEY_ENCRYPTION_KEY
             .parse()

@@ -338,9 +338,11 @@ async fn a_thousand_stalled_connections_do_not_stop_the_server_and_are_closed() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_move_to_the_admin_listener_when_one_is_configured() {
     let db = TestDb::auth(Backend::Sqlite).await;
-    let auth = AuthServer::start(&db.url, |c| c.admin_bind = Some("127.0.0.1:0".into()))
-        .await
-        .unwrap();
+    let auth = AuthServer::start(&db.url, |c| {
+        c.listen.admin_bind = Some("127.0.0.1:0".into())
+    })
+    .await
+    .unwrap();
     let admin = format!(
         "http://127.0.0.1:{}",
         auth.admin_port.expect("an admin port")

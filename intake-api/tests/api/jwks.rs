@@ -235,9 +235,11 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
         json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
     );
 
-    let auth = AuthServer::start(&auth_db.url, |c| c.bind = format!("127.0.0.1:{port}"))
-        .await
-        .expect("auth-server starts on the reserved port");
+    let auth = AuthServer::start(&auth_db.url, |c| {
+        c.listen.bind = format!("127.0.0.1:{port}")
+    })
+    .await
+    .expect("auth-server starts on the reserved port");
     assert!(intake.wait_ready().await, "never became ready");
     let resp = http.get(&readyz).send().await.expect("readyz");
     assert_eq!(resp.status(), 200);

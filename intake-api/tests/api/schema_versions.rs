@@ -23,8 +23,8 @@ fn config(db: &TestDb, migrate: Option<bool>) -> Config {
             .parse()
             .expect("infallible"),
     );
-    config.bind = "127.0.0.1:0".into();
-    config.migrate = migrate;
+    config.listen.bind = "127.0.0.1:0".into();
+    config.database.migrate = migrate;
     // Required by serve; no auth-server is asked here.
     config.revocations_client_id = Some("schema-check".into());
     config.revocations_client_secret = Some("schema-check".parse().expect("infallible"));

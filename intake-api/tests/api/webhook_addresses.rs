@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use intake_api::config::{Settings, WebhookCommand};
 use serde_json::Value;
+use service_kit::command_line::Database;
 use test_support::{on_both_backends, on_sqlite};
 
 use crate::cli::intake_api;
@@ -79,7 +80,7 @@ impl Drop for Listener {
 /// knew the address was not public (or with the escape hatch on by mistake).
 async fn store_unchecked(database_url: &str, client_id: &str, url: String) {
     let settings = Settings {
-        database_url: database_url.parse().expect("infallible"),
+        database: Database::new(database_url),
         actor: None,
         webhook_allow_insecure: true,
     };

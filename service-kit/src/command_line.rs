@@ -1,0 +1,437 @@
+//! Both services' command lines: the settings they share, defined once as clap arguments
+//! that each service names with its own environment variables, and the shape of the line
+//! itself (the server, the migrations, the operator commands).
+
+use std::fmt::Debug;
+use std::marker::PhantomData;
+
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+
+use crate::Secret;
+use crate::cli::{OutputArg, OutputFormat};
+use crate::db::Schema;
+use crate::telemetry::LogFormat;
+
+/// What tells one service's command line from the other's: its binary, its help, and the
+/// environment variables the shared settings are read from.
+pub trait Service: Debug + Clone + Send + Sync + 'static {
+    /// The binary, as operators type it.
+    const BINARY: &'static str;
+    /// Its version.
+    const VERSION: &'static str;
+    /// One line on what it is, for `--help`.
+    const ABOUT: &'static str;
+    /// The examples below the top-level help.
+    const EXAMPLES: &'static str;
+    /// The examples below `serve --help`.
+    const SERVE_EXAMPLES: &'static str;
+    /// The examples below `migrate --help`.
+    const MIGRATE_EXAMPLES: &'static str;
+    /// The variable of the address the server listens on.
+    const BIND_VARIABLE: &'static str;
+    /// Where the server listens when not told.
+    const DEFAULT_BIND: &'static str;
+    /// The variable of the separate `/metrics` listener's address.
+    const ADMIN_BIND_VARIABLE: &'static str;
+    /// The variable of the database URL.
+    const DATABASE_VARIABLE: &'static str;
+    /// Where the database is when not told: a SQLite file beside the binary.
+    const DEFAULT_DATABASE_URL: &'static str;
+    /// The variable saying whether `serve` migrates first.
+    const MIGRATE_VARIABLE: &'static str;
+    /// The variable naming who makes a change.
+    const ACTOR_VARIABLE: &'static str;
+}
+
+/// `--database-url`: every command has a database.
+#[derive(Debug, Clone, Args)]
+pub struct Database<S: Service> {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        id = "database_url",
+        long = "database-url",
+        value_name = "DATABASE_URL",
+        env = S::DATABASE_VARIABLE,
+        default_value = S::DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub url: Secret<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+impl<S: Service> Database<S> {
+    /// The database at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: Secret::new(url.into()),
+            service: PhantomData,
+        }
+    }
+}
+
+/// `--log-format`, for the commands that log as a server does (`serve`, `migrate`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Logs {
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
+    pub log_format: LogFormat,
+}
+
+/// `--actor`, for the commands that change something.
+#[derive(Debug, Clone, Args)]
+pub struct Actor<S: Service> {
+    /// Who makes the change, for the record it leaves; the operating-system user when
+    /// unset.
+    #[arg(long, env = S::ACTOR_VARIABLE)]
+    pub actor: Option<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// Where a server listens, and where it may be scraped apart from its traffic.
+#[derive(Debug, Clone, Args)]
+pub struct Listen<S: Service> {
+    /// Address and port to listen on.
+    #[arg(long, env = S::BIND_VARIABLE, default_value = S::DEFAULT_BIND)]
+    pub bind: String,
+    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
+    /// unset, `/metrics` is served on the main listener.
+    #[arg(long, env = S::ADMIN_BIND_VARIABLE)]
+    pub admin_bind: Option<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// A server's database: where it is, and whether the server migrates it first.
+#[derive(Debug, Clone, Args)]
+pub struct ServedDatabase<S: Service> {
+    #[command(flatten)]
+    pub database: Database<S>,
+    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
+    /// for SQLite, no for PostgreSQL, where `migrate` runs once before a release's replicas
+    /// start and `serve` only checks that the schema has what it needs.
+    #[arg(
+        long,
+        env = S::MIGRATE_VARIABLE,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub migrate: Option<bool>,
+}
+
+impl<S: Service> ServedDatabase<S> {
+    /// The database URL, which can carry a password.
+    pub fn url(&self) -> &str {
+        self.database.url.expose()
+    }
+
+    /// Points the server at `url`, migrating it first: for tests and embedding.
+    pub fn set(&mut self, url: impl Into<String>) {
+        self.database = Database::new(url);
+        self.migrate = Some(true);
+    }
+
+    /// Whether `serve` migrates the database before it serves.
+    pub fn migrates(&self) -> bool {
+        self.migrate
+            .unwrap_or_else(|| crate::db::migrates_by_default(self.url()))
+    }
+}
+
+/// `migrate`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct Migrate<S: Service> {
+    #[command(flatten)]
+    pub database: Database<S>,
+    #[command(flatten)]
+    pub logs: Logs,
+}
+
+impl<S: Service> Migrate<S> {
+    /// Applies `schema`'s pending migrations, logging as the server does.
+    pub async fn run<M: sea_orm_migration::MigratorTrait>(
+        &self,
+        schema: &Schema<M>,
+    ) -> anyhow::Result<()> {
+        let _logs = crate::telemetry::init_tracing(self.logs.log_format);
+        let db = crate::db::connect(self.database.url.expose(), 1).await?;
+        schema.migrate(&db).await?;
+        tracing::info!("migrations applied");
+        Ok(())
+    }
+}
+
+/// The line as clap reads it, before a missing command is taken for `serve`.
+#[derive(Debug, Parser)]
+struct Line<S: Service, C: Args, O: Subcommand> {
+    #[command(subcommand)]
+    command: Option<Command<S, C, O>>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command<S: Service, C: Args, O: Subcommand> {
+    /// Run the HTTP server and its background work (the default).
+    Serve(Box<C>),
+    /// Apply database migrations and exit.
+    Migrate(Migrate<S>),
+    #[command(flatten)]
+    Operate(O),
+}
+
+/// What a service's command line asks for: the server with its settings `C` (`serve`,
+/// also with no command), the migrations, or one of its operator commands `O`.
+#[derive(Debug)]
+pub enum Cli<S: Service, C, O> {
+    /// Run the server with these settings.
+    Serve(Box<C>),
+    /// Apply the database migrations.
+    Migrate(Migrate<S>),
+    /// An operator command.
+    Operate(Box<Operation<O>>),
+}
+
+/// An operator command as given: what to do, how to print it, and the settings given with
+/// it.
+#[derive(Debug)]
+pub struct Operation<O> {
+    /// What to do.
+    pub command: O,
+    /// How to print what it did; see [`OutputFormat::or_default`].
+    pub output: Option<OutputFormat>,
+    /// The settings the command was given.
+    pub given: Given,
+}
+
+/// The arguments the innermost subcommand was given, besides its own fields: which of the
+/// shared settings a command takes is said where it is defined
+/// (`#[command(args = args_of::<Database<S>>())]`), since the same command is also run
+/// from code without them.
+#[derive(Debug, Clone)]
+pub struct Given {
+    command: clap::Command,
+    matches: ArgMatches,
+}
+
+impl Given {
+    /// `A` as given, when the command takes `A`; `None` when it does not.
+    pub fn settings<A: Args + FromArgMatches>(&self) -> Option<A> {
+        let takes_them = args_of::<A>().iter().all(|arg| {
+            self.command
+                .get_arguments()
+                .any(|defined| defined.get_id() == arg.get_id())
+        });
+        if !takes_them {
+            return None;
+        }
+        A::from_arg_matches(&self.matches).ok()
+    }
+}
+
+impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
+    /// The process's command line; exits with a usage message when it does not parse.
+    pub fn parse() -> Self {
+        Self::try_parse_from(std::env::args_os()).unwrap_or_else(|e| e.exit())
+    }
+
+    /// Parses `args` (the binary's name first), reading each setting from its flag or its
+    /// environment variable.
+    pub fn try_parse_from<I, T>(args: I) -> Result<Self, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let line = Self::command();
+        let matches = line.clone().try_get_matches_from(args)?;
+        Ok(match Line::<S, C, O>::from_arg_matches(&matches)?.command {
+            None => Self::Serve(Box::new(server_settings::<S, C>()?)),
+            Some(Command::Serve(config)) => Self::Serve(config),
+            Some(Command::Migrate(migrate)) => Self::Migrate(migrate),
+            Some(Command::Operate(command)) => {
+                let (mut leaf, mut leaf_matches) = (&line, &matches);
+                while let Some((name, sub)) = leaf_matches.subcommand() {
+                    leaf = leaf
+                        .find_subcommand(name)
+                        .expect("clap matched a subcommand it defines");
+                    leaf_matches = sub;
+                }
+                let given = Given {
+                    command: leaf.clone(),
+                    matches: leaf_matches.clone(),
+                };
+                Self::Operate(Box::new(Operation {
+                    command,
+                    output: given.settings::<OutputArg>().and_then(|o| o.output),
+                    given,
+                }))
+            }
+        })
+    }
+
+    /// The command line's definition, for its help.
+    pub fn command() -> clap::Command {
+        let examples = |c: clap::Command| {
+            c.mut_subcommand("serve", |serve| serve.after_help(S::SERVE_EXAMPLES))
+                .mut_subcommand("migrate", |m| m.after_help(S::MIGRATE_EXAMPLES))
+        };
+        crate::cli::plain_usage(examples(
+            Line::<S, C, O>::command()
+                .name(S::BINARY)
+                .bin_name(S::BINARY)
+                .version(S::VERSION)
+                .about(S::ABOUT)
+                .after_help(S::EXAMPLES),
+        ))
+    }
+}
+
+/// The arguments `A` defines, for a subcommand that takes them besides its own fields:
+/// `#[command(args = args_of::<A>())]`. [`Given::settings`] reads them back.
+pub fn args_of<A: Args>() -> Vec<clap::Arg> {
+    A::augment_args(clap::Command::new("settings"))
+        .get_arguments()
+        .cloned()
+        .collect()
+}
+
+/// What a command that only reads takes besides its own arguments: the database, and how
+/// to print.
+pub fn reads<S: Service>() -> Vec<clap::Arg> {
+    [args_of::<Database<S>>(), args_of::<OutputArg>()].concat()
+}
+
+/// The server's settings `C` from the environment alone, as the binary with no command
+/// reads them.
+pub fn server_settings<S: Service, C: Args>() -> Result<C, clap::Error> {
+    let command = C::augment_args(clap::Command::new(S::BINARY));
+    C::from_arg_matches(&command.try_get_matches_from([S::BINARY])?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    struct Demo;
+
+    impl Service for Demo {
+        const BINARY: &'static str = "demo";
+        const VERSION: &'static str = "1.2.3";
+        const ABOUT: &'static str = "A demo.";
+        const EXAMPLES: &'static str = "Examples:\n  demo";
+        const SERVE_EXAMPLES: &'static str = "Examples:\n  demo serve";
+        const MIGRATE_EXAMPLES: &'static str = "Examples:\n  demo migrate";
+        const BIND_VARIABLE: &'static str = "DEMO_TEST_BIND";
+        const DEFAULT_BIND: &'static str = "127.0.0.1:1";
+        const ADMIN_BIND_VARIABLE: &'static str = "DEMO_TEST_ADMIN_BIND";
+        const DATABASE_VARIABLE: &'static str = "DEMO_TEST_DATABASE_URL";
+        const DEFAULT_DATABASE_URL: &'static str = "sqlite://demo.db?mode=rwc";
+        const MIGRATE_VARIABLE: &'static str = "DEMO_TEST_MIGRATE";
+        const ACTOR_VARIABLE: &'static str = "DEMO_TEST_ACTOR";
+    }
+
+    #[derive(Debug, Clone, Args)]
+    struct Server {
+        #[command(flatten)]
+        listen: Listen<Demo>,
+        #[command(flatten)]
+        database: ServedDatabase<Demo>,
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum Operator {
+        #[command(args = [args_of::<Database<Demo>>(), args_of::<OutputArg>()].concat())]
+        Show { id: String },
+        #[command(args = [args_of::<Database<Demo>>(), args_of::<Actor<Demo>>()].concat())]
+        Change,
+    }
+
+    type DemoCli = Cli<Demo, Server, Operator>;
+
+    fn parse(args: &[&str]) -> Result<DemoCli, clap::Error> {
+        DemoCli::try_parse_from(std::iter::once("demo").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn no_command_serves_with_the_defaults() {
+        let Ok(Cli::Serve(server)) = parse(&[]) else {
+            panic!("not serve");
+        };
+        assert_eq!(server.listen.bind, "127.0.0.1:1");
+        assert_eq!(server.database.url(), "sqlite://demo.db?mode=rwc");
+        assert!(server.database.migrates(), "SQLite migrates by default");
+        let Ok(Cli::Serve(server)) = parse(&[
+            "serve",
+            "--database-url",
+            "postgres://demo@db/demo",
+            "--admin-bind",
+            "127.0.0.1:2",
+        ]) else {
+            panic!("not serve");
+        };
+        assert!(!server.database.migrates(), "PostgreSQL does not");
+        assert_eq!(server.listen.admin_bind.as_deref(), Some("127.0.0.1:2"));
+    }
+
+    #[test]
+    fn migrate_takes_the_database_and_the_log_format() {
+        let Ok(Cli::Migrate(migrate)) = parse(&[
+            "migrate",
+            "--database-url",
+            "postgres://demo@db/demo",
+            "--log-format",
+            "json",
+        ]) else {
+            panic!("not migrate");
+        };
+        assert_eq!(migrate.database.url.expose(), "postgres://demo@db/demo");
+        assert_eq!(migrate.logs.log_format, LogFormat::Json);
+        assert!(parse(&["migrate", "--actor", "alice"]).is_err());
+    }
+
+    #[test]
+    fn settings_are_read_from_the_subcommand_that_takes_them() {
+        let Ok(Cli::Operate(show)) = parse(&["show", "7", "-o", "json"]) else {
+            panic!("not an operation");
+        };
+        assert!(matches!(show.command, Operator::Show { ref id } if id == "7"));
+        assert_eq!(show.output, Some(OutputFormat::Json));
+        assert!(show.given.settings::<Actor<Demo>>().is_none());
+        let database = show.given.settings::<Database<Demo>>().unwrap();
+        assert_eq!(database.url.expose(), "sqlite://demo.db?mode=rwc");
+
+        let Ok(Cli::Operate(change)) = parse(&["change", "--actor", "alice"]) else {
+            panic!("not an operation");
+        };
+        assert_eq!(change.output, None);
+        let actor = change.given.settings::<Actor<Demo>>().unwrap();
+        assert_eq!(actor.actor.as_deref(), Some("alice"));
+        assert!(
+            parse(&["change", "-o", "json"]).is_err(),
+            "change does not print"
+        );
+    }
+
+    #[test]
+    fn the_help_names_the_service() {
+        let help = DemoCli::command().render_long_help().to_string();
+        assert!(help.starts_with("A demo."), "{help}");
+        assert!(help.contains("Usage: demo [COMMAND]"), "{help}");
+        let mut command = DemoCli::command();
+        let migrate = command
+            .find_subcommand_mut("migrate")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(
+            migrate.contains("[env: DEMO_TEST_DATABASE_URL]"),
+            "{migrate}"
+        );
+        assert!(
+            migrate.ends_with("Examples:\n  demo migrate\n"),
+            "{migrate}"
+        );
+        assert_eq!(command.get_version(), Some("1.2.3"));
+    }
+}
