@@ -496,6 +496,24 @@ itself used, which the auth-server did not have. In a closed loop, mean latency 
 connections / throughput, so at 64 connections the p50 cannot be below 64 / (tokens/s).
 $(noifma_section)
 
+### 1c. Signing a token: a prepared key against \`jsonwebtoken::encode\`
+
+The auth-server signs tokens with the key parsed, and its JWT header encoded, once when the
+key is loaded (\`LoadedKey::sign_jwt\`); \`jsonwebtoken::encode\` parses and checks the private
+key again for every token. Both make the same token (the benchmark checks it). Criterion,
+\`auth-server/benches/signing.rs\`, one thread, median per token:
+
+| | µs per token | over the RSA signature alone |
+|---|---|---|
+| prepared key (the auth-server's) | **$(calc "$SIGN_PREPARED_NS / 1000" 1)** | $(calc "$SIGN_PREPARED_NS / $SIGN_RSA_NS" 3) |
+| \`jsonwebtoken::encode\` | $(calc "$SIGN_ENCODE_NS / 1000" 1) | $(calc "$SIGN_ENCODE_NS / $SIGN_RSA_NS" 3) |
+| RSA-2048 signature alone (aws-lc) | $(calc "$SIGN_RSA_NS / 1000" 1) | 1 |
+
+Signing through \`jsonwebtoken::encode\` would cost $(calc "$SIGN_ENCODE_NS / $SIGN_PREPARED_NS" 2) times as much CPU
+per token as the prepared key, far past the token endpoint's 5% guard; the prepared key
+adds next to nothing to the signature itself. So tokens are built and signed with aws-lc
+directly, and \`jsonwebtoken\` verifies them (the tests, the intake-api).
+
 ## 2. Intake create and update
 
 pgbench runs \`bench/intake.sql\`: the statement one intake request sends on PostgreSQL (the

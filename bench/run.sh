@@ -1136,8 +1136,9 @@ fi
 log "building release binaries"
 BUILD_CMD=(cargo build --release -j2 -p auth-server -p intake-api)
 BEARER_CMD=(cargo bench -j2 -p intake-api --bench bearer)
+SIGNING_CMD=(cargo bench -j2 -p auth-server --bench signing)
 run_child "${BUILD_CMD[@]}" >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
-run_child "${BEARER_CMD[@]}" --no-run >>"$WORK/build.log" 2>&1 ||
+{ run_child "${BEARER_CMD[@]}" --no-run && run_child "${SIGNING_CMD[@]}" --no-run; } >>"$WORK/build.log" 2>&1 ||
     die "bench build failed: $(tail -20 "$WORK/build.log")"
 
 # 4. Bearer verification, while nothing else of ours runs.
@@ -1157,6 +1158,15 @@ BEARER_FIRST_LINE=$(criterion_line authenticate_valid_token_first_sight)
 BEARER_NS=$(criterion_median authenticate_valid_token_seen_before)
 BEARER_LINE=$(criterion_line authenticate_valid_token_seen_before)
 log "bearer: first sight $(calc "$BEARER_FIRST_NS / 1000" 1) us, seen before $(calc "$BEARER_NS / 1000" 2) us"
+
+# 1c. Signing a token with the key parsed once, against jsonwebtoken::encode (which parses
+# the private key for every token) and the RSA signature alone.
+log "token signing micro-benchmark"
+run_child "${SIGNING_CMD[@]}" >>"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
+SIGN_PREPARED_NS=$(criterion_median sign_token_prepared_key)
+SIGN_ENCODE_NS=$(criterion_median sign_token_jsonwebtoken_encode)
+SIGN_RSA_NS=$(criterion_median sign_token_rsa_signature_alone)
+log "signing: prepared key $(calc "$SIGN_PREPARED_NS / 1000" 1) us, jsonwebtoken::encode $(calc "$SIGN_ENCODE_NS / 1000" 1) us, RSA alone $(calc "$SIGN_RSA_NS / 1000" 1) us"
 
 log "creating databases $AUTH_DB and $INTAKE_DB"
 for db in "$AUTH_DB" "$INTAKE_DB"; do
