@@ -7,6 +7,12 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+pub use shared::enquiry::{
+    ApplicationType, CreditIssue, EmploymentStatus, MortgageScheme, PurchaseType, RemortgageReason,
+    Stage,
+};
+pub use shared::error::OAuthErrorBody;
+
 /// A customer's mortgage enquiry (`EnquiryRequest`, spec 2.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Enquiry {
@@ -123,116 +129,6 @@ pub struct Address {
     pub date_moved_out: Option<NaiveDate>,
 }
 
-/// How far the applicant has got with finding a property.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Stage {
-    /// `viewing_properties`
-    ViewingProperties,
-    /// `researching`
-    Researching,
-    /// `ready_to_make_an_offer`
-    ReadyToMakeAnOffer,
-    /// `offer_accepted`
-    OfferAccepted,
-}
-
-/// Whether the mortgage is for one applicant or several.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ApplicationType {
-    /// `single`
-    Single,
-    /// `multi_applicant`
-    MultiApplicant,
-}
-
-/// Employment status of the primary applicant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum EmploymentStatus {
-    /// `employed`
-    Employed,
-    /// `self_employed`
-    SelfEmployed,
-    /// `company_director`
-    CompanyDirector,
-    /// `contractor`
-    Contractor,
-    /// `cis_worker`
-    CisWorker,
-    /// `retired`
-    Retired,
-    /// `unemployed`
-    Unemployed,
-}
-
-/// The buyer's situation, for a purchase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum PurchaseType {
-    /// `home_mover`
-    HomeMover,
-    /// `first_time_buyer`: needs a `mortgage_scheme`.
-    FirstTimeBuyer,
-    /// `additional_property`
-    AdditionalProperty,
-}
-
-/// The government scheme a first-time buyer uses, if any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MortgageScheme {
-    /// `shared_ownership`
-    SharedOwnership,
-    /// `right_to_buy`
-    RightToBuy,
-    /// `not_sure`
-    NotSure,
-    /// `no`: no scheme.
-    No,
-}
-
-/// Why the applicants are remortgaging; two reasons need an amount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum RemortgageReason {
-    /// `get_better_rate`
-    GetBetterRate,
-    /// `current_deal_ending`
-    CurrentDealEnding,
-    /// `borrow_more_money`: needs `additional_borrowing_amount`.
-    BorrowMoreMoney,
-    /// `release_money`: needs `release_borrowing_amount`.
-    ReleaseMoney,
-    /// `other`
-    Other,
-}
-
-/// One kind of adverse credit history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CreditIssue {
-    /// `low_credit_score`
-    LowCreditScore,
-    /// `ccj`
-    Ccj,
-    /// `default`
-    Default,
-    /// `iva`
-    Iva,
-    /// `late_payments_non_mortgage`
-    LatePaymentsNonMortgage,
-    /// `late_payments_mortgage`
-    LatePaymentsMortgage,
-    /// `debt_management_plan`
-    DebtManagementPlan,
-    /// `repossession`
-    Repossession,
-    /// `bankruptcy`
-    Bankruptcy,
-}
-
 /// The body of the attach call (`AttachRequest`, spec 4.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttachRequest {
@@ -274,22 +170,6 @@ pub struct ValidationErrorBody {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageBody {
     /// What happened, for people.
-    pub message: String,
-}
-
-/// The token endpoint's error body (RFC 6749 section 5.2).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct OAuthErrorBody {
-    /// The RFC 6749 error code: `invalid_client`, `invalid_scope`, `too_many_requests`...
-    pub error: String,
-    /// A human-readable explanation.
-    #[serde(default)]
-    pub error_description: String,
-    /// What to check, where there is something specific.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub hint: Option<String>,
-    /// The same text as `error_description`.
-    #[serde(default)]
     pub message: String,
 }
 

@@ -5,11 +5,11 @@ use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::choices::{
+use super::contact::{Email, MobileNumber};
+use shared::enquiry::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
     RemortgageReason, Stage,
 };
-use super::contact::{Email, MobileNumber};
 
 /// A brand identifier; brands are configuration, so only `parse` checks membership.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]

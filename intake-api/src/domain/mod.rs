@@ -1,16 +1,11 @@
 //! Domain types: every value past the HTTP edge is parsed into one of these.
 
-pub mod choices;
 pub mod contact;
 pub mod enquiry;
 pub mod errors;
 pub mod parse;
 pub mod redirect;
 
-pub use choices::{
-    ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
-    RemortgageReason, Stage, wire_names,
-};
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
 pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 pub use errors::ValidationErrors;
@@ -19,3 +14,7 @@ pub use parse::{
     parse_redeem,
 };
 pub use redirect::{RedirectToken, hash_token};
+pub use shared::enquiry::{
+    ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
+    RemortgageReason, Stage, wire_names,
+};

@@ -10,9 +10,9 @@ use uuid::Uuid;
 
 use poem_openapi::types::Type;
 
-use crate::domain::choices::wire_names;
 use crate::domain::contact::Email;
 use crate::domain::errors::ValidationErrors;
+use shared::enquiry::wire_names;
 
 /// Longest accepted name or address line, the column size partners were used to.
 const MAX_TEXT: usize = 255;

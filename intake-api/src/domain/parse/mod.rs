@@ -10,7 +10,6 @@ mod tests;
 use chrono::{Datelike, NaiveDate};
 use serde_json::Value;
 
-use super::choices::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
 use super::contact::{MAX_MOBILE_CHARS, MobileNumber};
 use super::enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
 use super::errors::ValidationErrors;
@@ -18,6 +17,7 @@ use fields::{
     Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
     invalid_choice, string, text, too_long, when, when_is,
 };
+use shared::enquiry::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
 
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;

@@ -1,13 +1,15 @@
-//! The fixed lists of the enquiry (spec 2.2): each enum's serde names are its wire names, and
-//! this module's test is the only place they are written out.
+//! The fixed lists of the enquiry (spec 2.2), as the intake-api parses and documents them and
+//! the partner client sends them: each enum's serde names are its wire names (with the
+//! `openapi` feature, its OpenAPI names too), and this module's test is the only place they
+//! are written out.
 
-use poem_openapi::{Enum, registry::Registry, types::Type};
 use serde::{Deserialize, Serialize};
 
 /// The wire names of one of these lists, in declaration order, as its OpenAPI schema gives
-/// them (serde's are the same: `routes::wire`'s tests hold them equal).
-pub fn wire_names<T: Type>() -> Vec<String> {
-    let mut registry = Registry::new();
+/// them (serde's are the same: the test below holds them equal).
+#[cfg(feature = "openapi")]
+pub fn wire_names<T: poem_openapi::types::Type>() -> Vec<String> {
+    let mut registry = poem_openapi::registry::Registry::new();
     T::register(&mut registry);
     registry
         .schemas
@@ -23,103 +25,157 @@ pub fn wire_names<T: Type>() -> Vec<String> {
 }
 
 /// How far the applicant has got with finding a property.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum Stage {
+    /// `viewing_properties`
     ViewingProperties,
+    /// `researching`
     Researching,
+    /// `ready_to_make_an_offer`
     ReadyToMakeAnOffer,
+    /// `offer_accepted`
     OfferAccepted,
 }
 
 /// Whether the mortgage is for one applicant or several.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum ApplicationType {
+    /// `single`
     Single,
+    /// `multi_applicant`
     MultiApplicant,
 }
 
 /// Employment status of the primary applicant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum EmploymentStatus {
+    /// `employed`
     Employed,
+    /// `self_employed`
     SelfEmployed,
+    /// `company_director`
     CompanyDirector,
+    /// `contractor`
     Contractor,
-    /// Paid under the Construction Industry Scheme.
+    /// `cis_worker`
     CisWorker,
+    /// `retired`
     Retired,
+    /// `unemployed`
     Unemployed,
 }
 
 /// What the mortgage is for; it decides which other fields are required.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum MortgagePurpose {
+    /// `purchase`: needs `purchase_type`, `new_property_value` and `deposit_amount`.
     Purchase,
+    /// `remortgage`: needs `remortgage_reason`, `current_property_value` and
+    /// `outstanding_mortgage_amount`.
     Remortgage,
 }
 
 /// One kind of adverse credit history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum CreditIssue {
+    /// `low_credit_score`
     LowCreditScore,
-    /// County Court Judgment.
+    /// `ccj`
     Ccj,
+    /// `default`
     Default,
-    /// Individual Voluntary Arrangement.
+    /// `iva`
     Iva,
+    /// `late_payments_non_mortgage`
     LatePaymentsNonMortgage,
+    /// `late_payments_mortgage`
     LatePaymentsMortgage,
+    /// `debt_management_plan`
     DebtManagementPlan,
+    /// `repossession`
     Repossession,
+    /// `bankruptcy`
     Bankruptcy,
 }
 
 /// The buyer's situation, for a purchase.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum PurchaseType {
+    /// `home_mover`
     HomeMover,
+    /// `first_time_buyer`: needs a `mortgage_scheme`.
     FirstTimeBuyer,
+    /// `additional_property`
     AdditionalProperty,
 }
 
 /// The government scheme a first-time buyer uses, if any.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum MortgageScheme {
+    /// `shared_ownership`
     SharedOwnership,
+    /// `right_to_buy`
     RightToBuy,
+    /// `not_sure`
     NotSure,
+    /// `no`: no scheme.
     No,
 }
 
 /// Why the applicant is remortgaging; two reasons need an amount.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Enum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
 #[serde(rename_all = "snake_case")]
-#[oai(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum RemortgageReason {
+    /// `get_better_rate`
     GetBetterRate,
+    /// `current_deal_ending`
     CurrentDealEnding,
+    /// `borrow_more_money`: needs `additional_borrowing_amount`.
     BorrowMoreMoney,
+    /// `release_money`: needs `release_borrowing_amount`.
     ReleaseMoney,
+    /// `other`
     Other,
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "openapi"))]
 mod tests {
+    use serde::de::DeserializeOwned;
+
     use super::*;
+
+    /// The wire names of `T`, each checked to be serde's name for the same value.
+    fn wire_names<T: poem_openapi::types::Type + Serialize + DeserializeOwned>() -> Vec<String> {
+        let names = super::wire_names::<T>();
+        for name in &names {
+            let value: T = serde_json::from_value(name.as_str().into()).expect(name);
+            assert_eq!(serde_json::to_value(value).unwrap(), name.as_str());
+        }
+        names
+    }
 
     /// Spec 2.2's lists, written out once: renaming a variant fails here instead of changing
     /// what partners must send.
