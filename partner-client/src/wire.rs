@@ -1,17 +1,16 @@
 //! The bodies of `openapi/intake-api.yaml` and `openapi/auth-server.yaml`, as Rust types: what
 //! goes over the wire is exactly what serde makes of these.
 
-use std::collections::BTreeMap;
-
 use chrono::NaiveDate;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-pub use shared::enquiry::{
+pub use shared::error::OAuthErrorBody;
+pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgageScheme, PurchaseType, RemortgageReason,
     Stage,
 };
-pub use shared::error::OAuthErrorBody;
+pub use shared::intake::{CaseResponse, RedirectResponse, ValidationErrorBody};
 
 /// A customer's mortgage enquiry (`EnquiryRequest`, spec 2.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -136,33 +135,6 @@ pub struct AttachRequest {
     pub email: String,
     /// Product identifier from the eligibility engine.
     pub product_uuid: Uuid,
-}
-
-/// The answer to an enquiry (`CaseResponse`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CaseResponse {
-    /// `Case created` or `Case updated`.
-    pub message: String,
-    /// The case reference number.
-    pub reference: String,
-}
-
-/// The answer to an attach (`RedirectResponse`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RedirectResponse {
-    /// Where to send the customer: the brand's portal, with a single-use token.
-    pub redirect: String,
-}
-
-/// The 422 body (`ValidationErrorBody`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct ValidationErrorBody {
-    /// `The given data was invalid.`, or why the request as a whole was refused.
-    pub message: String,
-    /// Every problem, by field path (`email`, `credit_issues.0`, `addresses.1.postcode`);
-    /// empty when the request as a whole was refused.
-    #[serde(default)]
-    pub errors: BTreeMap<String, Vec<String>>,
 }
 
 /// The intake-api's other error bodies (`Unauthenticated`, `CaseNotFound`, `TooManyAttempts`...):

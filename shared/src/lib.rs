@@ -3,5 +3,5 @@
 //! bodies partners parse.
 
 pub mod claims;
-pub mod enquiry;
 pub mod error;
+pub mod intake;

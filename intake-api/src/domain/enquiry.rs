@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::contact::{Email, MobileNumber};
-use shared::enquiry::{
+use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
     RemortgageReason, Stage,
 };

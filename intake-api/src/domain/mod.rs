@@ -14,7 +14,7 @@ pub use parse::{
     parse_redeem,
 };
 pub use redirect::{RedirectToken, hash_token};
-pub use shared::enquiry::{
+pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
     RemortgageReason, Stage, wire_names,
 };

@@ -6,7 +6,6 @@
 //! enums are the domain's own, so the documented wire names cannot drift from the parsed ones.
 
 use std::borrow::Cow;
-use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use poem_openapi::{
@@ -15,6 +14,7 @@ use poem_openapi::{
     types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
 };
 use serde_json::Value;
+pub use shared::intake::{CaseResponse, RedirectResponse, ValidationErrorBody};
 use shared::message_body;
 use uuid::Uuid;
 
@@ -280,69 +280,6 @@ impl Example for RedeemedLink {
     }
 }
 
-/// `{"message": "Case created" | "Case updated", "reference": "..."}`
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct CaseResponse {
-    /// `Case created` or `Case updated`.
-    pub message: String,
-    /// The case reference number.
-    pub reference: String,
-}
-
-impl Example for CaseResponse {
-    fn example() -> Self {
-        Self {
-            message: "Case created".into(),
-            reference: "418290357116".into(),
-        }
-    }
-}
-
-/// `{"redirect": "https://..."}`
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct RedirectResponse {
-    /// Link to send the customer to: the brand's portal, with a single-use token.
-    pub redirect: String,
-}
-
-impl Example for RedirectResponse {
-    fn example() -> Self {
-        Self {
-            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
-        }
-    }
-}
-
-/// `{"message": "The given data was invalid.", "errors": {...}}`
-#[derive(Debug, Object)]
-#[oai(example)]
-pub struct ValidationErrorBody {
-    /// Always "The given data was invalid.".
-    pub message: String,
-    /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`);
-    /// absent when the request as a whole is refused.
-    #[oai(default, skip_serializing_if_is_empty)]
-    pub errors: BTreeMap<String, Vec<String>>,
-}
-
-impl Example for ValidationErrorBody {
-    fn example() -> Self {
-        let mut errors = ValidationErrors::default();
-        errors.add("email", "The email field must be a valid email address.");
-        errors.add(
-            "credit_issues.0",
-            "The selected credit_issues.0 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy.",
-        );
-        errors.add(
-            "addresses.1.postcode",
-            "The addresses.1.postcode field is required.",
-        );
-        Self::from(errors)
-    }
-}
-
 impl From<ValidationErrors> for ValidationErrorBody {
     fn from(errors: ValidationErrors) -> Self {
         Self {
@@ -395,10 +332,7 @@ message_body!(
 
 #[cfg(test)]
 mod tests {
-    use std::fmt::Debug;
-
     use poem_openapi::{registry::Registry, validation::Pattern, validation::Validator};
-    use serde::{Serialize, de::DeserializeOwned};
 
     use super::*;
     use crate::domain::MobileNumber;
@@ -417,36 +351,6 @@ mod tests {
             Some((_, MetaSchemaRef::Inline(meta))) => (**meta).clone(),
             _ => MetaSchema::ANY,
         }
-    }
-
-    /// The documented names must be exactly the names the parser accepts and serializes (what
-    /// they are is pinned to the spec in `domain::choices`).
-    fn assert_wire_names_agree<T>()
-    where
-        T: Type + ParseFromJSON + Serialize + DeserializeOwned + PartialEq + Debug,
-    {
-        let items = schema::<T>().enum_items;
-        assert!(!items.is_empty(), "{} has no documented items", T::name());
-        for item in items {
-            let parsed: Option<T> = serde_json::from_value(item.clone()).ok();
-            assert_eq!(
-                parsed.as_ref().and_then(|v| serde_json::to_value(v).ok()),
-                Some(item.clone())
-            );
-            assert_eq!(T::parse_from_json(Some(item)).ok(), parsed);
-        }
-    }
-
-    #[test]
-    fn documented_enum_names_are_the_parsed_wire_names() {
-        assert_wire_names_agree::<Stage>();
-        assert_wire_names_agree::<ApplicationType>();
-        assert_wire_names_agree::<EmploymentStatus>();
-        assert_wire_names_agree::<MortgagePurpose>();
-        assert_wire_names_agree::<CreditIssue>();
-        assert_wire_names_agree::<PurchaseType>();
-        assert_wire_names_agree::<MortgageScheme>();
-        assert_wire_names_agree::<RemortgageReason>();
     }
 
     #[test]

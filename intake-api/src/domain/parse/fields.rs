@@ -12,7 +12,7 @@ use poem_openapi::types::Type;
 
 use crate::domain::contact::Email;
 use crate::domain::errors::ValidationErrors;
-use shared::enquiry::wire_names;
+use shared::intake::wire_names;
 
 /// Longest accepted name or address line, the column size partners were used to.
 const MAX_TEXT: usize = 255;

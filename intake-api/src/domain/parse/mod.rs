@@ -17,7 +17,7 @@ use fields::{
     Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
     invalid_choice, string, text, too_long, when, when_is,
 };
-use shared::enquiry::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
+use shared::intake::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
 
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;

@@ -1,7 +1,13 @@
-//! The fixed lists of the enquiry (spec 2.2), as the intake-api parses and documents them and
-//! the partner client sends them: each enum's serde names are its wire names (with the
-//! `openapi` feature, its OpenAPI names too), and this module's test is the only place they
-//! are written out.
+//! The intake API's wire types that the intake-api documents and answers with and the
+//! partner client sends and reads: the fixed lists of the enquiry (spec 2.2) and the answer
+//! bodies. Each enum's serde names are its wire names (with the `openapi` feature, its
+//! OpenAPI names too), and this module's test is the only place they are written out.
+//!
+//! The request bodies are not here: the intake-api documents them field by field for the
+//! OpenAPI document and parses them in its domain, reporting every problem at once, while
+//! the partner client builds them as types that cannot hold an invalid combination.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -161,18 +167,102 @@ pub enum RemortgageReason {
     Other,
 }
 
+/// `{"message": "Case created" | "Case updated", "reference": "..."}`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct CaseResponse {
+    /// `Case created` or `Case updated`.
+    pub message: String,
+    /// The case reference number.
+    pub reference: String,
+}
+
+/// `{"redirect": "https://..."}`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct RedirectResponse {
+    /// Link to send the customer to: the brand's portal, with a single-use token.
+    pub redirect: String,
+}
+
+/// `{"message": "The given data was invalid.", "errors": {...}}`
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct ValidationErrorBody {
+    /// Always "The given data was invalid.".
+    pub message: String,
+    /// Every problem, by field path (`field`, `credit_issues.0`, `addresses.1.postcode`);
+    /// absent when the request as a whole is refused.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[cfg_attr(feature = "openapi", oai(default, skip_serializing_if_is_empty))]
+    pub errors: BTreeMap<String, Vec<String>>,
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for CaseResponse {
+    fn example() -> Self {
+        Self {
+            message: "Case created".into(),
+            reference: "418290357116".into(),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for RedirectResponse {
+    fn example() -> Self {
+        Self {
+            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for ValidationErrorBody {
+    fn example() -> Self {
+        let errors = [
+            ("email", "The email field must be a valid email address."),
+            (
+                "credit_issues.0",
+                "The selected credit_issues.0 is invalid; allowed values: low_credit_score, ccj, default, iva, late_payments_non_mortgage, late_payments_mortgage, debt_management_plan, repossession, bankruptcy.",
+            ),
+            (
+                "addresses.1.postcode",
+                "The addresses.1.postcode field is required.",
+            ),
+        ];
+        Self {
+            message: "The given data was invalid.".into(),
+            errors: errors
+                .into_iter()
+                .map(|(field, problem)| (field.to_owned(), vec![problem.to_owned()]))
+                .collect(),
+        }
+    }
+}
+
 #[cfg(all(test, feature = "openapi"))]
 mod tests {
+    use poem_openapi::types::ParseFromJSON;
     use serde::de::DeserializeOwned;
 
     use super::*;
 
-    /// The wire names of `T`, each checked to be serde's name for the same value.
-    fn wire_names<T: poem_openapi::types::Type + Serialize + DeserializeOwned>() -> Vec<String> {
+    /// The documented names of `T`, each checked to be the name serde and poem's parser
+    /// give the same value.
+    fn wire_names<T>() -> Vec<String>
+    where
+        T: ParseFromJSON + Serialize + DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
         let names = super::wire_names::<T>();
+        assert!(!names.is_empty(), "{} has no documented names", T::name());
         for name in &names {
             let value: T = serde_json::from_value(name.as_str().into()).expect(name);
-            assert_eq!(serde_json::to_value(value).unwrap(), name.as_str());
+            assert_eq!(serde_json::to_value(&value).unwrap(), name.as_str());
+            assert_eq!(
+                T::parse_from_json(Some(name.as_str().into())).ok(),
+                Some(value)
+            );
         }
         names
     }
