@@ -8,10 +8,11 @@ use service_kit::telemetry::{Field, record};
 
 use super::body::LenientJson;
 use super::partner::Portal;
-use super::wire::{LinkGone, RedeemRequestBody, RedeemedLink};
+use super::wire::{RedeemRequestBody, RedeemedLink};
 use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
 use crate::error::IntakeError;
+use crate::error::bodies::LinkGone;
 use crate::state::AppState;
 use crate::store::Redemption;
 

@@ -1,9 +1,10 @@
 //! The intake-api's bodies as they travel: the request bodies (documented here, parsed by the
-//! domain), the success bodies and the error bodies.
+//! domain) and the success bodies; the error bodies are `error::bodies`.
 //!
 //! The request types only document the wire format: bodies are parsed by
 //! `domain::parse_enquiry`, which reports every problem at once in our own error shape. The
-//! enums are the domain's own, so the documented wire names cannot drift from the parsed ones.
+//! enums and the answers partners read are `shared::intake`'s, which the domain parses and
+//! the partner client sends, so the documented wire names cannot drift from either.
 
 use std::borrow::Cow;
 
@@ -14,14 +15,13 @@ use poem_openapi::{
     types::{Example, ParseError, ParseFromJSON, ParseResult, ToJSON, Type},
 };
 use serde_json::Value;
-pub use shared::intake::{CaseResponse, RedirectResponse, ValidationErrorBody};
-use shared::message_body;
+pub use shared::intake::{CaseResponse, RedirectResponse};
 use uuid::Uuid;
 
 use crate::domain::contact::MAX_EMAIL;
 use crate::domain::{
     ApplicationType, CreditIssue, Email, EmploymentStatus, MortgagePurpose, MortgageScheme,
-    PurchaseType, RemortgageReason, Stage, ValidationErrors,
+    PurchaseType, RemortgageReason, Stage,
 };
 
 /// The enquiry a partner submits (spec 2.2). Conditional fields are required only when their
@@ -279,56 +279,6 @@ impl Example for RedeemedLink {
         }
     }
 }
-
-impl From<ValidationErrors> for ValidationErrorBody {
-    fn from(errors: ValidationErrors) -> Self {
-        Self {
-            message: "The given data was invalid.".into(),
-            errors: errors.into_map(),
-        }
-    }
-}
-
-message_body!(
-    /// The body is not JSON, or could not be read.
-    BadRequestBody = "The request body must be valid JSON."
-);
-message_body!(
-    /// No valid bearer token.
-    Unauthenticated = "Unauthenticated."
-);
-message_body!(
-    /// The token lacks the scope the operation needs.
-    InvalidScope = "Invalid scope(s) provided."
-);
-message_body!(
-    /// No case the partner may see for the e-mail address.
-    CaseNotFound = "Case not found"
-);
-message_body!(
-    /// Another request with the same `Idempotency-Key` is being processed.
-    RequestInFlight = "A request with this Idempotency-Key is still being processed."
-);
-message_body!(
-    /// The redirect link cannot be used (any more).
-    LinkGone = "Link expired or already used"
-);
-message_body!(
-    /// The body is over the size limit.
-    TooLarge = "The request body must not exceed 64 KiB."
-);
-message_body!(
-    /// Over the partner's rate limit.
-    TooManyAttempts = "Too Many Attempts."
-);
-message_body!(
-    /// The request failed on our side.
-    ServerError = "Failed to generate redirect link"
-);
-message_body!(
-    /// The database is unavailable.
-    Unavailable = "Service temporarily unavailable"
-);
 
 #[cfg(test)]
 mod tests {

@@ -5,6 +5,8 @@
 //! our side (the database, randomness, configuration) go to the log with their chain, never
 //! to the partner.
 
+pub mod bodies;
+
 use std::fmt::Write as _;
 
 use poem::IntoResponse;
@@ -14,11 +16,11 @@ use poem_openapi::registry::{MetaResponses, Registry};
 
 use crate::auth::AuthError;
 use crate::domain::ValidationErrors;
-use crate::routes::wire::{
+use crate::store::StoreError;
+use bodies::{
     BadRequestBody, CaseNotFound, InvalidScope, RequestInFlight, ServerError, TooLarge,
     TooManyAttempts, Unauthenticated, Unavailable, ValidationErrorBody,
 };
-use crate::store::StoreError;
 
 /// Seconds a partner is asked to wait after a passing outage.
 pub const RETRY_AFTER_SECS: u32 = 5;
