@@ -21,9 +21,11 @@ SINGLE = re.compile(r"\bcrate::(\w+)")
 GROUP = re.compile(r"\bcrate::\{([^}]*)\}", re.S)
 
 
-def without_tests(text: str) -> str:
-    """The file up to its test module: tests may reach anywhere."""
-    return text.split("#[cfg(test)]", 1)[0]
+def code_of(text: str) -> str:
+    """The file up to its test module (tests may reach anywhere), without comments: a doc
+    comment naming another module is not an import."""
+    text = text.split("#[cfg(test)]", 1)[0]
+    return re.sub(r"//[^\n]*", "", text)
 
 
 def imports(src: pathlib.Path) -> dict[str, dict[str, set[str]]]:
@@ -34,7 +36,7 @@ def imports(src: pathlib.Path) -> dict[str, dict[str, set[str]]]:
         module = rel.parts[0].removesuffix(".rs")
         if module in ("lib", "main"):
             continue
-        text = without_tests(path.read_text())
+        text = code_of(path.read_text())
         named = set(SINGLE.findall(text))
         for group in GROUP.findall(text):
             named.update(m.group(1) for m in re.finditer(r"(?:^|,)\s*(\w+)", group))

@@ -11,9 +11,9 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::idempotency::{Lease, SealedAnswer, store_answer};
+use super::outbox::queue_events;
 use super::reused::decode_error;
 use super::submit::case_key;
-use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event, new_row_id, submitted_by};
 use crate::domain::Email;
 use crate::entity::{case, case_event, redirect_token};

@@ -10,12 +10,12 @@ mod activate;
 mod attach;
 mod erase;
 mod idempotency;
+mod outbox;
 mod redeem;
 mod reused;
 mod submit;
 mod template;
 mod view;
-mod webhooks;
 mod write_queue;
 
 use std::sync::Arc;
@@ -38,7 +38,6 @@ pub use idempotency::{
 pub use redeem::{Redeemed, Redemption};
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
-pub use webhooks::{DeliveryView, DueDelivery, EndpointView, TryOutcome};
 pub use write_queue::WriteQueue;
 
 use crate::entity::{case, case_event, submission};
@@ -122,7 +121,7 @@ fn transient_code(code: &str, sqlite: bool) -> bool {
 }
 
 /// Runs `work` within [`DB_TIMEOUT`].
-async fn bounded<T>(
+pub(crate) async fn bounded<T>(
     work: impl std::future::Future<Output = Result<T, StoreError>>,
 ) -> Result<T, StoreError> {
     tokio::time::timeout(DB_TIMEOUT, work)
@@ -246,7 +245,7 @@ impl CaseStore {
     /// A write transaction. On SQLite it takes the write lock at `BEGIN`: a deferred one
     /// that read first fails at once when another writer committed meanwhile, instead of
     /// waiting for the lock.
-    async fn begin_write(&self) -> Result<DatabaseTransaction, DbErr> {
+    pub(crate) async fn begin_write(&self) -> Result<DatabaseTransaction, DbErr> {
         self.db
             .begin_with_options(TransactionOptions {
                 sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
@@ -401,7 +400,7 @@ mod statement_tests {
     /// with the columns the ORM's statement queues them with.
     #[test]
     fn single_statement_writes_queue_events_as_the_orm_does() {
-        let queued: Vec<String> = super::webhooks::QUEUED_COLUMNS
+        let queued: Vec<String> = super::outbox::QUEUED_COLUMNS
             .iter()
             .map(|c| sea_orm::IdenStatic::as_str(c).to_owned())
             .collect();

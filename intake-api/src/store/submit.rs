@@ -9,8 +9,8 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::idempotency::{Lease, SealedAnswer, store_answer};
+use super::outbox::queue_events;
 use super::reused::{Reused, decode_error};
-use super::webhooks::queue_events;
 use super::{CaseStore, StoreError, bounded, event, new_row_id};
 use crate::domain::Enquiry;
 use crate::entity::{case, case_event, submission};

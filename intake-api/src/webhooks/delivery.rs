@@ -10,8 +10,8 @@ use url::Url;
 
 use super::addresses::{SEND_TIMEOUT, TargetError, client, refused_literal};
 use super::signing::{message_id, payload, signature};
+use super::{DueDelivery, TryOutcome};
 use crate::state::AppState;
-use crate::store::{DueDelivery, TryOutcome};
 
 /// How long a worker holds the events it claimed: longer than a send may take.
 const CLAIM_LEASE: Duration = Duration::from_secs(60);

@@ -1,13 +1,10 @@
-//! Webhooks in the database: partners' endpoints, and the outbox of events waiting for them.
-//!
-//! An event is queued in the transaction of the change it reports, as one row per partner
-//! with an active endpoint and a submission on the case: an acknowledged change always has
-//! its events, and a rolled-back one never does. The rows are the delivery worker's queue.
+//! Webhooks in the database: partners' endpoints, and the outbox's events as the delivery
+//! worker claims them and records their outcomes, and as operators list and resend them.
+//! Events are queued by the changes they report (`store::outbox`).
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{
-    Alias, Expr, ExprTrait, InsertStatement, JoinType, LockBehavior, LockType, Order, Query,
-    SelectStatement,
+    Alias, Expr, ExprTrait, JoinType, LockBehavior, LockType, Order, Query, SelectStatement,
 };
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait,
@@ -16,81 +13,8 @@ use sea_orm::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{CaseStore, StoreError, bounded};
-use crate::entity::{case, case_event, submission, webhook_delivery, webhook_endpoint};
-
-/// The columns an event is queued with; the rest start empty. The hand-written statements
-/// that queue events list the same ones (a test checks).
-pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
-    webhook_delivery::Column::Id,
-    webhook_delivery::Column::ClientId,
-    webhook_delivery::Column::CaseId,
-    webhook_delivery::Column::EventType,
-    webhook_delivery::Column::CreatedAt,
-    webhook_delivery::Column::NextAttemptAt,
-    webhook_delivery::Column::Attempts,
-];
-
-/// The webhook event type of each case event kind that partners hear of.
-const EVENT_TYPES: [(&str, &str); 4] = [
-    ("created", "case.created"),
-    ("updated", "case.updated"),
-    ("activated", "case.activated"),
-    ("product_attached", "product.attached"),
-];
-
-/// The SQL of the event type of `kind`, a column holding a case event's kind.
-fn event_type_of(kind: &str) -> String {
-    let arms: String = EVENT_TYPES
-        .iter()
-        .map(|(k, t)| format!(" WHEN '{k}' THEN '{t}'"))
-        .collect();
-    format!("CASE {kind}{arms} END")
-}
-
-/// Queues the case events `event_ids` for every partner with an active endpoint that has a
-/// submission on the event's case; run it in the transaction that wrote the events.
-pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
-    let ev = Alias::new("ev");
-    let ep = Alias::new("ep");
-    let mut select = Query::select();
-    select
-        .column((ev.clone(), case_event::Column::Id))
-        .column((ep.clone(), webhook_endpoint::Column::ClientId))
-        .column((ev.clone(), case_event::Column::CaseId))
-        .expr(Expr::cust(event_type_of(r#""ev"."kind""#)))
-        .column((ev.clone(), case_event::Column::CreatedAt))
-        .column((ev.clone(), case_event::Column::CreatedAt))
-        .expr(Expr::val(0))
-        .from_as(case_event::Entity, ev.clone())
-        .join_as(
-            JoinType::InnerJoin,
-            webhook_endpoint::Entity,
-            ep.clone(),
-            Expr::col((ep.clone(), webhook_endpoint::Column::DisabledAt)).is_null(),
-        )
-        .and_where(Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()))
-        .and_where(Expr::exists(
-            Query::select()
-                .expr(Expr::val(1))
-                .from(submission::Entity)
-                .and_where(
-                    Expr::col((submission::Entity, submission::Column::CaseId))
-                        .equals((ev.clone(), case_event::Column::CaseId)),
-                )
-                .and_where(
-                    Expr::col((submission::Entity, submission::Column::ClientId))
-                        .equals((ep, webhook_endpoint::Column::ClientId)),
-                )
-                .to_owned(),
-        ));
-    Query::insert()
-        .into_table(webhook_delivery::Entity)
-        .columns(QUEUED_COLUMNS)
-        .select_from(select)
-        .expect("the select lists the insert's columns")
-        .to_owned()
-}
+use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
+use crate::store::{CaseStore, StoreError, bounded};
 
 /// A partner's endpoint as the operator CLI shows it (never the secrets).
 #[derive(Debug, Clone, Serialize)]
@@ -246,7 +170,7 @@ impl CaseStore {
     pub async fn webhooks(&self) -> Result<Vec<EndpointView>, StoreError> {
         Ok(webhook_endpoint::Entity::find()
             .order_by_asc(webhook_endpoint::Column::ClientId)
-            .all(&self.db)
+            .all(self.db())
             .await?
             .into_iter()
             .map(EndpointView::from)
@@ -259,7 +183,7 @@ impl CaseStore {
         client_id: &str,
     ) -> Result<Option<webhook_endpoint::Model>, StoreError> {
         Ok(webhook_endpoint::Entity::find_by_id(client_id)
-            .one(&self.db)
+            .one(self.db())
             .await?)
     }
 
@@ -322,7 +246,7 @@ impl CaseStore {
         let rows = query
             .order_by_desc(webhook_delivery::Column::CreatedAt)
             .limit(limit)
-            .all(&self.db)
+            .all(self.db())
             .await?;
         let case_ids: Vec<Uuid> = rows.iter().map(|r| r.case_id).collect();
         let references: std::collections::HashMap<Uuid, String> = case::Entity::find()
@@ -330,7 +254,7 @@ impl CaseStore {
             .columns([case::Column::Id, case::Column::Reference])
             .filter(case::Column::Id.is_in(case_ids))
             .into_tuple::<(Uuid, String)>()
-            .all(&self.db)
+            .all(self.db())
             .await?
             .into_iter()
             .collect();
@@ -377,7 +301,7 @@ impl CaseStore {
             )
             .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
             .filter(webhook_delivery::Column::Id.eq(id))
-            .exec(&self.db)
+            .exec(self.db())
             .await?;
         Ok(queued.rows_affected)
     }
@@ -412,8 +336,8 @@ impl CaseStore {
                     ))
                     .lte(now),
                 );
-            let backend = self.db.get_database_backend();
-            let rows = self.db.query_all_raw(backend.build(&query)).await?;
+            let backend = self.db().get_database_backend();
+            let rows = self.db().query_all_raw(backend.build(&query)).await?;
             Ok(rows
                 .iter()
                 .map(|r| r.try_get_by_index::<String>(0))
@@ -434,7 +358,7 @@ impl CaseStore {
         bounded(async {
             let now = Utc::now();
             let until = now + chrono::Duration::from_std(lease).unwrap_or_default();
-            let backend = self.db.get_database_backend();
+            let backend = self.db().get_database_backend();
             let d = Alias::new("d");
             let p = Alias::new("p");
             let mut due = Query::select();
@@ -502,7 +426,7 @@ impl CaseStore {
                     ])
                     .filter(case::Column::Id.is_in(case_ids))
                     .into_tuple::<(Uuid, String, String, String)>()
-                    .all(&self.db)
+                    .all(self.db())
                     .await?
                     .into_iter()
                     .map(|(id, reference, brand, status)| (id, (reference, brand, status)))
@@ -514,7 +438,7 @@ impl CaseStore {
                     .columns([case_event::Column::Id, case_event::Column::Detail])
                     .filter(case_event::Column::Id.is_in(event_ids))
                     .into_tuple::<(Uuid, Option<serde_json::Value>)>()
-                    .all(&self.db)
+                    .all(self.db())
                     .await?
                     .into_iter()
                     .collect();
@@ -585,7 +509,7 @@ impl CaseStore {
                 ),
         };
         bounded(async {
-            update.exec(&self.db).await?;
+            update.exec(self.db()).await?;
             Ok(())
         })
         .await
@@ -602,7 +526,7 @@ impl CaseStore {
             )
             .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now))
             .filter(webhook_endpoint::Column::ClientId.eq(client_id))
-            .exec(&self.db)
+            .exec(self.db())
             .await?;
         Ok(())
     }
@@ -613,7 +537,7 @@ impl CaseStore {
             Ok(webhook_delivery::Entity::find()
                 .filter(webhook_delivery::Column::DeliveredAt.is_null())
                 .filter(webhook_delivery::Column::FailedAt.is_null())
-                .count(&self.db)
+                .count(self.db())
                 .await?)
         })
         .await

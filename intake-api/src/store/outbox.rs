@@ -1,0 +1,84 @@
+//! The webhook outbox's fan-out: which partners hear of a case event.
+//!
+//! An event is queued in the transaction of the change it reports, as one row per partner
+//! with an active endpoint and a submission on the case: an acknowledged change always has
+//! its events, and a rolled-back one never does. The rows are the delivery worker's queue
+//! (`crate::webhooks`).
+
+use sea_orm::sea_query::{Alias, Expr, ExprTrait, InsertStatement, JoinType, Query};
+
+use crate::entity::{case_event, submission, webhook_delivery, webhook_endpoint};
+use uuid::Uuid;
+
+/// The columns an event is queued with; the rest start empty. The hand-written statements
+/// that queue events list the same ones (a test checks).
+pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
+    webhook_delivery::Column::Id,
+    webhook_delivery::Column::ClientId,
+    webhook_delivery::Column::CaseId,
+    webhook_delivery::Column::EventType,
+    webhook_delivery::Column::CreatedAt,
+    webhook_delivery::Column::NextAttemptAt,
+    webhook_delivery::Column::Attempts,
+];
+
+/// The webhook event type of each case event kind that partners hear of.
+const EVENT_TYPES: [(&str, &str); 4] = [
+    ("created", "case.created"),
+    ("updated", "case.updated"),
+    ("activated", "case.activated"),
+    ("product_attached", "product.attached"),
+];
+
+/// The SQL of the event type of `kind`, a column holding a case event's kind.
+fn event_type_of(kind: &str) -> String {
+    let arms: String = EVENT_TYPES
+        .iter()
+        .map(|(k, t)| format!(" WHEN '{k}' THEN '{t}'"))
+        .collect();
+    format!("CASE {kind}{arms} END")
+}
+
+/// Queues the case events `event_ids` for every partner with an active endpoint that has a
+/// submission on the event's case; run it in the transaction that wrote the events.
+pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
+    let ev = Alias::new("ev");
+    let ep = Alias::new("ep");
+    let mut select = Query::select();
+    select
+        .column((ev.clone(), case_event::Column::Id))
+        .column((ep.clone(), webhook_endpoint::Column::ClientId))
+        .column((ev.clone(), case_event::Column::CaseId))
+        .expr(Expr::cust(event_type_of(r#""ev"."kind""#)))
+        .column((ev.clone(), case_event::Column::CreatedAt))
+        .column((ev.clone(), case_event::Column::CreatedAt))
+        .expr(Expr::val(0))
+        .from_as(case_event::Entity, ev.clone())
+        .join_as(
+            JoinType::InnerJoin,
+            webhook_endpoint::Entity,
+            ep.clone(),
+            Expr::col((ep.clone(), webhook_endpoint::Column::DisabledAt)).is_null(),
+        )
+        .and_where(Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()))
+        .and_where(Expr::exists(
+            Query::select()
+                .expr(Expr::val(1))
+                .from(submission::Entity)
+                .and_where(
+                    Expr::col((submission::Entity, submission::Column::CaseId))
+                        .equals((ev.clone(), case_event::Column::CaseId)),
+                )
+                .and_where(
+                    Expr::col((submission::Entity, submission::Column::ClientId))
+                        .equals((ep, webhook_endpoint::Column::ClientId)),
+                )
+                .to_owned(),
+        ));
+    Query::insert()
+        .into_table(webhook_delivery::Entity)
+        .columns(QUEUED_COLUMNS)
+        .select_from(select)
+        .expect("the select lists the insert's columns")
+        .to_owned()
+}
