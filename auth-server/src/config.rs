@@ -156,9 +156,7 @@ impl Settings {
 impl From<&Given> for Settings {
     fn from(given: &Given) -> Self {
         Self {
-            database: given
-                .settings()
-                .unwrap_or_else(|| Database::new(AuthServer::DEFAULT_DATABASE_URL)),
+            database: given.settings().unwrap_or_default(),
             actor: given.settings::<Actor<AuthServer>>().and_then(|a| a.actor),
             key_encryption_key: given
                 .settings::<KeyEncryptionKeyArg>()

@@ -326,9 +326,7 @@ pub struct Settings {
 impl From<&Given> for Settings {
     fn from(given: &Given) -> Self {
         Self {
-            database: given
-                .settings()
-                .unwrap_or_else(|| Database::new(IntakeApi::DEFAULT_DATABASE_URL)),
+            database: given.settings().unwrap_or_default(),
             actor: given.settings::<Actor<IntakeApi>>().and_then(|a| a.actor),
             webhook_allow_insecure: given
                 .settings::<AllowInsecureArg>()

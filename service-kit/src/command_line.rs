@@ -70,6 +70,13 @@ impl<S: Service> Database<S> {
     }
 }
 
+/// The service's default database, as the flag's default names it.
+impl<S: Service> Default for Database<S> {
+    fn default() -> Self {
+        Self::new(S::DEFAULT_DATABASE_URL)
+    }
+}
+
 /// `--log-format`, for the commands that log as a server does (`serve`, `migrate`).
 #[derive(Debug, Clone, Copy, Args)]
 pub struct Logs {
