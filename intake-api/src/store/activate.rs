@@ -43,7 +43,11 @@ impl CaseStore {
     /// other, and a case a submission is updating is left for the next pass. The events go in
     /// the same transaction: a case is never activated twice, nor without its event.
     pub async fn activate_due(&self) -> Result<Vec<Activated>, StoreError> {
-        bounded(self.activate_due_now()).await
+        let activated = bounded(self.activate_due_now()).await?;
+        if !activated.is_empty() {
+            self.queued.notify_one();
+        }
+        Ok(activated)
     }
 
     /// The activation backlog, read apart from the worker, so a stalled worker shows as a

@@ -146,7 +146,9 @@ impl CaseStore {
             let _connection = self.request_connection().await?;
             self.attach_now(case.id, link, client_id, keyed).await
         })
-        .await
+        .await?;
+        self.queued.notify_one();
+        Ok(())
     }
 
     async fn attach_now(

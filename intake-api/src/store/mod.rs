@@ -26,7 +26,7 @@ use sea_orm::{
     ActiveValue::Set, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr, RuntimeErr,
     SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
-use tokio::sync::{Semaphore, SemaphorePermit};
+use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use uuid::Uuid;
 
 pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
@@ -194,6 +194,8 @@ pub struct CaseStore {
     timing: Timing,
     /// [`attach::attach_lookup`], built once for the database's backend.
     attach_lookup: Arc<template::QueryTemplate<2>>,
+    /// Raised when a change here may have queued webhook events.
+    queued: Arc<Notify>,
 }
 
 impl CaseStore {
@@ -216,7 +218,15 @@ impl CaseStore {
             request_connections: Arc::new(Semaphore::new(for_requests as usize)),
             timing,
             attach_lookup,
+            queued: Arc::default(),
         }
+    }
+
+    /// Raised each time a change made through this store may have queued webhook events,
+    /// so the delivery worker of this replica sends them at once instead of at its next
+    /// look. A raise while nobody waits is kept for the next wait; many become one.
+    pub fn events_queued(&self) -> &Notify {
+        &self.queued
     }
 
     /// Waits until a request may take a pool connection; holding the permit holds the slot.

@@ -126,7 +126,12 @@ impl CaseStore {
                 Err(StoreError::Db(e)) if reference_taken(&e) => {
                     tracing::warn!(draw, "a new case's reference was taken; drawing another");
                 }
-                other => return other,
+                other => {
+                    if other.is_ok() {
+                        self.queued.notify_one();
+                    }
+                    return other;
+                }
             }
         }
         Err(StoreError::ReferencesExhausted(REFERENCE_DRAWS))

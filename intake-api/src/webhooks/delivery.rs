@@ -1,45 +1,91 @@
-//! The worker: each partner's due events on a task of their own, retried with back-off.
+//! The worker: each partner's due events on a task of their own, sent several at a time
+//! while the next ones are claimed and the last ones' outcomes recorded, retried with
+//! back-off.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
 use url::Url;
 
 use super::addresses::{SEND_TIMEOUT, TargetError, client, refused_literal};
-use super::signing::{message_id, payload, signature};
+use super::signing::{Signer, message_id, payload};
 use super::{DueDelivery, TryOutcome};
 use crate::state::AppState;
 
 /// How long a worker holds the events it claimed: longer than a send may take.
 const CLAIM_LEASE: Duration = Duration::from_secs(60);
 
-/// Events sent to one partner at once (each about a different case).
-const PER_PARTNER: u64 = 16;
+/// Events sent to one partner at once (each about a different case): what one slow
+/// partner can hold of this replica, and what a fast one gets.
+const PER_PARTNER: usize = 16;
+
+/// Events one claim takes: several partners' worth of sends, so the next claim runs while
+/// these go out.
+const CLAIM_BATCH: u64 = 64;
+
+/// Claim again once fewer than this many claimed events wait for a send.
+const REFILL_BELOW: usize = 32;
+
+/// Outcomes recorded in one write at most.
+const RECORD_BATCH: usize = 256;
 
 /// The longest wait between two tries of one event.
 const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
 
+/// The longest wait between two tries of an endpoint that is down: once it is back, its
+/// backlog flows within this, however long it was down.
+const MAX_PROBE_WAIT: Duration = Duration::from_secs(60);
+
+/// The shortest time between two looks for due partners, so a burst of changes costs one
+/// look rather than one each.
+const LOOK_SPACING: Duration = Duration::from_millis(10);
+
+/// How often the pending-events gauge is refreshed: counting reads every pending row.
+const GAUGE_PERIOD: Duration = Duration::from_secs(15);
+
 /// When to try an event again after `attempts` tries: exponential from `base`, at most
 /// [`MAX_BACKOFF`], spread by a random ±20% so many partners' retries do not bunch.
 pub fn next_try(now: DateTime<Utc>, attempts: i32, base: Duration) -> DateTime<Utc> {
-    let exponent = u32::try_from(attempts.saturating_sub(1))
-        .unwrap_or(0)
-        .min(20);
-    let wait = base.saturating_mul(1 << exponent).min(MAX_BACKOFF);
-    let mut byte = [0u8; 1];
-    let _ = aws_lc_rs::rand::fill(&mut byte);
-    let spread = 0.8 + 0.4 * f64::from(byte[0]) / 255.0;
-    now + chrono::Duration::from_std(wait.mul_f64(spread)).unwrap_or_default()
+    now + chrono::Duration::from_std(backoff(attempts, base, MAX_BACKOFF)).unwrap_or_default()
 }
 
-/// Sends due events until aborted: every poll period, a task for each partner with events
-/// due and none running here yet.
+/// The wait after the `tries`th failed try in a row: `base` doubling with each, at most
+/// `cap`, spread by a random ±20%.
+fn backoff(tries: i32, base: Duration, cap: Duration) -> Duration {
+    let exponent = u32::try_from(tries.saturating_sub(1)).unwrap_or(0).min(20);
+    let wait = base.saturating_mul(1 << exponent).min(cap);
+    let mut byte = [0u8; 1];
+    let _ = aws_lc_rs::rand::fill(&mut byte);
+    wait.mul_f64(0.8 + 0.4 * f64::from(byte[0]) / 255.0)
+}
+
+/// What this replica knows of one partner between rounds.
+#[derive(Debug, Default)]
+struct Partner {
+    /// A round is under way.
+    running: bool,
+    /// Events fell due while it was: run another before stopping.
+    again: bool,
+    /// Rounds in a row in which every send failed.
+    down_rounds: i32,
+    /// Not tried before this, while its endpoint is down.
+    resume_at: Option<Instant>,
+}
+
+/// Every partner this replica has sent to.
+type Partners = Arc<Mutex<HashMap<Arc<str>, Partner>>>;
+
+/// Sends due events until aborted. Each partner with events due gets a task, when it has
+/// none here yet; the worker looks for them at every poll period, and at once (within
+/// [`LOOK_SPACING`]) when this replica made a change that queues events.
 pub async fn run(state: Arc<AppState>) {
-    let allow_insecure = state.config.webhook_allow_insecure;
-    let http = match client(allow_insecure) {
+    let http = match client(state.config.webhook_allow_insecure) {
         Ok(http) => http,
         Err(e) => {
             tracing::error!(error = %e, "webhook client could not be built; no webhooks are sent");
@@ -47,174 +93,362 @@ pub async fn run(state: Arc<AppState>) {
         }
     };
     let period = Duration::from_millis(state.config.webhook_poll_ms.max(10));
-    let running: Arc<Mutex<HashSet<String>>> = Arc::default();
-    let mut tasks = tokio::task::JoinSet::new();
+    let partners = Partners::default();
+    let mut tasks = JoinSet::new();
+    let mut counted: Option<Instant> = None;
     loop {
         while tasks.try_join_next().is_some() {}
-        match state.cases.pending_deliveries().await {
-            Ok(n) => metrics::gauge!("intake_webhook_deliveries_pending").set(n as f64),
-            Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries failed"),
+        if counted.is_none_or(|at| at.elapsed() >= GAUGE_PERIOD) {
+            counted = Some(Instant::now());
+            match state.cases.pending_deliveries().await {
+                Ok(n) => metrics::gauge!("intake_webhook_deliveries_pending").set(n as f64),
+                Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries failed"),
+            }
         }
         match state.cases.webhook_partners_due().await {
-            Ok(partners) => {
-                for partner in partners {
-                    if !running
-                        .lock()
-                        .expect("not poisoned")
-                        .insert(partner.clone())
-                    {
+            Ok(due) => {
+                for client_id in due {
+                    let client_id: Arc<str> = client_id.into();
+                    let mut known = partners.lock().expect("not poisoned");
+                    let partner = known.entry(client_id.clone()).or_default();
+                    if partner.running {
+                        partner.again = true;
                         continue;
                     }
-                    let (state, http, running) = (state.clone(), http.clone(), running.clone());
-                    tasks.spawn(async move {
-                        deliver_to(&state, &http, &partner).await;
-                        running.lock().expect("not poisoned").remove(&partner);
-                    });
+                    if partner.resume_at.is_some_and(|at| at > Instant::now()) {
+                        continue;
+                    }
+                    partner.running = true;
+                    tasks.spawn(serve(
+                        state.clone(),
+                        http.clone(),
+                        partners.clone(),
+                        client_id,
+                    ));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "looking for due webhook deliveries failed"),
         }
-        tokio::time::sleep(period).await;
+        tokio::time::sleep(LOOK_SPACING).await;
+        tokio::select! {
+            () = tokio::time::sleep(period.saturating_sub(LOOK_SPACING)) => {}
+            () = state.cases.events_queued().notified() => {}
+        }
     }
 }
 
-/// Sends `client_id`'s due events, a batch at a time, until none is due or a whole batch
-/// failed (the endpoint is down: its events wait for their next try).
-async fn deliver_to(state: &AppState, http: &reqwest::Client, client_id: &str) {
+/// Runs rounds for `client_id` while they find work, then marks it idle. After a round in
+/// which every send failed, the next one waits, and tries a single event.
+async fn serve(
+    state: Arc<AppState>,
+    http: reqwest::Client,
+    partners: Partners,
+    client_id: Arc<str>,
+) {
+    let base = Duration::from_millis(state.config.webhook_backoff_ms);
     loop {
-        let Ok(Some(endpoint)) = state.cases.webhook(client_id).await else {
-            return;
-        };
-        if endpoint.disabled_at.is_some() {
-            return;
-        }
-        let refused = if state.config.webhook_allow_insecure {
-            None
-        } else {
-            Url::parse(&endpoint.url)
-                .ok()
-                .and_then(|url| refused_literal(&url))
-        };
-        let due = match state
-            .cases
-            .claim_deliveries(client_id, PER_PARTNER, CLAIM_LEASE)
-            .await
-        {
-            Ok(due) if !due.is_empty() => due,
-            Ok(_) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, client_id, "claiming webhook deliveries failed");
-                return;
+        let probe = partners
+            .lock()
+            .expect("not poisoned")
+            .get(&client_id)
+            .is_some_and(|p| p.down_rounds > 0);
+        let round = deliver_to(&state, &http, &client_id, probe).await;
+        let mut known = partners.lock().expect("not poisoned");
+        let partner = known.entry(client_id.clone()).or_default();
+        match round {
+            Round::Down => {
+                partner.down_rounds = partner.down_rounds.saturating_add(1);
+                let wait = backoff(partner.down_rounds, base, MAX_PROBE_WAIT);
+                partner.resume_at = Some(Instant::now() + wait);
+                partner.again = false;
             }
-        };
-        if let Some(ip) = refused {
-            refuse(state, client_id, ip, &due).await;
-            return;
-        }
-        let now = Utc::now();
-        let mut secrets = vec![endpoint.secret.clone()];
-        if let (Some(previous), Some(until)) =
-            (&endpoint.previous_secret, endpoint.previous_secret_until)
-            && until > now
-        {
-            secrets.push(previous.clone());
-        }
-        let secrets = Arc::new(secrets);
-        let mut sends = tokio::task::JoinSet::new();
-        for (i, event) in due.iter().enumerate() {
-            let (http, url, secrets, event) = (
-                http.clone(),
-                endpoint.url.clone(),
-                secrets.clone(),
-                event.clone(),
-            );
-            sends.spawn(async move { (i, send(&http, &url, &secrets, &event).await) });
-        }
-        let mut outcomes: Vec<Sent> = vec![Err("the send was lost".into()); due.len()];
-        while let Some(done) = sends.join_next().await {
-            if let Ok((i, sent)) = done {
-                outcomes[i] = sent;
-            }
-        }
-        let mut any_delivered = false;
-        for (event, outcome) in due.iter().zip(outcomes) {
-            let outcome = judge(state, event, outcome);
-            if let TryOutcome::Delivered = outcome {
-                any_delivered = true;
-                let latency = (Utc::now() - event.created_at).num_milliseconds().max(0);
-                metrics::histogram!("intake_webhook_delivery_lag_seconds")
-                    .record(latency as f64 / 1000.0);
-            }
-            let label = match &outcome {
-                TryOutcome::Delivered => "delivered",
-                TryOutcome::Retry { .. } => "retry",
-                TryOutcome::Failed {
-                    status: Some(410), ..
-                } => "gone",
-                TryOutcome::Failed { .. } => "failed",
-            };
-            metrics::counter!("intake_webhook_attempts_total", "outcome" => label).increment(1);
-            if let Err(e) = state
-                .cases
-                .finish_delivery(event.id, client_id, &outcome)
-                .await
-            {
-                tracing::warn!(error = %e, client_id, "recording a webhook delivery failed");
-            }
-            if label == "gone" {
-                tracing::warn!(client_id, "webhook endpoint answered 410 Gone; disabled");
-                if let Err(e) = state
-                    .cases
-                    .disable_webhook(client_id, "the endpoint answered 410 Gone")
-                    .await
-                {
-                    tracing::warn!(error = %e, client_id, "disabling a webhook endpoint failed");
+            Round::Delivered { more } => {
+                partner.down_rounds = 0;
+                partner.resume_at = None;
+                if more {
+                    continue;
                 }
-                return;
             }
+            Round::Idle => {}
         }
-        if !any_delivered {
-            return;
+        if std::mem::take(&mut partner.again) {
+            continue;
         }
+        partner.running = false;
+        return;
     }
 }
 
-/// Gives up on `due`, claimed for `client_id`'s endpoint at `ip`, an address events may
-/// not go to (stored before the check knew it, or with the check off), and disables the
-/// endpoint saying why: an address never changes, so trying again cannot help.
-async fn refuse(state: &AppState, client_id: &str, ip: IpAddr, due: &[DueDelivery]) {
-    let reason = TargetError::NotPublic(ip).to_string();
-    tracing::warn!(client_id, %ip, "webhook endpoint's address is not public; disabled");
-    for event in due {
-        let outcome = TryOutcome::Failed {
-            status: None,
-            error: reason.clone(),
-        };
-        metrics::counter!("intake_webhook_attempts_total", "outcome" => "failed").increment(1);
-        if let Err(e) = state
-            .cases
-            .finish_delivery(event.id, client_id, &outcome)
-            .await
-        {
-            tracing::warn!(error = %e, client_id, "recording a webhook delivery failed");
+/// How a round of sends to one partner ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Round {
+    /// Nothing was due, or the endpoint is gone, disabled or refused.
+    Idle,
+    /// Events were delivered; `more` when later events of their cases may have become due
+    /// after the round's last claim.
+    Delivered {
+        /// Whether to look again at once.
+        more: bool,
+    },
+    /// Sends were tried and none was delivered: the endpoint looks down.
+    Down,
+}
+
+/// Where one partner's events go, as its endpoint was when they were claimed.
+struct Target {
+    url: String,
+    signer: Signer,
+}
+
+/// What a claim found: where to send, and what.
+enum Claimed {
+    /// The endpoint and its due events (maybe none).
+    Due(Arc<Target>, Vec<DueDelivery>),
+    /// The endpoint's address is one events may not go to; `Vec` is what was claimed.
+    Refused(IpAddr, Vec<DueDelivery>),
+    /// No endpoint, a disabled one, or the database did not answer.
+    Nothing,
+}
+
+/// One round for `client_id`: claims its due events a batch at a time, keeps up to
+/// [`PER_PARTNER`] sends in flight, and records outcomes in batches as they come, until
+/// nothing is due or the endpoint looks down. A `probe` round (the endpoint was down)
+/// claims a single event and goes on at full pace only once it is delivered.
+async fn deliver_to(
+    state: &Arc<AppState>,
+    http: &reqwest::Client,
+    client_id: &Arc<str>,
+    probe: bool,
+) -> Round {
+    let (outcomes, to_record) = mpsc::channel(RECORD_BATCH * 2);
+    let recorded = Arc::new(AtomicUsize::new(0));
+    let recorder = tokio::spawn(record(
+        state.clone(),
+        client_id.clone(),
+        to_record,
+        recorded.clone(),
+    ));
+    let mut limit = if probe { 1 } else { CLAIM_BATCH };
+    let mut target: Option<Arc<Target>> = None;
+    let mut waiting: VecDeque<DueDelivery> = VecDeque::new();
+    let mut sends = JoinSet::new();
+    let mut claims = JoinSet::new();
+    let (mut claimed, mut delivered, mut failed, mut failed_in_a_row) = (0, 0, 0, 0);
+    // A claim may find more; later events of the cases sent may have become due since.
+    let (mut more, mut successors) = (true, false);
+    // The endpoint is down, gone or refused: nothing more is sent this round.
+    let (mut stop, mut gone, mut refused) = (false, false, None);
+    loop {
+        if more && !stop && claims.is_empty() && waiting.len() < REFILL_BELOW {
+            // Events claimed and not yet recorded hold back their cases' later events.
+            let open = claimed - recorded.load(Ordering::Acquire);
+            let (state, client_id) = (state.clone(), client_id.clone());
+            claims.spawn(async move { (open, claim(&state, &client_id, limit).await) });
+        }
+        if let Some(target) = &target {
+            while !stop && sends.len() < PER_PARTNER {
+                let Some(event) = waiting.pop_front() else {
+                    break;
+                };
+                let (http, target) = (http.clone(), target.clone());
+                sends.spawn(async move {
+                    let sent = send(&http, &target, &event).await;
+                    (event, sent)
+                });
+            }
+        }
+        if sends.is_empty() && claims.is_empty() && (stop || waiting.is_empty()) {
+            break;
+        }
+        tokio::select! {
+            Some(done) = claims.join_next() => {
+                let Ok((open, found)) = done else {
+                    more = false;
+                    continue;
+                };
+                match found {
+                    Claimed::Due(endpoint, due) => {
+                        more = due.len() as u64 == limit;
+                        // A short claim ends the round; the cases of the events it found,
+                        // and of those still open, may hold later events due once these
+                        // are recorded.
+                        successors |= !more && (open > 0 || !due.is_empty());
+                        claimed += due.len();
+                        target = Some(endpoint);
+                        waiting.extend(due);
+                    }
+                    Claimed::Refused(ip, due) => {
+                        let reason = TargetError::NotPublic(ip).to_string();
+                        claimed += due.len();
+                        for event in due {
+                            let outcome = TryOutcome::Failed { status: None, error: reason.clone() };
+                            count(&outcome);
+                            let _ = outcomes.send((event, outcome)).await;
+                        }
+                        (stop, refused) = (true, Some((ip, reason)));
+                    }
+                    Claimed::Nothing => more = false,
+                }
+            }
+            Some(done) = sends.join_next() => {
+                // A send task does not panic; were one to, its event falls due again when
+                // the claim's lease ends.
+                let Ok((event, sent)) = done else {
+                    continue;
+                };
+                let outcome = judge(state, &event, sent);
+                count(&outcome);
+                match &outcome {
+                    TryOutcome::Delivered => {
+                        delivered += 1;
+                        failed_in_a_row = 0;
+                        let lag = (Utc::now() - event.created_at).num_milliseconds().max(0);
+                        metrics::histogram!("intake_webhook_delivery_lag_seconds")
+                            .record(lag as f64 / 1000.0);
+                        if limit == 1 {
+                            // The probe went through: the endpoint is back.
+                            (limit, more) = (CLAIM_BATCH, true);
+                        }
+                    }
+                    TryOutcome::Failed { status: Some(410), .. } => (stop, gone) = (true, true),
+                    _ => {
+                        failed += 1;
+                        failed_in_a_row += 1;
+                        let allowed = if limit == 1 { 1 } else { PER_PARTNER };
+                        stop |= failed_in_a_row >= allowed;
+                    }
+                }
+                let _ = outcomes.send((event, outcome)).await;
+            }
         }
     }
-    if let Err(e) = state.cases.disable_webhook(client_id, &reason).await {
-        tracing::warn!(error = %e, client_id, "disabling a webhook endpoint failed");
+    if !waiting.is_empty() {
+        let ids: Vec<_> = waiting.iter().map(|e| e.id).collect();
+        if let Err(e) = state.cases.release_deliveries(client_id, &ids).await {
+            tracing::warn!(error = %e, %client_id, "giving back unsent webhook deliveries failed");
+        }
     }
+    drop(outcomes);
+    let _ = recorder.await;
+    let disabled = if gone {
+        tracing::warn!(%client_id, "webhook endpoint answered 410 Gone; disabled");
+        Some("the endpoint answered 410 Gone".to_owned())
+    } else if let Some((ip, reason)) = refused {
+        tracing::warn!(%client_id, %ip, "webhook endpoint's address is not public; disabled");
+        Some(reason)
+    } else {
+        None
+    };
+    if let Some(reason) = disabled {
+        if let Err(e) = state.cases.disable_webhook(client_id, &reason).await {
+            tracing::warn!(error = %e, %client_id, "disabling a webhook endpoint failed");
+        }
+        return Round::Idle;
+    }
+    match (delivered, failed) {
+        (0, 0) => Round::Idle,
+        (0, _) => Round::Down,
+        _ => Round::Delivered { more: successors },
+    }
+}
+
+/// Reads `client_id`'s endpoint and, when it is active, claims up to `limit` of its due
+/// events.
+async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
+    let endpoint = match state.cases.webhook(client_id).await {
+        Ok(Some(endpoint)) if endpoint.disabled_at.is_none() => endpoint,
+        Ok(_) => return Claimed::Nothing,
+        Err(e) => {
+            tracing::warn!(error = %e, client_id, "reading a webhook endpoint failed");
+            return Claimed::Nothing;
+        }
+    };
+    let refused = if state.config.webhook_allow_insecure {
+        None
+    } else {
+        Url::parse(&endpoint.url)
+            .ok()
+            .and_then(|url| refused_literal(&url))
+    };
+    let mut secrets = vec![endpoint.secret.as_str()];
+    if let (Some(previous), Some(until)) =
+        (&endpoint.previous_secret, endpoint.previous_secret_until)
+        && until > Utc::now()
+    {
+        secrets.push(previous);
+    }
+    let signer = match Signer::new(&secrets) {
+        Ok(signer) => signer,
+        Err(e) => {
+            tracing::error!(error = %e, client_id, "a webhook endpoint's secret is unusable");
+            return Claimed::Nothing;
+        }
+    };
+    let due = match state
+        .cases
+        .claim_deliveries(client_id, limit, CLAIM_LEASE)
+        .await
+    {
+        Ok(due) => due,
+        Err(e) => {
+            tracing::warn!(error = %e, client_id, "claiming webhook deliveries failed");
+            return Claimed::Nothing;
+        }
+    };
+    match refused {
+        Some(ip) => Claimed::Refused(ip, due),
+        None => Claimed::Due(
+            Arc::new(Target {
+                url: endpoint.url,
+                signer,
+            }),
+            due,
+        ),
+    }
+}
+
+/// Records the outcomes sent on `outcomes` as they come, as many at once as have come
+/// while the last write ran; counts them in `recorded`. An outcome that could not be
+/// recorded leaves its event claimed: it is sent again when the lease ends.
+async fn record(
+    state: Arc<AppState>,
+    client_id: Arc<str>,
+    mut outcomes: mpsc::Receiver<(DueDelivery, TryOutcome)>,
+    recorded: Arc<AtomicUsize>,
+) {
+    let mut batch = Vec::with_capacity(RECORD_BATCH);
+    while outcomes.recv_many(&mut batch, RECORD_BATCH).await > 0 {
+        if let Err(e) = state.cases.finish_deliveries(&client_id, &batch).await {
+            tracing::warn!(error = %e, %client_id, "recording webhook deliveries failed");
+        }
+        recorded.fetch_add(batch.len(), Ordering::Release);
+        batch.clear();
+    }
+}
+
+/// Counts a try by how it ended.
+fn count(outcome: &TryOutcome) {
+    let label = match outcome {
+        TryOutcome::Delivered => "delivered",
+        TryOutcome::Retry { .. } => "retry",
+        TryOutcome::Failed {
+            status: Some(410), ..
+        } => "gone",
+        TryOutcome::Failed { .. } => "failed",
+    };
+    metrics::counter!("intake_webhook_attempts_total", "outcome" => label).increment(1);
 }
 
 /// What came of one send: the status, or why none came.
 type Sent = Result<u16, String>;
 
-async fn send(http: &reqwest::Client, url: &str, secrets: &[String], event: &DueDelivery) -> Sent {
+async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> Sent {
     let id = message_id(event.id);
     let timestamp = Utc::now().timestamp();
     let body = payload(event);
-    let secrets: Vec<&str> = secrets.iter().map(String::as_str).collect();
-    let signature = signature(&secrets, &id, timestamp, &body).map_err(|e| e.to_string())?;
+    let signature = target.signer.sign(&id, timestamp, &body);
     let answer = http
-        .post(url)
+        .post(&target.url)
         .header("content-type", "application/json")
         .header("webhook-id", &id)
         .header("webhook-timestamp", timestamp.to_string())
@@ -273,5 +507,7 @@ mod tests {
         assert!((32_000..=48_000).contains(&fourth), "{fourth}");
         let late = (next_try(now, 40, base) - now).num_milliseconds();
         assert!((48 * 60 * 1000..=72 * 60 * 1000).contains(&late), "{late}");
+        let probe = backoff(40, base, MAX_PROBE_WAIT).as_millis();
+        assert!((48_000..=72_000).contains(&probe), "{probe}");
     }
 }

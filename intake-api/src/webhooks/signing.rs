@@ -16,23 +16,44 @@ pub fn new_secret() -> anyhow::Result<String> {
     Ok(format!("{SECRET_PREFIX}{}", STANDARD.encode(bytes)))
 }
 
-/// The `webhook-signature` header value for `body`, sent as message `id` at `timestamp`,
-/// signed with each of `secrets`.
-pub fn signature(secrets: &[&str], id: &str, timestamp: i64, body: &str) -> anyhow::Result<String> {
-    let signed = format!("{id}.{timestamp}.{body}");
-    let signatures = secrets
-        .iter()
-        .map(|secret| {
-            let raw = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
-            let key_bytes = STANDARD
-                .decode(raw)
-                .map_err(|_| anyhow::anyhow!("a webhook secret is not base64"))?;
-            let key = aws_lc_rs::hmac::Key::new(aws_lc_rs::hmac::HMAC_SHA256, &key_bytes);
-            let tag = aws_lc_rs::hmac::sign(&key, signed.as_bytes());
-            Ok(format!("v1,{}", STANDARD.encode(tag.as_ref())))
-        })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(signatures.join(" "))
+/// An endpoint's secrets in use, decoded once for the many events a delivery round signs.
+pub struct Signer {
+    keys: Vec<aws_lc_rs::hmac::Key>,
+}
+
+impl Signer {
+    /// Signs with each of `secrets` (`whsec_` and base64; a bare base64 one is taken too).
+    pub fn new(secrets: &[&str]) -> anyhow::Result<Self> {
+        let keys = secrets
+            .iter()
+            .map(|secret| {
+                let raw = secret.strip_prefix(SECRET_PREFIX).unwrap_or(secret);
+                let key_bytes = STANDARD
+                    .decode(raw)
+                    .map_err(|_| anyhow::anyhow!("a webhook secret is not base64"))?;
+                Ok(aws_lc_rs::hmac::Key::new(
+                    aws_lc_rs::hmac::HMAC_SHA256,
+                    &key_bytes,
+                ))
+            })
+            .collect::<anyhow::Result<_>>()?;
+        Ok(Self { keys })
+    }
+
+    /// The `webhook-signature` header value for `body`, sent as message `id` at
+    /// `timestamp`: one signature per secret, space-separated.
+    pub fn sign(&self, id: &str, timestamp: i64, body: &str) -> String {
+        let signed = format!("{id}.{timestamp}.{body}");
+        let signatures: Vec<String> = self
+            .keys
+            .iter()
+            .map(|key| {
+                let tag = aws_lc_rs::hmac::sign(key, signed.as_bytes());
+                format!("v1,{}", STANDARD.encode(tag.as_ref()))
+            })
+            .collect();
+        signatures.join(" ")
+    }
 }
 
 /// The `webhook-id` of event `id`.
@@ -69,10 +90,12 @@ mod tests {
         let id = "msg_p5jXN8AQM9LWM0D4loKWxJek";
         let body = r#"{"test": 2432232314}"#;
         assert_eq!(
-            signature(&[secret], id, 1614265330, body).unwrap(),
+            Signer::new(&[secret]).unwrap().sign(id, 1614265330, body),
             "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
         );
-        let two = signature(&[secret, secret], id, 1614265330, body).unwrap();
+        let two = Signer::new(&[secret, secret])
+            .unwrap()
+            .sign(id, 1614265330, body);
         assert_eq!(two.split(' ').count(), 2);
     }
 }

@@ -79,6 +79,8 @@ pub struct DeliveryView {
 pub struct DueDelivery {
     /// The event's id.
     pub id: Uuid,
+    /// The case it is about.
+    pub case_id: Uuid,
     /// The event type.
     pub event_type: String,
     /// When the change happened.
@@ -306,27 +308,17 @@ impl CaseStore {
         Ok(queued.rows_affected)
     }
 
-    /// Partners with events due now and an active endpoint.
+    /// Partners with an active endpoint and events due now: one probe of the due index per
+    /// endpoint, however long the backlogs.
     pub async fn webhook_partners_due(&self) -> Result<Vec<String>, StoreError> {
         bounded(async {
             let now = Utc::now();
-            let mut query = Query::select();
-            query
-                .distinct()
-                .column((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
+            let mut due = Query::select();
+            due.expr(Expr::val(1))
                 .from(webhook_delivery::Entity)
-                .join(
-                    JoinType::InnerJoin,
-                    webhook_endpoint::Entity,
-                    Expr::col((webhook_endpoint::Entity, webhook_endpoint::Column::ClientId))
-                        .equals((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
-                        .and(
-                            Expr::col((
-                                webhook_endpoint::Entity,
-                                webhook_endpoint::Column::DisabledAt,
-                            ))
-                            .is_null(),
-                        ),
+                .and_where(
+                    Expr::col((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
+                        .equals((webhook_endpoint::Entity, webhook_endpoint::Column::ClientId)),
                 )
                 .and_where(pending(webhook_delivery::Entity))
                 .and_where(
@@ -336,19 +328,26 @@ impl CaseStore {
                     ))
                     .lte(now),
                 );
-            let backend = self.db().get_database_backend();
-            let rows = self.db().query_all_raw(backend.build(&query)).await?;
-            Ok(rows
-                .iter()
-                .map(|r| r.try_get_by_index::<String>(0))
-                .collect::<Result<_, _>>()?)
+            Ok(webhook_endpoint::Entity::find()
+                .select_only()
+                .column(webhook_endpoint::Column::ClientId)
+                .filter(webhook_endpoint::Column::DisabledAt.is_null())
+                .filter(Expr::exists(due))
+                .into_tuple::<String>()
+                .all(self.db())
+                .await?)
         })
         .await
     }
 
-    /// Claims up to `limit` of `client_id`'s due events for `lease`, each the oldest pending
-    /// one of its case, so a partner hears of one case's changes in order. Claimed rows are
-    /// skipped by other replicas until the lease ends.
+    /// Claims up to `limit` of `client_id`'s due events for `lease`, oldest due first, each
+    /// the oldest pending one of its case, so a partner hears of one case's changes in order.
+    /// A claimed event falls due again when the lease ends: other replicas pass it by until
+    /// then, and take it over if this one stopped before recording how its send went.
+    ///
+    /// The claim reads the partner's due events in the order they fall due and stops at
+    /// `limit`: its cost follows what it returns, plus the later events of cases whose
+    /// earliest event is being sent or waits for a retry, never the backlog's length.
     pub async fn claim_deliveries(
         &self,
         client_id: &str,
@@ -361,19 +360,22 @@ impl CaseStore {
             let backend = self.db().get_database_backend();
             let d = Alias::new("d");
             let p = Alias::new("p");
+            let col = |c: webhook_delivery::Column| Expr::col((d.clone(), c));
             let mut due = Query::select();
             due.column((d.clone(), webhook_delivery::Column::Id))
                 .from_as(webhook_delivery::Entity, d.clone())
-                .and_where(Expr::col((d.clone(), webhook_delivery::Column::ClientId)).eq(client_id))
+                .and_where(col(webhook_delivery::Column::ClientId).eq(client_id))
                 .and_where(pending(d.clone()))
-                .and_where(Expr::col((d.clone(), webhook_delivery::Column::NextAttemptAt)).lte(now))
+                .and_where(col(webhook_delivery::Column::NextAttemptAt).lte(now))
+                // Held by a replica that leases without moving the due time (0.2 and
+                // earlier), during a rolling upgrade.
                 .and_where(
-                    Expr::col((d.clone(), webhook_delivery::Column::LockedUntil))
+                    col(webhook_delivery::Column::LockedUntil)
                         .is_null()
-                        .or(Expr::col((d.clone(), webhook_delivery::Column::LockedUntil)).lte(now)),
+                        .or(col(webhook_delivery::Column::LockedUntil).lte(now)),
                 )
                 .and_where(Expr::exists(earlier_pending(&d, &p)).not())
-                .order_by((d.clone(), webhook_delivery::Column::CreatedAt), Order::Asc)
+                .order_by((d.clone(), webhook_delivery::Column::NextAttemptAt), Order::Asc)
                 .limit(limit);
             if backend == DbBackend::Postgres {
                 due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
@@ -382,6 +384,7 @@ impl CaseStore {
             claim
                 .table(webhook_delivery::Entity)
                 .value(webhook_delivery::Column::LockedUntil, until)
+                .value(webhook_delivery::Column::NextAttemptAt, until)
                 .value(
                     webhook_delivery::Column::Attempts,
                     Expr::col(webhook_delivery::Column::Attempts).add(1),
@@ -395,121 +398,197 @@ impl CaseStore {
                     webhook_delivery::Column::CreatedAt,
                     webhook_delivery::Column::Attempts,
                 ]));
-            let txn = self.begin_write().await?;
-            let claimed = txn
+            let mut claimed = self
+                .db()
                 .query_all_raw(backend.build(&claim))
                 .await?
                 .iter()
                 .map(|r| {
-                    Ok((
-                        r.try_get::<Uuid>("", "id")?,
-                        r.try_get::<Uuid>("", "case_id")?,
-                        r.try_get::<String>("", "event_type")?,
-                        r.try_get::<DateTime<Utc>>("", "created_at")?,
-                        r.try_get::<i32>("", "attempts")?,
-                    ))
-                })
-                .collect::<Result<Vec<_>, DbErr>>()?;
-            txn.commit().await?;
-            if claimed.is_empty() {
-                return Ok(Vec::new());
-            }
-            let case_ids: Vec<Uuid> = claimed.iter().map(|c| c.1).collect();
-            let cases: std::collections::HashMap<Uuid, (String, String, String)> =
-                case::Entity::find()
-                    .select_only()
-                    .columns([
-                        case::Column::Id,
-                        case::Column::Reference,
-                        case::Column::Brand,
-                        case::Column::Status,
-                    ])
-                    .filter(case::Column::Id.is_in(case_ids))
-                    .into_tuple::<(Uuid, String, String, String)>()
-                    .all(self.db())
-                    .await?
-                    .into_iter()
-                    .map(|(id, reference, brand, status)| (id, (reference, brand, status)))
-                    .collect();
-            let event_ids: Vec<Uuid> = claimed.iter().map(|c| c.0).collect();
-            let products: std::collections::HashMap<Uuid, Option<serde_json::Value>> =
-                case_event::Entity::find()
-                    .select_only()
-                    .columns([case_event::Column::Id, case_event::Column::Detail])
-                    .filter(case_event::Column::Id.is_in(event_ids))
-                    .into_tuple::<(Uuid, Option<serde_json::Value>)>()
-                    .all(self.db())
-                    .await?
-                    .into_iter()
-                    .collect();
-            Ok(claimed
-                .into_iter()
-                .filter_map(|(id, case_id, event_type, created_at, attempts)| {
-                    let (reference, brand, status) = cases.get(&case_id)?.clone();
-                    let product_uuid = products
-                        .get(&id)
-                        .and_then(|d| d.as_ref()?.get("product_uuid")?.as_str()?.parse().ok());
-                    Some(DueDelivery {
-                        id,
-                        event_type,
-                        created_at,
-                        attempts,
-                        reference,
-                        brand,
-                        status,
-                        product_uuid,
+                    Ok(DueDelivery {
+                        id: r.try_get("", "id")?,
+                        case_id: r.try_get("", "case_id")?,
+                        event_type: r.try_get("", "event_type")?,
+                        created_at: r.try_get("", "created_at")?,
+                        attempts: r.try_get("", "attempts")?,
+                        reference: String::new(),
+                        brand: String::new(),
+                        status: String::new(),
+                        product_uuid: None,
                     })
                 })
-                .collect())
+                .collect::<Result<Vec<_>, DbErr>>()?;
+            if claimed.is_empty() {
+                return Ok(claimed);
+            }
+            self.fill_payloads(&mut claimed).await?;
+            // RETURNING keeps no order: the partner gets the oldest first.
+            claimed.sort_by_key(|e| (e.created_at, e.id));
+            Ok(claimed)
         })
         .await
     }
 
-    /// Records how a try of event `id` for `client_id` ended.
-    pub async fn finish_delivery(
+    /// Fills in what the payloads of `events` say of their cases (and the product of a
+    /// `product.attached`), in one read. Cases are never deleted (erasure empties them), so
+    /// every event finds its own.
+    async fn fill_payloads(&self, events: &mut [DueDelivery]) -> Result<(), StoreError> {
+        let ev = Alias::new("ev");
+        let c = Alias::new("c");
+        let mut query = Query::select();
+        query
+            .column((ev.clone(), case_event::Column::Id))
+            .column((c.clone(), case::Column::Reference))
+            .column((c.clone(), case::Column::Brand))
+            .column((c.clone(), case::Column::Status))
+            .column((ev.clone(), case_event::Column::Detail))
+            .from_as(case_event::Entity, ev.clone())
+            .join_as(
+                JoinType::InnerJoin,
+                case::Entity,
+                c.clone(),
+                Expr::col((c.clone(), case::Column::Id))
+                    .equals((ev.clone(), case_event::Column::CaseId)),
+            )
+            .and_where(
+                Expr::col((ev, case_event::Column::Id)).is_in(events.iter().map(|e| e.id)),
+            );
+        let backend = self.db().get_database_backend();
+        let mut found = std::collections::HashMap::new();
+        for row in self.db().query_all_raw(backend.build(&query)).await? {
+            let id: Uuid = row.try_get_by_index(0)?;
+            let detail: Option<serde_json::Value> = row.try_get_by_index(4)?;
+            found.insert(
+                id,
+                (
+                    row.try_get_by_index::<String>(1)?,
+                    row.try_get_by_index::<String>(2)?,
+                    row.try_get_by_index::<String>(3)?,
+                    detail.and_then(|d| d.get("product_uuid")?.as_str()?.parse().ok()),
+                ),
+            );
+        }
+        for event in events {
+            if let Some((reference, brand, status, product_uuid)) = found.remove(&event.id) {
+                (event.reference, event.brand, event.status, event.product_uuid) =
+                    (reference, brand, status, product_uuid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Records how the tries of `client_id`'s `outcomes` ended: every delivery in one write
+    /// (the common case), each retry or failure in one of its own.
+    ///
+    /// While an event waits for its retry, the later events of its case wait with it (they
+    /// are due no sooner), so the claim and the look for due partners pass over no event
+    /// that cannot be sent; once it is delivered or given up on, they are due at once.
+    pub async fn finish_deliveries(
         &self,
-        id: Uuid,
         client_id: &str,
-        outcome: &TryOutcome,
+        outcomes: &[(DueDelivery, TryOutcome)],
     ) -> Result<(), StoreError> {
         let now = Utc::now();
         let none = None::<DateTime<Utc>>;
-        let mut update = webhook_delivery::Entity::update_many()
-            .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
-            .filter(webhook_delivery::Column::Id.eq(id))
-            .filter(webhook_delivery::Column::ClientId.eq(client_id));
-        // A failed try marks when to try again (or that it was given up on) and why.
-        let (mark, at, failure) = match outcome {
-            TryOutcome::Delivered => (webhook_delivery::Column::DeliveredAt, now, None),
-            TryOutcome::Retry { at, status, error } => (
-                webhook_delivery::Column::NextAttemptAt,
-                *at,
-                Some((status, error)),
-            ),
-            TryOutcome::Failed { status, error } => (
-                webhook_delivery::Column::FailedAt,
-                now,
-                Some((status, error)),
-            ),
-        };
-        update = update.col_expr(mark, Expr::value(at));
-        update = match failure {
-            None => update.col_expr(
-                webhook_delivery::Column::LastError,
-                Expr::value(None::<String>),
-            ),
-            Some((status, error)) => update
-                .col_expr(
-                    webhook_delivery::Column::LastStatus,
-                    Expr::value(status.map(|s| s as i16)),
-                )
-                .col_expr(
-                    webhook_delivery::Column::LastError,
-                    Expr::value(error.as_str()),
-                ),
-        };
+        let delivered: Vec<Uuid> = outcomes
+            .iter()
+            .filter(|(_, o)| matches!(o, TryOutcome::Delivered))
+            .map(|(e, _)| e.id)
+            .collect();
+        // Cases whose later events may have been held back by a retry of this one.
+        let held: Vec<Uuid> = outcomes
+            .iter()
+            .filter(|(e, o)| e.attempts > 1 && !matches!(o, TryOutcome::Retry { .. }))
+            .map(|(e, _)| e.case_id)
+            .collect();
         bounded(async {
-            update.exec(self.db()).await?;
+            for ids in delivered.chunks(FINISHED_AT_ONCE) {
+                webhook_delivery::Entity::update_many()
+                    .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
+                    .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
+                    .col_expr(
+                        webhook_delivery::Column::LastError,
+                        Expr::value(None::<String>),
+                    )
+                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
+                    .exec(self.db())
+                    .await?;
+            }
+            for (event, outcome) in outcomes {
+                // A failed try marks when to try again (or that it was given up on) and why.
+                let (mark, at, status, error) = match outcome {
+                    TryOutcome::Delivered => continue,
+                    TryOutcome::Retry { at, status, error } => (
+                        webhook_delivery::Column::NextAttemptAt,
+                        *at,
+                        status,
+                        error,
+                    ),
+                    TryOutcome::Failed { status, error } => {
+                        (webhook_delivery::Column::FailedAt, now, status, error)
+                    }
+                };
+                webhook_delivery::Entity::update_many()
+                    .col_expr(mark, Expr::value(at))
+                    .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
+                    .col_expr(
+                        webhook_delivery::Column::LastStatus,
+                        Expr::value(status.map(|s| s as i16)),
+                    )
+                    .col_expr(
+                        webhook_delivery::Column::LastError,
+                        Expr::value(error.as_str()),
+                    )
+                    .filter(webhook_delivery::Column::Id.eq(event.id))
+                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .exec(self.db())
+                    .await?;
+                if let TryOutcome::Retry { at, .. } = outcome {
+                    later_of_case(client_id, event)
+                        .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(*at))
+                        .filter(webhook_delivery::Column::NextAttemptAt.lt(*at))
+                        .exec(self.db())
+                        .await?;
+                }
+            }
+            for cases in held.chunks(FINISHED_AT_ONCE) {
+                webhook_delivery::Entity::update_many()
+                    .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
+                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::CaseId.is_in(cases.iter().copied()))
+                    .filter(pending(webhook_delivery::Entity))
+                    .filter(webhook_delivery::Column::Attempts.eq(0))
+                    .filter(webhook_delivery::Column::NextAttemptAt.gt(now))
+                    .exec(self.db())
+                    .await?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Gives back `client_id`'s events `ids`, claimed but never sent: due again at once, the
+    /// claim's try not counted.
+    pub async fn release_deliveries(&self, client_id: &str, ids: &[Uuid]) -> Result<(), StoreError> {
+        let now = Utc::now();
+        bounded(async {
+            for ids in ids.chunks(FINISHED_AT_ONCE) {
+                webhook_delivery::Entity::update_many()
+                    .col_expr(
+                        webhook_delivery::Column::LockedUntil,
+                        Expr::value(None::<DateTime<Utc>>),
+                    )
+                    .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
+                    .col_expr(
+                        webhook_delivery::Column::Attempts,
+                        Expr::col(webhook_delivery::Column::Attempts).sub(1),
+                    )
+                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
+                    .filter(pending(webhook_delivery::Entity))
+                    .exec(self.db())
+                    .await?;
+            }
             Ok(())
         })
         .await
@@ -543,6 +622,21 @@ impl CaseStore {
         .await
     }
 }
+
+/// The events of `event`'s case to `client_id` queued after it and never tried: those its
+/// retry holds back.
+fn later_of_case(client_id: &str, event: &DueDelivery) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
+    webhook_delivery::Entity::update_many()
+        .filter(webhook_delivery::Column::ClientId.eq(client_id))
+        .filter(webhook_delivery::Column::CaseId.eq(event.case_id))
+        .filter(pending(webhook_delivery::Entity))
+        .filter(webhook_delivery::Column::Attempts.eq(0))
+        .filter(webhook_delivery::Column::Id.ne(event.id))
+}
+
+/// Events recorded or released by one statement at most: SQLite takes at most 32,766
+/// values in one statement, and a shorter list keeps each write brief.
+const FINISHED_AT_ONCE: usize = 500;
 
 /// Whether a delivery in `table` is still to be sent.
 fn pending(table: impl sea_orm::sea_query::IntoIden + Clone) -> sea_orm::sea_query::SimpleExpr {
