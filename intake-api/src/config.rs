@@ -176,6 +176,11 @@ pub struct Config {
     /// How often the webhook worker looks for due events, in milliseconds.
     #[arg(long, env = "INTAKE_WEBHOOK_POLL_MS", default_value_t = 1000)]
     pub webhook_poll_ms: u64,
+    /// How long a replica holds the events it claimed for sending, in seconds: another
+    /// replica sends them once this has passed without an outcome recorded (the first one
+    /// stopped). Longer than a send may take (10 s), so a slow send is not made twice.
+    #[arg(long, env = "INTAKE_WEBHOOK_LEASE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(11..))]
+    pub webhook_lease_secs: u64,
 }
 
 impl Config {

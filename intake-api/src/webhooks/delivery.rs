@@ -18,9 +18,6 @@ use super::signing::{Signer, message_id, payload};
 use super::{DueDelivery, TryOutcome};
 use crate::state::AppState;
 
-/// How long a worker holds the events it claimed: longer than a send may take.
-const CLAIM_LEASE: Duration = Duration::from_secs(60);
-
 /// Events sent to one partner at once (each about a different case): what one slow
 /// partner can hold of this replica, and what a fast one gets.
 const PER_PARTNER: usize = 16;
@@ -384,11 +381,8 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
             return Claimed::Nothing;
         }
     };
-    let due = match state
-        .cases
-        .claim_deliveries(client_id, limit, CLAIM_LEASE)
-        .await
-    {
+    let lease = Duration::from_secs(state.config.webhook_lease_secs);
+    let due = match state.cases.claim_deliveries(client_id, limit, lease).await {
         Ok(due) => due,
         Err(e) => {
             tracing::warn!(error = %e, client_id, "claiming webhook deliveries failed");

@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{
     Alias, Expr, ExprTrait, JoinType, LockBehavior, LockType, Order, Query, SelectStatement,
+    UpdateStatement,
 };
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait,
@@ -355,49 +356,8 @@ impl CaseStore {
         lease: std::time::Duration,
     ) -> Result<Vec<DueDelivery>, StoreError> {
         bounded(async {
-            let now = Utc::now();
-            let until = now + chrono::Duration::from_std(lease).unwrap_or_default();
             let backend = self.db().get_database_backend();
-            let d = Alias::new("d");
-            let p = Alias::new("p");
-            let col = |c: webhook_delivery::Column| Expr::col((d.clone(), c));
-            let mut due = Query::select();
-            due.column((d.clone(), webhook_delivery::Column::Id))
-                .from_as(webhook_delivery::Entity, d.clone())
-                .and_where(col(webhook_delivery::Column::ClientId).eq(client_id))
-                .and_where(pending(d.clone()))
-                .and_where(col(webhook_delivery::Column::NextAttemptAt).lte(now))
-                // Held by a replica that leases without moving the due time (0.2 and
-                // earlier), during a rolling upgrade.
-                .and_where(
-                    col(webhook_delivery::Column::LockedUntil)
-                        .is_null()
-                        .or(col(webhook_delivery::Column::LockedUntil).lte(now)),
-                )
-                .and_where(Expr::exists(earlier_pending(&d, &p)).not())
-                .order_by((d.clone(), webhook_delivery::Column::NextAttemptAt), Order::Asc)
-                .limit(limit);
-            if backend == DbBackend::Postgres {
-                due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
-            }
-            let mut claim = Query::update();
-            claim
-                .table(webhook_delivery::Entity)
-                .value(webhook_delivery::Column::LockedUntil, until)
-                .value(webhook_delivery::Column::NextAttemptAt, until)
-                .value(
-                    webhook_delivery::Column::Attempts,
-                    Expr::col(webhook_delivery::Column::Attempts).add(1),
-                )
-                .and_where(webhook_delivery::Column::ClientId.eq(client_id))
-                .and_where(webhook_delivery::Column::Id.in_subquery(due))
-                .returning(Query::returning().columns([
-                    webhook_delivery::Column::Id,
-                    webhook_delivery::Column::CaseId,
-                    webhook_delivery::Column::EventType,
-                    webhook_delivery::Column::CreatedAt,
-                    webhook_delivery::Column::Attempts,
-                ]));
+            let claim = claim_statement(backend, client_id, limit, lease);
             let mut claimed = self
                 .db()
                 .query_all_raw(backend.build(&claim))
@@ -428,6 +388,38 @@ impl CaseStore {
         .await
     }
 
+    /// How PostgreSQL runs a claim of `limit` of `client_id`'s events, as
+    /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` shows it: the claim is run and rolled back.
+    /// For checking what a claim reads against a large backlog; `None` on SQLite.
+    pub async fn claim_plan(
+        &self,
+        client_id: &str,
+        limit: u64,
+    ) -> Result<Option<serde_json::Value>, StoreError> {
+        let backend = self.db().get_database_backend();
+        if backend != DbBackend::Postgres {
+            return Ok(None);
+        }
+        let claim = backend.build(&claim_statement(
+            backend,
+            client_id,
+            limit,
+            std::time::Duration::from_secs(60),
+        ));
+        let explain = sea_orm::Statement::from_sql_and_values(
+            backend,
+            format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {}", claim.sql),
+            claim.values.map(|v| v.0).unwrap_or_default(),
+        );
+        let txn = self.begin_write().await?;
+        let row = txn.query_one_raw(explain).await?;
+        txn.rollback().await?;
+        let plan = row
+            .map(|r| r.try_get_by_index::<serde_json::Value>(0))
+            .transpose()?;
+        Ok(plan)
+    }
+
     /// Fills in what the payloads of `events` say of their cases (and the product of a
     /// `product.attached`), in one read. Cases are never deleted (erasure empties them), so
     /// every event finds its own.
@@ -449,9 +441,7 @@ impl CaseStore {
                 Expr::col((c.clone(), case::Column::Id))
                     .equals((ev.clone(), case_event::Column::CaseId)),
             )
-            .and_where(
-                Expr::col((ev, case_event::Column::Id)).is_in(events.iter().map(|e| e.id)),
-            );
+            .and_where(Expr::col((ev, case_event::Column::Id)).is_in(events.iter().map(|e| e.id)));
         let backend = self.db().get_database_backend();
         let mut found = std::collections::HashMap::new();
         for row in self.db().query_all_raw(backend.build(&query)).await? {
@@ -469,8 +459,12 @@ impl CaseStore {
         }
         for event in events {
             if let Some((reference, brand, status, product_uuid)) = found.remove(&event.id) {
-                (event.reference, event.brand, event.status, event.product_uuid) =
-                    (reference, brand, status, product_uuid);
+                (
+                    event.reference,
+                    event.brand,
+                    event.status,
+                    event.product_uuid,
+                ) = (reference, brand, status, product_uuid);
             }
         }
         Ok(())
@@ -518,12 +512,9 @@ impl CaseStore {
                 // A failed try marks when to try again (or that it was given up on) and why.
                 let (mark, at, status, error) = match outcome {
                     TryOutcome::Delivered => continue,
-                    TryOutcome::Retry { at, status, error } => (
-                        webhook_delivery::Column::NextAttemptAt,
-                        *at,
-                        status,
-                        error,
-                    ),
+                    TryOutcome::Retry { at, status, error } => {
+                        (webhook_delivery::Column::NextAttemptAt, *at, status, error)
+                    }
                     TryOutcome::Failed { status, error } => {
                         (webhook_delivery::Column::FailedAt, now, status, error)
                     }
@@ -569,7 +560,11 @@ impl CaseStore {
 
     /// Gives back `client_id`'s events `ids`, claimed but never sent: due again at once, the
     /// claim's try not counted.
-    pub async fn release_deliveries(&self, client_id: &str, ids: &[Uuid]) -> Result<(), StoreError> {
+    pub async fn release_deliveries(
+        &self,
+        client_id: &str,
+        ids: &[Uuid],
+    ) -> Result<(), StoreError> {
         let now = Utc::now();
         bounded(async {
             for ids in ids.chunks(FINISHED_AT_ONCE) {
@@ -623,9 +618,67 @@ impl CaseStore {
     }
 }
 
+/// The claim of up to `limit` of `client_id`'s due events for `lease`
+/// ([`CaseStore::claim_deliveries`]).
+fn claim_statement(
+    backend: DbBackend,
+    client_id: &str,
+    limit: u64,
+    lease: std::time::Duration,
+) -> UpdateStatement {
+    let now = Utc::now();
+    let until = now + chrono::Duration::from_std(lease).unwrap_or_default();
+    let d = Alias::new("d");
+    let p = Alias::new("p");
+    let col = |c: webhook_delivery::Column| Expr::col((d.clone(), c));
+    let mut due = Query::select();
+    due.column((d.clone(), webhook_delivery::Column::Id))
+        .from_as(webhook_delivery::Entity, d.clone())
+        .and_where(col(webhook_delivery::Column::ClientId).eq(client_id))
+        .and_where(pending(d.clone()))
+        .and_where(col(webhook_delivery::Column::NextAttemptAt).lte(now))
+        // Held by a replica that leases without moving the due time (0.2 and earlier),
+        // during a rolling upgrade.
+        .and_where(
+            col(webhook_delivery::Column::LockedUntil)
+                .is_null()
+                .or(col(webhook_delivery::Column::LockedUntil).lte(now)),
+        )
+        .and_where(Expr::exists(earlier_pending(&d, &p)).not())
+        .order_by(
+            (d.clone(), webhook_delivery::Column::NextAttemptAt),
+            Order::Asc,
+        )
+        .limit(limit);
+    if backend == DbBackend::Postgres {
+        due.lock_with_behavior(LockType::Update, LockBehavior::SkipLocked);
+    }
+    Query::update()
+        .table(webhook_delivery::Entity)
+        .value(webhook_delivery::Column::LockedUntil, until)
+        .value(webhook_delivery::Column::NextAttemptAt, until)
+        .value(
+            webhook_delivery::Column::Attempts,
+            Expr::col(webhook_delivery::Column::Attempts).add(1),
+        )
+        .and_where(webhook_delivery::Column::ClientId.eq(client_id))
+        .and_where(webhook_delivery::Column::Id.in_subquery(due))
+        .returning(Query::returning().columns([
+            webhook_delivery::Column::Id,
+            webhook_delivery::Column::CaseId,
+            webhook_delivery::Column::EventType,
+            webhook_delivery::Column::CreatedAt,
+            webhook_delivery::Column::Attempts,
+        ]))
+        .to_owned()
+}
+
 /// The events of `event`'s case to `client_id` queued after it and never tried: those its
 /// retry holds back.
-fn later_of_case(client_id: &str, event: &DueDelivery) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
+fn later_of_case(
+    client_id: &str,
+    event: &DueDelivery,
+) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
     webhook_delivery::Entity::update_many()
         .filter(webhook_delivery::Column::ClientId.eq(client_id))
         .filter(webhook_delivery::Column::CaseId.eq(event.case_id))

@@ -4,7 +4,7 @@
 //! event once, and secret rotation signing with both secrets.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,7 +17,8 @@ use poem::{EndpointExt, Request, Route, handler, post};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, purchase_enquiry, with,
+    ATTACH, Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, post_raw,
+    purchase_enquiry, with,
 };
 use test_support::on_both_backends;
 
@@ -41,12 +42,17 @@ impl Received {
 struct ReceiverState {
     got: Mutex<Vec<Received>>,
     status: AtomicU16,
+    /// Requests that came in, answered or not yet.
+    arrived: AtomicUsize,
+    /// When not 0, every this many-th request is answered 503 whatever `status` says.
+    fail_every: AtomicUsize,
     /// While false, requests wait before they are recorded and answered (a slow partner).
     open: tokio::sync::watch::Sender<bool>,
 }
 
 #[handler]
 async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) -> poem::Response {
+    let n = state.arrived.fetch_add(1, Ordering::SeqCst) + 1;
     let mut open = state.open.subscribe();
     let _ = open.wait_for(|open| *open).await;
     let header = |name: &str| {
@@ -55,7 +61,12 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
             .map(|v| v.to_str().unwrap().to_owned())
             .unwrap_or_default()
     };
-    let status = state.status.load(Ordering::SeqCst);
+    let every = state.fail_every.load(Ordering::SeqCst);
+    let status = if every > 0 && n % every == 0 {
+        503
+    } else {
+        state.status.load(Ordering::SeqCst)
+    };
     state.got.lock().unwrap().push(Received {
         id: header("webhook-id"),
         timestamp: header("webhook-timestamp"),
@@ -81,6 +92,8 @@ impl Receiver {
         let state = Arc::new(ReceiverState {
             got: Mutex::default(),
             status: AtomicU16::new(200),
+            arrived: AtomicUsize::new(0),
+            fail_every: AtomicUsize::new(0),
             open: tokio::sync::watch::channel(true).0,
         });
         let app = Route::new().at("/hook", post(receive)).data(state.clone());
@@ -112,7 +125,12 @@ impl Receiver {
 
     /// Waits until `n` events were acknowledged; the acknowledged ones.
     pub(crate) async fn wait_for(&self, n: usize) -> Vec<Received> {
-        eventually(Duration::from_secs(20), || async {
+        self.wait_longer_for(n, Duration::from_secs(20)).await
+    }
+
+    /// Waits up to `timeout` until `n` events were acknowledged; the acknowledged ones.
+    async fn wait_longer_for(&self, n: usize, timeout: Duration) -> Vec<Received> {
+        eventually(timeout, || async {
             let got: Vec<Received> = self
                 .got()
                 .into_iter()
@@ -442,6 +460,152 @@ async fn only_partners_on_the_case_hear_of_it(backend: Backend) {
     assert!(theirs.got().is_empty(), "{:?}", theirs.got());
 }
 
+async fn each_case_is_heard_of_in_order_under_concurrency(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    // Every third request fails, so retries interleave with first tries.
+    receiver.state.fail_every.store(3, Ordering::SeqCst);
+    const CASES: usize = 12;
+    let mut writers = tokio::task::JoinSet::new();
+    for _ in 0..CASES {
+        let (http, bearer) = (app.http.clone(), app.bearer());
+        let (enquiry_url, attach_url) = (app.url(crate::helpers::ENQUIRY), app.url(ATTACH));
+        writers.spawn(async move {
+            let email = fresh_email();
+            let body = purchase_enquiry("brand_a", &email);
+            let mut reference = String::new();
+            for name in ["First", "Second", "Third"] {
+                let body = with(body.clone(), json!({"first_name": name}));
+                let reply =
+                    post_raw(&http, &enquiry_url, Some(&bearer), body.to_string().into()).await;
+                assert!([200, 201].contains(&reply.status), "{reply:?}");
+                reference = reply.body["reference"].as_str().unwrap().to_owned();
+            }
+            let attach = json!({"email": email, "product_uuid": PRODUCT});
+            let reply =
+                post_raw(&http, &attach_url, Some(&bearer), attach.to_string().into()).await;
+            assert_eq!(reply.status, 200, "{reply:?}");
+            reference
+        });
+    }
+    let references = writers.join_all().await;
+    receiver
+        .wait_longer_for(CASES * 4, Duration::from_secs(60))
+        .await;
+    for reference in references {
+        let tries: Vec<Received> = receiver
+            .got()
+            .into_iter()
+            .filter(|r| r.event()["data"]["reference"] == reference.as_str())
+            .collect();
+        let delivered: Vec<String> = tries
+            .iter()
+            .filter(|r| r.status == 200)
+            .map(|r| r.event()["type"].as_str().unwrap().to_owned())
+            .collect();
+        assert_eq!(
+            delivered,
+            [
+                "case.created",
+                "case.updated",
+                "case.updated",
+                "product.attached"
+            ],
+            "{reference}"
+        );
+        // No event of the case was tried before the one before it was delivered.
+        let mut acknowledged = HashSet::new();
+        let mut order: Vec<&str> = Vec::new();
+        for r in &tries {
+            if !order.contains(&r.id.as_str()) {
+                if let Some(previous) = order.last() {
+                    assert!(acknowledged.contains(previous), "{reference}: {tries:?}");
+                }
+                order.push(&r.id);
+            }
+            if r.status == 200 {
+                acknowledged.insert(r.id.as_str());
+            }
+        }
+    }
+}
+
+async fn an_event_made_while_idle_leaves_without_waiting_for_the_poll(backend: Backend) {
+    // The worker looks for due events once an hour: only the wake-up of the change that
+    // queued the event can send it within the wait below.
+    let app = TestApp::spawn_with(backend, |c| {
+        webhook_settings(c);
+        c.webhook_poll_ms = 3_600_000;
+    })
+    .await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    for n in 1..=3 {
+        let email = fresh_email();
+        app.submit(&purchase_enquiry("brand_a", &email)).await;
+        receiver.wait_for(2 * n - 1).await;
+        assert_eq!(app.attach(&email, PRODUCT).await.status, 200);
+        receiver.wait_for(2 * n).await;
+    }
+}
+
+async fn a_replica_that_stopped_mid_send_leaves_its_events_to_another(backend: Backend) {
+    let lease = |c: &mut Config| {
+        webhook_settings(c);
+        c.webhook_lease_secs = 11;
+    };
+    // The replica that keeps running looks every 2 s; the stopping one, woken by its own
+    // writes, claims their events first.
+    let app = TestApp::spawn_with(backend, |c| {
+        lease(c);
+        c.webhook_poll_ms = 2_000;
+    })
+    .await;
+    let stopping = app.second_intake(lease).await;
+    let receiver = Receiver::start().await;
+    set(&app, &app.client_id, &receiver).await;
+    // The stopping replica's sends reach the receiver, which holds them unanswered.
+    receiver.state.open.send_replace(false);
+    for _ in 0..3 {
+        let reply = app
+            .enquiry_on(&stopping, &purchase_enquiry("brand_a", &fresh_email()))
+            .await;
+        assert_eq!(reply.status, 201, "{:?}", reply.body);
+    }
+    eventually(Duration::from_secs(20), || async {
+        (receiver.state.arrived.load(Ordering::SeqCst) >= 3).then_some(())
+    })
+    .await
+    .expect("the stopping replica sent its events");
+    stopping.server.stop().await;
+    receiver.state.open.send_replace(true);
+    // Once its lease has run out, the replica still running sends them.
+    receiver.wait_longer_for(3, Duration::from_secs(60)).await;
+    let deliveries = eventually(Duration::from_secs(20), || async {
+        let list = webhook(
+            &app,
+            WebhookCommand::Deliveries {
+                client_id: app.client_id.clone(),
+                failed: false,
+                limit: 10,
+            },
+        )
+        .await;
+        let all_delivered = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|d| d["state"] == "delivered");
+        all_delivered.then_some(list)
+    })
+    .await
+    .expect("every event recorded as delivered");
+    assert_eq!(deliveries.as_array().unwrap().len(), 3, "{deliveries}");
+    let ids: HashSet<String> = receiver.got().into_iter().map(|r| r.id).collect();
+    assert_eq!(ids.len(), 3, "{:?}", receiver.got());
+}
+
 on_both_backends!(
     events_arrive_signed_with_thin_payloads,
     a_receiver_down_gets_every_event_later_in_order,
@@ -450,6 +614,9 @@ on_both_backends!(
     replicas_send_each_event_once,
     a_rotated_secret_signs_beside_the_old_one,
     only_partners_on_the_case_hear_of_it,
+    each_case_is_heard_of_in_order_under_concurrency,
+    an_event_made_while_idle_leaves_without_waiting_for_the_poll,
+    a_replica_that_stopped_mid_send_leaves_its_events_to_another,
 );
 
 #[tokio::test]
