@@ -17,7 +17,7 @@ use poem::{EndpointExt, Request, Route, handler, post};
 use serde_json::{Value, json};
 
 use crate::helpers::{
-    ATTACH, Backend, INTAKE, PRODUCT, Running, TestApp, eventually, fresh_email, post_raw,
+    ATTACH, Backend, INTAKE, PRODUCT, Running, TestApp, TestDb, eventually, fresh_email, post_raw,
     purchase_enquiry, with,
 };
 use test_support::on_both_backends;
@@ -634,4 +634,80 @@ async fn endpoints_must_be_public_https_unless_allowed() {
         .await;
         assert!(refused.is_err(), "{url} accepted");
     }
+}
+
+/// A claim reads what it returns, not the backlog: against a million pending events of one
+/// partner (some cases with an event waiting for its retry and a later one held back, some
+/// events out on a lease), the plan of a claim of 64 touches a few hundred rows and pages.
+#[tokio::test]
+async fn a_claim_reads_only_what_it_returns_at_a_million_pending() {
+    use sea_orm::{ConnectionTrait, Database};
+
+    let db = TestDb::intake(Backend::Postgres).await;
+    let conn = Database::connect(db.url.as_str()).await.expect("database");
+    for sql in [
+        // The backlog: one event per case, oldest first.
+        "INSERT INTO webhook_deliveries (id, client_id, case_id, event_type, created_at, \
+         next_attempt_at, attempts) SELECT gen_random_uuid(), 'bulk', gen_random_uuid(), \
+         'case.created', t, t, 0 FROM (SELECT now() - interval '2 hours' + n * interval '1 ms' \
+         AS t FROM generate_series(1, 1000000) AS n) AS times",
+        // Cases whose first event waits for a retry, their next event held back with it.
+        "WITH waiting AS (SELECT gen_random_uuid() AS case_id, now() - interval '3 hours' AS t \
+         FROM generate_series(1, 1000)) INSERT INTO webhook_deliveries (id, client_id, case_id, \
+         event_type, created_at, next_attempt_at, attempts) SELECT gen_random_uuid(), 'bulk', \
+         case_id, kind, t + step, now() + interval '1 hour', tries FROM waiting, (VALUES \
+         ('case.created', interval '0 s', 3), ('case.updated', interval '1 s', 0)) AS e(kind, \
+         step, tries)",
+        // Events out on another replica's lease.
+        "INSERT INTO webhook_deliveries (id, client_id, case_id, event_type, created_at, \
+         next_attempt_at, locked_until, attempts) SELECT gen_random_uuid(), 'bulk', \
+         gen_random_uuid(), 'case.created', now() - interval '4 hours', now() + interval '1 \
+         minute', now() + interval '1 minute', 1 FROM generate_series(1, 64)",
+        "ANALYZE webhook_deliveries",
+    ] {
+        conn.execute_unprepared(sql).await.expect(sql);
+    }
+    let store = intake_api::store::CaseStore::new(
+        conn,
+        4,
+        intake_api::store::Timing {
+            activation_delay: Duration::from_secs(900),
+            redirect_ttl: Duration::from_secs(900),
+        },
+    );
+    let plan = store
+        .claim_plan("bulk", 64)
+        .await
+        .expect("explained")
+        .expect("a PostgreSQL plan");
+    let top = &plan[0]["Plan"];
+    assert_eq!(top["Actual Rows"], 64, "{plan:#}");
+    let pages =
+        top["Shared Hit Blocks"].as_u64().unwrap() + top["Shared Read Blocks"].as_u64().unwrap();
+    assert!(pages < 3_000, "{pages} pages read: {plan:#}");
+    // No step of the plan reads more than a few hundred rows.
+    let mut nodes = vec![top];
+    while let Some(node) = nodes.pop() {
+        let rows =
+            node["Actual Rows"].as_u64().unwrap_or(0) * node["Actual Loops"].as_u64().unwrap_or(1);
+        let removed = node["Rows Removed by Filter"].as_u64().unwrap_or(0);
+        assert!(
+            rows + removed < 2_000,
+            "{} read {rows} rows and passed over {removed}: {plan:#}",
+            node["Node Type"]
+        );
+        nodes.extend(node["Plans"].as_array().into_iter().flatten());
+    }
+    // The claim itself takes the oldest due events, none of them held back or leased.
+    let claimed = store
+        .claim_deliveries("bulk", 64, Duration::from_secs(60))
+        .await
+        .expect("claimed");
+    assert_eq!(claimed.len(), 64);
+    assert!(
+        claimed
+            .iter()
+            .all(|e| e.attempts == 1 && e.event_type == "case.created")
+    );
+    store.close().await;
 }
