@@ -4,7 +4,6 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -43,6 +42,11 @@ const MAX_PROBE_WAIT: Duration = Duration::from_secs(60);
 /// look rather than one each.
 const LOOK_SPACING: Duration = Duration::from_millis(10);
 
+/// The same while no endpoint is active: a change then queues nothing unless an endpoint
+/// was set since the last look, so one look a second at most finds a new one without a
+/// look for each change.
+const LOOK_SPACING_WITHOUT_ENDPOINTS: Duration = Duration::from_secs(1);
+
 /// How often the pending-events gauge is refreshed: counting reads every pending row.
 const GAUGE_PERIOD: Duration = Duration::from_secs(15);
 
@@ -79,8 +83,9 @@ struct Partner {
 type Partners = Arc<Mutex<HashMap<Arc<str>, Partner>>>;
 
 /// Sends due events until aborted. Each partner with events due gets a task, when it has
-/// none here yet; the worker looks for them at every poll period, and at once (within
-/// [`LOOK_SPACING`]) when this replica made a change that queues events.
+/// none here yet; the worker looks for them at every poll period, and, while any endpoint
+/// is active, at once (within [`LOOK_SPACING`]) when this replica made a change that may
+/// queue events.
 pub async fn run(state: Arc<AppState>) {
     let http = match client(state.config.webhook_allow_insecure) {
         Ok(http) => http,
@@ -102,36 +107,62 @@ pub async fn run(state: Arc<AppState>) {
                 Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries failed"),
             }
         }
+        let mut endpoints = true;
         match state.cases.webhook_partners_due().await {
-            Ok(due) => {
-                for client_id in due {
-                    let client_id: Arc<str> = client_id.into();
-                    let mut known = partners.lock().expect("not poisoned");
-                    let partner = known.entry(client_id.clone()).or_default();
-                    if partner.running {
-                        partner.again = true;
-                        continue;
+            Ok(found) => {
+                endpoints = !found.is_empty();
+                for (client_id, due) in found {
+                    if due {
+                        start(&state, &http, &partners, &mut tasks, client_id.into());
                     }
-                    if partner.resume_at.is_some_and(|at| at > Instant::now()) {
-                        continue;
-                    }
-                    partner.running = true;
-                    tasks.spawn(serve(
-                        state.clone(),
-                        http.clone(),
-                        partners.clone(),
-                        client_id,
-                    ));
                 }
             }
             Err(e) => tracing::warn!(error = %e, "looking for due webhook deliveries failed"),
         }
+        let now = tokio::time::Instant::now();
+        let mut next_look = now + period;
+        let spacing = if endpoints {
+            LOOK_SPACING
+        } else {
+            LOOK_SPACING_WITHOUT_ENDPOINTS
+        };
         tokio::time::sleep(LOOK_SPACING).await;
-        tokio::select! {
-            () = tokio::time::sleep(period.saturating_sub(LOOK_SPACING)) => {}
-            () = state.cases.events_queued().notified() => {}
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next_look) => break,
+                () = state.cases.events_queued().notified() => {
+                    next_look = next_look.min(now + spacing);
+                }
+            }
         }
     }
+}
+
+/// Starts a round for `client_id`, unless one runs (it is asked to look again when done)
+/// or its endpoint is down and not yet due for another try.
+fn start(
+    state: &Arc<AppState>,
+    http: &reqwest::Client,
+    partners: &Partners,
+    tasks: &mut JoinSet<()>,
+    client_id: Arc<str>,
+) {
+    let mut known = partners.lock().expect("not poisoned");
+    let partner = known.entry(client_id.clone()).or_default();
+    if partner.running {
+        partner.again = true;
+        return;
+    }
+    if partner.resume_at.is_some_and(|at| at > Instant::now()) {
+        return;
+    }
+    partner.running = true;
+    tasks.spawn(serve(
+        state.clone(),
+        http.clone(),
+        partners.clone(),
+        client_id,
+    ));
 }
 
 /// Runs rounds for `client_id` while they find work, then marks it idle. After a round in
@@ -218,29 +249,21 @@ async fn deliver_to(
     probe: bool,
 ) -> Round {
     let (outcomes, to_record) = mpsc::channel(RECORD_BATCH * 2);
-    let recorded = Arc::new(AtomicUsize::new(0));
-    let recorder = tokio::spawn(record(
-        state.clone(),
-        client_id.clone(),
-        to_record,
-        recorded.clone(),
-    ));
+    let recorder = tokio::spawn(record(state.clone(), client_id.clone(), to_record));
     let mut limit = if probe { 1 } else { CLAIM_BATCH };
     let mut target: Option<Arc<Target>> = None;
     let mut waiting: VecDeque<DueDelivery> = VecDeque::new();
     let mut sends = JoinSet::new();
     let mut claims = JoinSet::new();
-    let (mut claimed, mut delivered, mut failed, mut failed_in_a_row) = (0, 0, 0, 0);
-    // A claim may find more; later events of the cases sent may have become due since.
+    let (mut delivered, mut failed, mut failed_in_a_row) = (0, 0, 0);
+    // A claim may find more; the cases sent hold later events, due once these are recorded.
     let (mut more, mut successors) = (true, false);
     // The endpoint is down, gone or refused: nothing more is sent this round.
     let (mut stop, mut gone, mut refused) = (false, false, None);
     loop {
         if more && !stop && claims.is_empty() && waiting.len() < REFILL_BELOW {
-            // Events claimed and not yet recorded hold back their cases' later events.
-            let open = claimed - recorded.load(Ordering::Acquire);
             let (state, client_id) = (state.clone(), client_id.clone());
-            claims.spawn(async move { (open, claim(&state, &client_id, limit).await) });
+            claims.spawn(async move { claim(&state, &client_id, limit).await });
         }
         if let Some(target) = &target {
             while !stop && sends.len() < PER_PARTNER {
@@ -259,24 +282,20 @@ async fn deliver_to(
         }
         tokio::select! {
             Some(done) = claims.join_next() => {
-                let Ok((open, found)) = done else {
+                let Ok(found) = done else {
                     more = false;
                     continue;
                 };
                 match found {
                     Claimed::Due(endpoint, due) => {
                         more = due.len() as u64 == limit;
-                        // A short claim ends the round; the cases of the events it found,
-                        // and of those still open, may hold later events due once these
-                        // are recorded.
-                        successors |= !more && (open > 0 || !due.is_empty());
-                        claimed += due.len();
+                        // Their cases' later events fall due once these are recorded.
+                        successors |= due.iter().any(|e| e.later_waiting);
                         target = Some(endpoint);
                         waiting.extend(due);
                     }
                     Claimed::Refused(ip, due) => {
                         let reason = TargetError::NotPublic(ip).to_string();
-                        claimed += due.len();
                         for event in due {
                             let outcome = TryOutcome::Failed { status: None, error: reason.clone() };
                             count(&outcome);
@@ -402,20 +421,18 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
 }
 
 /// Records the outcomes sent on `outcomes` as they come, as many at once as have come
-/// while the last write ran; counts them in `recorded`. An outcome that could not be
+/// while the last write ran. An outcome that could not be
 /// recorded leaves its event claimed: it is sent again when the lease ends.
 async fn record(
     state: Arc<AppState>,
     client_id: Arc<str>,
     mut outcomes: mpsc::Receiver<(DueDelivery, TryOutcome)>,
-    recorded: Arc<AtomicUsize>,
 ) {
     let mut batch = Vec::with_capacity(RECORD_BATCH);
     while outcomes.recv_many(&mut batch, RECORD_BATCH).await > 0 {
         if let Err(e) = state.cases.finish_deliveries(&client_id, &batch).await {
             tracing::warn!(error = %e, %client_id, "recording webhook deliveries failed");
         }
-        recorded.fetch_add(batch.len(), Ordering::Release);
         batch.clear();
     }
 }

@@ -7,6 +7,9 @@
 //! of their own, so a slow or dead endpoint holds up only itself; each case's events to a
 //! partner in order; retried with exponential back-off and jitter until the retry window
 //! ends. Replicas claim events with a lease, so in the normal case each is sent once.
+//! A partner's task claims the next events while the last ones are out and records
+//! outcomes in batches, so one partner gets as many events a second as its endpoint
+//! answers; a change on this replica wakes the worker, the poll finding the rest.
 
 mod addresses;
 mod delivery;

@@ -96,6 +96,8 @@ pub struct DueDelivery {
     pub status: String,
     /// The product attached, for `product.attached`.
     pub product_uuid: Option<Uuid>,
+    /// Whether later events of its case waited for it when it was claimed.
+    pub later_waiting: bool,
 }
 
 /// How a try ended.
@@ -309,9 +311,9 @@ impl CaseStore {
         Ok(queued.rows_affected)
     }
 
-    /// Partners with an active endpoint and events due now: one probe of the due index per
-    /// endpoint, however long the backlogs.
-    pub async fn webhook_partners_due(&self) -> Result<Vec<String>, StoreError> {
+    /// Every partner with an active endpoint, and whether it has events due now: one probe
+    /// of the due index per endpoint, however long the backlogs.
+    pub async fn webhook_partners_due(&self) -> Result<Vec<(String, bool)>, StoreError> {
         bounded(async {
             let now = Utc::now();
             let mut due = Query::select();
@@ -332,9 +334,9 @@ impl CaseStore {
             Ok(webhook_endpoint::Entity::find()
                 .select_only()
                 .column(webhook_endpoint::Column::ClientId)
+                .expr(Expr::exists(due))
                 .filter(webhook_endpoint::Column::DisabledAt.is_null())
-                .filter(Expr::exists(due))
-                .into_tuple::<String>()
+                .into_tuple::<(String, bool)>()
                 .all(self.db())
                 .await?)
         })
@@ -374,13 +376,14 @@ impl CaseStore {
                         brand: String::new(),
                         status: String::new(),
                         product_uuid: None,
+                        later_waiting: false,
                     })
                 })
                 .collect::<Result<Vec<_>, DbErr>>()?;
             if claimed.is_empty() {
                 return Ok(claimed);
             }
-            self.fill_payloads(&mut claimed).await?;
+            self.fill_payloads(client_id, &mut claimed).await?;
             // RETURNING keeps no order: the partner gets the oldest first.
             claimed.sort_by_key(|e| (e.created_at, e.id));
             Ok(claimed)
@@ -420,12 +423,31 @@ impl CaseStore {
         Ok(plan)
     }
 
-    /// Fills in what the payloads of `events` say of their cases (and the product of a
-    /// `product.attached`), in one read. Cases are never deleted (erasure empties them), so
-    /// every event finds its own.
-    async fn fill_payloads(&self, events: &mut [DueDelivery]) -> Result<(), StoreError> {
+    /// Fills in what the payloads of `client_id`'s `events` say of their cases (and the
+    /// product of a `product.attached`), and whether later events of each case wait, in one
+    /// read. Cases are never deleted (erasure empties them), so every event finds its own.
+    async fn fill_payloads(
+        &self,
+        client_id: &str,
+        events: &mut [DueDelivery],
+    ) -> Result<(), StoreError> {
         let ev = Alias::new("ev");
         let c = Alias::new("c");
+        let later = Alias::new("later");
+        let mut waiting = Query::select();
+        waiting
+            .expr(Expr::val(1))
+            .from_as(webhook_delivery::Entity, later.clone())
+            .and_where(Expr::col((later.clone(), webhook_delivery::Column::ClientId)).eq(client_id))
+            .and_where(
+                Expr::col((later.clone(), webhook_delivery::Column::CaseId))
+                    .equals((ev.clone(), case_event::Column::CaseId)),
+            )
+            .and_where(pending(later.clone()))
+            .and_where(
+                Expr::col((later.clone(), webhook_delivery::Column::Id))
+                    .ne(Expr::col((ev.clone(), case_event::Column::Id))),
+            );
         let mut query = Query::select();
         query
             .column((ev.clone(), case_event::Column::Id))
@@ -433,6 +455,7 @@ impl CaseStore {
             .column((c.clone(), case::Column::Brand))
             .column((c.clone(), case::Column::Status))
             .column((ev.clone(), case_event::Column::Detail))
+            .expr(Expr::exists(waiting))
             .from_as(case_event::Entity, ev.clone())
             .join_as(
                 JoinType::InnerJoin,
@@ -454,17 +477,14 @@ impl CaseStore {
                     row.try_get_by_index::<String>(2)?,
                     row.try_get_by_index::<String>(3)?,
                     detail.and_then(|d| d.get("product_uuid")?.as_str()?.parse().ok()),
+                    row.try_get_by_index::<bool>(5)?,
                 ),
             );
         }
         for event in events {
-            if let Some((reference, brand, status, product_uuid)) = found.remove(&event.id) {
-                (
-                    event.reference,
-                    event.brand,
-                    event.status,
-                    event.product_uuid,
-                ) = (reference, brand, status, product_uuid);
+            if let Some((reference, brand, status, product_uuid, later)) = found.remove(&event.id) {
+                (event.reference, event.brand, event.status) = (reference, brand, status);
+                (event.product_uuid, event.later_waiting) = (product_uuid, later);
             }
         }
         Ok(())

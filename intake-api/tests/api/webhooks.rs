@@ -62,7 +62,7 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
             .unwrap_or_default()
     };
     let every = state.fail_every.load(Ordering::SeqCst);
-    let status = if every > 0 && n % every == 0 {
+    let status = if every > 0 && n.is_multiple_of(every) {
         503
     } else {
         state.status.load(Ordering::SeqCst)
