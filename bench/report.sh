@@ -577,6 +577,7 @@ time over the intake-api's CPU time per request, from /proc/PID/stat during the 
 $(scale_section)
 $(ab_section)
 $(ab_instructions_section)
+$(webhooks_section)
 
 ## Targets
 
@@ -657,7 +658,7 @@ EOF
 ## Commands
 
 \`\`\`sh
-BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS$(scale_settings)$(ab_settings) bench/run.sh     # all of the below
+BENCH_SECS=$SECS BENCH_ROUNDS=$ROUNDS$(scale_settings)$(ab_settings)$(webhooks_settings) bench/run.sh     # all of the below
 ${BUILD_CMD[*]}
 ${BEARER_CMD[*]}
 # services (ports, databases and the key-encryption key are per run):

@@ -43,9 +43,27 @@
 #   BENCH_AB_PORT   first of the four ports of section 7's services (default BENCH_AUTH_PORT + 10)
 #   BENCH_AB_INSTRUCTIONS=0  skip section 7c, the intake-api's instructions per request in
 #                   each build, counted by callgrind at one connection (some 3 minutes)
+#   BENCH_WEBHOOKS=0  skip section 8, webhook delivery (bench/webhooks.sh): the receiver's
+#                   limit, steady creates from one partner and from many, and a backlog
+#                   drained, on an intake-api and databases of its own (some 6 minutes at
+#                   BENCH_SECS=10 while delivery is slower than the creates)
+#   BENCH_ONLY=webhooks  run section 8 alone, after the build and the auth-server (as
+#                   bench/webhooks.sh does); its section is written into BENCH_RESULTS in
+#                   place of the one there, marked as from a later run (a file that does not
+#                   exist gets a report of that section alone)
+#   BENCH_WEBHOOK_RATES  the steady creates per second from one partner (default
+#                   "200 1000 max"; max: unpaced)
+#   BENCH_WEBHOOK_PARTNERS, BENCH_WEBHOOK_PARTNERS_RATE  the load from many partners at once
+#                   (default 100 partners, 1000 creates per second in all)
+#   BENCH_WEBHOOK_BACKLOG  events of the backlog drained (default 100000)
+#   BENCH_WEBHOOK_DRAIN_SECS  how long the queue is given to drain after each load (default
+#                   120); what is left is reported pending
+#   BENCH_WEBHOOK_ROUNDS  rounds of section 8 (default 1: its drains take minutes)
+#   BENCH_WEBHOOK_PORT  first of the three ports of section 8 (default BENCH_INTAKE_PORT + 4):
+#                   its intake-api, the receiver, and one kept closed
 #
 # Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps);
-# valgrind for section 7c.
+# valgrind for section 7c; nginx for section 8.
 # Missing Debian packages are installed with apt-get when running as root. Only 127.0.0.1 is
 # ever contacted.
 set -euo pipefail
@@ -93,6 +111,9 @@ BASELINE_NAME=${BENCH_BASELINE_NAME:-$BASELINE}
 BASELINE_SQL=${BENCH_BASELINE_SQL:-}
 AB_PORT=${BENCH_AB_PORT:-$((AUTH_PORT + 10))}
 AB_INSTRUCTIONS=${BENCH_AB_INSTRUCTIONS:-1}
+# Webhook delivery (section 8, bench/webhooks.sh), and the one section a run may be limited to.
+WEBHOOKS=${BENCH_WEBHOOKS:-1}
+ONLY=${BENCH_ONLY:-}
 
 # Progress goes to the original stderr, kept as fd 3: a trap may run inside a redirection.
 exec 3>&2
@@ -113,6 +134,13 @@ die() {
 # Only a database of the benchmark's own is ever kept, reused or dropped by name.
 [[ -z $SCALE_KEEP_DB || $SCALE_KEEP_DB =~ ^bench_[a-z0-9_]+$ ]] ||
     die "BENCH_SCALE_KEEP_DB must be bench_ followed by lower-case letters, digits or _"
+[[ $WEBHOOKS == [01] ]] || die "BENCH_WEBHOOKS must be 0 or 1"
+[[ -z $ONLY || $ONLY == webhooks ]] || die "BENCH_ONLY must be webhooks (or unset)"
+if [[ -n $ONLY ]]; then
+    ((WEBHOOKS)) || die "BENCH_ONLY=webhooks with BENCH_WEBHOOKS=0 runs nothing"
+    # The other sections' settings do not apply.
+    SCALE=0 BASELINE='' BASELINE_SQL=''
+fi
 
 # ---------------------------------------------------------------------------------------------
 # Tools
@@ -127,6 +155,9 @@ ensure_tools() {
     command -v pgrep >/dev/null || missing+=(procps)
     if [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)); then
         command -v callgrind_control >/dev/null || missing+=(valgrind)
+    fi
+    if ((WEBHOOKS)); then
+        command -v nginx >/dev/null || missing+=(nginx)
     fi
     command -v cargo >/dev/null || die "cargo is needed (a Rust toolchain, see README.md)"
     if ((${#missing[@]})); then
@@ -1107,6 +1138,12 @@ scale_run() {
 }
 
 # ---------------------------------------------------------------------------------------------
+# Webhook delivery (section 8)
+
+# shellcheck source=bench/webhooks.sh
+source "$BENCH_DIR/webhooks.sh"
+
+# ---------------------------------------------------------------------------------------------
 # The run
 
 ensure_tools
@@ -1127,6 +1164,9 @@ if [[ -n $BASELINE ]]; then
 elif [[ -n $BASELINE_SQL ]]; then
     die "BENCH_BASELINE_SQL needs BENCH_BASELINE"
 fi
+if ((WEBHOOKS)); then
+    webhooks_ports_free
+fi
 if ((SCALE)); then
     { port_free "$SCALE_PORT" && port_free "$((SCALE_PORT + 1))"; } ||
         die "ports $SCALE_PORT and $((SCALE_PORT + 1)) must be free for the scale run (set BENCH_SCALE_PORT)"
@@ -1138,12 +1178,11 @@ BUILD_CMD=(cargo build --release -j2 -p auth-server -p intake-api)
 BEARER_CMD=(cargo bench -j2 -p intake-api --bench bearer)
 SIGNING_CMD=(cargo bench -j2 -p auth-server --bench signing)
 run_child "${BUILD_CMD[@]}" >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
-{ run_child "${BEARER_CMD[@]}" --no-run && run_child "${SIGNING_CMD[@]}" --no-run; } >>"$WORK/build.log" 2>&1 ||
-    die "bench build failed: $(tail -20 "$WORK/build.log")"
+if [[ -z $ONLY ]]; then
+    { run_child "${BEARER_CMD[@]}" --no-run && run_child "${SIGNING_CMD[@]}" --no-run; } >>"$WORK/build.log" 2>&1 ||
+        die "bench build failed: $(tail -20 "$WORK/build.log")"
+fi
 
-# 4. Bearer verification, while nothing else of ours runs.
-log "bearer verification micro-benchmark"
-run_child "${BEARER_CMD[@]}" >"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
 # The median of a criterion benchmark, in ns, and criterion's own summary line.
 criterion_median() {
     local estimates=$TARGET_DIR/criterion/$1/new/estimates.json ns
@@ -1152,21 +1191,28 @@ criterion_median() {
     echo "$ns"
 }
 criterion_line() { grep -A1 "^$1" "$WORK/criterion.txt" | grep -m1 -o 'time: .*' || true; }
-# A token seen for the first time: the RSA verification. Seen before: remembered.
-BEARER_FIRST_NS=$(criterion_median authenticate_valid_token_first_sight)
-BEARER_FIRST_LINE=$(criterion_line authenticate_valid_token_first_sight)
-BEARER_NS=$(criterion_median authenticate_valid_token_seen_before)
-BEARER_LINE=$(criterion_line authenticate_valid_token_seen_before)
-log "bearer: first sight $(calc "$BEARER_FIRST_NS / 1000" 1) us, seen before $(calc "$BEARER_NS / 1000" 2) us"
 
-# 1c. Signing a token with the key parsed once, against jsonwebtoken::encode (which parses
-# the private key for every token) and the RSA signature alone.
-log "token signing micro-benchmark"
-run_child "${SIGNING_CMD[@]}" >>"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
-SIGN_PREPARED_NS=$(criterion_median sign_token_prepared_key)
-SIGN_ENCODE_NS=$(criterion_median sign_token_jsonwebtoken_encode)
-SIGN_RSA_NS=$(criterion_median sign_token_rsa_signature_alone)
-log "signing: prepared key $(calc "$SIGN_PREPARED_NS / 1000" 1) us, jsonwebtoken::encode $(calc "$SIGN_ENCODE_NS / 1000" 1) us, RSA alone $(calc "$SIGN_RSA_NS / 1000" 1) us"
+# Sections 4 and 1c are skipped by BENCH_ONLY, as are 1 to 3 and 5 to 7 below.
+if [[ -z $ONLY ]]; then
+    # 4. Bearer verification, while nothing else of ours runs.
+    log "bearer verification micro-benchmark"
+    run_child "${BEARER_CMD[@]}" >"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
+    # A token seen for the first time: the RSA verification. Seen before: remembered.
+    BEARER_FIRST_NS=$(criterion_median authenticate_valid_token_first_sight)
+    BEARER_FIRST_LINE=$(criterion_line authenticate_valid_token_first_sight)
+    BEARER_NS=$(criterion_median authenticate_valid_token_seen_before)
+    BEARER_LINE=$(criterion_line authenticate_valid_token_seen_before)
+    log "bearer: first sight $(calc "$BEARER_FIRST_NS / 1000" 1) us, seen before $(calc "$BEARER_NS / 1000" 2) us"
+
+    # 1c. Signing a token with the key parsed once, against jsonwebtoken::encode (which parses
+    # the private key for every token) and the RSA signature alone.
+    log "token signing micro-benchmark"
+    run_child "${SIGNING_CMD[@]}" >>"$WORK/criterion.txt" 2>&1 || die "criterion failed: $(tail -20 "$WORK/criterion.txt")"
+    SIGN_PREPARED_NS=$(criterion_median sign_token_prepared_key)
+    SIGN_ENCODE_NS=$(criterion_median sign_token_jsonwebtoken_encode)
+    SIGN_RSA_NS=$(criterion_median sign_token_rsa_signature_alone)
+    log "signing: prepared key $(calc "$SIGN_PREPARED_NS / 1000" 1) us, jsonwebtoken::encode $(calc "$SIGN_ENCODE_NS / 1000" 1) us, RSA alone $(calc "$SIGN_RSA_NS / 1000" 1) us"
+fi
 
 log "creating databases $AUTH_DB and $INTAKE_DB"
 for db in "$AUTH_DB" "$INTAKE_DB"; do
@@ -1216,6 +1262,15 @@ BENCH_BASIC=$(printf '%s:%s' "$BENCH_CLIENT_ID" "$BENCH_CLIENT_SECRET" | openssl
 export BENCH_DIR BENCH_CLIENT_ID BENCH_CLIENT_SECRET BENCH_BASIC
 BENCH_TOKEN=$(get_token)
 [[ $BENCH_TOKEN == *.*.* ]] || die "no access token"
+
+if [[ $ONLY == webhooks ]]; then
+    webhooks_run
+    # shellcheck source=bench/report.sh
+    source "$BENCH_DIR/report.sh"
+    webhooks_only_report
+    log "wrote section 8 to $RESULTS"
+    exit 0
+fi
 
 pgbench_setup "$INTAKE_DB"
 
@@ -1366,6 +1421,11 @@ if [[ -n $BASELINE ]]; then
     if ((AB_INSTRUCTIONS)); then
         ab_instructions
     fi
+fi
+
+# 8. Webhook delivery, on an intake-api and databases of its own.
+if ((WEBHOOKS)); then
+    webhooks_run
 fi
 
 # 6. Scale: the same operations against 10,000 and against many existing cases, on
