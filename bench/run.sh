@@ -141,6 +141,9 @@ if [[ -n $ONLY ]]; then
     # The other sections' settings do not apply.
     SCALE=0 BASELINE='' BASELINE_SQL=''
 fi
+# Section 8's settings, checked with the others before anything is made.
+# shellcheck source=bench/webhooks.sh
+source "$BENCH_DIR/webhooks.sh"
 
 # ---------------------------------------------------------------------------------------------
 # Tools
@@ -1136,12 +1139,6 @@ scale_run() {
     done
     COMMANDS=$main_commands
 }
-
-# ---------------------------------------------------------------------------------------------
-# Webhook delivery (section 8)
-
-# shellcheck source=bench/webhooks.sh
-source "$BENCH_DIR/webhooks.sh"
 
 # ---------------------------------------------------------------------------------------------
 # The run

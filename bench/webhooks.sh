@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # shellcheck disable=SC2153,SC2154
 # Section 8 of bench/run.sh: the intake-api's webhook delivery against a receiver that answers
-# at once. Sourced by run.sh, which defines the helpers used here (log, die, rec, med, calc,
-# start_service, ...) and the settings WH_* are read from (see its header). Run alone, it is
+# at once. Sourced by run.sh as soon as it has read its own settings, so that these (WH_*, from
+# the BENCH_WEBHOOK* variables of its header) are checked with them; the helpers used here
+# (log, die, rec, med, calc, start_service, ...) are run.sh's. Run alone, it is
 # `BENCH_ONLY=webhooks bench/run.sh`: the build, an auth-server, then this section only.
 #
 # Each load runs on an intake-api of its own with a fresh database, so that what one load
@@ -44,8 +45,6 @@ if ((WEBHOOKS)); then
     [[ $WH_DRAIN_SECS =~ ^[0-9]+$ && $WH_DRAIN_SECS -ge 1 ]] || die "BENCH_WEBHOOK_DRAIN_SECS must be a positive number"
 fi
 
-WH_COMMANDS=$WORK/webhooks-commands.txt
-: >"$WH_COMMANDS"
 WH_IDS=()
 WH_SECRETS=()
 WH_PID=
@@ -436,6 +435,8 @@ wh_backlog() {
 # and every load.
 webhooks_run() {
     local main_commands=$COMMANDS r rate
+    WH_COMMANDS=$WORK/webhooks-commands.txt
+    : >"$WH_COMMANDS"
     COMMANDS=$WH_COMMANDS
     log "webhooks: starting the receiver"
     wh_receiver_start
