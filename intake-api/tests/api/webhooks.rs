@@ -160,6 +160,20 @@ async fn webhook(app: &TestApp, command: WebhookCommand) -> Value {
         .expect("webhook command")
 }
 
+/// The app's partner's last ten events as `webhook deliveries` lists them (failed ones only
+/// if `failed`).
+async fn deliveries(app: &TestApp, failed: bool) -> Value {
+    webhook(
+        app,
+        WebhookCommand::Deliveries {
+            client_id: app.client_id.clone(),
+            failed,
+            limit: 10,
+        },
+    )
+    .await
+}
+
 /// Sets `client_id`'s endpoint to `receiver`; its secret.
 async fn set(app: &TestApp, client_id: &str, receiver: &Receiver) -> String {
     let out = webhook(
@@ -218,15 +232,7 @@ async fn events_arrive_signed_with_thin_payloads(backend: Backend) {
     assert_ne!(got[0].id, got[1].id);
 
     // The operator sees both delivered.
-    let deliveries = webhook(
-        &app,
-        WebhookCommand::Deliveries {
-            client_id: app.client_id.clone(),
-            failed: false,
-            limit: 10,
-        },
-    )
-    .await;
+    let deliveries = deliveries(&app, false).await;
     let states: Vec<&str> = deliveries
         .as_array()
         .unwrap()
@@ -310,15 +316,7 @@ async fn a_410_disables_the_endpoint(backend: Backend) {
     .expect("the endpoint was disabled");
     assert_eq!(list[0]["client_id"], app.client_id.as_str());
     assert_eq!(list[0]["disabled_reason"], "the endpoint answered 410 Gone");
-    let failed = webhook(
-        &app,
-        WebhookCommand::Deliveries {
-            client_id: app.client_id.clone(),
-            failed: true,
-            limit: 10,
-        },
-    )
-    .await;
+    let failed = deliveries(&app, true).await;
     assert_eq!(failed[0]["last_status"], 410);
 
     // A disabled endpoint is sent nothing, and its partner's events are not kept for it:
@@ -583,15 +581,7 @@ async fn a_replica_that_stopped_mid_send_leaves_its_events_to_another(backend: B
     // Once its lease has run out, the replica still running sends them.
     receiver.wait_longer_for(3, Duration::from_secs(60)).await;
     let deliveries = eventually(Duration::from_secs(20), || async {
-        let list = webhook(
-            &app,
-            WebhookCommand::Deliveries {
-                client_id: app.client_id.clone(),
-                failed: false,
-                limit: 10,
-            },
-        )
-        .await;
+        let list = deliveries(&app, false).await;
         let all_delivered = list
             .as_array()
             .unwrap()
