@@ -348,9 +348,11 @@ wh_measure() {
 # The backlog, recorded under key wh_backlog, round $1: WH_BACKLOG events made for the run's
 # partner while its endpoint was down, then drained once it is back. They are made by creates
 # at full speed on an intake-api whose worker waits a day between looks, with the endpoint at
-# a closed port besides (so that a worker woken some other way sends nothing anywhere); then
-# the intake-api is stopped, the endpoint pointed at the receiver, and a new intake-api with
-# the default poll period drains them.
+# a closed port besides, so that a worker woken some other way (by the creates themselves)
+# sends nothing anywhere; what such a worker tried is made due again, as if never tried, or
+# the drain would time its back-off rather than its sending. Then the intake-api is stopped,
+# the endpoint pointed at the receiver, and a new intake-api with the default poll period
+# drains them.
 wh_backlog() {
     local round=$1 key=wh_backlog
     local db="bench_wh_backlog_r${round}_$RUN_ID"
@@ -385,11 +387,17 @@ wh_backlog() {
     t1=$(date +%s.%N)
     wrk_summary "$out" "$key round $round (creates)"
     wh_stop
-    analyze_db "$db"
     local tried
-    read -r made tried <<<"$(wh_psql "$db" "SELECT count(*), count(*) FILTER (WHERE attempts > 0 OR delivered_at IS NOT NULL OR failed_at IS NOT NULL) FROM webhook_deliveries")"
+    read -r made tried <<<"$(wh_psql "$db" "SELECT count(*), count(*) FILTER (WHERE attempts > 0 OR locked_until IS NOT NULL OR delivered_at IS NOT NULL OR failed_at IS NOT NULL) FROM webhook_deliveries")"
     ((made >= WH_BACKLOG)) || log "warning: the backlog holds $made events, not $WH_BACKLOG (creates ended early: see $out)"
-    ((tried == 0)) || log "warning: $tried events of the backlog were tried while it was being made"
+    if ((tried > 0)); then
+        log "webhooks: $tried events were tried while the backlog was made; making them due again"
+        note_cmd "psql -c 'UPDATE webhook_deliveries SET next_attempt_at = created_at, attempts = 0, locked_until = NULL, last_status = NULL, last_error = NULL WHERE (attempts > 0 OR locked_until IS NOT NULL) AND delivered_at IS NULL AND failed_at IS NULL' \"\$WEBHOOK_DB_URL\"   # only when the worker tried events while the backlog was made"
+        wh_psql "$db" "UPDATE webhook_deliveries SET next_attempt_at = created_at, attempts = 0, locked_until = NULL,
+            last_status = NULL, last_error = NULL
+            WHERE (attempts > 0 OR locked_until IS NOT NULL) AND delivered_at IS NULL AND failed_at IS NULL" >/dev/null
+    fi
+    analyze_db "$db"
     rec "$key" "$round" made "$made"
     rec "$key" "$round" tried_before "$tried"
     rec "$key" "$round" made_s "$(calc "$t1 - $t0" 1)"
@@ -532,7 +540,7 @@ EOF
     key=wh_backlog
     local tried_note=""
     [[ $(med "$key" tried_before) == 0 ]] ||
-        tried_note=" **$(med "$key" tried_before) of the events were tried while the backlog was made** (the worker did not wait for its poll period), so those were waiting out their back-off when the drain began."
+        tried_note=" $(med "$key" tried_before) of the events were tried (against the closed port) while the backlog was made: the worker did not wait for its poll period. Those were made due again, as if never tried (\`UPDATE webhook_deliveries\`, below), so that the drain does not wait out their back-off."
     cat <<EOF
 
 **Backlog**: $(thousands "$WH_BACKLOG") events for one partner whose endpoint was down, then drained
