@@ -222,7 +222,7 @@ wh_stop() {
 # (which also enables it). The secret it prints is not needed: the receiver checks nothing.
 wh_endpoint() {
     env "${UNSET_ENV[@]}" RUST_LOG=warn INTAKE_DATABASE_URL="$(db_url "$1")" \
-        "$TARGET_DIR/release/intake-api" webhook set "$2" "$3" --webhook-allow-insecure true --show-secret \
+        INTAKE_KEY_ENCRYPTION_KEY="$INTAKE_KEK" "$TARGET_DIR/release/intake-api" webhook set "$2" "$3" --webhook-allow-insecure true --show-secret \
         >/dev/null 2>>"$WORK/cli.log" || die "webhook set $2 $3 failed: $(tail -3 "$WORK/cli.log")"
 }
 

@@ -27,6 +27,7 @@ field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'
 id=$(field client_id <"$work/data/demo-client.json")
 secret=$(field client_secret <"$work/data/demo-client.json")
 INTAKE_DATABASE_URL="sqlite://$work/data/intake.db?mode=rwc" INTAKE_WEBHOOK_ALLOW_INSECURE=true \
+    INTAKE_KEY_ENCRYPTION_KEY="$(cat "$work/data/intake-key-encryption-key")" \
     RUST_LOG=warn "$intake_bin" webhook set "$id" "http://127.0.0.1:$receiver_port/hooks" \
     --show-secret | field secret >"$work/secret"
 

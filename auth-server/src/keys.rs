@@ -3,8 +3,8 @@
 //! All RSA work goes through aws-lc-rs, whose private-key operations are constant-time
 //! (the pure-Rust `rsa` crate's are not: RUSTSEC-2023-0071).
 
-use anyhow::{Context, anyhow, bail};
-use aws_lc_rs::aead::{Aad, LessSafeKey, NONCE_LEN, Nonce};
+use anyhow::{Context, anyhow};
+use aws_lc_rs::aead::LessSafeKey;
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::hmac;
 use aws_lc_rs::rsa::{KeyPair, KeySize};
@@ -66,18 +66,8 @@ const SEALED_PREFIX: &str = "aes256gcm:";
 /// Encrypts a PKCS#8 private key for storage. The kid is bound in as associated data so a
 /// sealed key cannot be swapped onto another row.
 pub fn seal_private_key(kek: &KeyEncryptionKey, kid: &str, pkcs8: &[u8]) -> anyhow::Result<String> {
-    let mut nonce = [0u8; NONCE_LEN];
-    aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
-    let mut in_out = pkcs8.to_vec();
-    kek.0
-        .seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            Aad::from(kid.as_bytes()),
-            &mut in_out,
-        )
+    let blob = service_kit::kek::seal(&kek.0, kid.as_bytes(), pkcs8)
         .map_err(|_| anyhow!("cannot encrypt the private key"))?;
-    let mut blob = nonce.to_vec();
-    blob.extend_from_slice(&in_out);
     Ok(format!("{SEALED_PREFIX}{}", STANDARD.encode(blob)))
 }
 
@@ -104,23 +94,12 @@ pub fn open_private_key(
     let blob = STANDARD
         .decode(b64)
         .with_context(|| format!("stored key {kid} is corrupt"))?;
-    if blob.len() < NONCE_LEN {
-        bail!("stored key {kid} is corrupt");
-    }
-    let (nonce, sealed) = blob.split_at(NONCE_LEN);
-    let nonce = Nonce::try_assume_unique_for_key(nonce)
-        .map_err(|_| anyhow!("stored key {kid} is corrupt"))?;
-    let mut in_out = sealed.to_vec();
-    let plain = kek
-        .0
-        .open_in_place(nonce, Aad::from(kid.as_bytes()), &mut in_out)
-        .map_err(|_| {
-            anyhow!(
-                "cannot decrypt signing key {kid}: AUTH_KEY_ENCRYPTION_KEY is not the key it was \
-                 sealed with (or the row was altered)"
-            )
-        })?;
-    Ok(plain.to_vec())
+    service_kit::kek::open(&kek.0, kid.as_bytes(), &blob).ok_or_else(|| {
+        anyhow!(
+            "cannot decrypt signing key {kid}: AUTH_KEY_ENCRYPTION_KEY is not the key it was \
+             sealed with (or the row was altered)"
+        )
+    })
 }
 
 /// A freshly generated RSA-2048 key pair, as PKCS#8 DER, with its kid.

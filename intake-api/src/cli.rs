@@ -165,10 +165,11 @@ async fn webhook_report(
             show_secret,
         } => {
             let url = webhooks::check_target(&url, settings.webhook_allow_insecure).await?;
+            let seal = settings.webhook_seal()?;
             let secret = webhooks::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
             let (view, made) = cases
-                .set_webhook(&client_id, url.as_str(), offered)
+                .set_webhook(&client_id, url.as_str(), offered, &seal)
                 .await?
                 .ok_or_else(|| secret_to_pipe(&format!("a new endpoint for {client_id}")))?;
             let mut out = serde_json::to_value(view)?;
@@ -207,13 +208,14 @@ async fn webhook_report(
             if !(terminal || show_secret) {
                 return Err(secret_to_pipe("rotate-secret"));
             }
+            let seal = settings.webhook_seal()?;
             let secret = webhooks::new_secret()?;
             let grace = chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX));
             let until = chrono::Utc::now()
                 .checked_add_signed(grace)
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
             let view = cases
-                .rotate_webhook_secret(&client_id, &secret, until)
+                .rotate_webhook_secret(&client_id, &secret, until, &seal)
                 .await?
                 .ok_or_else(|| missing(&client_id))?;
             let mut out = serde_json::to_value(view)?;

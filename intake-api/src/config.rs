@@ -131,8 +131,9 @@ pub struct Config {
     #[arg(long, env = "INTAKE_REDIRECT_TTL_SECS", default_value_t = 86_400)]
     pub redirect_ttl_secs: u64,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`), the same for every replica:
-    /// the answers kept for `Idempotency-Key`s are sealed, and their requests digested, with
-    /// keys derived from it. Required by `serve`.
+    /// the answers kept for `Idempotency-Key`s and the webhook signing secrets are sealed,
+    /// and keyed requests digested, with keys derived from it. Required by `serve`,
+    /// `webhook set` and `webhook rotate-secret`.
     #[arg(long, env = "INTAKE_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
@@ -250,7 +251,8 @@ impl Config {
         KeyEncryptionKey::required(
             KEK_VARIABLE,
             self.key_encryption_key.as_ref(),
-            "the answers kept for Idempotency-Keys are never stored in clear",
+            "the answers kept for Idempotency-Keys and the webhook signing secrets are never \
+             stored in clear",
         )
     }
 
@@ -325,6 +327,20 @@ pub struct Settings {
     /// Whether webhooks may go to http URLs and addresses that are not public (local use and
     /// tests).
     pub webhook_allow_insecure: bool,
+    /// The key webhook signing secrets are sealed with (the servers' own).
+    pub key_encryption_key: Option<Secret<String>>,
+}
+
+impl Settings {
+    /// What a command that makes a webhook secret seals it with.
+    pub fn webhook_seal(&self) -> anyhow::Result<crate::webhooks::SecretSeal> {
+        let kek = KeyEncryptionKey::required(
+            KEK_VARIABLE,
+            self.key_encryption_key.as_ref(),
+            "webhook signing secrets are stored sealed with the servers' key",
+        )?;
+        crate::webhooks::SecretSeal::new(&kek)
+    }
 }
 
 /// An operator command's settings, as given with it on the command line.
@@ -336,6 +352,9 @@ impl From<&Given> for Settings {
             webhook_allow_insecure: given
                 .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.webhook_allow_insecure),
+            key_encryption_key: given
+                .settings::<KeyEncryptionKeyArg>()
+                .and_then(|k| k.key_encryption_key),
         }
     }
 }
@@ -347,6 +366,7 @@ impl From<&Config> for Settings {
             database: config.database.database.clone(),
             actor: None,
             webhook_allow_insecure: config.webhook_allow_insecure,
+            key_encryption_key: config.key_encryption_key.clone(),
         }
     }
 }
@@ -375,11 +395,30 @@ struct AllowInsecureArg {
     webhook_allow_insecure: bool,
 }
 
+/// `--key-encryption-key`, for the commands that make a webhook secret.
+#[derive(Debug, Clone, Args)]
+struct KeyEncryptionKeyArg {
+    /// Base64 of the 32 bytes webhook signing secrets are sealed with at rest: the servers'.
+    #[arg(long, env = "INTAKE_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    key_encryption_key: Option<Secret<String>>,
+}
+
 /// What `webhook set` takes besides its own arguments.
 fn webhook_target() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<AllowInsecureArg>(),
+        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// What `webhook rotate-secret` takes besides its own arguments.
+fn webhook_secret() -> Vec<clap::Arg> {
+    [
+        args_of::<Database<IntakeApi>>(),
+        args_of::<KeyEncryptionKeyArg>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -455,7 +494,7 @@ pub enum WebhookCommand {
     /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
     /// grace period, so the partner can switch without missing a delivery.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = webhook_secret(),
         after_help = "Examples:
   intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
   intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600

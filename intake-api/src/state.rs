@@ -15,6 +15,7 @@ use crate::jwks::JwksCache;
 use crate::migration;
 use crate::revocations::RevokedClients;
 use crate::store::{AnswerKeys, CaseStore};
+use crate::webhooks::SecretSeal;
 
 /// The intake-api's shared state.
 pub struct AppState {
@@ -26,6 +27,8 @@ pub struct AppState {
     pub cases: CaseStore,
     /// What stored answers are sealed and requests digested with.
     pub answer_keys: AnswerKeys,
+    /// What webhook signing secrets are sealed with in the database.
+    pub webhook_secrets: SecretSeal,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -37,7 +40,9 @@ impl AppState {
     /// refresher.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let brands = parse_brands(&config.brands)?;
-        let answer_keys = AnswerKeys::new(&config.kek()?)?;
+        let kek = config.kek()?;
+        let answer_keys = AnswerKeys::new(&kek)?;
+        let webhook_secrets = SecretSeal::new(&kek)?;
         let credentials = config.revocations_credentials()?;
         let db = migration::SCHEMA
             .connect_serving(
@@ -47,6 +52,16 @@ impl AppState {
             )
             .await?;
         let cases = CaseStore::new(db, config.database_max_connections, config.timing());
+        // Secrets in clear are still read, so a failure here stops nothing: the next start
+        // seals them.
+        match cases.seal_webhook_secrets(&webhook_secrets).await {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(
+                endpoints = n,
+                "webhook secrets stored in clear are now sealed"
+            ),
+            Err(e) => tracing::warn!(error = %e, "sealing webhook secrets stored in clear failed"),
+        }
         let http = crate::jwks::http_client(config.auth_ca_file.as_deref())?;
         let jwks = Arc::new(JwksCache::with_client(
             config.jwks_url.clone(),
@@ -78,6 +93,7 @@ impl AppState {
             brands,
             cases,
             answer_keys,
+            webhook_secrets,
             verifier,
             limiter,
         })

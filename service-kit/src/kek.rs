@@ -3,7 +3,7 @@
 //! database, so what the database holds sealed cannot be opened from the database alone.
 
 use anyhow::anyhow;
-use aws_lc_rs::aead::{AES_256_GCM, LessSafeKey, UnboundKey};
+use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use aws_lc_rs::hkdf::{HKDF_SHA256, KeyType, Salt};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -98,6 +98,39 @@ fn aes_256_gcm(bytes: &[u8; KEY_LEN], variable: &str) -> anyhow::Result<LessSafe
     Ok(LessSafeKey::new(key))
 }
 
+/// Seals `plain` with `key` (AES-256-GCM under a random nonce) as the nonce, the ciphertext
+/// and the tag, in that order: the one layout every sealed value of ours is stored in.
+/// `aad` is bound in, so what is sealed for one row does not open on another.
+pub fn seal(key: &LessSafeKey, aad: &[u8], plain: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut nonce = [0u8; NONCE_LEN];
+    aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
+    let mut blob = Vec::with_capacity(NONCE_LEN + plain.len() + AES_256_GCM.tag_len());
+    blob.extend_from_slice(&nonce);
+    blob.extend_from_slice(plain);
+    let tag = key
+        .seal_in_place_separate_tag(
+            Nonce::assume_unique_for_key(nonce),
+            Aad::from(aad),
+            &mut blob[NONCE_LEN..],
+        )
+        .map_err(|_| anyhow!("cannot seal a value"))?;
+    blob.extend_from_slice(tag.as_ref());
+    Ok(blob)
+}
+
+/// Opens what [`seal`] made with the same `key` and `aad`; `None` when either differs or the
+/// blob was altered, which the caller names in its own terms.
+pub fn open(key: &LessSafeKey, aad: &[u8], blob: &[u8]) -> Option<Vec<u8>> {
+    if blob.len() < NONCE_LEN {
+        return None;
+    }
+    let (nonce, sealed) = blob.split_at(NONCE_LEN);
+    let nonce = Nonce::try_assume_unique_for_key(nonce).ok()?;
+    let mut in_out = sealed.to_vec();
+    let plain = key.open_in_place(nonce, Aad::from(aad), &mut in_out).ok()?;
+    Some(plain.to_vec())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -105,6 +138,29 @@ mod tests {
     fn key(byte: u8) -> KeyEncryptionKey {
         KeyEncryptionKey::from_base64("TEST_KEK", &Secret::new(STANDARD.encode([byte; 32])))
             .unwrap()
+    }
+
+    #[test]
+    fn a_sealed_value_opens_only_with_its_key_and_binding() {
+        let a = key(7).derive_aes_256_gcm("one").unwrap();
+        let b = key(7).derive_aes_256_gcm("two").unwrap();
+        let blob = seal(&a, b"row 1", b"the value").unwrap();
+        assert!(!blob.windows(9).any(|w| w == b"the value"));
+        assert_ne!(
+            blob,
+            seal(&a, b"row 1", b"the value").unwrap(),
+            "a fresh nonce each time"
+        );
+        assert_eq!(
+            open(&a, b"row 1", &blob).as_deref(),
+            Some(&b"the value"[..])
+        );
+        assert_eq!(open(&a, b"row 2", &blob), None);
+        assert_eq!(open(&b, b"row 1", &blob), None);
+        let mut altered = blob.clone();
+        *altered.last_mut().unwrap() ^= 1;
+        assert_eq!(open(&a, b"row 1", &altered), None);
+        assert_eq!(open(&a, b"row 1", &blob[..5]), None);
     }
 
     #[test]

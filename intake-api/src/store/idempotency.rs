@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use anyhow::anyhow;
-use aws_lc_rs::aead::{Aad, LessSafeKey, NONCE_LEN, Nonce};
+use aws_lc_rs::aead::LessSafeKey;
 use aws_lc_rs::{digest, hmac};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -116,21 +116,12 @@ impl AnswerKeys {
         key: &str,
         answer: &StoredAnswer,
     ) -> anyhow::Result<SealedAnswer> {
-        let mut nonce = [0u8; NONCE_LEN];
-        aws_lc_rs::rand::fill(&mut nonce).map_err(|_| anyhow!("no randomness for a nonce"))?;
-        let mut blob = Vec::with_capacity(NONCE_LEN + answer.body.len() + 16);
-        blob.extend_from_slice(&nonce);
-        blob.extend_from_slice(answer.body.as_bytes());
-        let (_, in_out) = blob.split_at_mut(NONCE_LEN);
-        let tag = self
-            .seal
-            .seal_in_place_separate_tag(
-                Nonce::assume_unique_for_key(nonce),
-                Aad::from(binding(client_id, key, answer.status)),
-                in_out,
-            )
-            .map_err(|_| anyhow!("cannot seal a stored answer"))?;
-        blob.extend_from_slice(tag.as_ref());
+        let blob = service_kit::kek::seal(
+            &self.seal,
+            &binding(client_id, key, answer.status),
+            answer.body.as_bytes(),
+        )
+        .map_err(|_| anyhow!("cannot seal a stored answer"))?;
         Ok(SealedAnswer {
             status: answer.status,
             sealed: format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)),
@@ -150,23 +141,15 @@ impl AnswerKeys {
                  sealed with (or the row was altered)"
             )
         };
-        let mut blob = sealed
+        let plain = sealed
             .sealed
             .strip_prefix(SEALED_PREFIX)
             .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
-            .filter(|blob| blob.len() >= NONCE_LEN)
+            .and_then(|blob| {
+                service_kit::kek::open(&self.seal, &binding(client_id, key, sealed.status), &blob)
+            })
             .ok_or_else(unreadable)?;
-        let (nonce, in_out) = blob.split_at_mut(NONCE_LEN);
-        let nonce = Nonce::try_assume_unique_for_key(nonce).map_err(|_| unreadable())?;
-        let plain = self
-            .seal
-            .open_in_place(
-                nonce,
-                Aad::from(binding(client_id, key, sealed.status)),
-                in_out,
-            )
-            .map_err(|_| unreadable())?;
-        let body = String::from_utf8(plain.to_vec()).map_err(|_| unreadable())?;
+        let body = String::from_utf8(plain).map_err(|_| unreadable())?;
         Ok(StoredAnswer {
             status: sealed.status,
             body,

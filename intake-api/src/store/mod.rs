@@ -64,8 +64,8 @@ pub enum StoreError {
     /// The attempt's hold on its `Idempotency-Key` ran out and another attempt took it over.
     #[error("the idempotency key was taken over by another attempt")]
     LeaseLost,
-    /// A keyed request's answer could not be sealed for storage.
-    #[error("sealing the answer failed")]
+    /// A keyed request's answer, or a webhook secret, could not be sealed for storage.
+    #[error("sealing for storage failed")]
     Sealing(#[source] anyhow::Error),
 }
 

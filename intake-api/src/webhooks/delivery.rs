@@ -386,14 +386,26 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
             .ok()
             .and_then(|url| refused_literal(&url))
     };
-    let mut secrets = vec![endpoint.secret.as_str()];
+    let mut stored = vec![endpoint.secret.as_str()];
     if let (Some(previous), Some(until)) =
         (&endpoint.previous_secret, endpoint.previous_secret_until)
         && until > Utc::now()
     {
-        secrets.push(previous);
+        stored.push(previous);
     }
-    let signer = match Signer::new(&secrets) {
+    let signer = stored
+        .iter()
+        .map(|s| state.webhook_secrets.open(client_id, s))
+        .collect::<anyhow::Result<Vec<_>>>()
+        .and_then(|secrets| {
+            Signer::new(
+                &secrets
+                    .iter()
+                    .map(|s| s.expose().as_str())
+                    .collect::<Vec<_>>(),
+            )
+        });
+    let signer = match signer {
         Ok(signer) => signer,
         Err(e) => {
             tracing::error!(error = %e, client_id, "a webhook endpoint's secret is unusable");

@@ -14,6 +14,7 @@ use sea_orm::{
 use serde::Serialize;
 use uuid::Uuid;
 
+use super::signing::{SEALED_PREFIX, SecretSeal};
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
 use crate::store::{CaseStore, StoreError, bounded};
 
@@ -125,14 +126,15 @@ pub enum TryOutcome {
 
 impl CaseStore {
     /// Sets (or replaces) partner `client_id`'s endpoint, enabling it again if it was
-    /// disabled; a new endpoint gets `new_secret`, an existing one keeps its secrets.
-    /// Returns the endpoint and the secret when it made one; `None`, changing nothing, when
-    /// there is no endpoint and no `new_secret` to make one with.
+    /// disabled; a new endpoint gets `new_secret`, stored sealed with `seal`, an existing
+    /// one keeps its secrets. Returns the endpoint and the secret when it made one; `None`,
+    /// changing nothing, when there is no endpoint and no `new_secret` to make one with.
     pub async fn set_webhook(
         &self,
         client_id: &str,
         url: &str,
         new_secret: Option<&str>,
+        seal: &SecretSeal,
     ) -> Result<Option<(EndpointView, Option<String>)>, StoreError> {
         let now = Utc::now();
         let txn = self.begin_write().await?;
@@ -154,7 +156,9 @@ impl CaseStore {
                 let model = webhook_endpoint::Entity::insert(webhook_endpoint::ActiveModel {
                     client_id: Set(client_id.to_owned()),
                     url: Set(url.to_owned()),
-                    secret: Set(new_secret.to_owned()),
+                    secret: Set(seal
+                        .seal(client_id, new_secret)
+                        .map_err(StoreError::Sealing)?),
                     previous_secret: Set(None),
                     previous_secret_until: Set(None),
                     disabled_at: Set(None),
@@ -209,13 +213,14 @@ impl CaseStore {
         Ok(removed.rows_affected == 1)
     }
 
-    /// Gives `client_id`'s endpoint `new_secret`; the old one keeps signing beside it
-    /// until `grace_until`. None when the partner has no endpoint.
+    /// Gives `client_id`'s endpoint `new_secret`, sealed with `seal`; the old one keeps
+    /// signing beside it until `grace_until`. None when the partner has no endpoint.
     pub async fn rotate_webhook_secret(
         &self,
         client_id: &str,
         new_secret: &str,
         grace_until: DateTime<Utc>,
+        seal: &SecretSeal,
     ) -> Result<Option<EndpointView>, StoreError> {
         let txn = self.begin_write().await?;
         let Some(m) = webhook_endpoint::Entity::find_by_id(client_id)
@@ -225,15 +230,61 @@ impl CaseStore {
             return Ok(None);
         };
         let now = Utc::now();
-        let old = m.secret.clone();
+        let old = seal
+            .sealed(client_id, &m.secret)
+            .map_err(StoreError::Sealing)?;
+        let new = seal
+            .seal(client_id, new_secret)
+            .map_err(StoreError::Sealing)?;
         let mut active: webhook_endpoint::ActiveModel = m.into();
-        active.secret = Set(new_secret.to_owned());
+        active.secret = Set(new);
         active.previous_secret = Set((grace_until > now).then_some(old));
         active.previous_secret_until = Set((grace_until > now).then_some(grace_until));
         active.updated_at = Set(now);
         let updated = webhook_endpoint::Entity::update(active).exec(&txn).await?;
         txn.commit().await?;
         Ok(Some(updated.into()))
+    }
+
+    /// Seals every endpoint secret still stored in clear, as 0.2.0's first builds kept them;
+    /// run at each start. A row changed meanwhile (a rotation by the CLI, another replica
+    /// sealing it first) is left as that change made it. Returns the endpoints sealed.
+    pub async fn seal_webhook_secrets(&self, seal: &SecretSeal) -> Result<u64, StoreError> {
+        use webhook_endpoint::Column;
+        let in_clear = webhook_endpoint::Entity::find()
+            .filter(
+                Column::Secret
+                    .not_like(format!("{SEALED_PREFIX}%"))
+                    .or(Column::PreviousSecret.not_like(format!("{SEALED_PREFIX}%"))),
+            )
+            .all(self.db())
+            .await?;
+        let mut sealed = 0;
+        for m in in_clear {
+            let secret = seal
+                .sealed(&m.client_id, &m.secret)
+                .map_err(StoreError::Sealing)?;
+            let previous = m
+                .previous_secret
+                .as_deref()
+                .map(|p| seal.sealed(&m.client_id, p))
+                .transpose()
+                .map_err(StoreError::Sealing)?;
+            let unchanged = match &m.previous_secret {
+                Some(p) => Column::PreviousSecret.eq(p.as_str()),
+                None => Column::PreviousSecret.is_null(),
+            };
+            let done = webhook_endpoint::Entity::update_many()
+                .col_expr(Column::Secret, Expr::value(secret))
+                .col_expr(Column::PreviousSecret, Expr::value(previous))
+                .filter(Column::ClientId.eq(m.client_id.as_str()))
+                .filter(Column::Secret.eq(m.secret.as_str()))
+                .filter(unchanged)
+                .exec(self.db())
+                .await?;
+            sealed += done.rows_affected;
+        }
+        Ok(sealed)
     }
 
     /// `client_id`'s events, newest first, at most `limit`; only failed ones if `failed`.

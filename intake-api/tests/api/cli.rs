@@ -32,12 +32,26 @@ impl Run {
 
 /// Runs the binary on the database at `url`, its stdout a pipe, as scripts run it.
 pub(crate) fn intake_api(url: &str, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_intake-api"))
+    intake_api_with_key(
+        url,
+        args,
+        Some(test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY),
+    )
+}
+
+/// Runs the binary as [`intake_api`] does, with `key` as `INTAKE_KEY_ENCRYPTION_KEY`, or
+/// none.
+fn intake_api_with_key(url: &str, args: &[&str], key: Option<&str>) -> Run {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_intake-api"));
+    command
         .args(args)
         .env("INTAKE_DATABASE_URL", url)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("intake-api runs");
+        .env_remove("INTAKE_KEY_ENCRYPTION_KEY")
+        .env_remove("RUST_LOG");
+    if let Some(key) = key {
+        command.env("INTAKE_KEY_ENCRYPTION_KEY", key);
+    }
+    let out = command.output().expect("intake-api runs");
     Run {
         code: out.status.code(),
         stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
@@ -294,6 +308,26 @@ async fn webhook_commands_print_their_endpoints_and_fail_on_unknown_ones(backend
         intake_api(url, &["webhook", "list"]).json(),
         Value::Array(Vec::new())
     );
+    // Secrets are stored sealed: without the key to seal with, nothing is made.
+    for args in [
+        &[&set_args[..], &["--show-secret"]].concat()[..],
+        &["webhook", "rotate-secret", "partner-1", "--show-secret"],
+    ] {
+        let keyless = intake_api_with_key(url, args, None);
+        assert_eq!(keyless.code, Some(1), "{args:?}: {}", keyless.stderr);
+        assert!(
+            keyless
+                .stderr
+                .contains("INTAKE_KEY_ENCRYPTION_KEY is not set"),
+            "{}",
+            keyless.stderr
+        );
+        assert_eq!(keyless.stdout, "");
+    }
+    assert_eq!(
+        intake_api(url, &["webhook", "list"]).json(),
+        Value::Array(Vec::new())
+    );
     let set = intake_api(url, &[&set_args[..], &["--show-secret"]].concat()).json();
     assert_eq!(set["client_id"], "partner-1");
     let secret = set["secret"].as_str().unwrap().to_owned();
@@ -404,13 +438,17 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         (&["case", "list"], &["--limit", "--since", "--status"]),
         (
             &["webhook", "set"],
-            &["--show-secret", "--webhook-allow-insecure"],
+            &[
+                "--key-encryption-key",
+                "--show-secret",
+                "--webhook-allow-insecure",
+            ],
         ),
         (&["webhook", "list"], &[]),
         (&["webhook", "remove"], &[]),
         (
             &["webhook", "rotate-secret"],
-            &["--grace-secs", "--show-secret"],
+            &["--grace-secs", "--key-encryption-key", "--show-secret"],
         ),
         (&["webhook", "deliveries"], &["--failed", "--limit"]),
         (&["webhook", "redeliver"], &[]),

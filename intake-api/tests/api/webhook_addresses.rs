@@ -83,6 +83,11 @@ async fn store_unchecked(database_url: &str, client_id: &str, url: String) {
         database: Database::new(database_url),
         actor: None,
         webhook_allow_insecure: true,
+        key_encryption_key: Some(
+            test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY
+                .parse()
+                .unwrap(),
+        ),
     };
     let command = WebhookCommand::Set {
         client_id: client_id.to_owned(),

@@ -1,7 +1,7 @@
 //! Webhooks to a real local receiver: signed as Standard Webhooks has it, queued with the
 //! change they report, retried while the receiver is down and delivered in order per case,
 //! a 410 disabling the endpoint, a slow partner holding up no other, replicas sending each
-//! event once, and secret rotation signing with both secrets.
+//! event once, secret rotation signing with both secrets, and secrets sealed at rest.
 
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
@@ -596,6 +596,82 @@ async fn a_replica_that_stopped_mid_send_leaves_its_events_to_another(backend: B
     assert_eq!(ids.len(), 3, "{:?}", receiver.got());
 }
 
+/// `client_id`'s endpoint secrets as the database holds them: current, then previous.
+async fn stored_secrets(app: &TestApp, client_id: &str) -> (String, Option<String>) {
+    use sea_orm::{ConnectionTrait, Database, Statement};
+    let conn = Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    let row = conn
+        .query_one_raw(Statement::from_string(
+            conn.get_database_backend(),
+            format!(
+                "SELECT secret, previous_secret FROM webhook_endpoints WHERE client_id = \
+                 '{client_id}'"
+            ),
+        ))
+        .await
+        .expect("query")
+        .expect("an endpoint");
+    let stored = (
+        row.try_get("", "secret").expect("secret"),
+        row.try_get("", "previous_secret").expect("previous_secret"),
+    );
+    let _ = conn.close().await;
+    stored
+}
+
+async fn secrets_are_sealed_at_rest_and_clear_ones_at_start(backend: Backend) {
+    let app = spawn(backend).await;
+    let receiver = Receiver::start().await;
+    let old = set(&app, &app.client_id, &receiver).await;
+    let in_the_clear = |stored: &str, secret: &str| {
+        stored.contains(secret.strip_prefix("whsec_").expect("whsec_ prefix"))
+    };
+    let (secret, previous) = stored_secrets(&app, &app.client_id).await;
+    assert!(secret.starts_with("sealed1:"), "{secret}");
+    assert!(!in_the_clear(&secret, &old) && previous.is_none());
+    let rotated = webhook(
+        &app,
+        WebhookCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs: 3600,
+            show_secret: false,
+        },
+    )
+    .await;
+    let new = rotated["secret"].as_str().unwrap().to_owned();
+    let (secret, previous) = stored_secrets(&app, &app.client_id).await;
+    let previous = previous.expect("the previous secret, still signing");
+    assert!(secret.starts_with("sealed1:") && previous.starts_with("sealed1:"));
+    assert!(!in_the_clear(&secret, &new) && !in_the_clear(&previous, &old));
+
+    // A secret in clear, as the first builds of 0.2.0 kept one, is sealed when a server
+    // starts, and signs as before.
+    let clear = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+    {
+        use sea_orm::{ConnectionTrait, Database};
+        let conn = Database::connect(app.intake_db.url.as_str())
+            .await
+            .expect("database");
+        conn.execute_unprepared(&format!(
+            "UPDATE webhook_endpoints SET secret = '{clear}', previous_secret = NULL, \
+             previous_secret_until = NULL"
+        ))
+        .await
+        .expect("stored in clear");
+        let _ = conn.close().await;
+    }
+    let _replica = app.second_intake(webhook_settings).await;
+    let (secret, previous) = stored_secrets(&app, &app.client_id).await;
+    assert!(secret.starts_with("sealed1:"), "{secret}");
+    assert!(!in_the_clear(&secret, clear) && previous.is_none());
+    app.submit(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    let got = receiver.wait_for(1).await;
+    assert_eq!(got[0].signature, expected_signature(clear, &got[0]));
+}
+
 on_both_backends!(
     events_arrive_signed_with_thin_payloads,
     a_receiver_down_gets_every_event_later_in_order,
@@ -607,6 +683,7 @@ on_both_backends!(
     each_case_is_heard_of_in_order_under_concurrency,
     an_event_made_while_idle_leaves_without_waiting_for_the_poll,
     a_replica_that_stopped_mid_send_leaves_its_events_to_another,
+    secrets_are_sealed_at_rest_and_clear_ones_at_start,
 );
 
 #[tokio::test]
