@@ -5,11 +5,17 @@
 //! PARTNER_TOKEN_URL=http://127.0.0.1:8081/oauth/token PARTNER_INTAKE_URL=http://127.0.0.1:8082 \
 //!   cargo run -p partner-client --example submit
 //! ```
+//!
+//! A client registered with its public keys (`private_key_jwt`) names its private key
+//! instead of a secret: `PARTNER_KEY_FILE=partner-key.pem` (PKCS#8 PEM),
+//! `PARTNER_KEY_ALG=ES256` (or RS256, PS256, EdDSA; ES256 by default) and, when its JWKS
+//! names the key, `PARTNER_KEY_ID`.
 
 use partner_client::uuid::Uuid;
 use partner_client::{
-    Address, ApplicationType, AttachRequest, Client, Credentials, EmploymentStatus, Enquiry, Error,
-    IdempotencyKey, MortgageScheme, Purchase, PurchaseType, Purpose, Stage,
+    Address, ApplicationType, AssertionAlgorithm, AssertionKey, AttachRequest, Client, Credentials,
+    EmploymentStatus, Enquiry, Error, IdempotencyKey, MortgageScheme, Purchase, PurchaseType,
+    Purpose, Stage,
 };
 
 /// An environment variable, or `default` when there is one.
@@ -23,10 +29,29 @@ fn setting(name: &str, default: Option<&str>) -> Result<String, String> {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let credentials = Credentials::new(
-        setting("PARTNER_CLIENT_ID", None)?,
-        setting("PARTNER_CLIENT_SECRET", None)?,
-    );
+    let client_id = setting("PARTNER_CLIENT_ID", None)?;
+    let credentials = match std::env::var("PARTNER_KEY_FILE") {
+        Ok(file) => {
+            let algorithm = match setting("PARTNER_KEY_ALG", Some("ES256"))?.as_str() {
+                "RS256" => AssertionAlgorithm::RS256,
+                "PS256" => AssertionAlgorithm::PS256,
+                "ES256" => AssertionAlgorithm::ES256,
+                "EdDSA" => AssertionAlgorithm::EdDSA,
+                other => {
+                    return Err(format!(
+                        "PARTNER_KEY_ALG {other:?} is not one of RS256, PS256, ES256, EdDSA"
+                    )
+                    .into());
+                }
+            };
+            let mut key = AssertionKey::from_pem(algorithm, &std::fs::read(&file)?)?;
+            if let Ok(kid) = std::env::var("PARTNER_KEY_ID") {
+                key = key.with_kid(kid);
+            }
+            Credentials::with_key(client_id, key)
+        }
+        Err(_) => Credentials::new(client_id, setting("PARTNER_CLIENT_SECRET", None)?),
+    };
     let token_url = setting(
         "PARTNER_TOKEN_URL",
         Some("http://127.0.0.1:8081/oauth/token"),

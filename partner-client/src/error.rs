@@ -210,6 +210,9 @@ pub enum TokenError {
     /// The token request could not be sent or its answer read.
     #[error("the token request failed")]
     Http(#[source] Arc<reqwest::Error>),
+    /// The client assertion could not be signed with the client's key.
+    #[error("signing the client assertion failed: {0}")]
+    Signing(String),
 }
 
 /// Why a [`Client`](crate::Client) could not be built.
@@ -227,6 +230,9 @@ pub enum BuildError {
     /// The HTTP client could not be made (its TLS set-up failed).
     #[error("the HTTP client could not be built")]
     Http(#[source] reqwest::Error),
+    /// A private key for client assertions does not load.
+    #[error("the assertion key is not usable: {0}")]
+    InvalidKey(String),
 }
 
 /// A `Retry-After` of delay-seconds, the form both services send.

@@ -39,7 +39,10 @@ pub use client::{
     InvalidIdempotencyKey,
 };
 pub use error::{BuildError, Error, TokenError};
-pub use token::{AccessToken, AuthMethod, ClientSecret, Credentials, TokenSource};
+pub use token::{
+    AccessToken, AssertionAlgorithm, AssertionKey, AuthMethod, ClientAuthentication, ClientSecret,
+    Credentials, TokenSource,
+};
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;
 pub use wire::{

@@ -11,7 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::Serialize;
 
-use crate::error::TokenError;
+use crate::error::{BuildError, TokenError};
 use crate::wire::{AccessTokenResponse, OAuthErrorBody};
 
 /// A partner's client secret. Its `Debug` never shows it, and it has no `Display`, so it
@@ -42,26 +42,148 @@ impl From<String> for ClientSecret {
     }
 }
 
-/// A partner's `client_id` and `client_secret`.
+/// What a partner proves it is the client with at the token endpoint.
+#[derive(Debug, Clone)]
+pub enum ClientAuthentication {
+    /// A client secret, sent as the [`AuthMethod`] says.
+    Secret(ClientSecret),
+    /// `private_key_jwt` (RFC 7523): each token request carries a new assertion signed with
+    /// the client's private key, good for a minute and once; nothing that could be replayed
+    /// later is ever sent. The [`AuthMethod`] does not apply.
+    PrivateKeyJwt(AssertionKey),
+}
+
+/// A partner's `client_id`, and its secret or signing key.
 #[derive(Debug, Clone)]
 pub struct Credentials {
     /// The client identifier.
     pub client_id: String,
-    /// The client secret; redacted in `Debug`.
-    pub client_secret: ClientSecret,
+    /// The secret or the key; neither is shown by `Debug`.
+    pub authentication: ClientAuthentication,
 }
 
 impl Credentials {
-    /// The credentials the partner was given.
+    /// The credentials of a client given a secret.
     pub fn new(client_id: impl Into<String>, client_secret: impl Into<String>) -> Self {
         Self {
             client_id: client_id.into(),
-            client_secret: ClientSecret::new(client_secret),
+            authentication: ClientAuthentication::Secret(ClientSecret::new(client_secret)),
+        }
+    }
+
+    /// The credentials of a client registered with its public keys (`private_key_jwt`),
+    /// signing its assertions with `key`.
+    pub fn with_key(client_id: impl Into<String>, key: AssertionKey) -> Self {
+        Self {
+            client_id: client_id.into(),
+            authentication: ClientAuthentication::PrivateKeyJwt(key),
         }
     }
 }
 
-/// How the credentials reach the token endpoint (both are RFC 6749 section 2.3.1).
+/// The algorithms a client assertion may be signed with: the asymmetric ones the
+/// auth-server accepts (never `none` or an HMAC, which would need a shared secret).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AssertionAlgorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256, on an RSA key of 2048 bits or more.
+    RS256,
+    /// RSASSA-PSS with SHA-256, on an RSA key.
+    PS256,
+    /// ECDSA on P-256 with SHA-256.
+    ES256,
+    /// Ed25519.
+    EdDSA,
+}
+
+impl AssertionAlgorithm {
+    fn jwt(self) -> jsonwebtoken::Algorithm {
+        match self {
+            Self::RS256 => jsonwebtoken::Algorithm::RS256,
+            Self::PS256 => jsonwebtoken::Algorithm::PS256,
+            Self::ES256 => jsonwebtoken::Algorithm::ES256,
+            Self::EdDSA => jsonwebtoken::Algorithm::EdDSA,
+        }
+    }
+}
+
+/// The private key a client signs its assertions with; its `Debug` shows only the
+/// algorithm and key id.
+#[derive(Clone)]
+pub struct AssertionKey {
+    key: jsonwebtoken::EncodingKey,
+    algorithm: AssertionAlgorithm,
+    kid: Option<String>,
+}
+
+impl fmt::Debug for AssertionKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AssertionKey")
+            .field("algorithm", &self.algorithm)
+            .field("kid", &self.kid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AssertionKey {
+    /// The private key in `pem` (PKCS#8, or PKCS#1 for RSA), used with `algorithm`.
+    pub fn from_pem(algorithm: AssertionAlgorithm, pem: &[u8]) -> Result<Self, BuildError> {
+        use jsonwebtoken::EncodingKey;
+        let key = match algorithm {
+            AssertionAlgorithm::RS256 | AssertionAlgorithm::PS256 => EncodingKey::from_rsa_pem(pem),
+            AssertionAlgorithm::ES256 => EncodingKey::from_ec_pem(pem),
+            AssertionAlgorithm::EdDSA => EncodingKey::from_ed_pem(pem),
+        }
+        .map_err(|e| BuildError::InvalidKey(format!("not a {algorithm:?} private key: {e}")))?;
+        Ok(Self {
+            key,
+            algorithm,
+            kid: None,
+        })
+    }
+
+    /// Names the key in each assertion's header (`kid`), as the client's JWKS names it:
+    /// the auth-server then checks that key alone.
+    pub fn with_kid(mut self, kid: impl Into<String>) -> Self {
+        self.kid = Some(kid.into());
+        self
+    }
+
+    /// A new assertion that `client_id` is asking `audience` (the token endpoint's URL) for a
+    /// token: good for a minute from `now`, with a random `jti`.
+    fn assertion(&self, client_id: &str, audience: &str, now: i64) -> Result<String, TokenError> {
+        let mut header = jsonwebtoken::Header::new(self.algorithm.jwt());
+        header.kid = self.kid.clone();
+        let claims = AssertionClaims {
+            iss: client_id,
+            sub: client_id,
+            aud: audience,
+            iat: now,
+            exp: now + ASSERTION_LIFETIME_SECS,
+            jti: uuid::Uuid::new_v4().to_string(),
+        };
+        jsonwebtoken::encode(&header, &claims, &self.key)
+            .map_err(|e| TokenError::Signing(e.to_string()))
+    }
+}
+
+/// How long an assertion is good for: it is made for one request, sent at once.
+const ASSERTION_LIFETIME_SECS: i64 = 60;
+
+/// The `client_assertion_type` of a JWT assertion (RFC 7523 section 2.2).
+const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+
+/// The claims of a client assertion (RFC 7523 section 3).
+#[derive(Serialize)]
+struct AssertionClaims<'a> {
+    iss: &'a str,
+    sub: &'a str,
+    aud: &'a str,
+    iat: i64,
+    exp: i64,
+    jti: String,
+}
+
+/// How a client secret reaches the token endpoint (both are RFC 6749 section 2.3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum AuthMethod {
     /// `client_secret_post`: in the request body, as spec 5.2 shows.
@@ -167,6 +289,10 @@ struct TokenRequest<'a> {
     client_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     client_secret: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_assertion_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    client_assertion: Option<String>,
     scope: &'a str,
 }
 
@@ -248,18 +374,31 @@ impl TokenSource {
 
     /// One token request.
     async fn request(&self) -> Result<Cached, TokenError> {
-        let secret = self.credentials.client_secret.expose();
         let id = self.credentials.client_id.as_str();
-        let (in_body, header) = match self.method {
-            AuthMethod::Post => ((Some(id), Some(secret)), None),
-            AuthMethod::Basic => ((None, None), Some(basic_header(id, secret))),
-        };
-        let body = TokenRequest {
+        let mut body = TokenRequest {
             grant_type: "client_credentials",
-            client_id: in_body.0,
-            client_secret: in_body.1,
+            client_id: None,
+            client_secret: None,
+            client_assertion_type: None,
+            client_assertion: None,
             scope: &self.scope,
         };
+        let mut header = None;
+        match (&self.credentials.authentication, self.method) {
+            (ClientAuthentication::Secret(secret), AuthMethod::Post) => {
+                body.client_id = Some(id);
+                body.client_secret = Some(secret.expose());
+            }
+            (ClientAuthentication::Secret(secret), AuthMethod::Basic) => {
+                header = Some(basic_header(id, secret.expose()));
+            }
+            (ClientAuthentication::PrivateKeyJwt(key), _) => {
+                let now = chrono::Utc::now().timestamp();
+                body.client_id = Some(id);
+                body.client_assertion_type = Some(JWT_BEARER);
+                body.client_assertion = Some(key.assertion(id, self.token_url.as_str(), now)?);
+            }
+        }
         let mut req = self.http.post(self.token_url.clone()).json(&body);
         if let Some(h) = header {
             req = req.header(AUTHORIZATION, h);
@@ -343,5 +482,74 @@ mod tests {
         assert!(shown.contains("partner-1"), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(!shown.contains("tok3n"), "{shown}");
+    }
+
+    /// A new P-256 key as PKCS#8 PEM, and its public point.
+    fn p256_key() -> (String, Vec<u8>) {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let der = pair.to_pkcs8v1().unwrap();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            STANDARD.encode(der.as_ref())
+        );
+        (pem, pair.public_key().as_ref().to_vec())
+    }
+
+    #[test]
+    fn an_assertion_names_the_client_and_the_endpoint_and_is_good_for_a_minute() {
+        let (pem, public) = p256_key();
+        let key = AssertionKey::from_pem(AssertionAlgorithm::ES256, pem.as_bytes())
+            .unwrap()
+            .with_kid("key-1");
+        let audience = "https://auth.example/oauth/token";
+        let first = key.assertion("partner-1", audience, 1_700_000_000).unwrap();
+        let second = key.assertion("partner-1", audience, 1_700_000_000).unwrap();
+
+        let header = jsonwebtoken::decode_header(&first).unwrap();
+        assert_eq!(header.alg, jsonwebtoken::Algorithm::ES256);
+        assert_eq!(header.kid.as_deref(), Some("key-1"));
+        let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+        validation.set_audience(&[audience]);
+        validation.validate_exp = false;
+        let decoding = jsonwebtoken::DecodingKey::from_ec_der(&public);
+        let claims: serde_json::Value = jsonwebtoken::decode(&first, &decoding, &validation)
+            .expect("verifies with the public key")
+            .claims;
+        assert_eq!(claims["iss"], "partner-1");
+        assert_eq!(claims["sub"], "partner-1");
+        assert_eq!(claims["aud"], audience);
+        assert_eq!(claims["iat"], 1_700_000_000);
+        assert_eq!(claims["exp"], 1_700_000_060);
+        let jti = |token: &str| -> String {
+            jsonwebtoken::decode::<serde_json::Value>(token, &decoding, &validation)
+                .unwrap()
+                .claims["jti"]
+                .as_str()
+                .unwrap()
+                .to_owned()
+        };
+        assert_ne!(jti(&first), jti(&second), "each assertion is used once");
+    }
+
+    #[test]
+    fn a_key_that_does_not_fit_its_algorithm_is_refused_and_never_shown() {
+        let (pem, _) = p256_key();
+        for algorithm in [AssertionAlgorithm::RS256, AssertionAlgorithm::EdDSA] {
+            let err = AssertionKey::from_pem(algorithm, pem.as_bytes()).unwrap_err();
+            assert!(
+                matches!(err, BuildError::InvalidKey(_)),
+                "{algorithm:?}: {err}"
+            );
+        }
+        assert!(AssertionKey::from_pem(AssertionAlgorithm::ES256, b"not a key").is_err());
+        let key = AssertionKey::from_pem(AssertionAlgorithm::ES256, pem.as_bytes()).unwrap();
+        let creds = Credentials::with_key("partner-1", key);
+        let shown = format!("{creds:?}");
+        let body = pem.lines().nth(1).unwrap();
+        assert!(
+            shown.contains("ES256") && !shown.contains(&body[..20]),
+            "{shown}"
+        );
     }
 }
