@@ -28,9 +28,9 @@ build_flags=(--fuzz-dir fuzz --debug-assertions --codegen-units 16)
 log "cargo fuzz build"
 cargo fuzz build "${build_flags[@]}"
 
-# target:max_len. The enquiry cap sits above any real body; the bearer one above the 4096-byte
-# token limit, so the too-long path is fuzzed as well.
-for spec in enquiry:70000 bearer:8192; do
+# target:max_len. The enquiry cap sits above any real body; the bearer and DPoP ones above the
+# 4096-byte token and proof limits, so the too-long paths are fuzzed as well.
+for spec in enquiry:70000 bearer:8192 dpop:8192; do
     target=${spec%%:*}
     max_len=${spec#*:}
     # New inputs go to a scratch corpus under fuzz/target/ (ignored); the committed seeds in

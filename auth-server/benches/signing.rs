@@ -47,6 +47,7 @@ fn signing(c: &mut Criterion) {
         exp: now.timestamp() + 3600,
         jti: "0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d".into(),
         brands: None,
+        cnf: None,
     };
 
     // Both make the same token: the header and claims are equal, and both signatures verify.

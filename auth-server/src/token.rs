@@ -338,6 +338,7 @@ pub fn claims_for(
         exp: iat + TOKEN_TTL_SECS,
         jti: uuid::Uuid::new_v4().simple().to_string(),
         brands: grant.brands.clone(),
+        cnf: None,
     }
 }
 

@@ -1,5 +1,5 @@
-//! Bearer-token verification: RS256 against the cached JWKS, nothing taken on the
-//! token's own say-so.
+//! Access-token verification: RS256 against the cached JWKS, nothing taken on the
+//! token's own say-so; a DPoP-bound token only beside a proof made with its key.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
@@ -9,6 +9,7 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::{DecodingKey, Validation};
 use serde::Deserialize;
 use shared::claims::{AccessTokenClaims, BearerFault, CLOCK_LEEWAY_SECS, is_access_token_typ};
+use shared::dpop::{self, VerifiedProof};
 
 use crate::jwks::JwksCache;
 use crate::revocations::RevokedClients;
@@ -31,6 +32,25 @@ pub enum AuthError {
     /// (the revocation list is missing or too old): refused, for now, rather than admitted.
     #[error("cannot vet the token: {0}")]
     Unvetted(&'static str),
+    /// The DPoP proof is missing or not acceptable; the reason is for logs and metrics.
+    #[error("invalid DPoP proof: {0}")]
+    InvalidProof(&'static str),
+    /// The token was sent under the `DPoP` scheme and is not acceptable, or is DPoP-bound and
+    /// was sent without its proof; the reason is for logs and metrics.
+    #[error("invalid DPoP-bound token: {0}")]
+    InvalidBoundToken(&'static str),
+}
+
+impl AuthError {
+    /// The reason for the failure metric and the log line.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            Self::Missing => "missing",
+            Self::Invalid(r) | Self::Unvetted(r) | Self::InvalidProof(r) => r,
+            Self::InvalidBoundToken(r) => r,
+            Self::InsufficientScope(_) => "scope",
+        }
+    }
 }
 
 /// What an `Authorization` header states about its token before any key or clock is consulted.
@@ -120,6 +140,48 @@ impl Verifier {
         authorization: Option<&[u8]>,
     ) -> Result<Arc<AccessTokenClaims>, AuthError> {
         let token = bearer_token(authorization)?;
+        let claims = self.claims_of(token).await?;
+        // A thief holding only the token gets nowhere by dropping the proof.
+        if claims.cnf.is_some() {
+            return Err(AuthError::InvalidBoundToken("bound_token_as_bearer"));
+        }
+        Ok(claims)
+    }
+
+    /// Checks an `Authorization: DPoP` token and the request's one `DPoP` proof, made for
+    /// `method` on `url` (the URL the client called) with the key the token is bound to.
+    /// Returns the token's claims and the proof, whose `jti` the caller makes single-use.
+    pub async fn authenticate_dpop(
+        &self,
+        token: &str,
+        proof: &str,
+        method: &str,
+        url: &str,
+    ) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), AuthError> {
+        let claims = Box::pin(self.claims_of(token)).await.map_err(|e| match e {
+            AuthError::Invalid(why) => AuthError::InvalidBoundToken(why),
+            other => other,
+        })?;
+        let bound_to = claims
+            .cnf
+            .as_ref()
+            .map(|c| c.jkt.as_str())
+            .ok_or(AuthError::InvalidBoundToken("token_not_bound"))?;
+        let expected = dpop::Expected {
+            method,
+            url,
+            access_token: Some(token),
+            now: chrono::Utc::now().timestamp(),
+        };
+        let proof = dpop::verify(proof, expected).map_err(AuthError::InvalidProof)?;
+        if proof.jkt != bound_to {
+            return Err(AuthError::InvalidBoundToken("proof_key_mismatch"));
+        }
+        Ok((claims, proof))
+    }
+
+    /// The claims of a token that verifies and whose client is in good standing.
+    async fn claims_of(&self, token: &str) -> Result<Arc<AccessTokenClaims>, AuthError> {
         let claims = match self.remembered(token) {
             Some(claims) => claims,
             // Boxed: the first request of a token is the rare one, and its future (a JWKS
@@ -258,6 +320,23 @@ fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, AuthError> {
     })
 }
 
+/// The token of an `Authorization: DPoP <token>` value, or `None` when the value is not of
+/// the `DPoP` scheme (it is then read as a bearer one).
+pub fn dpop_token(authorization: Option<&[u8]>) -> Option<Result<&str, AuthError>> {
+    let value = std::str::from_utf8(authorization?).ok()?;
+    match shared::claims::dpop_token(value) {
+        Err(BearerFault::Missing) if !has_scheme(value, "dpop") => None,
+        Err(BearerFault::Missing) => Some(Err(AuthError::InvalidBoundToken("missing"))),
+        Err(BearerFault::TooLong) => Some(Err(AuthError::InvalidBoundToken("too_long"))),
+        Ok(token) => Some(Ok(token)),
+    }
+}
+
+fn has_scheme(value: &str, scheme: &str) -> bool {
+    let first = value.trim_start().split(' ').next().unwrap_or_default();
+    first.eq_ignore_ascii_case(scheme)
+}
+
 fn jose_header(token: &str) -> Result<JoseHeader, AuthError> {
     let mut parts = token.split('.');
     let (Some(header), Some(_), Some(_), None) =
@@ -287,6 +366,7 @@ mod tests {
             exp,
             jti: "j".into(),
             brands: None,
+            cnf: None,
         })
     }
 

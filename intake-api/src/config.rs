@@ -143,6 +143,11 @@ pub struct Config {
     /// comma-separated CIDR blocks or addresses; none by default.
     #[arg(long, env = "INTAKE_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
+    /// The URL partners call this service at (`https://intake.example`), behind the TLS
+    /// proxy: a DPoP proof must name it (`htu`). Unset, the proof must name
+    /// `http://` and the request's `Host`, as a service called directly is.
+    #[arg(long, env = "INTAKE_PUBLIC_URL")]
+    pub public_url: Option<Url>,
     #[command(flatten)]
     pub logs: Logs,
     /// Intake requests allowed per partner (client id) per window.

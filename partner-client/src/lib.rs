@@ -28,6 +28,7 @@
 #![warn(missing_docs)]
 
 mod client;
+mod dpop;
 mod error;
 mod token;
 pub mod wire;
@@ -38,6 +39,7 @@ pub use client::{
     Answer, Client, ClientBuilder, DEFAULT_RENEW_BEFORE, INTAKE_SCOPE, IdempotencyKey,
     InvalidIdempotencyKey,
 };
+pub use dpop::DpopKey;
 pub use error::{BuildError, Error, TokenError};
 pub use token::{
     AccessToken, AssertionAlgorithm, AssertionKey, AuthMethod, ClientAuthentication, ClientSecret,

@@ -31,8 +31,18 @@ pub enum BearerFault {
 /// The token of an `Authorization: Bearer <token>` value (scheme in any case, surrounding
 /// space trimmed), read the same way by every service that takes one.
 pub fn bearer_token(value: &str) -> Result<&str, BearerFault> {
+    scheme_token(value, "bearer")
+}
+
+/// The token of an `Authorization: DPoP <token>` value, read as [`bearer_token`] reads
+/// a bearer one.
+pub fn dpop_token(value: &str) -> Result<&str, BearerFault> {
+    scheme_token(value, "dpop")
+}
+
+fn scheme_token<'a>(value: &'a str, wanted: &str) -> Result<&'a str, BearerFault> {
     let (scheme, token) = value.trim().split_once(' ').ok_or(BearerFault::Missing)?;
-    if !scheme.eq_ignore_ascii_case("bearer") {
+    if !scheme.eq_ignore_ascii_case(wanted) {
         return Err(BearerFault::Missing);
     }
     let token = token.trim();
@@ -119,6 +129,17 @@ pub struct AccessTokenClaims {
     /// `portal:redirect:redeem`, and absent for a portal client bound to no brand.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub brands: Option<Vec<String>>,
+    /// The key the token is bound to (RFC 9449 section 6): only in DPoP-bound tokens, which
+    /// are good only beside a proof made with that key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnf: Option<Confirmation>,
+}
+
+/// A token's confirmation claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Confirmation {
+    /// The JWK SHA-256 thumbprint (RFC 7638) of the key the token is bound to.
+    pub jkt: String,
 }
 
 /// What every access token must be besides well signed and its client in good standing:

@@ -232,6 +232,16 @@ impl IntakeError {
                     AuthError::InsufficientScope(_) | AuthError::Unvetted(_) => {
                         r#"Bearer error="invalid_token""#.into()
                     }
+                    AuthError::InvalidProof(why) => format!(
+                        r#"DPoP error="invalid_dpop_proof", error_description="{}", algs="{}""#,
+                        proof_problem(why),
+                        shared::dpop::challenge_algs()
+                    ),
+                    AuthError::InvalidBoundToken(why) => format!(
+                        r#"DPoP error="invalid_token", error_description="{}", algs="{}""#,
+                        token_problem(why),
+                        shared::dpop::challenge_algs()
+                    ),
                 };
                 ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge)
             }
@@ -280,8 +290,29 @@ fn token_problem(reason: &str) -> &'static str {
         "signature" => "The access token signature does not verify",
         "claims" => "The access token lacks a required claim",
         "client_disabled" => "The client is disabled",
+        "bound_token_as_bearer" => "The access token is DPoP-bound: send it as DPoP with a proof",
+        "token_not_bound" => "The access token is not DPoP-bound: send it as Bearer",
+        "proof_key_mismatch" => "The DPoP proof is not signed with the key the token is bound to",
+        "missing" => "No access token after DPoP",
         "algorithm" | "typ" | "crit" => "The access token header is not acceptable",
         _ => "The access token is malformed",
+    }
+}
+
+/// What is wrong with a DPoP proof, for its challenge's `error_description`.
+fn proof_problem(reason: &str) -> &'static str {
+    match reason {
+        "proof_missing" => "Send one DPoP proof header with the request",
+        "proof_multiple" => "Send exactly one DPoP proof header",
+        "proof_replayed" => "The DPoP proof was used before: make a new one for each request",
+        "proof_htm" | "proof_htu" => "The DPoP proof is for another method or URL",
+        "proof_iat" => "The DPoP proof is too old or from the future",
+        "proof_ath" => "The DPoP proof does not carry this access token's hash (ath)",
+        "proof_alg" | "proof_typ" | "proof_crit" => "The DPoP proof header is not acceptable",
+        "proof_jwk" | "proof_private_key" => "The DPoP proof must carry one public key (jwk)",
+        "proof_signature" => "The DPoP proof signature does not verify",
+        "proof_jti" => "The DPoP proof needs a jti",
+        _ => "The DPoP proof is malformed",
     }
 }
 

@@ -9,6 +9,7 @@ use poem_openapi::registry::{
     MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
+use service_kit::ratelimit::{Decision, Limit};
 use service_kit::telemetry::{Field, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 
@@ -65,12 +66,62 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
             .headers()
             .get(poem::http::header::AUTHORIZATION)
             .map(|v| v.as_bytes());
-        let outcome = self.state.verifier.authenticate(header).await;
+        let outcome = match crate::auth::dpop_token(header) {
+            None => self.state.verifier.authenticate(header).await,
+            Some(token) => Box::pin(dpop(&self.state, &req, token)).await,
+        };
         if let Ok(claims) = &outcome {
             record_client_id(&claims.client_id);
         }
         req.extensions_mut().insert(Authentication(outcome));
         self.inner.call(req).await
+    }
+}
+
+/// Checks a request made under the `DPoP` scheme: its token, its one proof, and that the
+/// proof was not used before, on any replica sharing the Redis.
+async fn dpop(
+    state: &AppState,
+    req: &Request,
+    token: Result<&str, AuthError>,
+) -> Result<Arc<AccessTokenClaims>, AuthError> {
+    let token = token?;
+    let mut proofs = req.headers().get_all("dpop").iter();
+    let proof = match (proofs.next(), proofs.next()) {
+        (Some(proof), None) => proof
+            .to_str()
+            .map_err(|_| AuthError::InvalidProof("proof_malformed"))?,
+        (None, _) => return Err(AuthError::InvalidProof("proof_missing")),
+        (Some(_), Some(_)) => return Err(AuthError::InvalidProof("proof_multiple")),
+    };
+    let url = called_url(state, req);
+    let (claims, proof) = state
+        .verifier
+        .authenticate_dpop(token, proof, req.method().as_str(), &url)
+        .await?;
+    let once = Limit::per(1, shared::dpop::JTI_RETENTION_SECS);
+    let key = format!("dpop-jti:{}:{}", proof.jkt, proof.jti);
+    match state.limiter.hit(&key, once).await {
+        Decision::Allowed => Ok(claims),
+        Decision::Limited { .. } => Err(AuthError::InvalidProof("proof_replayed")),
+    }
+}
+
+/// The URL the client called: `INTAKE_PUBLIC_URL` and the path, or, without it, `http://`,
+/// the `Host` and the path.
+fn called_url(state: &AppState, req: &Request) -> String {
+    let path = req.uri().path();
+    match &state.config.public_url {
+        Some(public) => format!("{}{path}", public.as_str().trim_end_matches('/')),
+        None => {
+            let host = req
+                .headers()
+                .get(poem::http::header::HOST)
+                .and_then(|h| h.to_str().ok())
+                .or_else(|| req.uri().authority().map(|a| a.as_str()))
+                .unwrap_or_default();
+            format!("http://{host}{path}")
+        }
     }
 }
 
@@ -151,12 +202,7 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
         .unwrap_or(Err(AuthError::Missing));
     let claims = outcome
         .map_err(|e| {
-            let reason = match e {
-                AuthError::Missing => "missing",
-                AuthError::Invalid(r) => r,
-                AuthError::InsufficientScope(_) => "scope",
-                AuthError::Unvetted(r) => r,
-            };
+            let reason = e.reason();
             (e, reason)
         })
         .and_then(|claims| {

@@ -9,6 +9,7 @@ mod bearer;
 mod case_status;
 mod cases;
 mod cli;
+mod dpop;
 mod enquiry_properties;
 mod erasure;
 mod faults;

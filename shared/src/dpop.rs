@@ -1,0 +1,427 @@
+//! DPoP proofs (RFC 9449): what the auth-server checks before binding a token to a key, and
+//! what a resource server checks with every request such a token comes with.
+//!
+//! A proof is a JWT the client signs with its own key for one request: its header carries the
+//! public key, its claims the request's method and URL, when it was made, a unique `jti`
+//! and, beside an access token, the token's hash. Single use is the caller's to enforce with
+//! [`VerifiedProof::jti`]: only it knows where used ones are kept.
+
+use aws_lc_rs::digest::{SHA256, digest};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, ThumbprintHash};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde::Deserialize;
+
+/// The `typ` of a proof's header.
+pub const PROOF_TYP: &str = "dpop+jwt";
+
+/// The algorithms a proof may be signed with, as `algs=` and the metadata list them:
+/// asymmetric only, never `none` or an HMAC.
+pub const ALGORITHMS: [&str; 4] = ["ES256", "PS256", "RS256", "EdDSA"];
+
+/// The longest proof read: an RSA-4096 key in the header and the claims fit well within it.
+pub const MAX_PROOF_BYTES: usize = 4096;
+
+/// How old a proof may be: it is made for one request and sent at once.
+pub const MAX_AGE_SECS: i64 = 300;
+
+/// How far in the future a proof's `iat` may be, for clocks that run ahead.
+pub const MAX_AHEAD_SECS: i64 = 30;
+
+/// The longest `jti` kept: a UUID or 128 random bits need far less.
+pub const MAX_JTI_CHARS: usize = 128;
+
+/// A proof's `jti` is remembered at least this long: past it, the proof is too old anyway.
+pub const JTI_RETENTION_SECS: u64 = (MAX_AGE_SECS + MAX_AHEAD_SECS) as u64;
+
+/// The request a proof must be for.
+#[derive(Debug, Clone, Copy)]
+pub struct Expected<'a> {
+    /// The HTTP method, upper case.
+    pub method: &'a str,
+    /// The URL the client called, as it called it: scheme, host, port and path (a query or
+    /// fragment is not compared).
+    pub url: &'a str,
+    /// The access token sent beside it, whose hash the proof must carry (`ath`); none at
+    /// the token endpoint.
+    pub access_token: Option<&'a str>,
+    /// Now, in seconds since the epoch.
+    pub now: i64,
+}
+
+/// A proof that checked out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VerifiedProof {
+    /// The JWK SHA-256 thumbprint (RFC 7638) of the proof's key: what a bound token's
+    /// `cnf.jkt` names.
+    pub jkt: String,
+    /// The proof's unique id, to be refused if seen again within [`JTI_RETENTION_SECS`].
+    pub jti: String,
+}
+
+/// Why a proof was refused: a short reason for metrics and logs, never a secret.
+pub type Refusal = &'static str;
+
+#[derive(Deserialize)]
+struct ProofClaims {
+    jti: Option<String>,
+    htm: Option<String>,
+    htu: Option<String>,
+    iat: Option<i64>,
+    ath: Option<String>,
+}
+
+/// Members that only a private or symmetric key has: a proof carrying one is refused, as
+/// a client that sends its private key has lost it.
+const PRIVATE_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"];
+
+/// Checks `proof` against the request it must be for, and returns its key's thumbprint
+/// and its `jti`.
+pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refusal> {
+    let proof = proof.trim();
+    if proof.is_empty() || proof.len() > MAX_PROOF_BYTES {
+        return Err("proof_size");
+    }
+    let header = raw_header(proof)?;
+    if header.get("typ").and_then(|t| t.as_str()) != Some(PROOF_TYP) {
+        return Err("proof_typ");
+    }
+    let algorithm = match header.get("alg").and_then(|a| a.as_str()) {
+        Some("ES256") => Algorithm::ES256,
+        Some("PS256") => Algorithm::PS256,
+        Some("RS256") => Algorithm::RS256,
+        Some("EdDSA") => Algorithm::EdDSA,
+        _ => return Err("proof_alg"),
+    };
+    if header.get("crit").is_some() {
+        return Err("proof_crit");
+    }
+    let raw_jwk = header
+        .get("jwk")
+        .and_then(|j| j.as_object())
+        .ok_or("proof_jwk")?;
+    if PRIVATE_MEMBERS.iter().any(|m| raw_jwk.contains_key(*m)) {
+        return Err("proof_private_key");
+    }
+    let jwk: Jwk = serde_json::from_value(serde_json::Value::Object(raw_jwk.clone()))
+        .map_err(|_| "proof_jwk")?;
+    if !key_fits(&jwk.algorithm, algorithm) {
+        return Err("proof_jwk");
+    }
+    let key = DecodingKey::from_jwk(&jwk).map_err(|_| "proof_jwk")?;
+    let mut validation = Validation::new(algorithm);
+    validation.set_required_spec_claims::<&str>(&[]);
+    validation.validate_exp = false;
+    validation.validate_aud = false;
+    let claims = jsonwebtoken::decode::<ProofClaims>(proof, &key, &validation)
+        .map_err(|e| match e.kind() {
+            jsonwebtoken::errors::ErrorKind::InvalidSignature => "proof_signature",
+            _ => "proof_malformed",
+        })?
+        .claims;
+    let jti = claims
+        .jti
+        .filter(|j| !j.is_empty() && j.len() <= MAX_JTI_CHARS)
+        .ok_or("proof_jti")?;
+    if claims.htm.as_deref() != Some(expected.method) {
+        return Err("proof_htm");
+    }
+    if !same_target(claims.htu.as_deref().ok_or("proof_htu")?, expected.url) {
+        return Err("proof_htu");
+    }
+    let iat = claims.iat.ok_or("proof_iat")?;
+    if iat > expected.now + MAX_AHEAD_SECS || iat < expected.now - MAX_AGE_SECS {
+        return Err("proof_iat");
+    }
+    if let Some(token) = expected.access_token
+        && claims.ath.as_deref() != Some(token_hash(token).as_str())
+    {
+        return Err("proof_ath");
+    }
+    let jkt = jwk
+        .thumbprint(ThumbprintHash::SHA256)
+        .map_err(|_| "proof_jwk")?;
+    Ok(VerifiedProof { jkt, jti })
+}
+
+/// The proof's JOSE header as JSON, read without trusting anything in it yet.
+fn raw_header(proof: &str) -> Result<serde_json::Map<String, serde_json::Value>, Refusal> {
+    let mut parts = proof.split('.');
+    let (Some(header), Some(_), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("proof_malformed");
+    };
+    let bytes = URL_SAFE_NO_PAD
+        .decode(header)
+        .map_err(|_| "proof_malformed")?;
+    serde_json::from_slice(&bytes).map_err(|_| "proof_malformed")
+}
+
+/// Whether `jwk` is a key of the kind `algorithm` signs with: the header's `alg` alone never
+/// decides how a key is used.
+fn key_fits(jwk: &AlgorithmParameters, algorithm: Algorithm) -> bool {
+    match (jwk, algorithm) {
+        (AlgorithmParameters::RSA(_), Algorithm::RS256 | Algorithm::PS256) => true,
+        (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES256) => {
+            ec.curve == EllipticCurve::P256
+        }
+        (AlgorithmParameters::OctetKeyPair(okp), Algorithm::EdDSA) => {
+            okp.curve == EllipticCurve::Ed25519
+        }
+        _ => false,
+    }
+}
+
+/// Whether a proof's `htu` names `url`: the same scheme, host, port and path, the query and
+/// fragment of either left out (RFC 9449 section 4.3).
+fn same_target(htu: &str, url: &str) -> bool {
+    let target = |u: &str| {
+        url::Url::parse(u).ok().map(|u| {
+            (
+                u.scheme().to_owned(),
+                u.host_str().map(str::to_owned),
+                u.port_or_known_default(),
+                u.path().to_owned(),
+            )
+        })
+    };
+    matches!((target(htu), target(url)), (Some(a), Some(b)) if a == b)
+}
+
+/// The `ath` of an access token: the base64url SHA-256 of its ASCII text.
+pub fn token_hash(access_token: &str) -> String {
+    URL_SAFE_NO_PAD.encode(digest(&SHA256, access_token.as_bytes()).as_ref())
+}
+
+/// The `algs` parameter of a `DPoP` challenge.
+pub fn challenge_algs() -> String {
+    ALGORITHMS.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    use jsonwebtoken::EncodingKey;
+    use serde_json::{Value, json};
+
+    const URL: &str = "https://intake.example/partners/external/intake";
+    const NOW: i64 = 1_800_000_000;
+
+    struct Key {
+        encoding: EncodingKey,
+        jwk: Value,
+    }
+
+    fn p256() -> Key {
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let point = pair.public_key().as_ref();
+        let jwk = json!({
+            "kty": "EC",
+            "crv": "P-256",
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+            "y": URL_SAFE_NO_PAD.encode(&point[33..]),
+        });
+        Key {
+            encoding: EncodingKey::from_ec_der(pair.to_pkcs8v1().unwrap().as_ref()),
+            jwk,
+        }
+    }
+
+    fn claims(token: Option<&str>) -> Value {
+        let mut claims = json!({"jti": "proof-1", "htm": "POST", "htu": URL, "iat": NOW});
+        if let Some(token) = token {
+            claims["ath"] = json!(token_hash(token));
+        }
+        claims
+    }
+
+    /// A proof signed by `signer` whose header carries `jwk`, edited by `header`: written
+    /// here, so that headers no client library would make can be sent too.
+    fn proof_with(
+        signer: &Key,
+        jwk: &Value,
+        claims: &Value,
+        header: impl FnOnce(&mut Value),
+    ) -> String {
+        let mut h = json!({"typ": PROOF_TYP, "alg": "ES256", "jwk": jwk});
+        header(&mut h);
+        let input = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(h.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature =
+            jsonwebtoken::crypto::sign(input.as_bytes(), &signer.encoding, Algorithm::ES256)
+                .unwrap();
+        format!("{input}.{signature}")
+    }
+
+    fn proof(key: &Key, claims: &Value) -> String {
+        proof_with(key, &key.jwk, claims, |_| {})
+    }
+
+    fn expected(token: Option<&str>) -> Expected<'_> {
+        Expected {
+            method: "POST",
+            url: URL,
+            access_token: token,
+            now: NOW,
+        }
+    }
+
+    #[test]
+    fn a_proof_for_the_request_yields_its_keys_thumbprint() {
+        let key = p256();
+        let checked = verify(&proof(&key, &claims(Some("tok"))), expected(Some("tok"))).unwrap();
+        assert_eq!(checked.jti, "proof-1");
+        let jwk: Jwk = serde_json::from_value(key.jwk.clone()).unwrap();
+        assert_eq!(checked.jkt, jwk.thumbprint(ThumbprintHash::SHA256).unwrap());
+        assert_eq!(checked.jkt.len(), 43);
+        // At the token endpoint there is no token, and no ath to check.
+        assert!(verify(&proof(&key, &claims(None)), expected(None)).is_ok());
+        // The query and the default port are not part of the comparison.
+        let mut c = claims(None);
+        c["htu"] = json!("https://INTAKE.example:443/partners/external/intake?x=1");
+        assert!(verify(&proof(&key, &c), expected(None)).is_ok());
+    }
+
+    #[test]
+    fn a_proof_for_anything_else_is_refused_with_its_reason() {
+        let key = p256();
+        let other = p256();
+        let edit = |f: &dyn Fn(&mut Value)| {
+            let mut c = claims(Some("tok"));
+            f(&mut c);
+            proof(&key, &c)
+        };
+        let cases: Vec<(&str, String, Refusal)> = vec![
+            (
+                "another method",
+                edit(&|c| c["htm"] = json!("GET")),
+                "proof_htm",
+            ),
+            (
+                "another URL",
+                edit(&|c| {
+                    c["htu"] = json!("https://intake.example/partners/external/intake/attach")
+                }),
+                "proof_htu",
+            ),
+            (
+                "another host",
+                edit(&|c| c["htu"] = json!("https://evil.example/partners/external/intake")),
+                "proof_htu",
+            ),
+            (
+                "http for https",
+                edit(&|c| c["htu"] = json!("http://intake.example/partners/external/intake")),
+                "proof_htu",
+            ),
+            (
+                "too old",
+                edit(&|c| c["iat"] = json!(NOW - MAX_AGE_SECS - 1)),
+                "proof_iat",
+            ),
+            (
+                "from the future",
+                edit(&|c| c["iat"] = json!(NOW + MAX_AHEAD_SECS + 1)),
+                "proof_iat",
+            ),
+            (
+                "no iat",
+                edit(&|c| {
+                    c.as_object_mut().unwrap().remove("iat");
+                }),
+                "proof_iat",
+            ),
+            (
+                "no jti",
+                edit(&|c| {
+                    c.as_object_mut().unwrap().remove("jti");
+                }),
+                "proof_jti",
+            ),
+            (
+                "another token's hash",
+                edit(&|c| c["ath"] = json!(token_hash("other"))),
+                "proof_ath",
+            ),
+            (
+                "no ath",
+                edit(&|c| {
+                    c.as_object_mut().unwrap().remove("ath");
+                }),
+                "proof_ath",
+            ),
+            (
+                "signed by a key not in the header",
+                proof_with(&other, &key.jwk, &claims(Some("tok")), |_| {}),
+                "proof_signature",
+            ),
+            (
+                "typ JWT",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["typ"] = json!("JWT")
+                }),
+                "proof_typ",
+            ),
+            (
+                "alg none",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["alg"] = json!("none")
+                }),
+                "proof_alg",
+            ),
+            (
+                "alg HS256",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["alg"] = json!("HS256")
+                }),
+                "proof_alg",
+            ),
+            (
+                "alg RS256 on an EC key",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["alg"] = json!("RS256")
+                }),
+                "proof_jwk",
+            ),
+            (
+                "no jwk",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h.as_object_mut().unwrap().remove("jwk");
+                }),
+                "proof_jwk",
+            ),
+            (
+                "a private key in the jwk",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["jwk"]["d"] = json!("c2VjcmV0")
+                }),
+                "proof_private_key",
+            ),
+            (
+                "a symmetric key",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["jwk"] = json!({"kty": "oct", "k": "c2VjcmV0"})
+                }),
+                "proof_private_key",
+            ),
+            (
+                "a critical extension",
+                proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
+                    h["crit"] = json!(["x"])
+                }),
+                "proof_crit",
+            ),
+            ("not a JWT", "abc".to_owned(), "proof_malformed"),
+            ("too long", "a".repeat(MAX_PROOF_BYTES + 1), "proof_size"),
+        ];
+        for (case, proof, reason) in cases {
+            assert_eq!(verify(&proof, expected(Some("tok"))), Err(reason), "{case}");
+        }
+    }
+}
