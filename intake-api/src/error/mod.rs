@@ -118,7 +118,8 @@ enum ErrorResponse {
     BadRequest(Json<BadRequestBody>),
     /// No valid bearer token: `{"message":"Unauthenticated."}`; `WWW-Authenticate` says why in
     /// `error_description` (expired, not valid yet, another issuer or audience, an unknown key,
-    /// malformed). Get a new token and retry once.
+    /// malformed). Get a new token and retry once. For a DPoP-bound token the challenge is
+    /// `DPoP error="invalid_token"` or `DPoP error="invalid_dpop_proof"`, with `algs`.
     #[oai(status = 401)]
     Unauthorized(
         Json<Unauthenticated>,

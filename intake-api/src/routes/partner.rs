@@ -240,7 +240,7 @@ impl<'a, S: RequiredScope> ApiExtractor<'a> for Caller<S> {
             MetaSecurityScheme {
                 ty: "oauth2",
                 description: Some(
-                    "OAuth 2.0 client credentials: an RS256 JWT access token from the auth-server, sent as `Authorization: Bearer <token>`.",
+                    "OAuth 2.0 client credentials: an RS256 JWT access token from the auth-server, sent as `Authorization: Bearer <token>`; a DPoP-bound token (RFC 9449) as `Authorization: DPoP <token>` with a new `DPoP` proof header for every request.",
                 ),
                 name: None,
                 key_in: None,
