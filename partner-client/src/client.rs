@@ -7,6 +7,7 @@ use std::time::Duration;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use serde::de::DeserializeOwned;
 
+use crate::dpop::DpopKey;
 use crate::error::{BuildError, Error, retry_after};
 use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
 use crate::wire::{AttachRequest, CaseResponse, Enquiry, RedirectResponse};
@@ -103,6 +104,7 @@ pub struct ClientBuilder {
     scope: String,
     renew_before: Duration,
     http: Option<reqwest::Client>,
+    dpop: Option<DpopKey>,
 }
 
 impl ClientBuilder {
@@ -129,6 +131,14 @@ impl ClientBuilder {
     /// the default gives a connection 10 s to open and a request 60 s to complete.
     pub fn http_client(mut self, http: reqwest::Client) -> Self {
         self.http = Some(http);
+        self
+    }
+
+    /// Binds the client's tokens to `key` (DPoP, RFC 9449): a token copied on its way is of
+    /// no use without the key, which never leaves this process. The partner's client must
+    /// be allowed DPoP at the auth-server; `DpopKey::generate()` makes a key.
+    pub fn dpop(mut self, key: DpopKey) -> Self {
+        self.dpop = Some(key);
         self
     }
 
@@ -160,7 +170,7 @@ impl ClientBuilder {
                 .build()
                 .map_err(BuildError::Http)?,
         };
-        let tokens = TokenSource::new(
+        let mut tokens = TokenSource::new(
             http.clone(),
             token_url,
             self.credentials,
@@ -168,6 +178,9 @@ impl ClientBuilder {
             self.scope,
             self.renew_before,
         );
+        if let Some(key) = self.dpop {
+            tokens = tokens.with_dpop(key);
+        }
         Ok(Client {
             inner: Arc::new(Inner {
                 http,
@@ -203,6 +216,7 @@ impl Client {
             scope: INTAKE_SCOPE.to_owned(),
             renew_before: DEFAULT_RENEW_BEFORE,
             http: None,
+            dpop: None,
         }
     }
 
@@ -262,6 +276,10 @@ impl Client {
             .header(AUTHORIZATION, token.header())
             .header(CONTENT_TYPE, "application/json")
             .body(body.to_vec());
+        // A new proof for each send, the retry's too: a proof is good once.
+        if let Some(proof) = self.inner.tokens.proof("POST", url.as_str(), token)? {
+            req = req.header("DPoP", proof);
+        }
         if let Some(key) = key {
             req = req.header("Idempotency-Key", key.0.clone());
         }

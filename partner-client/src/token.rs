@@ -11,6 +11,7 @@ use base64::engine::general_purpose::STANDARD;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::Serialize;
 
+use crate::dpop::DpopKey;
 use crate::error::{BuildError, TokenError};
 use crate::wire::{AccessTokenResponse, OAuthErrorBody};
 
@@ -193,22 +194,36 @@ pub enum AuthMethod {
     Basic,
 }
 
-/// A bearer token, kept as its `Authorization` header value. Its `Debug` never shows it: it
-/// opens the API as the secret does, and it is marked sensitive for HTTP-level logs too.
+/// An access token, kept as its `Authorization` header value. Its `Debug` never shows it:
+/// it opens the API as the secret does, and it is marked sensitive for HTTP-level logs too.
 #[derive(Clone, PartialEq, Eq)]
-pub struct AccessToken(HeaderValue);
+pub struct AccessToken {
+    header: HeaderValue,
+    /// The token alone, when it is DPoP-bound: each call's proof carries its hash.
+    bound: Option<String>,
+}
 
 impl AccessToken {
-    /// `Bearer <token>`, or `None` when the token cannot be a header value.
-    fn new(token: &str) -> Option<Self> {
-        let mut value = HeaderValue::from_str(&format!("Bearer {token}")).ok()?;
-        value.set_sensitive(true);
-        Some(Self(value))
+    /// `Bearer <token>`, or `DPoP <token>` when `bound`; `None` when the token cannot be a
+    /// header value.
+    fn new(token: &str, bound: bool) -> Option<Self> {
+        let scheme = if bound { "DPoP" } else { "Bearer" };
+        let mut header = HeaderValue::from_str(&format!("{scheme} {token}")).ok()?;
+        header.set_sensitive(true);
+        Some(Self {
+            header,
+            bound: bound.then(|| token.to_owned()),
+        })
     }
 
-    /// The `Authorization` header value, `Bearer <token>`.
+    /// The `Authorization` header value, `Bearer <token>` or `DPoP <token>`.
     pub fn header(&self) -> HeaderValue {
-        self.0.clone()
+        self.header.clone()
+    }
+
+    /// The token itself when it is DPoP-bound, for the proof of each call.
+    pub fn bound_token(&self) -> Option<&str> {
+        self.bound.as_deref()
     }
 }
 
@@ -263,6 +278,8 @@ pub struct TokenSource {
     method: AuthMethod,
     scope: String,
     renew_before: Duration,
+    /// The key tokens are bound to, when they are DPoP-bound.
+    dpop: Option<DpopKey>,
     /// Held across a token request: that is what makes it the only one in flight.
     slot: tokio::sync::Mutex<Slot>,
     /// Token requests finished, so a call that waited for the lock knows one ended meanwhile.
@@ -314,9 +331,34 @@ impl TokenSource {
             method,
             scope,
             renew_before,
+            dpop: None,
             slot: tokio::sync::Mutex::default(),
             finished: AtomicU64::new(0),
         }
+    }
+
+    /// Asks for tokens bound to `key` (DPoP, RFC 9449): each token request carries a proof
+    /// made with it, and so must every call made with the tokens ([`Self::proof`]).
+    pub fn with_dpop(mut self, key: DpopKey) -> Self {
+        self.dpop = Some(key);
+        self
+    }
+
+    /// The `DPoP` header value for a call of `method` on `url` with `token`, when the token
+    /// is DPoP-bound; `None` for a bearer token.
+    pub fn proof(
+        &self,
+        method: &str,
+        url: &str,
+        token: &AccessToken,
+    ) -> Result<Option<HeaderValue>, TokenError> {
+        let (Some(key), Some(bound)) = (&self.dpop, token.bound_token()) else {
+            return Ok(None);
+        };
+        let proof = key.proof(method, url, Some(bound))?;
+        HeaderValue::from_str(&proof)
+            .map(Some)
+            .map_err(|e| TokenError::Signing(e.to_string()))
     }
 
     /// A token to call with now: the cached one until its renewal time, a new one after.
@@ -403,6 +445,9 @@ impl TokenSource {
         if let Some(h) = header {
             req = req.header(AUTHORIZATION, h);
         }
+        if let Some(key) = &self.dpop {
+            req = req.header("DPoP", key.proof("POST", self.token_url.as_str(), None)?);
+        }
         // The lifetime counts from before the request: the token was issued after it.
         let requested = Instant::now();
         let resp = req.send().await.map_err(http_error)?;
@@ -422,11 +467,18 @@ impl TokenSource {
         let unexpected = TokenError::UnexpectedResponse { status };
         let answer: AccessTokenResponse =
             serde_json::from_slice(&bytes).map_err(|_| unexpected.clone())?;
-        if !answer.token_type.eq_ignore_ascii_case("bearer") || answer.expires_in <= 0 {
+        // A DPoP-bound token is asked for with a proof and comes as `DPoP`; a bearer one,
+        // had any way, is never taken for one.
+        let bound = match (answer.token_type.to_ascii_lowercase().as_str(), &self.dpop) {
+            ("bearer", None) => false,
+            ("dpop", Some(_)) => true,
+            _ => return Err(unexpected),
+        };
+        if answer.expires_in <= 0 {
             return Err(unexpected);
         }
         let expires_in = Duration::from_secs(answer.expires_in.unsigned_abs());
-        let token = AccessToken::new(&answer.access_token).ok_or(unexpected)?;
+        let token = AccessToken::new(&answer.access_token, bound).ok_or(unexpected)?;
         Ok(Cached::new(token, requested, expires_in, self.renew_before))
     }
 }
@@ -448,7 +500,7 @@ mod tests {
     use super::*;
 
     fn token() -> AccessToken {
-        AccessToken::new("tok3n").expect("a header value")
+        AccessToken::new("tok3n", false).expect("a header value")
     }
 
     #[test]
