@@ -8,6 +8,7 @@ const UNSUPPORTED_GRANT_TYPE: &str =
 const INVALID_CLIENT: &str = "Client authentication failed";
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
+const INVALID_DPOP_PROOF: &str = "The DPoP proof is missing, malformed, or not for this request";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
 /// Why a client failed to authenticate. Operators see it in the metric and the log line; the
@@ -69,6 +70,13 @@ pub enum OAuthError {
         /// The offending scope.
         scope: String,
     },
+    /// The `DPoP` proof is not acceptable (RFC 9449 section 5); the reason is for metrics
+    /// and logs, the hint for the client.
+    #[error("invalid_dpop_proof ({reason})")]
+    InvalidDpopProof {
+        /// Which check failed.
+        reason: &'static str,
+    },
     /// Something failed on our side; details are in the log, not the response.
     #[error("server_error")]
     ServerError,
@@ -93,7 +101,8 @@ impl OAuthError {
         match self {
             Self::InvalidRequest { .. }
             | Self::UnsupportedGrantType
-            | Self::InvalidScope { .. } => 400,
+            | Self::InvalidScope { .. }
+            | Self::InvalidDpopProof { .. } => 400,
             Self::BodyTooLarge => 413,
             Self::InvalidClient { .. } => 401,
             Self::ServerError => 500,
@@ -110,6 +119,7 @@ impl OAuthError {
             Self::UnsupportedGrantType => "unsupported_grant_type",
             Self::InvalidClient { failure, .. } => failure.reason(),
             Self::InvalidScope { .. } => "invalid_scope",
+            Self::InvalidDpopProof { reason } => reason,
             Self::ServerError => "server_error",
             Self::TooManyRequests { .. } => "too_many_requests",
         }
@@ -136,6 +146,15 @@ impl OAuthError {
                 "invalid_scope",
                 INVALID_SCOPE,
                 Some(format!("Check the `{scope}` scope")),
+            ),
+            Self::InvalidDpopProof { reason } => (
+                "invalid_dpop_proof",
+                INVALID_DPOP_PROOF,
+                Some(format!(
+                    "Send one DPoP header: a new proof signed with {}, for POST on the token \
+                     endpoint's URL ({reason})",
+                    shared::dpop::ALGORITHMS.join(", ")
+                )),
             ),
             Self::ServerError => ("server_error", SERVER_ERROR, None),
             Self::TooManyRequests { retry_after_secs } => (
@@ -192,6 +211,17 @@ mod tests {
                 413,
                 "invalid_request",
                 Some("The request body must not exceed 8 KiB"),
+            ),
+            (
+                OAuthError::InvalidDpopProof {
+                    reason: "proof_htu",
+                },
+                400,
+                "invalid_dpop_proof",
+                Some(
+                    "Send one DPoP header: a new proof signed with ES256, PS256, RS256, EdDSA, \
+                     for POST on the token endpoint's URL (proof_htu)",
+                ),
             ),
             (OAuthError::ServerError, 500, "server_error", None),
             (

@@ -6,6 +6,7 @@ pub mod audit;
 pub mod bearer;
 pub mod cli;
 pub mod config;
+pub mod dpop;
 pub mod entity;
 pub mod error;
 pub mod keys;

@@ -59,6 +59,15 @@ impl TokenLimits {
         self.limiter.hit(key, self.failures).await;
     }
 
+    /// Whether `key` is new: counted once, it is refused for `secs` after, on every replica
+    /// sharing the Redis (single-use proofs).
+    pub async fn first_use(&self, key: &str, secs: u64) -> bool {
+        matches!(
+            self.limiter.hit(key, Limit::per(1, secs)).await,
+            Decision::Allowed
+        )
+    }
+
     /// Turns a refusal into the endpoint's error.
     pub fn check(&self, decision: Decision) -> Result<(), crate::error::OAuthError> {
         match decision {

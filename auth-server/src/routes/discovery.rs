@@ -205,6 +205,9 @@ pub struct ServerMetadata {
     pub scopes_supported: Vec<String>,
     /// Empty: there is no authorization endpoint.
     pub response_types_supported: Vec<String>,
+    /// What DPoP proofs may be signed with (RFC 9449): a request with one gets a token
+    /// bound to its key. Server nonces are not used.
+    pub dpop_signing_alg_values_supported: Vec<String>,
 }
 
 /// The discovery endpoints.
@@ -312,6 +315,10 @@ impl DiscoveryApi {
                 .map(|s| s.to_string())
                 .collect(),
             response_types_supported: vec![],
+            dpop_signing_alg_values_supported: shared::dpop::ALGORITHMS
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
         })
     }
 }

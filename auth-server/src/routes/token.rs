@@ -164,7 +164,7 @@ oauth_error_body!(
 #[derive(Debug, Object)]
 #[oai(example)]
 pub struct AccessTokenResponse {
-    /// Always `Bearer`.
+    /// `Bearer`; `DPoP` for a token bound to the key of the request's `DPoP` proof.
     pub token_type: String,
     /// Lifetime in seconds: 900.
     pub expires_in: i64,
@@ -192,7 +192,7 @@ pub enum TokenResponse {
         #[oai(header = "Cache-Control")] String,
         #[oai(header = "Pragma")] String,
     ),
-    /// `invalid_request`, `unsupported_grant_type` or `invalid_scope`.
+    /// `invalid_request`, `unsupported_grant_type`, `invalid_scope` or `invalid_dpop_proof`.
     #[oai(status = 400)]
     BadRequest(
         Json<BadRequestBody>,
@@ -376,16 +376,30 @@ impl TokenApi {
             other => other?,
         };
         service_kit::telemetry::record_client_id(&grant.client_id);
+        // Boxed: the proof's checks and its single-use record are a large future, which would
+        // otherwise weigh on every request's.
+        let bound_to = if req.headers().contains_key("dpop") {
+            Box::pin(crate::dpop::proof_key(req, &self.state, now.timestamp())).await?
+        } else {
+            None
+        };
         let key = snapshot.signing_key(now).ok_or_else(|| {
             tracing::error!("no signing key is active");
             OAuthError::ServerError
         })?;
-        let claims = token::claims_for(
+        let mut claims = token::claims_for(
             &grant,
             &self.state.config.issuer,
             &self.state.config.audience,
             now,
         );
+        let token_type = match bound_to {
+            Some(jkt) => {
+                claims.cnf = Some(shared::claims::Confirmation { jkt });
+                "DPoP"
+            }
+            None => "Bearer",
+        };
         let access_token = key.sign_jwt(&claims).map_err(|e| {
             tracing::error!(error = %e, kid = %key.kid, "signing failed");
             OAuthError::ServerError
@@ -403,7 +417,7 @@ impl TokenApi {
         }
         Ok(TokenResponse::Ok(
             Json(AccessTokenResponse {
-                token_type: "Bearer".into(),
+                token_type: token_type.into(),
                 expires_in: shared::claims::TOKEN_TTL_SECS,
                 access_token,
             }),

@@ -4,5 +4,6 @@
 mod helpers;
 
 mod calls;
+mod dpop;
 mod tokens;
 mod wire;

@@ -1,0 +1,220 @@
+//! DPoP end to end: the partner client asks the real auth-server for a token bound to its
+//! key and calls the real intake-api with a new proof each time; the token endpoint refuses
+//! a proof used twice or made for another URL; the bound token is of no use as a bearer one.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use partner_client::{
+    AttachRequest, AuthMethod, Client, Credentials, DEFAULT_RENEW_BEFORE, DpopKey, TokenSource,
+};
+use serde_json::Value;
+use test_support::on_both_backends;
+
+use crate::helpers::{
+    AuthServer, Backend, INTAKE, IntakeServer, TestDb, fresh_email, product, purchase,
+};
+
+/// An auth-server whose issuer is the address it is called at, as in production, where
+/// the token endpoint's URL a proof names is the issuer's; an intake-api beside it; a
+/// partner's credentials.
+struct Bound {
+    auth: AuthServer,
+    intake: IntakeServer,
+    client_id: String,
+    client_secret: String,
+    _dbs: (TestDb, TestDb),
+}
+
+impl Bound {
+    async fn start(backend: Backend) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let auth_db = TestDb::auth(backend).await;
+        let auth = AuthServer::start(&auth_db.url, |c| {
+            c.listen.bind = format!("127.0.0.1:{port}");
+            c.issuer = format!("http://127.0.0.1:{port}");
+        })
+        .await
+        .expect("auth-server starts");
+        let intake_db = TestDb::intake(backend).await;
+        let intake = IntakeServer::start(&intake_db.url, &auth, |_| {})
+            .await
+            .expect("intake-api starts");
+        assert!(intake.wait_ready().await, "intake-api never became ready");
+        let (id, secret) = auth.create_client(INTAKE).await;
+        Self {
+            client_id: id,
+            client_secret: secret,
+            auth,
+            intake,
+            _dbs: (auth_db, intake_db),
+        }
+    }
+
+    fn credentials(&self) -> Credentials {
+        Credentials::new(&self.client_id, &self.client_secret)
+    }
+
+    fn token_url(&self) -> String {
+        format!("{}/oauth/token", self.auth.base_url())
+    }
+
+    fn tokens(&self, key: DpopKey) -> TokenSource {
+        TokenSource::new(
+            reqwest::Client::new(),
+            self.token_url().parse().unwrap(),
+            self.credentials(),
+            AuthMethod::Post,
+            INTAKE.to_owned(),
+            DEFAULT_RENEW_BEFORE,
+        )
+        .with_dpop(key)
+    }
+
+    /// A token request with `proofs` as `DPoP` headers: its status and body.
+    async fn token_with(&self, proofs: &[String]) -> (u16, Value) {
+        let mut request = reqwest::Client::new().post(self.token_url()).form(&[
+            ("grant_type", "client_credentials"),
+            ("client_id", self.client_id.as_str()),
+            ("client_secret", self.client_secret.as_str()),
+            ("scope", INTAKE),
+        ]);
+        for proof in proofs {
+            request = request.header("dpop", proof);
+        }
+        let resp = request.send().await.expect("the auth-server answers");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("a JSON body"))
+    }
+}
+
+/// The claims of a JWT, unverified.
+fn claims_of(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
+}
+
+async fn a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time(backend: Backend) {
+    let bound = Bound::start(backend).await;
+    let key = DpopKey::generate().unwrap();
+    let client = Client::builder(
+        bound.credentials(),
+        bound.token_url(),
+        bound.intake.base_url(),
+    )
+    .dpop(key.clone())
+    .build()
+    .expect("the client builds");
+    let email = fresh_email();
+    let enquiry = purchase("brand_a", &email);
+    assert!(
+        client
+            .submit(&enquiry, None)
+            .await
+            .expect("submitted")
+            .created()
+    );
+    assert!(
+        !client
+            .submit(&enquiry, None)
+            .await
+            .expect("updated")
+            .created()
+    );
+    let attach = AttachRequest {
+        email,
+        product_uuid: product(),
+    };
+    assert_eq!(
+        client.attach(&attach, None).await.expect("attached").status,
+        200
+    );
+
+    // The token is bound to the key, and is nothing without it.
+    let token = bound.tokens(key.clone()).current().await.expect("a token");
+    let raw = token.bound_token().expect("a DPoP-bound token").to_owned();
+    assert!(token.header().to_str().unwrap().starts_with("DPoP "));
+    assert_eq!(claims_of(&raw)["cnf"]["jkt"], key.thumbprint());
+    let as_bearer = reqwest::Client::new()
+        .post(format!(
+            "{}/partners/external/intake",
+            bound.intake.base_url()
+        ))
+        .bearer_auth(&raw)
+        .json(&purchase("brand_a", &fresh_email()))
+        .send()
+        .await
+        .expect("the intake-api answers");
+    assert_eq!(as_bearer.status(), 401);
+    let challenge = as_bearer.headers()["www-authenticate"].to_str().unwrap();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_token""#),
+        "{challenge}"
+    );
+}
+
+async fn the_token_endpoint_takes_each_proof_once_and_only_for_itself(backend: Backend) {
+    let bound = Bound::start(backend).await;
+    let key = DpopKey::generate().unwrap();
+    let url = bound.token_url();
+    let proof = key.proof("POST", &url, None).unwrap();
+    let (status, body) = bound.token_with(std::slice::from_ref(&proof)).await;
+    assert_eq!(
+        (status, body["token_type"].as_str()),
+        (200, Some("DPoP")),
+        "{body}"
+    );
+    let (status, plain) = bound.token_with(&[]).await;
+    assert_eq!(
+        (status, plain["token_type"].as_str()),
+        (200, Some("Bearer")),
+        "{plain}"
+    );
+    assert!(claims_of(plain["access_token"].as_str().unwrap())["cnf"].is_null());
+
+    let metadata: Value = reqwest::get(format!(
+        "{}/.well-known/oauth-authorization-server",
+        bound.auth.base_url()
+    ))
+    .await
+    .expect("metadata")
+    .json()
+    .await
+    .expect("JSON");
+    assert_eq!(
+        metadata["dpop_signing_alg_values_supported"],
+        serde_json::json!(["ES256", "PS256", "RS256", "EdDSA"])
+    );
+
+    let another = format!("{}/oauth/other", bound.auth.base_url());
+    for (case, proofs) in [
+        ("the same proof again", vec![proof]),
+        (
+            "a proof for another URL",
+            vec![key.proof("POST", &another, None).unwrap()],
+        ),
+        (
+            "a proof for GET",
+            vec![key.proof("GET", &url, None).unwrap()],
+        ),
+        (
+            "two proofs",
+            vec![
+                key.proof("POST", &url, None).unwrap(),
+                key.proof("POST", &url, None).unwrap(),
+            ],
+        ),
+        ("not a proof", vec!["a.b.c".to_owned()]),
+    ] {
+        let (status, body) = bound.token_with(&proofs).await;
+        assert_eq!(status, 400, "{case}: {body}");
+        assert_eq!(body["error"], "invalid_dpop_proof", "{case}: {body}");
+    }
+}
+
+on_both_backends!(
+    a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time,
+    the_token_endpoint_takes_each_proof_once_and_only_for_itself,
+);
