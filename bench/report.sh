@@ -268,6 +268,18 @@ EOF
         ratio=$(calc "$new / $base")
         echo "| $load | $(med "cg_${load}_base" requests) / $(med "cg_${load}_new" requests) | $(thousands "$base") | $(thousands "$new") | **$ratio** | $(verdict "$ratio" '<=' 1.05) |"
     done
+    base=$(med cg_create_new instructions)
+    new=$(med cg_create_dpop_new instructions)
+    cat <<EOF
+
+A DPoP-bound create in this build (\`Authorization: DPoP\` and a new \`DPoP\` proof, ES256, with
+every request, made ahead by \`partner-client/examples/dpop_proofs.rs\`; each proof's single
+use recorded in process, as without \`REDIS_URL\`) against its bearer create:
+
+| load | requests | instructions per request | DPoP-bound / bearer create |
+|---|---|---|---|
+| create, DPoP-bound | $(med cg_create_dpop_new requests) | $(thousands "$new") | **$(calc "$new / $base")** |
+EOF
 }
 
 # Section 6: the scale run.

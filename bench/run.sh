@@ -755,6 +755,18 @@ cg_wrk() {
     CG_REQUESTS=$(field requests "$WRK_LINE")
 }
 
+# A DPoP-bound token of side $1's partner and proofs for enough creates on the intake-api at
+# port $2 for $3 seconds (under callgrind a request takes milliseconds), made ahead by the
+# partner client's example into BENCH_DPOP_FILE: each proof is good once.
+cg_proofs() {
+    export BENCH_DPOP_FILE=$WORK/dpop-proofs.txt
+    env "${UNSET_ENV[@]}" PARTNER_CLIENT_ID="$BENCH_CLIENT_ID" PARTNER_CLIENT_SECRET="$BENCH_CLIENT_SECRET" \
+        PARTNER_TOKEN_URL="http://127.0.0.1:${AB_AUTH_PORT[$1]}/oauth/token" \
+        "$TARGET_DIR/release/examples/dpop_proofs" "http://127.0.0.1:$2/partners/external/intake" \
+        $(($3 * 1000 + 2000)) >"$BENCH_DPOP_FILE" 2>"$WORK/dpop-proofs.log" ||
+        die "no DPoP proofs: $(cat "$WORK/dpop-proofs.log")"
+}
+
 # The instructions of callgrind dump $1 over $2 requests, once the dump is written out.
 cg_totals() {
     local total _
@@ -787,11 +799,15 @@ ab_instructions() {
         ab_partner "cg_$side"
         pid=${AB_INTAKE_PID[cg_$side]}
         dumps=0
+        local loads=(create update attach)
+        # This build also takes DPoP-bound tokens: a create with one, beside the bearer one.
+        [[ $side == new ]] && loads+=(create_dpop)
         for tag in cgw cg1; do
             export BENCH_TAG=$tag BENCH_POOL=1
             secs=3
             [[ $tag == cg1 ]] && secs=$SECS
-            for load in create update attach; do
+            for load in "${loads[@]}"; do
+                [[ $load == create_dpop ]] && cg_proofs "cg_$side" "$port" "$secs"
                 [[ $tag == cg1 ]] && callgrind_control -z "$pid" >/dev/null 2>&1
                 cg_wrk "$load" "$secs" "$port"
                 if [[ $load == create ]]; then
@@ -807,6 +823,7 @@ ab_instructions() {
         kill -TERM "${AB_AUTH_PID[cg_$side]}" "$pid" 2>/dev/null || true
         wait "${AB_AUTH_PID[cg_$side]}" "$pid" 2>/dev/null || true
         log "instructions per request, $side: create $(med "cg_create_$side" instructions), update $(med "cg_update_$side" instructions), attach $(med "cg_attach_$side" instructions)"
+        [[ $side == new ]] && log "instructions per request, DPoP-bound create: $(med cg_create_dpop_new instructions)"
     done
 }
 
@@ -1175,6 +1192,11 @@ BUILD_CMD=(cargo build --release -j2 -p auth-server -p intake-api)
 BEARER_CMD=(cargo bench -j2 -p intake-api --bench bearer)
 SIGNING_CMD=(cargo bench -j2 -p auth-server --bench signing)
 run_child "${BUILD_CMD[@]}" >"$WORK/build.log" 2>&1 || die "build failed: $(tail -20 "$WORK/build.log")"
+if [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)); then
+    # Section 7c's DPoP-bound creates: the partner client makes their tokens and proofs.
+    run_child cargo build --release -j2 -p partner-client --example dpop_proofs >>"$WORK/build.log" 2>&1 ||
+        die "build failed: $(tail -20 "$WORK/build.log")"
+fi
 if [[ -z $ONLY ]]; then
     { run_child "${BEARER_CMD[@]}" --no-run && run_child "${SIGNING_CMD[@]}" --no-run; } >>"$WORK/build.log" 2>&1 ||
         die "bench build failed: $(tail -20 "$WORK/build.log")"
