@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod bearer;
 pub mod cli;
+pub mod client_keys;
 pub mod config;
 pub mod dpop;
 pub mod entity;
