@@ -57,6 +57,8 @@ async fn kept_client(
             name,
             scopes: scopes.into(),
             brands: None,
+            auth_method: Default::default(),
+            jwks_file: None,
         },
     )
     .await?;

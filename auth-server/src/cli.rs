@@ -12,6 +12,7 @@ use crate::config::{
 };
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
+use crate::store::AuthMethod;
 use crate::{migration, store};
 
 /// What a command did: the JSON it prints, how that reads as a table, and remarks for the
@@ -114,22 +115,53 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             name,
             scopes,
             brands,
+            auth_method,
+            jwks_file,
         } => {
+            let credentials = match (auth_method, jwks_file) {
+                (AuthMethod::ClientSecret, None) => store::NewCredentials::Secret,
+                (AuthMethod::PrivateKeyJwt, Some(file)) => {
+                    store::NewCredentials::Keys(store::read_jwks_file(&file)?)
+                }
+                (AuthMethod::ClientSecret, Some(_)) => anyhow::bail!(
+                    "--jwks-file is for --auth-method private_key_jwt: a client uses one method"
+                ),
+                (AuthMethod::PrivateKeyJwt, None) => anyhow::bail!(
+                    "--auth-method private_key_jwt needs the client's public keys: \
+                     --jwks-file FILE (a JWKS)"
+                ),
+            };
             let created =
-                store::create_client(&db, &name, &scopes, brands.as_deref(), &actor).await?;
+                store::create_client(&db, &name, &scopes, brands.as_deref(), credentials, &actor)
+                    .await?;
             propagated().await;
-            let mut printed = json!({
-                "client_id": created.client_id,
-                "client_secret": created.client_secret.expose(),
-                "scopes": created.scopes,
-            });
+            let mut printed = json!({"client_id": created.client_id});
+            if let Some(secret) = &created.client_secret {
+                printed["client_secret"] = json!(secret.expose());
+            }
+            printed["scopes"] = json!(created.scopes);
             if !created.brands.is_empty() {
                 printed["brands"] = json!(created.brands);
             }
-            Report {
-                hint: Some("Keep the secret now: it is never shown again."),
-                ..Report::record(printed)
+            if created.client_secret.is_some() {
+                Report {
+                    hint: Some("Keep the secret now: it is never shown again."),
+                    ..Report::record(printed)
+                }
+            } else {
+                printed["auth_method"] = json!(AuthMethod::PrivateKeyJwt);
+                printed["keys"] = json!(created.keys);
+                Report::record(printed)
             }
+        }
+        ClientCommand::SetKeys {
+            client_id,
+            jwks_file,
+        } => {
+            let keys = store::read_jwks_file(&jwks_file)?;
+            let set = store::set_client_keys(&db, &client_id, keys, &actor).await?;
+            propagated().await;
+            Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::SetBrands { client_id, brands } => {
             let set = store::set_client_brands(&db, &client_id, &brands, &actor).await?;

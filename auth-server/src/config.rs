@@ -10,6 +10,7 @@ use service_kit::source::TrustedProxies;
 
 use crate::audit::{AuditKey, Head};
 use crate::keys::KeyEncryptionKey;
+use crate::store::AuthMethod;
 
 /// The auth-server's names for the settings both services share.
 #[derive(Debug, Clone)]
@@ -291,13 +292,15 @@ pub enum AuditCommand {
 /// `auth-server client ...`
 #[derive(Debug, Subcommand)]
 pub enum ClientCommand {
-    /// Register a client; prints its id and secret (shown only this once).
+    /// Register a client; prints its id and secret (shown only this once), or, with
+    /// private_key_jwt, the keys it signs its assertions with (it has no secret).
     #[command(
         args = changes(),
         after_help = "Examples:
   auth-server client create --name \"Acme Mortgages\" --scopes enquiry:case:intake:create
   auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json
-  auth-server client create --name \"Brand A portal\" --scopes portal:redirect:redeem --brands brand_a"
+  auth-server client create --name \"Brand A portal\" --scopes portal:redirect:redeem --brands brand_a
+  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-file acme-keys.json"
     )]
     Create {
         /// Partner name, for operators: unique, whatever its case.
@@ -310,6 +313,30 @@ pub enum ClientCommand {
         /// redeems, comma-separated, as the intake-api's INTAKE_BRANDS names them.
         #[arg(long)]
         brands: Option<String>,
+        /// How the client authenticates: a secret the server generates, or assertions
+        /// signed with its own private key (RFC 7523), whose public keys --jwks-file gives.
+        #[arg(long, value_enum, default_value_t = AuthMethod::ClientSecret)]
+        auth_method: AuthMethod,
+        /// With private_key_jwt, and only then: a file holding the client's public keys as
+        /// a JWKS (RSA of 2048 bits or more, EC P-256 or OKP Ed25519; at most 10).
+        #[arg(long)]
+        jwks_file: Option<std::path::PathBuf>,
+    },
+    /// Replace the public keys of a private_key_jwt client: assertions signed with the
+    /// keys it had are refused from then on.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client set-keys CLIENT_ID --jwks-file acme-keys.json
+  auth-server client set-keys CLIENT_ID --jwks-file acme-keys-2027.json --actor alice"
+    )]
+    SetKeys {
+        /// The client's id.
+        client_id: String,
+        /// A file holding the client's public keys as a JWKS; list the key in use and the
+        /// next one to roll over without an outage.
+        #[arg(long)]
+        jwks_file: std::path::PathBuf,
     },
     /// Bind a customer-portal client to the brands whose links it redeems, replacing those
     /// it had; its next token names them.

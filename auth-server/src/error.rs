@@ -7,6 +7,7 @@ const UNSUPPORTED_GRANT_TYPE: &str =
     "The authorization grant type is not supported by the authorization server.";
 const INVALID_CLIENT: &str = "Client authentication failed";
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
+const TEMPORARILY_UNAVAILABLE: &str = "The authorization server is currently unable to handle the request due to a temporary overloading or maintenance of the server.";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
 const INVALID_DPOP_PROOF: &str = "The DPoP proof is missing, malformed, or not for this request";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
@@ -26,6 +27,30 @@ pub enum ClientFailure {
     DisabledClient,
     /// The `Authorization` header cannot be read as Basic credentials.
     MalformedCredentials,
+    /// A secret for a client registered for `private_key_jwt`, or an assertion for one
+    /// registered for a secret.
+    WrongAuthMethod,
+    /// A secret and an assertion in one request (RFC 6749 section 2.3: one method).
+    MultipleAuthMethods,
+    /// The assertion is not a JWT, or lacks a claim it must have.
+    AssertionMalformed,
+    /// The assertion is signed with `none`, a shared secret, or an algorithm its key is
+    /// not for.
+    AssertionAlgorithm,
+    /// None of the client's keys verifies the assertion.
+    AssertionSignature,
+    /// `iss` and `sub` are not both the client's id (or the `client_id` sent beside it).
+    AssertionIssuer,
+    /// `aud` names neither the issuer nor the token endpoint.
+    AssertionAudience,
+    /// `exp` has passed.
+    AssertionExpired,
+    /// `exp` is further ahead than an assertion may live.
+    AssertionLifetime,
+    /// `iat` or `nbf` is in the future.
+    AssertionNotYetValid,
+    /// The assertion's `jti` was used before.
+    AssertionReplayed,
 }
 
 impl ClientFailure {
@@ -37,6 +62,17 @@ impl ClientFailure {
             Self::ExpiredSecret => "expired_secret",
             Self::DisabledClient => "disabled_client",
             Self::MalformedCredentials => "malformed_credentials",
+            Self::WrongAuthMethod => "wrong_auth_method",
+            Self::MultipleAuthMethods => "multiple_auth_methods",
+            Self::AssertionMalformed => "assertion_malformed",
+            Self::AssertionAlgorithm => "assertion_algorithm",
+            Self::AssertionSignature => "assertion_signature",
+            Self::AssertionIssuer => "assertion_issuer",
+            Self::AssertionAudience => "assertion_audience",
+            Self::AssertionExpired => "assertion_expired",
+            Self::AssertionLifetime => "assertion_lifetime",
+            Self::AssertionNotYetValid => "assertion_not_yet_valid",
+            Self::AssertionReplayed => "assertion_replayed",
         }
     }
 }
@@ -80,6 +116,10 @@ pub enum OAuthError {
     /// Something failed on our side; details are in the log, not the response.
     #[error("server_error")]
     ServerError,
+    /// The database, which a client assertion must be recorded in before it is honoured,
+    /// cannot be reached; the request may be repeated.
+    #[error("temporarily_unavailable")]
+    TemporarilyUnavailable,
     /// Too many requests, or too many failed authentications, from this client and address.
     #[error("too_many_requests")]
     TooManyRequests {
@@ -106,6 +146,7 @@ impl OAuthError {
             Self::BodyTooLarge => 413,
             Self::InvalidClient { .. } => 401,
             Self::ServerError => 500,
+            Self::TemporarilyUnavailable => 503,
             Self::TooManyRequests { .. } => 429,
         }
     }
@@ -121,6 +162,7 @@ impl OAuthError {
             Self::InvalidScope { .. } => "invalid_scope",
             Self::InvalidDpopProof { reason } => reason,
             Self::ServerError => "server_error",
+            Self::TemporarilyUnavailable => "temporarily_unavailable",
             Self::TooManyRequests { .. } => "too_many_requests",
         }
     }
@@ -157,6 +199,9 @@ impl OAuthError {
                 )),
             ),
             Self::ServerError => ("server_error", SERVER_ERROR, None),
+            Self::TemporarilyUnavailable => {
+                ("temporarily_unavailable", TEMPORARILY_UNAVAILABLE, None)
+            }
             Self::TooManyRequests { retry_after_secs } => (
                 "too_many_requests",
                 TOO_MANY_REQUESTS,
@@ -225,6 +270,12 @@ mod tests {
             ),
             (OAuthError::ServerError, 500, "server_error", None),
             (
+                OAuthError::TemporarilyUnavailable,
+                503,
+                "temporarily_unavailable",
+                None,
+            ),
+            (
                 OAuthError::TooManyRequests {
                     retry_after_secs: 7,
                 },
@@ -250,6 +301,17 @@ mod tests {
             ClientFailure::ExpiredSecret,
             ClientFailure::DisabledClient,
             ClientFailure::MalformedCredentials,
+            ClientFailure::WrongAuthMethod,
+            ClientFailure::MultipleAuthMethods,
+            ClientFailure::AssertionMalformed,
+            ClientFailure::AssertionAlgorithm,
+            ClientFailure::AssertionSignature,
+            ClientFailure::AssertionIssuer,
+            ClientFailure::AssertionAudience,
+            ClientFailure::AssertionExpired,
+            ClientFailure::AssertionLifetime,
+            ClientFailure::AssertionNotYetValid,
+            ClientFailure::AssertionReplayed,
         ];
         let answer = |failure| {
             let e = OAuthError::InvalidClient {

@@ -2,6 +2,7 @@
 //! JWT access tokens and publishes the keys to verify them, with staged key rotation and
 //! operator commands for clients and keys.
 
+pub mod assertion;
 pub mod audit;
 pub mod bearer;
 pub mod cli;

@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
 
 use crate::audit::{self, AuditKey, Author, Head};
+use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
 use crate::{secrets, store};
@@ -37,6 +38,18 @@ pub struct ClientEntry {
     pub disabled: bool,
     /// Hashes of its secrets, with the time each stops working.
     pub secrets: Vec<([u8; 32], Option<DateTime<Utc>>)>,
+    /// How it authenticates.
+    pub auth: ClientAuth,
+}
+
+/// How a client authenticates: one method per client.
+#[derive(Debug, Clone, Default)]
+pub enum ClientAuth {
+    /// With one of its secrets (client_secret_basic or client_secret_post).
+    #[default]
+    Secret,
+    /// With an assertion signed by one of these keys (private_key_jwt).
+    PrivateKeyJwt(Arc<ClientKeys>),
 }
 
 /// How a presented secret compares with a client's secrets.
@@ -69,6 +82,28 @@ impl ClientEntry {
             SecretCheck::Expired
         } else {
             SecretCheck::Wrong
+        }
+    }
+}
+
+/// How a stored client authenticates. Keys were checked when registered; any that no
+/// longer load leave the client with none, so it gets no token rather than stopping the
+/// reload for every other client.
+fn client_auth(c: &client::Model) -> ClientAuth {
+    match store::AuthMethod::parse(&c.auth_method) {
+        Some(store::AuthMethod::ClientSecret) => ClientAuth::Secret,
+        Some(store::AuthMethod::PrivateKeyJwt) => {
+            let keys =
+                ClientKeys::load(c.jwks.as_deref().unwrap_or_default()).unwrap_or_else(|e| {
+                    tracing::error!(client_id = %c.client_id, error = %e, "client keys not loaded");
+                    ClientKeys::default()
+                });
+            ClientAuth::PrivateKeyJwt(Arc::new(keys))
+        }
+        None => {
+            // A method a later release added: this one cannot check it, so refuses it.
+            tracing::error!(client_id = %c.client_id, method = %c.auth_method, "unknown client authentication method");
+            ClientAuth::PrivateKeyJwt(Arc::new(ClientKeys::default()))
         }
     }
 }
@@ -194,6 +229,7 @@ impl Registry {
             .await?
             .into_iter()
             .map(|c| {
+                let auth = client_auth(&c);
                 (
                     c.client_id,
                     ClientEntry {
@@ -205,6 +241,7 @@ impl Registry {
                             .filter(|b| !b.is_empty()),
                         disabled: c.disabled_at.is_some(),
                         secrets: Vec::new(),
+                        auth,
                     },
                 )
             })

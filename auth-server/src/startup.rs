@@ -22,7 +22,7 @@ const AUTH_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "auth_token_requests_failed_total",
         kind: MetricKind::Counter,
-        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error.",
+        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials, wrong_auth_method, multiple_auth_methods, and for client assertions assertion_malformed, assertion_algorithm, assertion_signature, assertion_issuer, assertion_audience, assertion_expired, assertion_lifetime, assertion_not_yet_valid, assertion_replayed. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error, temporarily_unavailable.",
     },
     MetricHelp {
         name: "auth_audit_head_seq",
@@ -165,6 +165,7 @@ impl Application {
             "auth-server",
             state.registry.db().clone(),
         ));
+        let pruner = tokio::spawn(prune_spent_assertions(state.registry.db().clone()));
         let documents = crate::routes::documents(state.clone());
         let app = ops::service_routes(
             api_service(state.clone()),
@@ -188,8 +189,34 @@ impl Application {
         }
         watcher.abort();
         pool_gauges.abort();
+        pruner.abort();
         let _ = state.registry.db().clone().close().await;
         tracing::info!("auth-server stopped");
         result.context("server failed")
+    }
+}
+
+/// How often spent client assertions past their expiry are forgotten.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Forgets spent client assertions once they have expired, so the table holds at most an
+/// hour of them; runs until the task is aborted. Every replica prunes: a delete that finds
+/// nothing costs little, and no replica is special.
+async fn prune_spent_assertions(db: sea_orm::DatabaseConnection) {
+    loop {
+        tokio::time::sleep(PRUNE_EVERY).await;
+        let pruned = tokio::time::timeout(
+            Duration::from_secs(5),
+            crate::store::prune_assertions(&db, chrono::Utc::now()),
+        )
+        .await;
+        match pruned {
+            Ok(Ok(n)) if n > 0 => {
+                tracing::debug!(pruned = n, "expired client assertions forgotten")
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "cannot prune spent client assertions"),
+            Err(_) => tracing::debug!("pruning spent client assertions timed out"),
+        }
     }
 }

@@ -7,8 +7,9 @@ use serde::de::{Deserializer, MapAccess, Visitor};
 use service_kit::Secret;
 use shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 
+use crate::assertion::{ClientAssertion, JWT_BEARER, MAX_ASSERTION_CHARS, SpentAssertion};
 use crate::error::{ClientFailure, OAuthError};
-use crate::registry::{ClientEntry, SecretCheck, Snapshot};
+use crate::registry::{ClientAuth, ClientEntry, SecretCheck, Snapshot};
 
 /// What an unknown client id is checked against: one secret nobody has (the hash of the
 /// empty string, which no generated secret is).
@@ -17,6 +18,7 @@ static DECOY: std::sync::LazyLock<ClientEntry> = std::sync::LazyLock::new(|| Cli
     brands: None,
     disabled: false,
     secrets: vec![(crate::secrets::hash_secret(""), None)],
+    auth: ClientAuth::Secret,
 });
 
 /// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
@@ -30,7 +32,21 @@ pub struct TokenParams {
     pub client_secret: Option<Secret<String>>,
     /// `scope`, space-separated.
     pub scope: Option<String>,
+    /// `client_assertion_type`, for private_key_jwt.
+    pub client_assertion_type: Option<String>,
+    /// `client_assertion`, for private_key_jwt: a credential, kept out of logs like a secret.
+    pub client_assertion: Option<Secret<String>>,
 }
+
+/// The parameters the endpoint reads.
+const PARAMS: [&str; 6] = [
+    "grant_type",
+    "client_id",
+    "client_secret",
+    "scope",
+    "client_assertion_type",
+    "client_assertion",
+];
 
 /// Longest value a token request parameter may have, as the document says: room for any
 /// identifier, secret or list of our scopes.
@@ -38,15 +54,14 @@ pub const MAX_PARAM_CHARS: usize = 255;
 
 impl TokenParams {
     fn set(&mut self, name: &str, value: Option<String>) -> Result<(), OAuthError> {
-        let known = matches!(name, "grant_type" | "client_id" | "client_secret" | "scope");
-        if known
-            && value
-                .as_ref()
-                .is_some_and(|v| v.chars().count() > MAX_PARAM_CHARS)
-        {
+        let longest = match name {
+            "client_assertion" => MAX_ASSERTION_CHARS,
+            _ => MAX_PARAM_CHARS,
+        };
+        if PARAMS.contains(&name) && value.as_ref().is_some_and(|v| v.chars().count() > longest) {
             return Err(OAuthError::InvalidRequest {
                 hint: format!(
-                    "The `{name}` parameter must not be longer than {MAX_PARAM_CHARS} characters"
+                    "The `{name}` parameter must not be longer than {longest} characters"
                 ),
             });
         }
@@ -57,6 +72,12 @@ impl TokenParams {
                 std::mem::replace(&mut self.client_secret, value.map(Secret::new)).is_some()
             }
             "scope" => std::mem::replace(&mut self.scope, value).is_some(),
+            "client_assertion_type" => {
+                std::mem::replace(&mut self.client_assertion_type, value).is_some()
+            }
+            "client_assertion" => {
+                std::mem::replace(&mut self.client_assertion, value.map(Secret::new)).is_some()
+            }
             _ => return Ok(()),
         };
         if slot_was_set {
@@ -147,12 +168,7 @@ fn parse_json(body: &[u8]) -> Result<TokenParams, OAuthError> {
             // reported as malformed JSON rather than as a parameter problem.
             while let Some(name) = map.next_key::<String>()? {
                 let value: serde_json::Value = map.next_value()?;
-                if first_error.is_some()
-                    || !matches!(
-                        name.as_str(),
-                        "grant_type" | "client_id" | "client_secret" | "scope"
-                    )
-                {
+                if first_error.is_some() || !PARAMS.contains(&name.as_str()) {
                     continue;
                 }
                 let value = match value {
@@ -224,19 +240,33 @@ pub struct Grant {
     /// The client's brands, when the redeem scope is granted: the resource server lets the
     /// token redeem only those brands' links.
     pub brands: Option<Vec<String>>,
+    /// The assertion the client authenticated with, which must be spent before the token
+    /// is issued; none for a secret.
+    pub assertion: Option<SpentAssertion>,
 }
 
 /// Checks a request against the snapshot, in the order partners' libraries expect:
-/// grant type, client id, scope present, client authentication, then scopes.
+/// grant type, client id, scope present, client authentication, then scopes. A request
+/// carrying a client assertion (`assertion`, read from its `client_assertion`) is checked
+/// as private_key_jwt, for any of `audiences`.
 pub fn authorize(
     params: TokenParams,
     basic: Option<BasicCredentials>,
+    assertion: Option<Result<ClientAssertion, ClientFailure>>,
     used_authorization_header: bool,
     snapshot: &Snapshot,
+    audiences: &[&str],
     now: DateTime<Utc>,
 ) -> Result<Grant, OAuthError> {
     if params.grant_type.as_deref() != Some("client_credentials") {
         return Err(OAuthError::UnsupportedGrantType);
+    }
+    if assertion.is_some() || params.client_assertion_type.is_some() {
+        let presented = Presented {
+            basic,
+            used_authorization_header,
+        };
+        return authorize_assertion(params, presented, assertion, snapshot, audiences, now);
     }
     let (client_id, secret) = match basic {
         Some(basic) => {
@@ -272,6 +302,66 @@ pub fn authorize(
             failure,
         },
     )?;
+    grant(client_id, client, &scope)
+}
+
+/// What else a request carrying an assertion presented.
+struct Presented {
+    basic: Option<BasicCredentials>,
+    used_authorization_header: bool,
+}
+
+/// Checks a private_key_jwt request (RFC 7523 section 3): the assertion names the client,
+/// and must be signed by one of its keys.
+fn authorize_assertion(
+    params: TokenParams,
+    presented: Presented,
+    assertion: Option<Result<ClientAssertion, ClientFailure>>,
+    snapshot: &Snapshot,
+    audiences: &[&str],
+    now: DateTime<Utc>,
+) -> Result<Grant, OAuthError> {
+    let invalid = |failure| OAuthError::InvalidClient {
+        used_authorization_header: presented.used_authorization_header,
+        failure,
+    };
+    if params.client_assertion_type.as_deref() != Some(JWT_BEARER) {
+        return Err(OAuthError::parameter("client_assertion_type"));
+    }
+    let assertion = assertion.ok_or_else(|| OAuthError::parameter("client_assertion"))?;
+    let scope = params.scope.ok_or_else(|| OAuthError::parameter("scope"))?;
+    if presented.basic.is_some() || params.client_secret.is_some() {
+        return Err(invalid(ClientFailure::MultipleAuthMethods));
+    }
+    let assertion = assertion.map_err(invalid)?;
+    // The `client_id` parameter is optional here (RFC 7523 section 3.1); when sent, the
+    // assertion must be that client's.
+    let client_id = params
+        .client_id
+        .or_else(|| assertion.issuer().map(str::to_owned))
+        .ok_or(invalid(ClientFailure::AssertionIssuer))?;
+    let client = snapshot
+        .clients
+        .get(&client_id)
+        .ok_or(invalid(ClientFailure::UnknownClient))?;
+    let ClientAuth::PrivateKeyJwt(keys) = &client.auth else {
+        return Err(invalid(ClientFailure::WrongAuthMethod));
+    };
+    let spent = assertion
+        .verify(&client_id, keys, audiences, now)
+        .map_err(invalid)?;
+    // As with a secret: only a valid assertion says it is the partner still calling.
+    if client.disabled {
+        return Err(invalid(ClientFailure::DisabledClient));
+    }
+    let mut granted = grant(client_id, client, &scope)?;
+    granted.assertion = Some(spent);
+    Ok(granted)
+}
+
+/// The grant for an authenticated client asking for `scope`: every scope must be known
+/// and the client's.
+fn grant(client_id: String, client: &ClientEntry, scope: &str) -> Result<Grant, OAuthError> {
     let mut granted: Vec<String> = Vec::new();
     for s in scope.split(' ').filter(|s| !s.is_empty()) {
         if !scopes::is_known(s) || !client.scopes.iter().any(|c| c == s) {
@@ -295,6 +385,7 @@ pub fn authorize(
         client_id,
         scopes: granted,
         brands,
+        assertion: None,
     })
 }
 
@@ -311,6 +402,10 @@ fn authenticate<'a>(
     };
     match (client, check) {
         (None, _) => Err(ClientFailure::UnknownClient),
+        // Such a client has no secret: whatever was sent is not its way in.
+        (Some(c), _) if matches!(c.auth, ClientAuth::PrivateKeyJwt(_)) => {
+            Err(ClientFailure::WrongAuthMethod)
+        }
         (Some(_), SecretCheck::Wrong) => Err(ClientFailure::WrongSecret),
         (Some(_), SecretCheck::Expired) => Err(ClientFailure::ExpiredSecret),
         // Only the right secret says it is the partner calling: anyone else is just wrong.
@@ -444,6 +539,7 @@ mod tests {
         let client = |disabled| ClientEntry {
             scopes: vec![intake.to_owned()],
             brands: None,
+            auth: ClientAuth::Secret,
             disabled,
             secrets: vec![
                 (crate::secrets::hash_secret("new"), None),
@@ -504,8 +600,9 @@ mod tests {
                 client_id: Some(id.into()),
                 client_secret: secret.map(|s| Secret::new(s.to_owned())),
                 scope: Some(intake.into()),
+                ..TokenParams::default()
             };
-            let got = authorize(params, None, false, &snapshot, now)
+            let got = authorize(params, None, None, false, &snapshot, &[], now)
                 .map(|_| ())
                 .map_err(|e| match e {
                     OAuthError::InvalidClient { failure, .. } => failure,

@@ -286,6 +286,8 @@ async fn create_client_at(
             name,
             scopes: scopes.into(),
             brands: brands.map(str::to_owned),
+            auth_method: Default::default(),
+            jwks_file: None,
         },
     )
     .await

@@ -16,6 +16,13 @@ pub struct Model {
     /// The brands a customer-portal client redeems links of, space-separated; none for
     /// partners, and for portal clients registered before clients had brands.
     pub brands: Option<String>,
+    /// How it authenticates: `client_secret` (its secrets) or `private_key_jwt` (an
+    /// assertion signed with one of its keys).
+    pub auth_method: String,
+    /// Its public keys, a JWKS as registered, for `private_key_jwt`.
+    pub jwks: Option<String>,
+    /// Where its public keys are published, for `private_key_jwt`; not used yet.
+    pub jwks_uri: Option<String>,
     /// Set when an operator disabled the client; it then gets no token.
     pub disabled_at: Option<DateTimeUtc>,
     /// When the client was registered.

@@ -2,6 +2,7 @@
 
 pub mod audit_entry;
 pub mod client;
+pub mod client_assertion;
 pub mod client_secret;
 pub mod revision;
 pub mod signing_key;

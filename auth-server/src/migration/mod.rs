@@ -8,6 +8,7 @@ mod m20261126_000002_create_audit_log;
 mod m20261130_000001_unique_client_names;
 mod m20261202_000001_seal_audit_log;
 mod m20261202_000002_add_client_brands;
+mod m20261203_000001_add_private_key_jwt;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -23,6 +24,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000001_unique_client_names::Migration),
             Box::new(m20261202_000001_seal_audit_log::Migration),
             Box::new(m20261202_000002_add_client_brands::Migration),
+            Box::new(m20261203_000001_add_private_key_jwt::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

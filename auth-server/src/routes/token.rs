@@ -13,6 +13,7 @@ use poem_openapi::{
 use service_kit::telemetry::{Field, record};
 use shared::error::OAuthErrorBody;
 
+use crate::assertion::{ClientAssertion, SpentAssertion};
 use crate::error::{ClientFailure, OAuthError};
 use crate::registry::Snapshot;
 use crate::state::AppState;
@@ -29,7 +30,8 @@ enum ApiTags {
 }
 
 /// A token request (RFC 6749 section 4.4.2), as JSON or form-encoded. With
-/// client_secret_basic the credentials go in the `Authorization` header instead.
+/// client_secret_basic the credentials go in the `Authorization` header instead; with
+/// private_key_jwt (RFC 7523) a signed assertion takes the secret's place.
 #[derive(Debug, Object)]
 pub struct TokenRequest {
     /// Always `client_credentials`.
@@ -40,6 +42,12 @@ pub struct TokenRequest {
     pub client_secret: Option<String>,
     /// Space-separated scopes the token must cover.
     pub scope: String,
+    /// With private_key_jwt: `urn:ietf:params:oauth:client-assertion-type:jwt-bearer`.
+    pub client_assertion_type: Option<String>,
+    /// With private_key_jwt: a JWT signed with one of the client's registered keys
+    /// (RS256, PS256, ES256 or EdDSA), with `iss` and `sub` the client id, `aud` the
+    /// issuer, `exp` at most an hour ahead, and a `jti` never used before.
+    pub client_assertion: Option<String>,
 }
 
 /// The request body, read as bytes and parsed by the handler, so every malformed body
@@ -159,6 +167,10 @@ oauth_error_body!(
     /// An unexpected failure.
     ServerErrorBody = OAuthError::ServerError
 );
+oauth_error_body!(
+    /// The database cannot be reached; try again.
+    UnavailableBody = OAuthError::TemporarilyUnavailable
+);
 
 /// A successful token response (RFC 6749 section 5.1).
 #[derive(Debug, Object)]
@@ -198,7 +210,8 @@ pub enum TokenResponse {
         Json<BadRequestBody>,
         #[oai(header = "Cache-Control")] String,
     ),
-    /// `invalid_client`: unknown client, wrong or expired secret, or a disabled client.
+    /// `invalid_client`: unknown client, wrong or expired secret, an assertion that does
+    /// not verify or was used before, or a disabled client.
     #[oai(status = 401)]
     Unauthorized(
         Json<InvalidClientBody>,
@@ -221,6 +234,13 @@ pub enum TokenResponse {
         Json<ServerErrorBody>,
         #[oai(header = "Cache-Control")] String,
     ),
+    /// `temporarily_unavailable`: a client assertion could not be recorded as used, as the
+    /// database cannot be reached; the same request may be sent again.
+    #[oai(status = 503)]
+    Unavailable(
+        Json<UnavailableBody>,
+        #[oai(header = "Cache-Control")] String,
+    ),
 }
 
 const NO_STORE: &str = "no-store";
@@ -240,6 +260,7 @@ impl From<OAuthError> for TokenResponse {
             ),
             OAuthError::BodyTooLarge => Self::PayloadTooLarge(Json(body.into()), cc),
             OAuthError::ServerError => Self::ServerError(Json(body.into()), cc),
+            OAuthError::TemporarilyUnavailable => Self::Unavailable(Json(body.into()), cc),
             OAuthError::TooManyRequests { retry_after_secs } => {
                 Self::TooManyRequests(Json(body.into()), cc, retry_after_secs)
             }
@@ -259,8 +280,10 @@ impl TokenApi {
     /// Get an access token (client credentials grant).
     ///
     /// Authenticate with `client_id` and `client_secret` in the body (client_secret_post)
-    /// or in an `Authorization: Basic` header (client_secret_basic). Cache the token and
-    /// ask for a new one about 30 seconds before `expires_in` runs out.
+    /// or in an `Authorization: Basic` header (client_secret_basic), or, for a client
+    /// registered with keys, with `client_assertion_type` and a signed `client_assertion`
+    /// (private_key_jwt). Cache the token and ask for a new one about 30 seconds before
+    /// `expires_in` runs out.
     #[oai(
         path = "/oauth/token",
         method = "post",
@@ -273,16 +296,26 @@ impl TokenApi {
             Err(e) => return refuse(e, None),
         };
         let snapshot = self.state.registry.snapshot();
+        let assertion = params
+            .client_assertion
+            .as_ref()
+            .map(|a| ClientAssertion::read(a.expose()));
         let claimed_id = basic
             .as_ref()
             .map(|b| b.client_id.as_str())
             .or(params.client_id.as_deref())
+            .or_else(|| assertion.as_ref()?.as_ref().ok()?.issuer())
             .unwrap_or_default();
         let client = snapshot
             .clients
             .get_key_value(claimed_id)
             .map(|(id, _)| id.as_str());
-        match self.issue(req, params, basic, &snapshot, client).await {
+        let credentials = Credentials {
+            params,
+            basic,
+            assertion,
+        };
+        match self.issue(req, credentials, &snapshot, client).await {
             Ok(resp) => resp,
             Err(e) => refuse(e, client),
         }
@@ -312,6 +345,14 @@ fn refuse(e: OAuthError, client: Option<&str>) -> TokenResponse {
     e.into()
 }
 
+/// What a request authenticates with: its parameters, any Basic credentials, and its
+/// client assertion, read.
+struct Credentials {
+    params: token::TokenParams,
+    basic: Option<token::BasicCredentials>,
+    assertion: Option<Result<ClientAssertion, ClientFailure>>,
+}
+
 /// The parameters and any Basic credentials of a request, each read once.
 fn read_request(
     req: &Request,
@@ -330,14 +371,47 @@ fn read_request(
     Ok((params, basic))
 }
 
+/// How long recording a spent assertion may take before the request is answered 503.
+const SPEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl TokenApi {
+    /// Records a client's assertion as spent, at every replica at once (the database is
+    /// theirs in common); refuses one spent before.
+    async fn spend(
+        &self,
+        client_id: &str,
+        spent: &SpentAssertion,
+        now: chrono::DateTime<Utc>,
+    ) -> Result<(), OAuthError> {
+        let db = self.state.registry.db();
+        let recorded = tokio::time::timeout(
+            SPEND_TIMEOUT,
+            crate::store::spend_assertion(db, client_id, spent, now),
+        )
+        .await;
+        match recorded {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(OAuthError::InvalidClient {
+                used_authorization_header: false,
+                failure: ClientFailure::AssertionReplayed,
+            }),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot record a client assertion as used");
+                Err(OAuthError::TemporarilyUnavailable)
+            }
+            Err(_) => {
+                tracing::warn!("recording a client assertion as used timed out");
+                Err(OAuthError::TemporarilyUnavailable)
+            }
+        }
+    }
+
     /// Issues a token for a request whose claimed id is `client` when that names a
     /// registered client.
     async fn issue(
         &self,
         req: &Request,
-        params: token::TokenParams,
-        basic: Option<token::BasicCredentials>,
+        credentials: Credentials,
         snapshot: &Snapshot,
         client: Option<&str>,
     ) -> Result<TokenResponse, OAuthError> {
@@ -367,8 +441,24 @@ impl TokenApi {
                 .await,
         )?;
         let now = Utc::now();
-        let grant = match token::authorize(params, basic, used_authorization_header, snapshot, now)
-        {
+        let issuer = self.state.config.issuer();
+        let endpoint = format!("{issuer}/oauth/token");
+        let authorized = async {
+            let grant = token::authorize(
+                credentials.params,
+                credentials.basic,
+                credentials.assertion,
+                used_authorization_header,
+                snapshot,
+                &[issuer, endpoint.as_str()],
+                now,
+            )?;
+            if let Some(spent) = &grant.assertion {
+                self.spend(&grant.client_id, spent, now).await?;
+            }
+            Ok(grant)
+        };
+        let grant = match authorized.await {
             Err(e @ OAuthError::InvalidClient { .. }) => {
                 limits.hit_failure(&failures_key).await;
                 return Err(e);

@@ -12,16 +12,60 @@ use serde_json::json;
 use service_kit::Secret;
 
 use super::begin_change;
+use crate::client_keys::{ClientKeys, KeySummary};
 use crate::entity::{client, client_secret};
 use crate::{audit, secrets};
+
+/// How a client authenticates at the token endpoint: one method per client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[value(rename_all = "snake_case")]
+pub enum AuthMethod {
+    /// A secret the server generates (client_secret_basic or client_secret_post).
+    #[default]
+    ClientSecret,
+    /// An assertion signed with a private key whose public key is registered.
+    PrivateKeyJwt,
+}
+
+impl AuthMethod {
+    /// As stored in `clients.auth_method`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ClientSecret => "client_secret",
+            Self::PrivateKeyJwt => "private_key_jwt",
+        }
+    }
+
+    /// The method stored as `stored`; none for a method this release does not know.
+    pub fn parse(stored: &str) -> Option<Self> {
+        match stored {
+            "client_secret" => Some(Self::ClientSecret),
+            "private_key_jwt" => Some(Self::PrivateKeyJwt),
+            _ => None,
+        }
+    }
+}
+
+/// How a new client is to authenticate, with what it needs for that.
+#[derive(Debug, Clone, Default)]
+pub enum NewCredentials {
+    /// A secret, generated and shown once.
+    #[default]
+    Secret,
+    /// Assertions signed by one of these keys; the client has no secret.
+    Keys(ClientKeys),
+}
 
 /// A client's credentials as printed once by `client create`.
 #[derive(Debug)]
 pub struct NewClient {
     /// The new client's id.
     pub client_id: String,
-    /// The secret, shown this once.
-    pub client_secret: Secret<String>,
+    /// The secret, shown this once; none for a `private_key_jwt` client.
+    pub client_secret: Option<Secret<String>>,
+    /// Its registered keys, for a `private_key_jwt` client.
+    pub keys: Vec<KeySummary>,
     /// Scopes it may be granted.
     pub scopes: Vec<String>,
     /// The brands a portal client redeems links of; empty for others.
@@ -99,6 +143,7 @@ pub async fn create_client(
     name: &str,
     scopes: &str,
     brands: Option<&str>,
+    credentials: NewCredentials,
     actor: &audit::Author,
 ) -> anyhow::Result<NewClient> {
     let name = name.trim();
@@ -108,7 +153,14 @@ pub async fn create_client(
     let scopes = parse_scopes(scopes)?;
     let brands = brands_for(&scopes, brands)?;
     let client_id = uuid::Uuid::new_v4().to_string();
-    let secret = secrets::generate_secret()?;
+    let (method, secret, keys) = match credentials {
+        NewCredentials::Secret => (
+            AuthMethod::ClientSecret,
+            Some(secrets::generate_secret()?),
+            None,
+        ),
+        NewCredentials::Keys(keys) => (AuthMethod::PrivateKeyJwt, None, Some(keys)),
+    };
     let now = Utc::now();
     let txn = begin_change(db).await?;
     // Compared here as well as by the unique index on lower(name): SQLite's lower() folds
@@ -131,6 +183,9 @@ pub async fn create_client(
         name: Set(name.to_owned()),
         scopes: Set(scopes.join(" ")),
         brands: Set(brands.as_ref().map(|b| b.join(" "))),
+        auth_method: Set(method.as_str().to_owned()),
+        jwks: Set(keys.as_ref().map(|k| k.stored().to_owned())),
+        jwks_uri: Set(None),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -143,16 +198,25 @@ pub async fn create_client(
         }
         return Err(e.into());
     }
-    insert_secret(&txn, &client_id, &secret, now).await?;
+    if let Some(secret) = &secret {
+        insert_secret(&txn, &client_id, secret, now).await?;
+    }
     let mut detail = json!({"name": name, "scopes": scopes});
     if let Some(brands) = &brands {
         detail["brands"] = json!(brands);
+    }
+    let keys = keys.map(|k| k.summary()).unwrap_or_default();
+    // Recorded only when not the default, so entries of secret clients read as before.
+    if method != AuthMethod::ClientSecret {
+        detail["auth_method"] = json!(method);
+        detail["keys"] = json!(keys);
     }
     audit::append(&txn, actor, "client.create", &client_id, detail).await?;
     txn.commit().await?;
     Ok(NewClient {
         client_id,
         client_secret: secret,
+        keys,
         scopes,
         brands: brands.unwrap_or_default(),
     })
@@ -188,6 +252,11 @@ pub struct ClientInfo {
     /// The brands a portal client redeems links of; empty for others, and for a portal
     /// client not bound yet (it redeems nothing).
     pub brands: Vec<String>,
+    /// How it authenticates.
+    pub auth_method: AuthMethod,
+    /// Its registered keys, for a `private_key_jwt` client; none for others.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeySummary>,
     /// Whether it has been disabled.
     pub disabled: bool,
     /// When it was disabled.
@@ -245,6 +314,13 @@ pub fn fingerprint(stored_hash: &str) -> String {
 fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
     ClientInfo {
         secrets,
+        auth_method: AuthMethod::parse(&c.auth_method).unwrap_or_default(),
+        keys: c
+            .jwks
+            .as_deref()
+            .and_then(|j| ClientKeys::load(j).ok())
+            .map(|k| k.summary())
+            .unwrap_or_default(),
         client_id: c.client_id,
         name: c.name,
         scopes: c.scopes.split(' ').map(str::to_owned).collect(),
@@ -332,7 +408,14 @@ pub async fn rotate_secret(
     let valid_until = now + grace;
     let secret = secrets::generate_secret()?;
     let txn = begin_change(db).await?;
-    find_client(&txn, client_id).await?;
+    let found = find_client(&txn, client_id).await?;
+    if found.auth_method != AuthMethod::ClientSecret.as_str() {
+        bail!(
+            "client {client_id} authenticates with {} and has no secret to rotate: replace \
+             its keys with `client set-keys`",
+            found.auth_method
+        );
+    }
     // Secrets already on a shorter grace keep theirs; a rotation never extends one.
     client_secret::Entity::update_many()
         .col_expr(client_secret::Column::ExpiresAt, Expr::value(valid_until))
@@ -425,4 +508,72 @@ pub async fn set_client_brands(
         brands,
         previous_brands: previous,
     })
+}
+
+/// What `client set-keys` changed.
+#[derive(Debug, Serialize)]
+pub struct KeysSet {
+    /// The client.
+    pub client_id: String,
+    /// The keys registered now.
+    pub keys: Vec<KeySummary>,
+    /// Those registered before, which verify no assertion from now on.
+    pub previous_keys: Vec<KeySummary>,
+}
+
+/// Replaces the keys of `private_key_jwt` client `client_id`: assertions signed with the
+/// keys it had are refused once the change has propagated.
+pub async fn set_client_keys(
+    db: &DatabaseConnection,
+    client_id: &str,
+    keys: ClientKeys,
+    actor: &audit::Author,
+) -> anyhow::Result<KeysSet> {
+    let txn = begin_change(db).await?;
+    let found = find_client(&txn, client_id).await?;
+    if found.auth_method != AuthMethod::PrivateKeyJwt.as_str() {
+        bail!(
+            "client {client_id} authenticates with {}, not private_key_jwt: its keys would \
+             never be used",
+            found.auth_method
+        );
+    }
+    let previous = found
+        .jwks
+        .as_deref()
+        .and_then(|j| ClientKeys::load(j).ok())
+        .map(|k| k.summary())
+        .unwrap_or_default();
+    let mut active: client::ActiveModel = found.into();
+    active.jwks = Set(Some(keys.stored().to_owned()));
+    active.updated_at = Set(Utc::now());
+    active.update(&txn).await?;
+    let summary = keys.summary();
+    let detail = json!({"keys": summary, "previous_keys": previous});
+    audit::append(&txn, actor, "client.set_keys", client_id, detail).await?;
+    txn.commit().await?;
+    Ok(KeysSet {
+        client_id: client_id.to_owned(),
+        keys: summary,
+        previous_keys: previous,
+    })
+}
+
+/// Reads a JWKS file an operator registers, no larger than [`crate::client_keys::MAX_JWKS_BYTES`].
+pub fn read_jwks_file(path: &std::path::Path) -> anyhow::Result<ClientKeys> {
+    use std::io::Read;
+    let limit = crate::client_keys::MAX_JWKS_BYTES;
+    let file = std::fs::File::open(path)
+        .map_err(|e| anyhow!("cannot read the JWKS file {}: {e}", path.display()))?;
+    let mut text = String::new();
+    file.take(limit as u64 + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| anyhow!("cannot read the JWKS file {}: {e}", path.display()))?;
+    if text.len() > limit {
+        bail!(
+            "the JWKS file {} is larger than {limit} bytes",
+            path.display()
+        );
+    }
+    ClientKeys::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
 }

@@ -3,13 +3,16 @@
 //! Every change bumps the revision row in the same transaction, which is how running
 //! servers learn of it within a fraction of a second.
 //!
-//! Split by what it keeps: clients and their secrets, signing keys, and the audit trail's
-//! seals; the revision and the change transaction here serve them all.
+//! Split by what it keeps: clients and their secrets, spent client assertions, signing
+//! keys, and the audit trail's seals; the revision and the change transaction here serve
+//! them all.
 
+mod assertions;
 mod audit_trail;
 mod clients;
 mod signing_keys;
 
+pub use assertions::*;
 pub use audit_trail::*;
 pub use clients::*;
 pub use signing_keys::*;

@@ -92,6 +92,8 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
             name: "x".into(),
             scopes: "admin".into(),
             brands: None,
+            auth_method: Default::default(),
+            jwks_file: None,
         })
         .await;
     assert!(bad_scope.is_err());
@@ -118,6 +120,8 @@ async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backen
             name: "Made before serving".into(),
             scopes: INTAKE.into(),
             brands: None,
+            auth_method: Default::default(),
+            jwks_file: None,
         },
     )
     .await
@@ -182,6 +186,8 @@ async fn brands_bind_portal_clients_only_and_must_be_well_formed(backend: Backen
             name: format!("Portal {}", uuid::Uuid::new_v4().simple()),
             scopes: scopes.into(),
             brands: brands.map(str::to_owned),
+            auth_method: Default::default(),
+            jwks_file: None,
         })
     };
     let refusals = [
