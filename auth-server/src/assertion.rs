@@ -62,8 +62,9 @@ impl Audience {
 #[derive(Debug)]
 pub struct ClientAssertion {
     token: Secret<String>,
-    alg: Algorithm,
-    kid: Option<String>,
+    /// The header's algorithm and kid, or why the header is refused: told only once the
+    /// client is known, so that the refusal is counted against it.
+    header: Result<(Algorithm, Option<String>), ClientFailure>,
     claims: Claims,
 }
 
@@ -77,15 +78,17 @@ pub struct SpentAssertion {
 }
 
 impl ClientAssertion {
-    /// Reads an assertion's header and claims, refusing what no key could make acceptable.
+    /// Reads an assertion's header and claims; refused here only when the claims cannot
+    /// be read.
     pub fn read(token: &str) -> Result<Self, ClientFailure> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| unreadable_header(token))?;
         let claims: Claims = jsonwebtoken::dangerous::insecure_decode_claims(token)
             .map_err(|_| ClientFailure::AssertionMalformed)?;
+        let header = jsonwebtoken::decode_header(token)
+            .map(|h| (h.alg, h.kid))
+            .map_err(|_| unreadable_header(token));
         Ok(Self {
             token: Secret::new(token.to_owned()),
-            alg: header.alg,
-            kid: header.kid,
+            header,
             claims,
         })
     }
@@ -143,12 +146,12 @@ impl ClientAssertion {
     /// Whether one of `keys` signed it: the keys decide the algorithm, the header only
     /// picks among those they allow.
     fn check_signature(&self, keys: &ClientKeys) -> Result<(), ClientFailure> {
-        let named = format!("{:?}", self.alg);
-        if !SIGNING_ALGORITHMS.contains(&named.as_str()) {
+        let (alg, kid) = self.header.clone()?;
+        if !SIGNING_ALGORITHMS.contains(&format!("{alg:?}").as_str()) {
             return Err(ClientFailure::AssertionAlgorithm);
         }
-        let kid = self.kid.as_deref();
-        let mut candidates = keys.candidates(kid, self.alg).peekable();
+        let kid = kid.as_deref();
+        let mut candidates = keys.candidates(kid, alg).peekable();
         if candidates.peek().is_none() {
             // A key named by its kid exists, but is not for this algorithm.
             return Err(
@@ -160,7 +163,7 @@ impl ClientAssertion {
             );
         }
         // Only the signature here: the claims are checked above, each with its own reason.
-        let mut validation = Validation::new(self.alg);
+        let mut validation = Validation::new(alg);
         validation.required_spec_claims.clear();
         validation.validate_exp = false;
         validation.validate_nbf = false;

@@ -17,6 +17,7 @@ use shared::claims::scopes;
 use shared::error::OAuthErrorBody;
 
 use crate::bearer::Refusal;
+use crate::client_keys::SIGNING_ALGORITHMS;
 
 use crate::keys::Jwk;
 use crate::state::AppState;
@@ -199,8 +200,10 @@ pub struct ServerMetadata {
     pub jwks_uri: String,
     /// Only `client_credentials`.
     pub grant_types_supported: Vec<String>,
-    /// `client_secret_basic` and `client_secret_post`.
+    /// `client_secret_basic`, `client_secret_post` and `private_key_jwt`.
     pub token_endpoint_auth_methods_supported: Vec<String>,
+    /// The algorithms a `private_key_jwt` client may sign its assertions with.
+    pub token_endpoint_auth_signing_alg_values_supported: Vec<String>,
     /// Every scope a client can be granted.
     pub scopes_supported: Vec<String>,
     /// Empty: there is no authorization endpoint.
@@ -309,7 +312,12 @@ impl DiscoveryApi {
             token_endpoint_auth_methods_supported: vec![
                 "client_secret_basic".into(),
                 "client_secret_post".into(),
+                "private_key_jwt".into(),
             ],
+            token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS
+                .iter()
+                .map(|a| a.to_string())
+                .collect(),
             scopes_supported: shared::claims::scopes::ALL
                 .iter()
                 .map(|s| s.to_string())

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use service_kit::openapi::{self, ApiDocuments, property_mut, schema_mut};
 use shared::claims::scopes;
 
+use crate::assertion::{JWT_BEARER, MAX_ASSERTION_CHARS};
 use crate::state::AppState;
 use crate::token::MAX_PARAM_CHARS;
 use discovery::DiscoveryApi;
@@ -54,16 +55,29 @@ fn refine(doc: &mut Value) {
                 credential.insert("minLength".into(), json!(1));
             }
         }
-        for field in ["grant_type", "client_id", "client_secret", "scope"] {
+        for field in [
+            "grant_type",
+            "client_id",
+            "client_secret",
+            "scope",
+            "client_assertion_type",
+        ] {
             if let Some(param) = property_mut(request, field) {
                 param.insert("maxLength".into(), json!(MAX_PARAM_CHARS));
             }
+        }
+        if let Some(kind) = property_mut(request, "client_assertion_type") {
+            kind.insert("enum".into(), json!([JWT_BEARER]));
+        }
+        if let Some(assertion) = property_mut(request, "client_assertion") {
+            assertion.insert("minLength".into(), json!(1));
+            assertion.insert("maxLength".into(), json!(MAX_ASSERTION_CHARS));
         }
         if let Some(id) = property_mut(request, "client_id") {
             id.insert(
                 "description".into(),
                 json!(
-                    "The client identifier; with client_secret_basic, the same as in the header."
+                    "The client identifier; with client_secret_basic, the same as in the header; with private_key_jwt, the assertion's `iss` and `sub`."
                 ),
             );
         }
@@ -100,7 +114,8 @@ fn refine(doc: &mut Value) {
                 "token_endpoint": format!("{issuer}/oauth/token"),
                 "jwks_uri": format!("{issuer}/.well-known/jwks.json"),
                 "grant_types_supported": ["client_credentials"],
-                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post"],
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "client_secret_post", "private_key_jwt"],
+                "token_endpoint_auth_signing_alg_values_supported": crate::client_keys::SIGNING_ALGORITHMS,
                 "scopes_supported": scopes::ALL,
                 "response_types_supported": [],
             }),
@@ -114,16 +129,29 @@ fn refine(doc: &mut Value) {
     if let Some(token) = openapi::operation_mut(doc, "/oauth/token", "post") {
         openapi::request_examples(
             token,
-            &[(
-                "client_secret_post",
-                "Credentials in the body",
-                json!({
-                    "grant_type": "client_credentials",
-                    "client_id": "9d6c1f0e-3b2a-4c5d-8e7f-0a1b2c3d4e5f",
-                    "client_secret": "your-client-secret",
-                    "scope": scopes::CASE_INTAKE_CREATE,
-                }),
-            )],
+            &[
+                (
+                    "client_secret_post",
+                    "Credentials in the body",
+                    json!({
+                        "grant_type": "client_credentials",
+                        "client_id": "9d6c1f0e-3b2a-4c5d-8e7f-0a1b2c3d4e5f",
+                        "client_secret": "your-client-secret",
+                        "scope": scopes::CASE_INTAKE_CREATE,
+                    }),
+                ),
+                (
+                    "private_key_jwt",
+                    "A signed client assertion (RFC 7523)",
+                    json!({
+                        "grant_type": "client_credentials",
+                        "client_id": "9d6c1f0e-3b2a-4c5d-8e7f-0a1b2c3d4e5f",
+                        "client_assertion_type": JWT_BEARER,
+                        "client_assertion": "eyJhbGciOiJFUzI1NiIsImtpZCI6InBhcnRuZXIta2V5LTEifQ.eyJpc3MiOiI5ZDZjMWYwZS0zYjJhLTRjNWQtOGU3Zi0wYTFiMmMzZDRlNWYiLCJzdWIiOiI5ZDZjMWYwZS0zYjJhLTRjNWQtOGU3Zi0wYTFiMmMzZDRlNWYiLCJhdWQiOiJodHRwczovL2F1dGguZXhhbXBsZSIsImV4cCI6MTc5NjAwMDA2MCwiaWF0IjoxNzk2MDAwMDAwLCJqdGkiOiI0ZjNjOWIyYSJ9.c2lnbmF0dXJl",
+                        "scope": scopes::CASE_INTAKE_CREATE,
+                    }),
+                ),
+            ],
         );
     }
 }

@@ -10,6 +10,7 @@ mod keys;
 mod limits;
 mod logs;
 mod metrics;
+mod private_key_jwt;
 mod refusals;
 mod revocations;
 mod token;

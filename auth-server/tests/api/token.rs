@@ -190,7 +190,15 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
     assert_eq!(meta["grant_types_supported"], json!(["client_credentials"]));
     assert_eq!(
         meta["token_endpoint_auth_methods_supported"],
-        json!(["client_secret_basic", "client_secret_post"])
+        json!([
+            "client_secret_basic",
+            "client_secret_post",
+            "private_key_jwt"
+        ])
+    );
+    assert_eq!(
+        meta["token_endpoint_auth_signing_alg_values_supported"],
+        json!(["RS256", "PS256", "ES256", "EdDSA"])
     );
     assert_eq!(
         meta["scopes_supported"],
