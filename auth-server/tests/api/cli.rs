@@ -587,7 +587,149 @@ async fn a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry(ba
     assert!(stderr.contains("--brands"), "{stderr}");
 }
 
+/// A JWKS file of one EC P-256 key (RFC 7515 appendix A.3), with `extra` members on the
+/// key; removed when the returned guard is dropped.
+struct JwksFile(std::path::PathBuf);
+
+impl JwksFile {
+    fn ec(kid: &str, extra: &[(&str, &str)]) -> Self {
+        let mut key = serde_json::json!({
+            "kty": "EC", "crv": "P-256", "kid": kid,
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0",
+        });
+        for (member, value) in extra {
+            key[*member] = serde_json::json!(value);
+        }
+        let path = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
+        std::fs::write(&path, serde_json::json!({"keys": [key]}).to_string()).unwrap();
+        Self(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+}
+
+impl Drop for JwksFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+async fn a_keyed_client_is_registered_from_a_jwks_file_without_a_secret(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let create = |name: &str, extra: &[&str]| {
+        let mut args = vec![
+            "client",
+            "create",
+            "--name",
+            name,
+            "--scopes",
+            "enquiry:case:intake:create",
+        ];
+        args.extend_from_slice(extra);
+        run(&db.url, &args, &[])
+    };
+    let keys = JwksFile::ec("acme-2026", &[]);
+    let created = create(
+        "Acme",
+        &[
+            "--auth-method",
+            "private_key_jwt",
+            "--jwks-file",
+            keys.path(),
+        ],
+    );
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let printed = created.json();
+    assert_eq!(
+        printed,
+        serde_json::json!({
+            "client_id": printed["client_id"],
+            "scopes": ["enquiry:case:intake:create"],
+            "auth_method": "private_key_jwt",
+            "keys": [{"kid": "acme-2026", "kind": "EC P-256", "alg": null}],
+        })
+    );
+    for out in [&created.stdout, &created.stderr] {
+        assert!(
+            !out.contains("client_secret") && !out.contains("secret"),
+            "{out}"
+        );
+    }
+    let id = printed["client_id"].as_str().unwrap().to_owned();
+
+    // A private key is refused, named, and not echoed.
+    let private = JwksFile::ec(
+        "leaked",
+        &[("d", "jpsQnnGQmL-YBIffH1136cspYG6-0iY7X1fCE9-E9LI")],
+    );
+    let refused = create(
+        "Leaky",
+        &[
+            "--auth-method",
+            "private_key_jwt",
+            "--jwks-file",
+            private.path(),
+        ],
+    );
+    assert_eq!(refused.code, Some(1));
+    assert!(
+        refused.stderr.contains("key 0 (kid \"leaked\")")
+            && refused.stderr.contains("private key material (`d`)"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!refused.stderr.contains("jpsQnnGQ"), "{}", refused.stderr);
+    // One method per client, and keys for the keyed one.
+    let without_keys = create("No keys", &["--auth-method", "private_key_jwt"]);
+    assert!(
+        without_keys.stderr.contains("--jwks-file"),
+        "{}",
+        without_keys.stderr
+    );
+    let keys_for_secret = create("Both", &["--jwks-file", keys.path()]);
+    assert!(
+        keys_for_secret.stderr.contains("one method"),
+        "{}",
+        keys_for_secret.stderr
+    );
+    let (ok, listed, _) = auth_server(&db, &["client", "list"]);
+    assert!(ok);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+
+    let next = JwksFile::ec("acme-2027", &[("alg", "ES256")]);
+    let (ok, set, stderr) = auth_server(
+        &db,
+        &["client", "set-keys", &id, "--jwks-file", next.path()],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(
+        set,
+        serde_json::json!({
+            "client_id": id,
+            "keys": [{"kid": "acme-2027", "kind": "EC P-256", "alg": "ES256"}],
+            "previous_keys": [{"kid": "acme-2026", "kind": "EC P-256", "alg": null}],
+        })
+    );
+    let (ok, _, stderr) = auth_server(&db, &["client", "rotate-secret", &id]);
+    assert!(!ok);
+    assert!(stderr.contains("no secret to rotate"), "{stderr}");
+    let (ok, audit, _) = auth_server(&db, &["audit", "list"]);
+    assert!(ok);
+    let entries = audit.as_array().unwrap();
+    let actions: Vec<_> = entries
+        .iter()
+        .map(|e| e["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(actions, ["client.create", "client.set_keys"]);
+    assert_eq!(entries[0]["detail"]["auth_method"], "private_key_jwt");
+    assert_eq!(entries[1]["detail"]["keys"][0]["kid"], "acme-2027");
+}
+
 on_both_backends!(
+    a_keyed_client_is_registered_from_a_jwks_file_without_a_secret,
     a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry,
     the_commands_print_json_and_keep_secrets_off_stderr,
     commands_act_only_on_an_existing_migrated_database,
@@ -646,8 +788,15 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         (
             &["client", "create"],
             &changes,
-            &["--brands", "--name", "--scopes"],
+            &[
+                "--auth-method",
+                "--brands",
+                "--jwks-file",
+                "--name",
+                "--scopes",
+            ],
         ),
+        (&["client", "set-keys"], &changes, &["--jwks-file"]),
         (&["client", "set-brands"], &changes, &["--brands"]),
         (&["client", "list"], &reads, &[]),
         (&["client", "show"], &reads, &[]),
