@@ -128,6 +128,10 @@ impl Application {
             admin,
             state: Arc::new(AppState {
                 bearer: crate::bearer::BearerCheck::new(config.issuer(), &config.audience),
+                assertion_audiences: [
+                    config.issuer().to_owned(),
+                    format!("{}/oauth/token", config.issuer()),
+                ],
                 config,
                 registry,
                 limits,

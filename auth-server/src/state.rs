@@ -17,6 +17,8 @@ pub struct AppState {
     pub limits: TokenLimits,
     /// What a token shown to `/revocations` must be.
     pub bearer: crate::bearer::BearerCheck,
+    /// What a client assertion's `aud` may name: the issuer, or the token endpoint's URL.
+    pub assertion_audiences: [String; 2],
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

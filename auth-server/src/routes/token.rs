@@ -441,8 +441,11 @@ impl TokenApi {
                 .await,
         )?;
         let now = Utc::now();
-        let issuer = self.state.config.issuer();
-        let endpoint = format!("{issuer}/oauth/token");
+        let audiences = self
+            .state
+            .assertion_audiences
+            .each_ref()
+            .map(String::as_str);
         let authorized = async {
             let grant = token::authorize(
                 credentials.params,
@@ -450,7 +453,7 @@ impl TokenApi {
                 credentials.assertion,
                 used_authorization_header,
                 snapshot,
-                &[issuer, endpoint.as_str()],
+                &audiences,
                 now,
             )?;
             if let Some(spent) = &grant.assertion {

@@ -9,6 +9,7 @@ use base64::Engine;
 use serde_json::Value;
 
 use crate::helpers::{AuthServer, Backend, TestDb};
+use crate::private_key_jwt::{PartnerKey, claims, register, token_with};
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);
@@ -73,6 +74,7 @@ fn every_line_of_the_process_is_checked_for_secrets() {
         .expect("runtime");
     let mut secrets = Vec::new();
     let mut id = String::new();
+    let mut keyed = String::new();
     runtime.block_on(async {
         let db = TestDb::auth(Backend::Sqlite).await;
         let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
@@ -115,7 +117,21 @@ fn every_line_of_the_process_is_checked_for_secrets() {
         let new_secret = rotated["client_secret"].as_str().unwrap().to_owned();
         auth.token(&id, &new_secret, "enquiry:case:intake:create")
             .await;
+        // A keyed partner: an assertion accepted, then replayed, and one from a stranger.
+        let key = PartnerKey::ed25519("k1");
+        keyed = register(&auth, &[&key]).await;
+        let assertion = key.sign(&claims(&auth, &keyed));
+        assert_eq!(token_with(&auth, &assertion).await.0, 200);
+        assert_eq!(token_with(&auth, &assertion).await.0, 401);
+        let forged = PartnerKey::ed25519("k1").sign(&claims(&auth, &keyed));
+        assert_eq!(token_with(&auth, &forged).await.0, 401);
         secrets = vec![secret, wrong, new_secret];
+        // Each part of an assertion but its header (which only names the key) is a secret
+        // of sorts: the whole, its claims with their jti, its signature.
+        for a in [assertion, forged] {
+            let parts: Vec<String> = a.split('.').map(str::to_owned).collect();
+            secrets.extend([a.clone(), parts[1].clone(), parts[2].clone()]);
+        }
     });
 
     let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
@@ -128,12 +144,12 @@ fn every_line_of_the_process_is_checked_for_secrets() {
         .iter()
         .filter(|l| l["outcome"] == "token_issued")
         .collect();
-    assert_eq!(issued.len(), 2, "two tokens were issued: {logs}");
-    for line in issued {
+    assert_eq!(issued.len(), 3, "three tokens were issued: {logs}");
+    for (line, client) in issued.into_iter().zip([&id, &id, &keyed]) {
         assert_eq!(line["message"], "request finished");
         let request = &line["span"];
         assert_eq!(request["name"], "request");
-        assert_eq!(request["client_id"], id.as_str());
+        assert_eq!(request["client_id"], client.as_str());
         assert_eq!(request["route"], "/oauth/token");
         assert_eq!(request["service"], "auth-server");
         assert!(
@@ -160,6 +176,16 @@ fn every_line_of_the_process_is_checked_for_secrets() {
     for line in wrong.iter().chain(&out_of_scope) {
         assert_eq!(line["message"], "request finished");
         assert_eq!(line["span"]["client_id"], id.as_str(), "{line}");
+    }
+    for reason in ["assertion_replayed", "assertion_signature"] {
+        let lines = refused(reason);
+        assert_eq!(lines.len(), 1, "{reason}: {logs}");
+        assert_eq!(
+            lines[0]["span"]["client_id"],
+            keyed.as_str(),
+            "{}",
+            lines[0]
+        );
     }
     let unknown = refused("unknown_client");
     assert_eq!(unknown.len(), 1, "one unknown id was sent: {logs}");

@@ -21,7 +21,7 @@ const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer
 const RSA_KEY: &str = include_str!("fixtures/partner-rsa-2048.pkcs1.b64");
 
 /// One of a partner's key pairs: the private half signs, the public half is registered.
-struct PartnerKey {
+pub(crate) struct PartnerKey {
     kid: String,
     alg: Algorithm,
     signing: EncodingKey,
@@ -29,7 +29,7 @@ struct PartnerKey {
 }
 
 impl PartnerKey {
-    fn ed25519(kid: &str) -> Self {
+    pub(crate) fn ed25519(kid: &str) -> Self {
         let pkcs8 = aws_lc_rs::signature::Ed25519KeyPair::generate_pkcs8(
             &aws_lc_rs::rand::SystemRandom::new(),
         )
@@ -87,7 +87,7 @@ impl PartnerKey {
     }
 
     /// `claims`, signed, with this key's `kid` in the header.
-    fn sign(&self, claims: &Value) -> String {
+    pub(crate) fn sign(&self, claims: &Value) -> String {
         let mut header = Header::new(self.alg);
         header.kid = Some(self.kid.clone());
         jsonwebtoken::encode(&header, claims, &self.signing).unwrap()
@@ -117,7 +117,7 @@ impl Drop for JwksFile {
 }
 
 /// Registers a private_key_jwt partner holding the intake scope with `keys`; its id.
-async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String {
+pub(crate) async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String {
     let file = JwksFile::of(keys);
     let created = auth
         .client_cmd(ClientCommand::Create {
@@ -134,7 +134,7 @@ async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String {
 }
 
 /// Good claims for `client_id`'s assertion to `auth`, with a fresh `jti`.
-fn claims(auth: &AuthServer, client_id: &str) -> Value {
+pub(crate) fn claims(auth: &AuthServer, client_id: &str) -> Value {
     let now = chrono::Utc::now().timestamp();
     json!({
         "iss": client_id,
@@ -147,7 +147,7 @@ fn claims(auth: &AuthServer, client_id: &str) -> Value {
 }
 
 /// Status and body of a form-encoded token request with `assertion`.
-async fn token_with(auth: &AuthServer, assertion: &str) -> (u16, Value) {
+pub(crate) async fn token_with(auth: &AuthServer, assertion: &str) -> (u16, Value) {
     send(
         auth,
         &[
