@@ -130,7 +130,7 @@ impl Application {
                 bearer: crate::bearer::BearerCheck::new(config.issuer(), &config.audience),
                 assertion_audiences: [
                     config.issuer().to_owned(),
-                    format!("{}/oauth/token", config.issuer()),
+                    crate::dpop::token_endpoint(&config.issuer),
                 ],
                 config,
                 registry,

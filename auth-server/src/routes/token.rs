@@ -446,22 +446,15 @@ impl TokenApi {
             .assertion_audiences
             .each_ref()
             .map(String::as_str);
-        let authorized = async {
-            let grant = token::authorize(
-                credentials.params,
-                credentials.basic,
-                credentials.assertion,
-                used_authorization_header,
-                snapshot,
-                &audiences,
-                now,
-            )?;
-            if let Some(spent) = &grant.assertion {
-                self.spend(&grant.client_id, spent, now).await?;
-            }
-            Ok(grant)
-        };
-        let grant = match authorized.await {
+        let grant = match token::authorize(
+            credentials.params,
+            credentials.basic,
+            credentials.assertion,
+            used_authorization_header,
+            snapshot,
+            &audiences,
+            now,
+        ) {
             Err(e @ OAuthError::InvalidClient { .. }) => {
                 limits.hit_failure(&failures_key).await;
                 return Err(e);
@@ -476,6 +469,17 @@ impl TokenApi {
         } else {
             None
         };
+        // Spent last, by the token it earns: a request refused for anything else leaves it
+        // unused. Boxed for the same reason as the proof.
+        if let Some(spent) = &grant.assertion {
+            match Box::pin(self.spend(&grant.client_id, spent, now)).await {
+                Err(e @ OAuthError::InvalidClient { .. }) => {
+                    limits.hit_failure(&failures_key).await;
+                    return Err(e);
+                }
+                other => other?,
+            }
+        }
         let key = snapshot.signing_key(now).ok_or_else(|| {
             tracing::error!("no signing key is active");
             OAuthError::ServerError
