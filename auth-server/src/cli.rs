@@ -177,6 +177,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 "brands",
                 "disabled_at",
                 "created_at",
+                "auth_method",
                 "secrets",
             ],
             "No clients.",

@@ -498,6 +498,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             "BRANDS",
             "DISABLED AT",
             "CREATED AT",
+            "AUTH METHOD",
             "SECRETS"
         ]
     );
@@ -512,6 +513,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             "-",
             "-",
             &created,
+            "client_secret",
             "1"
         ]
     );
