@@ -43,10 +43,9 @@ pub struct ClientEntry {
 }
 
 /// How a client authenticates: one method per client.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub enum ClientAuth {
     /// With one of its secrets (client_secret_basic or client_secret_post).
-    #[default]
     Secret,
     /// With an assertion signed by one of these keys (private_key_jwt).
     PrivateKeyJwt(Arc<ClientKeys>),
@@ -95,14 +94,22 @@ fn client_auth(c: &client::Model) -> ClientAuth {
         Some(store::AuthMethod::PrivateKeyJwt) => {
             let keys =
                 ClientKeys::load(c.jwks.as_deref().unwrap_or_default()).unwrap_or_else(|e| {
-                    tracing::error!(client_id = %c.client_id, error = %e, "client keys not loaded");
+                    tracing::error!(
+                        client_id = %c.client_id,
+                        error = %e,
+                        "client keys not loaded"
+                    );
                     ClientKeys::default()
                 });
             ClientAuth::PrivateKeyJwt(Arc::new(keys))
         }
         None => {
             // A method a later release added: this one cannot check it, so refuses it.
-            tracing::error!(client_id = %c.client_id, method = %c.auth_method, "unknown client authentication method");
+            tracing::error!(
+                client_id = %c.client_id,
+                method = %c.auth_method,
+                "unknown client authentication method"
+            );
             ClientAuth::PrivateKeyJwt(Arc::new(ClientKeys::default()))
         }
     }

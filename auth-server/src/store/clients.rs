@@ -48,10 +48,9 @@ impl AuthMethod {
 }
 
 /// How a new client is to authenticate, with what it needs for that.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub enum NewCredentials {
     /// A secret, generated and shown once.
-    #[default]
     Secret,
     /// Assertions signed by one of these keys; the client has no secret.
     Keys(ClientKeys),
