@@ -587,3 +587,60 @@ on_both_backends!(
 );
 
 on_sqlite!(failed_assertions_trip_the_failure_limit);
+
+/// `url` with its host and port those of a proxy on this machine.
+fn via_port(url: &str, port: u16) -> String {
+    let mut url = reqwest::Url::parse(url).expect("a database URL");
+    url.set_host(Some("127.0.0.1")).expect("a host");
+    url.set_port(Some(port)).expect("a port");
+    url.into()
+}
+
+/// Where the test PostgreSQL listens.
+fn postgres_addr() -> std::net::SocketAddr {
+    let url = reqwest::Url::parse(&test_support::postgres_admin_url()).expect("a URL");
+    let host = match url.host_str() {
+        Some("localhost") | None => "127.0.0.1",
+        Some(host) => host,
+    };
+    format!("{host}:{}", url.port().unwrap_or(5432))
+        .parse()
+        .expect("PostgreSQL address")
+}
+
+/// An assertion cannot be honoured without recording it, so with the database away it is
+/// answered 503 at once; secrets, which need no database, keep working; and assertions work
+/// again once the database is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_database_an_assertion_gets_a_quick_503_and_a_secret_still_a_token() {
+    let db = crate::helpers::TestDb::auth(Backend::Postgres).await;
+    let proxy = test_support::proxy::TcpProxy::start(postgres_addr())
+        .await
+        .unwrap();
+    let auth = AuthServer::start(&via_port(&db.url, proxy.port), |_| {})
+        .await
+        .unwrap();
+    let (secret_id, secret) = auth.create_client(INTAKE).await;
+    let key = PartnerKey::ed25519("k1");
+    let id = register(&auth, &[&key]).await;
+
+    proxy.cut();
+    let started = std::time::Instant::now();
+    let (status, body) = token_with(&auth, &key.sign(&claims(&auth, &id))).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "temporarily_unavailable");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "took {:?}",
+        started.elapsed()
+    );
+    auth.token(&secret_id, &secret, INTAKE).await;
+
+    proxy.restore();
+    let recovered = test_support::eventually(std::time::Duration::from_secs(10), || async {
+        let (status, _) = token_with(&auth, &key.sign(&claims(&auth, &id))).await;
+        (status == 200).then_some(())
+    })
+    .await;
+    assert!(recovered.is_some(), "assertions never worked again");
+}
