@@ -586,6 +586,36 @@ on_both_backends!(
     a_keyed_client_has_no_secret_to_rotate_and_a_secret_client_no_keys,
 );
 
+/// A `jti` is refused while its assertion could still be accepted, and forgotten after.
+async fn a_spent_jti_is_kept_until_its_assertion_expires_then_pruned(backend: Backend) {
+    use auth_server::assertion::SpentAssertion;
+    use auth_server::store::{prune_assertions, spend_assertion};
+    use chrono::{Duration, Utc};
+    let db = crate::helpers::TestDb::auth(backend).await;
+    let conn = sea_orm::Database::connect(&db.url).await.unwrap();
+    let now = Utc::now();
+    let spent = |expires_at| SpentAssertion {
+        jti: "j1".into(),
+        expires_at,
+    };
+    let earlier = now - Duration::minutes(5);
+    let old = spent(now - Duration::minutes(1));
+    assert!(spend_assertion(&conn, "a", &old, earlier).await.unwrap());
+    assert!(!spend_assertion(&conn, "a", &old, earlier).await.unwrap());
+    // Another client's jti is its own.
+    assert!(spend_assertion(&conn, "b", &old, earlier).await.unwrap());
+    // Once the first assertion has expired, its jti may name a new one, once.
+    let new = spent(now + Duration::minutes(1));
+    assert!(spend_assertion(&conn, "a", &new, now).await.unwrap());
+    assert!(!spend_assertion(&conn, "a", &new, now).await.unwrap());
+    // Only b's expired row goes; a's new one stays and still refuses.
+    assert_eq!(prune_assertions(&conn, now).await.unwrap(), 1);
+    assert!(!spend_assertion(&conn, "a", &new, now).await.unwrap());
+    assert!(spend_assertion(&conn, "b", &new, now).await.unwrap());
+}
+
+on_both_backends!(a_spent_jti_is_kept_until_its_assertion_expires_then_pruned);
+
 on_sqlite!(failed_assertions_trip_the_failure_limit);
 
 /// `url` with its host and port those of a proxy on this machine.
