@@ -18,6 +18,7 @@ from pathlib import Path
 
 import requests
 from authlib.integrations.requests_client import OAuth2Session
+from joserfc.jwk import ECKey
 from authlib.oauth2.rfc7523 import PrivateKeyJWT
 from jwskate import Jwk
 from requests_oauth2client import OAuth2Client, PrivateKeyJwt
@@ -94,7 +95,8 @@ def main() -> None:
 
     session = OAuth2Session(
         keyed_id,
-        private.to_pem(),
+        # Authlib reads a bare PEM as an RSA key: an EC one goes in typed.
+        ECKey.import_key(private.to_pem()),
         token_endpoint_auth_method=PrivateKeyJWT(token_endpoint, alg="ES256"),
         scope=SCOPE,
     )
