@@ -163,6 +163,14 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
+        ClientCommand::SetDpop {
+            client_id,
+            require_dpop,
+        } => {
+            let set = store::set_client_dpop(&db, &client_id, require_dpop, &actor).await?;
+            propagated().await;
+            Report::record(serde_json::to_value(set)?)
+        }
         ClientCommand::SetBrands { client_id, brands } => {
             let set = store::set_client_brands(&db, &client_id, &brands, &actor).await?;
             propagated().await;

@@ -338,6 +338,22 @@ pub enum ClientCommand {
         #[arg(long)]
         jwks_file: std::path::PathBuf,
     },
+    /// Make a client get only DPoP-bound tokens (RFC 9449), or bearer tokens again: with
+    /// --require-dpop true, a token request without a DPoP proof is refused, so a token
+    /// copied from the partner is of no use without its key.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  auth-server client set-dpop CLIENT_ID --require-dpop true
+  auth-server client set-dpop CLIENT_ID --require-dpop false --actor alice"
+    )]
+    SetDpop {
+        /// The client's id.
+        client_id: String,
+        /// Whether a token request without a DPoP proof is refused.
+        #[arg(long, action = clap::ArgAction::Set)]
+        require_dpop: bool,
+    },
     /// Bind a customer-portal client to the brands whose links it redeems, replacing those
     /// it had; its next token names them.
     #[command(

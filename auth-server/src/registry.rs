@@ -40,6 +40,8 @@ pub struct ClientEntry {
     pub secrets: Vec<([u8; 32], Option<DateTime<Utc>>)>,
     /// How it authenticates.
     pub auth: ClientAuth,
+    /// Whether it gets only DPoP-bound tokens.
+    pub dpop_required: bool,
 }
 
 /// How a client authenticates: one method per client.
@@ -249,6 +251,7 @@ impl Registry {
                         disabled: c.disabled_at.is_some(),
                         secrets: Vec::new(),
                         auth,
+                        dpop_required: c.dpop_required,
                     },
                 )
             })

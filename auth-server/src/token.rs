@@ -19,6 +19,7 @@ static DECOY: std::sync::LazyLock<ClientEntry> = std::sync::LazyLock::new(|| Cli
     disabled: false,
     secrets: vec![(crate::secrets::hash_secret(""), None)],
     auth: ClientAuth::Secret,
+    dpop_required: false,
 });
 
 /// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
@@ -243,6 +244,8 @@ pub struct Grant {
     /// The assertion the client authenticated with, which must be spent before the token
     /// is issued; none for a secret.
     pub assertion: Option<SpentAssertion>,
+    /// Whether the client gets only DPoP-bound tokens.
+    pub dpop_required: bool,
 }
 
 /// Checks a request against the snapshot, in the order partners' libraries expect:
@@ -386,6 +389,7 @@ fn grant(client_id: String, client: &ClientEntry, scope: &str) -> Result<Grant, 
         scopes: granted,
         brands,
         assertion: None,
+        dpop_required: client.dpop_required,
     })
 }
 
@@ -540,6 +544,7 @@ mod tests {
             scopes: vec![intake.to_owned()],
             brands: None,
             auth: ClientAuth::Secret,
+            dpop_required: false,
             disabled,
             secrets: vec![
                 (crate::secrets::hash_secret("new"), None),

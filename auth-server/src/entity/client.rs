@@ -23,6 +23,8 @@ pub struct Model {
     pub jwks: Option<String>,
     /// Where its public keys are published, for `private_key_jwt`; not used yet.
     pub jwks_uri: Option<String>,
+    /// Whether it gets only DPoP-bound tokens: a token request without a proof is refused.
+    pub dpop_required: bool,
     /// Set when an operator disabled the client; it then gets no token.
     pub disabled_at: Option<DateTimeUtc>,
     /// When the client was registered.

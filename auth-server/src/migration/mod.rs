@@ -9,6 +9,7 @@ mod m20261130_000001_unique_client_names;
 mod m20261202_000001_seal_audit_log;
 mod m20261202_000002_add_client_brands;
 mod m20261203_000001_add_private_key_jwt;
+mod m20261203_000002_add_client_dpop_required;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -25,6 +26,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000001_seal_audit_log::Migration),
             Box::new(m20261202_000002_add_client_brands::Migration),
             Box::new(m20261203_000001_add_private_key_jwt::Migration),
+            Box::new(m20261203_000002_add_client_dpop_required::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

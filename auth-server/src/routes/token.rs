@@ -469,6 +469,11 @@ impl TokenApi {
         } else {
             None
         };
+        if bound_to.is_none() && grant.dpop_required {
+            return Err(OAuthError::InvalidDpopProof {
+                reason: "dpop_required",
+            });
+        }
         // Spent last, by the token it earns: a request refused for anything else leaves it
         // unused. Boxed for the same reason as the proof.
         if let Some(spent) = &grant.assertion {

@@ -185,6 +185,7 @@ pub async fn create_client(
         auth_method: Set(method.as_str().to_owned()),
         jwks: Set(keys.as_ref().map(|k| k.stored().to_owned())),
         jwks_uri: Set(None),
+        dpop_required: Set(false),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -256,6 +257,8 @@ pub struct ClientInfo {
     /// Its registered keys, for a `private_key_jwt` client; none for others.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<KeySummary>,
+    /// Whether it gets only DPoP-bound tokens.
+    pub dpop_required: bool,
     /// Whether it has been disabled.
     pub disabled: bool,
     /// When it was disabled.
@@ -314,6 +317,7 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
     ClientInfo {
         secrets,
         auth_method: AuthMethod::parse(&c.auth_method).unwrap_or_default(),
+        dpop_required: c.dpop_required,
         keys: c
             .jwks
             .as_deref()
@@ -506,6 +510,42 @@ pub async fn set_client_brands(
         client_id: client_id.to_owned(),
         brands,
         previous_brands: previous,
+    })
+}
+
+/// What `client set-dpop` changed.
+#[derive(Debug, Serialize)]
+pub struct DpopSet {
+    /// The client.
+    pub client_id: String,
+    /// Whether it gets only DPoP-bound tokens now.
+    pub dpop_required: bool,
+    /// Whether it did before.
+    pub previously_required: bool,
+}
+
+/// Makes client `client_id` get only DPoP-bound tokens (`required`), or bearer tokens
+/// again. Tokens it already holds are as they were issued until they expire.
+pub async fn set_client_dpop(
+    db: &DatabaseConnection,
+    client_id: &str,
+    required: bool,
+    actor: &audit::Author,
+) -> anyhow::Result<DpopSet> {
+    let txn = begin_change(db).await?;
+    let found = find_client(&txn, client_id).await?;
+    let previously = found.dpop_required;
+    let mut active: client::ActiveModel = found.into();
+    active.dpop_required = Set(required);
+    active.updated_at = Set(Utc::now());
+    active.update(&txn).await?;
+    let detail = json!({"dpop_required": required, "previously_required": previously});
+    audit::append(&txn, actor, "client.set_dpop", client_id, detail).await?;
+    txn.commit().await?;
+    Ok(DpopSet {
+        client_id: client_id.to_owned(),
+        dpop_required: required,
+        previously_required: previously,
     })
 }
 

@@ -800,6 +800,7 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         ),
         (&["client", "set-keys"], &changes, &["--jwks-file"]),
         (&["client", "set-brands"], &changes, &["--brands"]),
+        (&["client", "set-dpop"], &changes, &["--require-dpop"]),
         (&["client", "list"], &reads, &[]),
         (&["client", "show"], &reads, &[]),
         (&["client", "rotate-secret"], &changes, &["--grace-secs"]),

@@ -2,6 +2,7 @@
 //! key and calls the real intake-api with a new proof each time; the token endpoint refuses
 //! a proof used twice or made for another URL; the bound token is of no use as a bearer one.
 
+use auth_server::config::ClientCommand;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use partner_client::{
@@ -214,7 +215,45 @@ async fn the_token_endpoint_takes_each_proof_once_and_only_for_itself(backend: B
     }
 }
 
+async fn a_client_that_requires_dpop_is_refused_a_bearer_token(backend: Backend) {
+    let bound = Bound::start(backend).await;
+    let set = |required| {
+        bound.auth.client_cmd(ClientCommand::SetDpop {
+            client_id: bound.client_id.clone(),
+            require_dpop: required,
+        })
+    };
+    let changed = set(true).await.expect("set-dpop");
+    assert_eq!(changed["dpop_required"], true, "{changed}");
+    let (status, body) = bound.token_with(&[]).await;
+    assert_eq!(
+        (status, body["error"].as_str()),
+        (400, Some("invalid_dpop_proof")),
+        "{body}"
+    );
+    assert!(
+        body["hint"].as_str().unwrap().contains("dpop_required"),
+        "{body}"
+    );
+    let key = DpopKey::generate().unwrap();
+    let proof = key.proof("POST", &bound.token_url(), None).unwrap();
+    let (status, body) = bound.token_with(&[proof]).await;
+    assert_eq!(
+        (status, body["token_type"].as_str()),
+        (200, Some("DPoP")),
+        "{body}"
+    );
+    set(false).await.expect("set-dpop");
+    let (status, body) = bound.token_with(&[]).await;
+    assert_eq!(
+        (status, body["token_type"].as_str()),
+        (200, Some("Bearer")),
+        "{body}"
+    );
+}
+
 on_both_backends!(
     a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time,
     the_token_endpoint_takes_each_proof_once_and_only_for_itself,
+    a_client_that_requires_dpop_is_refused_a_bearer_token,
 );
