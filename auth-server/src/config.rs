@@ -338,9 +338,10 @@ pub enum ClientCommand {
         #[arg(long)]
         jwks_file: std::path::PathBuf,
     },
-    /// Make a client get only DPoP-bound tokens (RFC 9449), or bearer tokens again: with
-    /// --require-dpop true, a token request without a DPoP proof is refused, so a token
-    /// copied from the partner is of no use without its key.
+    /// Make a client get only DPoP-bound tokens (RFC 9449), or bearer tokens again.
+    ///
+    /// Required, a token request without a DPoP proof is refused, so a token copied from
+    /// the partner is of no use without its key.
     #[command(
         args = changes(),
         after_help = "Examples:

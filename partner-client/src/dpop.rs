@@ -9,11 +9,9 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::jwk::{Jwk, ThumbprintHash};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde::Serialize;
+use shared::dpop::{PROOF_TYP, token_hash};
 
 use crate::error::{BuildError, TokenError};
-
-/// The `typ` of a proof.
-const PROOF_TYP: &str = "dpop+jwt";
 
 /// A P-256 key that signs DPoP proofs (ES256); its `Debug` shows only its thumbprint.
 #[derive(Clone)]
@@ -97,12 +95,6 @@ impl DpopKey {
         jsonwebtoken::encode(&header, &claims, &self.encoding)
             .map_err(|e| TokenError::Signing(e.to_string()))
     }
-}
-
-/// The `ath` of an access token: the base64url SHA-256 of its text.
-fn token_hash(access_token: &str) -> String {
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, access_token.as_bytes());
-    URL_SAFE_NO_PAD.encode(digest.as_ref())
 }
 
 #[cfg(test)]

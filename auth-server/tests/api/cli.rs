@@ -294,7 +294,7 @@ async fn client_show_gives_each_secrets_fingerprint_and_expiry_and_never_a_secre
     let table = run(&db.url, &["client", "show", &id, "-o", "table"], &[]);
     assert_eq!(table.code, Some(0), "{}", table.stderr);
     assert!(
-        table.stdout.starts_with(&format!("client_id:    {id}\n")),
+        table.stdout.starts_with(&format!("client_id:      {id}\n")),
         "{}",
         table.stdout
     );

@@ -188,6 +188,20 @@ async fn set(app: &TestApp, client_id: &str, receiver: &Receiver) -> String {
     out["secret"].as_str().expect("a secret").to_owned()
 }
 
+/// Gives the app's partner a new secret, the old one signing beside it for `grace_secs`;
+/// what `webhook rotate-secret` prints.
+async fn rotate(app: &TestApp, grace_secs: u64) -> Value {
+    webhook(
+        app,
+        WebhookCommand::RotateSecret {
+            client_id: app.client_id.clone(),
+            grace_secs,
+            show_secret: false,
+        },
+    )
+    .await
+}
+
 /// The signatures Standard Webhooks expects of `received` with `secret`, computed here.
 fn expected_signature(secret: &str, received: &Received) -> String {
     let key = STANDARD
@@ -398,15 +412,7 @@ async fn a_rotated_secret_signs_beside_the_old_one(backend: Backend) {
     let app = spawn(backend).await;
     let receiver = Receiver::start().await;
     let old = set(&app, &app.client_id, &receiver).await;
-    let rotated = webhook(
-        &app,
-        WebhookCommand::RotateSecret {
-            client_id: app.client_id.clone(),
-            grace_secs: 3600,
-            show_secret: false,
-        },
-    )
-    .await;
+    let rotated = rotate(&app, 3600).await;
     let new = rotated["secret"].as_str().unwrap().to_owned();
     assert_ne!(new, old);
     assert!(rotated["previous_secret_until"].is_string(), "{rotated}");
@@ -424,15 +430,7 @@ async fn a_rotated_secret_signs_beside_the_old_one(backend: Backend) {
     );
 
     // Without a grace period the old secret stops at once.
-    let rotated = webhook(
-        &app,
-        WebhookCommand::RotateSecret {
-            client_id: app.client_id.clone(),
-            grace_secs: 0,
-            show_secret: false,
-        },
-    )
-    .await;
+    let rotated = rotate(&app, 0).await;
     let newest = rotated["secret"].as_str().unwrap().to_owned();
     app.submit(&purchase_enquiry("brand_a", &fresh_email()))
         .await;
@@ -631,15 +629,7 @@ async fn secrets_are_sealed_at_rest_and_clear_ones_at_start(backend: Backend) {
     let (secret, previous) = stored_secrets(&app, &app.client_id).await;
     assert!(secret.starts_with("sealed1:"), "{secret}");
     assert!(!in_the_clear(&secret, &old) && previous.is_none());
-    let rotated = webhook(
-        &app,
-        WebhookCommand::RotateSecret {
-            client_id: app.client_id.clone(),
-            grace_secs: 3600,
-            show_secret: false,
-        },
-    )
-    .await;
+    let rotated = rotate(&app, 3600).await;
     let new = rotated["secret"].as_str().unwrap().to_owned();
     let (secret, previous) = stored_secrets(&app, &app.client_id).await;
     let previous = previous.expect("the previous secret, still signing");
