@@ -338,13 +338,13 @@ pub struct Settings {
 
 impl Settings {
     /// What a command that makes a webhook secret seals it with.
-    pub fn webhook_seal(&self) -> anyhow::Result<crate::webhooks::SecretSeal> {
+    pub fn webhook_seal(&self) -> anyhow::Result<crate::store::SecretSeal> {
         let kek = KeyEncryptionKey::required(
             KEK_VARIABLE,
             self.key_encryption_key.as_ref(),
             "webhook signing secrets are stored sealed with the servers' key",
         )?;
-        crate::webhooks::SecretSeal::new(&kek)
+        crate::store::SecretSeal::new(&kek)
     }
 }
 

@@ -14,8 +14,7 @@ use crate::config::{BrandConfig, Config, parse_brands};
 use crate::jwks::JwksCache;
 use crate::migration;
 use crate::revocations::RevokedClients;
-use crate::store::{AnswerKeys, CaseStore};
-use crate::webhooks::SecretSeal;
+use crate::store::{AnswerKeys, CaseStore, SecretSeal};
 
 /// The intake-api's shared state.
 pub struct AppState {

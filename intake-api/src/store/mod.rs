@@ -16,6 +16,7 @@ mod reused;
 mod submit;
 mod template;
 mod view;
+mod webhook_secrets;
 mod write_queue;
 
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub use idempotency::{
 pub use redeem::{Redeemed, Redemption};
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
+pub(crate) use webhook_secrets::SEALED_PREFIX;
+pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;
 
 use crate::entity::{case, case_event, submission};

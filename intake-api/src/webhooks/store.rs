@@ -14,9 +14,8 @@ use sea_orm::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::signing::{SEALED_PREFIX, SecretSeal};
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
-use crate::store::{CaseStore, StoreError, bounded};
+use crate::store::{CaseStore, SEALED_PREFIX, SecretSeal, StoreError, bounded};
 
 /// A partner's endpoint as the operator CLI shows it (never the secrets).
 #[derive(Debug, Clone, Serialize)]
