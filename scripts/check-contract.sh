@@ -7,11 +7,18 @@
 #   scripts/check-contract.sh [--release]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-python3 -c 'import openapi_spec_validator, openapi_schema_validator, yaml, httpx' 2>/dev/null ||
-    pip install -q openapi-spec-validator openapi-schema-validator pyyaml httpx
+python3 -c 'import openapi_spec_validator, openapi_schema_validator, yaml, httpx, jwskate' 2>/dev/null ||
+    pip install -q openapi-spec-validator openapi-schema-validator pyyaml httpx jwskate
 command -v openapi-python-client >/dev/null || pip install -q openapi-python-client
 command -v openapi-typescript >/dev/null || npm install -g -s openapi-typescript
 # shellcheck source=scripts/stack.sh
 . scripts/stack.sh
+profile=debug
+[ "${1:-}" = "--release" ] && profile=release
+auth_bin="${CARGO_TARGET_DIR:-$PWD/target}/$profile/auth-server"
+[ -x "$auth_bin" ] || { echo "$auth_bin not built: cargo build -p auth-server" >&2; exit 1; }
 start_stack "$@" INTAKE_RATE_LIMIT=1000000
-python3 scripts/contract_check.py "$auth" "$intake" "$work/data/demo-client.json" "$work"
+# The private_key_jwt example is sent with a client this registers on the stack's database.
+AUTH_SERVER_BIN=$auth_bin AUTH_DATABASE_URL="sqlite://$work/data/auth.db?mode=rwc" \
+    AUTH_KEY_ENCRYPTION_KEY="$(cat "$work/data/key-encryption-key")" RUST_LOG=warn \
+    python3 scripts/contract_check.py "$auth" "$intake" "$work/data/demo-client.json" "$work"

@@ -17,14 +17,17 @@ client's file and a scratch directory:
 import copy
 import importlib
 import json
+import os
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import httpx
 import yaml
 from jsonschema import FormatChecker
+from jwskate import Jwk, Jwt
 from openapi_schema_validator import OAS30Validator
 from openapi_spec_validator import validate
 
@@ -128,8 +131,32 @@ def examples(doc, path, method):
     return {name: ex["value"] for name, ex in media.get("examples", {}).items()}
 
 
+def keyed_partner():
+    """A client registered with a public key only (private_key_jwt), through the
+    auth-server's own command (AUTH_SERVER_BIN, on the stack's database), and its private
+    key."""
+    private = Jwk.generate(alg="ES256", kid="contract-key")
+    jwks = WORK / "contract-keys.json"
+    jwks.write_text(json.dumps({"keys": [private.public_jwk().to_dict()]}))
+    created = subprocess.run(
+        [os.environ["AUTH_SERVER_BIN"], "client", "create", "--name", f"Contract {uuid.uuid4().hex[:6]}",
+         "--scopes", "enquiry:case:intake:create", "--auth-method", "private_key_jwt",
+         "--jwks-file", str(jwks), "-o", "json"],
+        check=True, capture_output=True, text=True,
+    )
+    return json.loads(created.stdout)["client_id"], private
+
+
+def assertion(client_id, private):
+    now = int(time.time())
+    claims = {"iss": client_id, "sub": client_id, "aud": f"{AUTH}/oauth/token", "iat": now,
+              "exp": now + 60, "jti": str(uuid.uuid4())}
+    return str(Jwt.sign(claims, key=private, alg="ES256"))
+
+
 def every_example_succeeds(docs, demo, token):
     headers = {"Authorization": f"Bearer {token}"}
+    keyed = keyed_partner()
     sent = 0
     for name, doc in docs.items():
         base = AUTH if name == "auth-server" else INTAKE
@@ -137,7 +164,10 @@ def every_example_succeeds(docs, demo, token):
             for method, op in item.items():
                 for label, body in examples(doc, path, method).items():
                     body = copy.deepcopy(body)
-                    if path == "/oauth/token":
+                    if path == "/oauth/token" and "client_assertion" in body:
+                        # The example's assertion stands for one the partner signs.
+                        body.update(client_id=keyed[0], client_assertion=assertion(*keyed))
+                    elif path == "/oauth/token":
                         # The example's credentials stand for the partner's own.
                         body.update(client_id=demo["client_id"], client_secret=demo["client_secret"])
                     success = sorted(s for s in op["responses"] if s.startswith("2"))
