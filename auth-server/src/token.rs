@@ -328,10 +328,16 @@ fn authorize_assertion(
         used_authorization_header: presented.used_authorization_header,
         failure,
     };
-    if params.client_assertion_type.as_deref() != Some(JWT_BEARER) {
-        return Err(OAuthError::parameter("client_assertion_type"));
-    }
-    let assertion = assertion.ok_or_else(|| OAuthError::parameter("client_assertion"))?;
+    // Half of private_key_jwt (an assertion without its type, or the type alone) is a
+    // client authentication that failed (RFC 7521 section 4.2), as a missing secret is; a
+    // type other than JWT's is a request we do not understand.
+    let assertion = match (params.client_assertion_type.as_deref(), assertion) {
+        (Some(JWT_BEARER), Some(assertion)) => assertion,
+        (None, _) | (Some(JWT_BEARER), None) => {
+            return Err(invalid(ClientFailure::AssertionMalformed));
+        }
+        (Some(_), _) => return Err(OAuthError::parameter("client_assertion_type")),
+    };
     let scope = params.scope.ok_or_else(|| OAuthError::parameter("scope"))?;
     if presented.basic.is_some() || params.client_secret.is_some() {
         return Err(invalid(ClientFailure::MultipleAuthMethods));

@@ -407,34 +407,41 @@ async fn a_client_uses_only_the_method_it_is_registered_for(backend: Backend) {
     );
     // The assertion was never accepted, so it still works.
     assert_eq!(token_with(auth, &assertion).await.0, 200);
-    // The parameters of the method must both be there, and the type must be JWT's.
+    // The parameters of the method must both be there: half of them is a failed client
+    // authentication. A type other than JWT's is a request not understood.
     let fresh = key.sign(&claims(auth, &id));
-    for (form, param) in [
-        (
-            vec![("client_assertion", fresh.as_str())],
-            "client_assertion_type",
-        ),
-        (
-            vec![("client_assertion_type", JWT_BEARER)],
-            "client_assertion",
-        ),
-        (
-            vec![
-                (
-                    "client_assertion_type",
-                    "urn:ietf:params:oauth:client-assertion-type:saml2-bearer",
-                ),
-                ("client_assertion", fresh.as_str()),
-            ],
-            "client_assertion_type",
-        ),
+    let before = refused(auth, &id, "assertion_malformed").await;
+    for form in [
+        vec![
+            ("client_id", id.as_str()),
+            ("client_assertion", fresh.as_str()),
+        ],
+        vec![
+            ("client_id", id.as_str()),
+            ("client_assertion_type", JWT_BEARER),
+        ],
     ] {
         let mut form = form;
         form.extend([("grant_type", "client_credentials"), ("scope", INTAKE)]);
         let (status, body) = send(auth, &form, None).await;
-        assert_eq!(status, 400, "{param}");
-        assert_eq!(body["hint"], format!("Check the `{param}` parameter"));
+        assert_eq!((status, body), (401, invalid_client()), "{form:?}");
     }
+    assert_eq!(
+        refused(auth, &id, "assertion_malformed").await,
+        before + 2.0
+    );
+    let form = [
+        (
+            "client_assertion_type",
+            "urn:ietf:params:oauth:client-assertion-type:saml2-bearer",
+        ),
+        ("client_assertion", fresh.as_str()),
+        ("grant_type", "client_credentials"),
+        ("scope", INTAKE),
+    ];
+    let (status, body) = send(auth, &form, None).await;
+    assert_eq!(status, 400);
+    assert_eq!(body["hint"], "Check the `client_assertion_type` parameter");
     // A secret client's secret still works as before.
     let (status, _) = app.try_token(&app.client_id, &app.client_secret).await;
     assert_eq!(status, 200);
