@@ -11,7 +11,7 @@ use aws_lc_rs::signature::{RSA_PKCS1_SHA256, RsaKeyPair};
 use chrono::Utc;
 use criterion::{Criterion, criterion_group, criterion_main};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims};
+use shared::claims::{ACCESS_TOKEN_TYP, AccessTokenClaims, TokenAlgorithm};
 
 /// The `RSAPrivateKey` (PKCS#1) inside a PKCS#8 `PrivateKeyInfo`, which is what
 /// `EncodingKey::from_rsa_der` takes: the last element of the outer sequence, an OCTET
@@ -27,10 +27,17 @@ fn pkcs1_of(pkcs8: &[u8]) -> Vec<u8> {
 }
 
 fn signing(c: &mut Criterion) {
-    let generated = generate_key().expect("an RSA key");
+    let generated = generate_key(TokenAlgorithm::Rs256).expect("an RSA key");
     let pkcs8 = generated.pkcs8.expose();
     let now = Utc::now();
-    let loaded = LoadedKey::new(generated.kid.clone(), now, now, pkcs8).expect("the key loads");
+    let loaded = LoadedKey::new(
+        generated.kid.clone(),
+        TokenAlgorithm::Rs256,
+        now,
+        now,
+        pkcs8,
+    )
+    .expect("the key loads");
     let encoding = EncodingKey::from_rsa_der(&pkcs1_of(pkcs8));
     let mut header = Header::new(Algorithm::RS256);
     header.typ = Some(ACCESS_TOKEN_TYP.to_owned());
@@ -53,7 +60,9 @@ fn signing(c: &mut Criterion) {
     // Both make the same token: the header and claims are equal, and both signatures verify.
     let ours = loaded.sign_jwt(&claims).expect("signed");
     let theirs = jsonwebtoken::encode(&header, &claims, &encoding).expect("signed");
-    let mut validation = shared::claims::validation(&claims.iss, &claims.aud);
+    let mut validation = shared::claims::TokenValidation::new(&claims.iss, &claims.aud)
+        .for_algorithm(TokenAlgorithm::Rs256)
+        .clone();
     validation.set_required_spec_claims(&["exp"]);
     for token in [&ours, &theirs] {
         let decoded =

@@ -3,8 +3,9 @@
 //! so the list of disabled clients is not open to anyone who can reach the port.
 
 use chrono::{DateTime, Utc};
-use jsonwebtoken::{Algorithm, Validation};
-use shared::claims::{AccessTokenClaims, BearerFault, bearer_token, is_access_token_typ};
+use shared::claims::{
+    AccessTokenClaims, BearerFault, TokenValidation, bearer_token, is_access_token_typ,
+};
 
 use crate::registry::Snapshot;
 
@@ -34,17 +35,17 @@ impl Refusal {
     }
 }
 
-/// What a token must be to be accepted here: RS256, typed `at+jwt`, from this issuer for
-/// this audience, signed by a key this server publishes.
+/// What a token must be to be accepted here: signed by a key this server publishes, with
+/// that key's algorithm, typed `at+jwt`, from this issuer for this audience.
 pub struct BearerCheck {
-    validation: Validation,
+    validation: TokenValidation,
 }
 
 impl BearerCheck {
     /// Accepts the tokens this server issues as `issuer` for `audience`.
     pub fn new(issuer: &str, audience: &str) -> Self {
         Self {
-            validation: shared::claims::validation(issuer, audience),
+            validation: TokenValidation::new(issuer, audience),
         }
     }
 
@@ -64,10 +65,6 @@ impl BearerCheck {
             })?;
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
-        // The algorithm is fixed here, never taken from the token.
-        if header.alg != Algorithm::RS256 {
-            return Err(Refusal::Invalid("algorithm"));
-        }
         if !is_access_token_typ(header.typ.as_deref()) {
             return Err(Refusal::Invalid("typ"));
         }
@@ -77,10 +74,14 @@ impl BearerCheck {
             .into_iter()
             .find(|k| k.kid == kid)
             .ok_or(Refusal::Invalid("kid_unknown"))?;
-        let claims =
-            jsonwebtoken::decode::<AccessTokenClaims>(token, &key.verifier, &self.validation)
-                .map_err(|_| Refusal::Invalid("verification"))?
-                .claims;
+        // The key decides the algorithm, never the token.
+        if header.alg != key.alg.jwt() {
+            return Err(Refusal::Invalid("algorithm"));
+        }
+        let validation = self.validation.for_algorithm(key.alg);
+        let claims = jsonwebtoken::decode::<AccessTokenClaims>(token, &key.verifier, validation)
+            .map_err(|_| Refusal::Invalid("verification"))?
+            .claims;
         match snapshot.clients.get(&claims.client_id) {
             Some(client) if !client.disabled => {}
             _ => return Err(Refusal::Invalid("client_disabled")),

@@ -255,14 +255,17 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
     let db = open(settings).await?;
     let actor = author(settings)?;
     let report = match command {
-        KeyCommand::Rotate { publish_ahead_secs } => {
+        KeyCommand::Rotate {
+            alg,
+            publish_ahead_secs,
+        } => {
             let ahead = publish_ahead_secs.unwrap_or(settings.jwks_max_age_secs);
             let ahead = Duration::seconds(i64::try_from(ahead)?);
             // Never sooner than every auth-server can have loaded the change: then all
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
             let rotated =
-                store::rotate_keys(&db, &settings.kek()?, ahead, not_before, &actor).await?;
+                store::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor).await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
@@ -271,15 +274,18 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             };
             Report::record(json!({
                 "kid": rotated.kid,
+                "alg": rotated.alg.name(),
                 "state": state,
                 "activates_at": rotated.activates_at,
                 "standby_kid": rotated.standby_kid,
+                "withdrawn_standby_kid": rotated.withdrawn_standby_kid,
             }))
         }
         KeyCommand::List => Report::list(
             serde_json::to_value(store::list_keys(&db).await?)?,
             &[
                 "kid",
+                "alg",
                 "state",
                 "created_at",
                 "activates_at",

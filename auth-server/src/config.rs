@@ -11,6 +11,7 @@ use service_kit::source::TrustedProxies;
 use crate::audit::{AuditKey, Head};
 use crate::keys::KeyEncryptionKey;
 use crate::store::AuthMethod;
+use shared::claims::TokenAlgorithm;
 
 /// The auth-server's names for the settings both services share.
 #[derive(Debug, Clone)]
@@ -434,9 +435,16 @@ pub enum KeyCommand {
         args = changes(),
         after_help = "Examples:
   auth-server key rotate                          # the standby signs once every resource server holds it
-  auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young"
+  auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young
+  auth-server key rotate --alg ES256              # a new P-256 key, published now, signs after the max-age"
     )]
     Rotate {
+        /// The algorithm tokens are signed with from this rotation on: RS256 (the default,
+        /// as the spec says), PS256 or ES256. Omitted: the current one. Another algorithm
+        /// than the standby's brings a new key, published now and signing only once every
+        /// resource server holds it.
+        #[arg(long, value_parser = clap::value_parser!(TokenAlgorithm))]
+        alg: Option<TokenAlgorithm>,
         /// The least time between the standby's publication and its first signature;
         /// defaults to the JWKS max-age (300), so every resource server caching the JWKS
         /// holds the key before it signs. A standby is usually older than that: it signs

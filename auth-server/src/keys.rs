@@ -1,21 +1,23 @@
 //! Signing keys: generation, encryption at rest, the JWK form, and which key does what when.
 //!
-//! All RSA work goes through aws-lc-rs, whose private-key operations are constant-time
+//! All RSA and ECDSA work goes through aws-lc-rs, whose private-key operations are constant-time
 //! (the pure-Rust `rsa` crate's are not: RUSTSEC-2023-0071).
 
 use anyhow::{Context, anyhow};
 use aws_lc_rs::aead::LessSafeKey;
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::hmac;
-use aws_lc_rs::rsa::{KeyPair, KeySize};
-use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
+use aws_lc_rs::rsa::{KeyPair as RsaKeyPair, KeySize};
+use aws_lc_rs::signature::{
+    ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _, RSA_PKCS1_SHA256, RSA_PSS_SHA256,
+};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use chrono::{DateTime, Duration, Utc};
 use poem_openapi::Object;
 use serde::{Deserialize, Serialize};
 use service_kit::Secret;
-use shared::claims::{ACCESS_TOKEN_TYP, CLOCK_LEEWAY_SECS, TOKEN_TTL_SECS};
+use shared::claims::{ACCESS_TOKEN_TYP, CLOCK_LEEWAY_SECS, TOKEN_TTL_SECS, TokenAlgorithm};
 
 /// How long a retired key stays in the JWKS after its last signature: the longest a
 /// token it signed can stay valid, plus the resource servers' clock leeway and a margin.
@@ -102,74 +104,172 @@ pub fn open_private_key(
     })
 }
 
-/// A freshly generated RSA-2048 key pair, as PKCS#8 DER, with its kid.
+/// A freshly generated key pair, as PKCS#8 DER, with its kid.
 pub struct GeneratedKey {
     /// RFC 7638 thumbprint of the public key.
     pub kid: String,
+    /// What it signs with.
+    pub alg: TokenAlgorithm,
     /// The private key; never logged.
     pub pkcs8: Secret<Vec<u8>>,
 }
 
-/// Generates a new RSA-2048 signing key.
-pub fn generate_key() -> anyhow::Result<GeneratedKey> {
-    let pair =
-        KeyPair::generate(KeySize::Rsa2048).map_err(|_| anyhow!("RSA key generation failed"))?;
-    let der = pair
-        .as_der()
-        .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
-    let jwk = Jwk::for_key(&pair, String::new());
+/// Generates a new signing key for `alg`: RSA-2048 for RS256 and PS256, P-256 for ES256.
+pub fn generate_key(alg: TokenAlgorithm) -> anyhow::Result<GeneratedKey> {
+    let pair = match alg {
+        TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256 => Pair::Rsa(
+            RsaKeyPair::generate(KeySize::Rsa2048)
+                .map_err(|_| anyhow!("RSA key generation failed"))?,
+        ),
+        TokenAlgorithm::Es256 => Pair::Ec(
+            EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
+                .map_err(|_| anyhow!("P-256 key generation failed"))?,
+        ),
+    };
+    let der = match &pair {
+        Pair::Rsa(p) => p.as_der().map(|d| d.as_ref().to_vec()),
+        Pair::Ec(p) => p.to_pkcs8v1().map(|d| d.as_ref().to_vec()),
+    }
+    .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
     Ok(GeneratedKey {
-        kid: thumbprint(&jwk.n, &jwk.e),
-        pkcs8: Secret::new(der.as_ref().to_vec()),
+        kid: pair.jwk(alg, String::new()).thumbprint(),
+        alg,
+        pkcs8: Secret::new(der),
     })
 }
 
-/// RFC 7638 JWK thumbprint (SHA-256, base64url) of an RSA public key.
-pub fn thumbprint(n: &str, e: &str) -> String {
-    // The members in lexicographic order, no whitespace: the RFC's canonical form.
-    let canonical = format!(r#"{{"e":"{e}","kty":"RSA","n":"{n}"}}"#);
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
-    URL_SAFE_NO_PAD.encode(digest.as_ref())
-}
-
-/// A public key in JWK form (RFC 7517), as published in the JWKS.
+/// A public key in JWK form (RFC 7517), as published in the JWKS: an RSA key (`n`, `e`)
+/// or a P-256 one (`crv`, `x`, `y`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Object)]
 pub struct Jwk {
-    /// Key type: always `RSA`.
+    /// Key type: `RSA` or `EC`.
     pub kty: String,
     /// Intended use: always `sig`.
     #[serde(rename = "use")]
     #[oai(rename = "use")]
     pub use_: String,
-    /// Algorithm: always `RS256`.
+    /// The algorithm the key signs with, and the only one to verify its tokens with:
+    /// `RS256` (the default), `PS256` or `ES256`.
     pub alg: String,
     /// Key id, as in the `kid` header of the tokens it signs.
     pub kid: String,
-    /// Modulus, base64url.
-    pub n: String,
-    /// Public exponent, base64url.
-    pub e: String,
+    /// RSA modulus, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub n: Option<String>,
+    /// RSA public exponent, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub e: Option<String>,
+    /// EC curve: `P-256`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub crv: Option<String>,
+    /// EC point's x coordinate, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub x: Option<String>,
+    /// EC point's y coordinate, base64url.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[oai(skip_serializing_if_is_none)]
+    pub y: Option<String>,
 }
 
 impl Jwk {
-    fn for_key(pair: &KeyPair, kid: String) -> Self {
-        let public = pair.public_key();
-        Self {
-            kty: "RSA".into(),
-            use_: "sig".into(),
-            alg: "RS256".into(),
-            kid,
-            n: URL_SAFE_NO_PAD.encode(public.modulus().big_endian_without_leading_zero()),
-            e: URL_SAFE_NO_PAD.encode(public.exponent().big_endian_without_leading_zero()),
+    /// RFC 7638 thumbprint (SHA-256, base64url): the key's kid.
+    pub fn thumbprint(&self) -> String {
+        let field = |v: &Option<String>| v.clone().unwrap_or_default();
+        // The required members in lexicographic order, no whitespace: the RFC's canonical form.
+        let canonical = if self.kty == "EC" {
+            format!(
+                r#"{{"crv":"{}","kty":"EC","x":"{}","y":"{}"}}"#,
+                field(&self.crv),
+                field(&self.x),
+                field(&self.y)
+            )
+        } else {
+            format!(
+                r#"{{"e":"{}","kty":"RSA","n":"{}"}}"#,
+                field(&self.e),
+                field(&self.n)
+            )
+        };
+        let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, canonical.as_bytes());
+        URL_SAFE_NO_PAD.encode(digest.as_ref())
+    }
+
+    /// The key ready to verify tokens with.
+    fn decoding_key(&self) -> anyhow::Result<jsonwebtoken::DecodingKey> {
+        fn field(v: &Option<String>) -> &str {
+            v.as_deref().unwrap_or_default()
         }
+        Ok(if self.kty == "EC" {
+            jsonwebtoken::DecodingKey::from_ec_components(field(&self.x), field(&self.y))?
+        } else {
+            jsonwebtoken::DecodingKey::from_rsa_components(field(&self.n), field(&self.e))?
+        })
     }
 }
 
-/// A signing key parsed once and kept in memory, so a token costs one RSA signature and
-/// no key parsing.
+/// A private key, of the type its algorithm needs.
+enum Pair {
+    Rsa(RsaKeyPair),
+    Ec(EcdsaKeyPair),
+}
+
+impl Pair {
+    fn parse(alg: TokenAlgorithm, pkcs8: &[u8]) -> Result<Self, aws_lc_rs::error::KeyRejected> {
+        Ok(match alg {
+            TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256 => {
+                Self::Rsa(RsaKeyPair::from_pkcs8(pkcs8)?)
+            }
+            TokenAlgorithm::Es256 => Self::Ec(EcdsaKeyPair::from_pkcs8(
+                &ECDSA_P256_SHA256_FIXED_SIGNING,
+                pkcs8,
+            )?),
+        })
+    }
+
+    fn jwk(&self, alg: TokenAlgorithm, kid: String) -> Jwk {
+        let b64 = |bytes: &[u8]| Some(URL_SAFE_NO_PAD.encode(bytes));
+        let mut jwk = Jwk {
+            kty: String::new(),
+            use_: "sig".into(),
+            alg: alg.name().into(),
+            kid,
+            n: None,
+            e: None,
+            crv: None,
+            x: None,
+            y: None,
+        };
+        match self {
+            Self::Rsa(pair) => {
+                let public = pair.public_key();
+                jwk.kty = "RSA".into();
+                jwk.n = b64(public.modulus().big_endian_without_leading_zero());
+                jwk.e = b64(public.exponent().big_endian_without_leading_zero());
+            }
+            Self::Ec(pair) => {
+                // The uncompressed point: 0x04, then x and y of 32 bytes each.
+                let point = pair.public_key().as_ref();
+                jwk.kty = "EC".into();
+                jwk.crv = Some("P-256".into());
+                jwk.x = b64(&point[1..33]);
+                jwk.y = b64(&point[33..65]);
+            }
+        }
+        jwk
+    }
+}
+
+/// A signing key parsed once and kept in memory, so a token costs one signature and no
+/// key parsing.
 pub struct LoadedKey {
     /// Key id.
     pub kid: String,
+    /// What it signs with.
+    pub alg: TokenAlgorithm,
     /// When it was generated.
     pub created_at: DateTime<Utc>,
     /// When it starts signing.
@@ -178,7 +278,7 @@ pub struct LoadedKey {
     pub jwk: Jwk,
     /// Its public half, ready to verify a token this server is shown (`/revocations`).
     pub verifier: jsonwebtoken::DecodingKey,
-    pair: KeyPair,
+    pair: Pair,
     header_b64: String,
 }
 
@@ -186,28 +286,31 @@ impl std::fmt::Debug for LoadedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedKey")
             .field("kid", &self.kid)
+            .field("alg", &self.alg)
             .field("activates_at", &self.activates_at)
             .finish_non_exhaustive()
     }
 }
 
 impl LoadedKey {
-    /// Parses a PKCS#8 key and prepares its JWT header.
+    /// Parses a PKCS#8 key for `alg` and prepares its JWT header.
     pub fn new(
         kid: String,
+        alg: TokenAlgorithm,
         created_at: DateTime<Utc>,
         activates_at: DateTime<Utc>,
         pkcs8: &[u8],
     ) -> anyhow::Result<Self> {
-        let pair = KeyPair::from_pkcs8(pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
-        let jwk = Jwk::for_key(&pair, kid.clone());
-        let verifier = jsonwebtoken::DecodingKey::from_rsa_components(&jwk.n, &jwk.e)?;
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+        let pair = Pair::parse(alg, pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
+        let jwk = pair.jwk(alg, kid.clone());
+        let verifier = jwk.decoding_key()?;
+        let mut header = jsonwebtoken::Header::new(alg.jwt());
         header.typ = Some(ACCESS_TOKEN_TYP.to_owned());
         header.kid = Some(kid.clone());
         let header_b64 = URL_SAFE_NO_PAD.encode(serde_json::to_vec(&header)?);
         Ok(Self {
             kid,
+            alg,
             created_at,
             activates_at,
             jwk,
@@ -217,7 +320,7 @@ impl LoadedKey {
         })
     }
 
-    /// Signs `claims` as a compact JWS (RS256) with this key's prepared header. Not through
+    /// Signs `claims` as a compact JWS with this key's prepared header. Not through
     /// `jsonwebtoken::encode`, which parses the private key again for every token: 2.7 times
     /// the CPU per token (bench/RESULTS.md, section 1c).
     pub fn sign_jwt<T: Serialize>(&self, claims: &T) -> anyhow::Result<String> {
@@ -226,15 +329,26 @@ impl LoadedKey {
         jwt.push_str(&self.header_b64);
         jwt.push('.');
         URL_SAFE_NO_PAD.encode_string(&payload, &mut jwt);
-        let mut signature = vec![0u8; self.pair.public_modulus_len()];
-        self.pair
-            .sign(
-                &RSA_PKCS1_SHA256,
-                &aws_lc_rs::rand::SystemRandom::new(),
-                jwt.as_bytes(),
-                &mut signature,
-            )
-            .map_err(|_| anyhow!("RSA signing failed"))?;
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let signature = match &self.pair {
+            Pair::Rsa(pair) => {
+                let padding = if self.alg == TokenAlgorithm::Ps256 {
+                    &RSA_PSS_SHA256
+                } else {
+                    &RSA_PKCS1_SHA256
+                };
+                let mut signature = vec![0u8; pair.public_modulus_len()];
+                pair.sign(padding, &rng, jwt.as_bytes(), &mut signature)
+                    .map_err(|_| anyhow!("RSA signing failed"))?;
+                signature
+            }
+            // The fixed encoding, r then s, is what JWS wants (RFC 7518 section 3.4).
+            Pair::Ec(pair) => pair
+                .sign(&rng, jwt.as_bytes())
+                .map_err(|_| anyhow!("ECDSA signing failed"))?
+                .as_ref()
+                .to_vec(),
+        };
         jwt.push('.');
         URL_SAFE_NO_PAD.encode_string(&signature, &mut jwt);
         Ok(jwt)
@@ -360,20 +474,75 @@ mod tests {
     }
 
     #[test]
-    fn a_signed_token_verifies_with_jsonwebtoken_against_the_jwk() {
-        let generated = generate_key().unwrap();
-        let key =
-            LoadedKey::new(generated.kid.clone(), t(0), t(0), generated.pkcs8.expose()).unwrap();
-        let claims = serde_json::json!({"sub": "c1", "exp": 4_000_000_000i64});
-        let jwt = key.sign_jwt(&claims).unwrap();
-        let header = jsonwebtoken::decode_header(&jwt).unwrap();
-        assert_eq!(header.kid.as_deref(), Some(generated.kid.as_str()));
-        assert_eq!(header.typ.as_deref(), Some("at+jwt"));
-        let dk = jsonwebtoken::DecodingKey::from_rsa_components(&key.jwk.n, &key.jwk.e).unwrap();
-        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-        v.required_spec_claims.clear();
-        let data = jsonwebtoken::decode::<serde_json::Value>(&jwt, &dk, &v).unwrap();
-        assert_eq!(data.claims["sub"], "c1");
-        assert_eq!(thumbprint(&key.jwk.n, &key.jwk.e), generated.kid);
+    fn a_signed_token_verifies_with_jsonwebtoken_against_the_jwk_for_each_algorithm() {
+        for alg in TokenAlgorithm::ALL {
+            let generated = generate_key(alg).unwrap();
+            assert_eq!(generated.alg, alg);
+            let key = LoadedKey::new(
+                generated.kid.clone(),
+                alg,
+                t(0),
+                t(0),
+                generated.pkcs8.expose(),
+            )
+            .unwrap();
+            let claims = serde_json::json!({"sub": "c1", "exp": 4_000_000_000i64});
+            let jwt = key.sign_jwt(&claims).unwrap();
+            let header = jsonwebtoken::decode_header(&jwt).unwrap();
+            assert_eq!(header.alg, alg.jwt());
+            assert_eq!(header.kid.as_deref(), Some(generated.kid.as_str()));
+            assert_eq!(header.typ.as_deref(), Some("at+jwt"));
+            // Verified from the published JWK alone, as a resource server does.
+            let published: jsonwebtoken::jwk::Jwk =
+                serde_json::from_value(serde_json::to_value(&key.jwk).unwrap()).unwrap();
+            let dk = jsonwebtoken::DecodingKey::from_jwk(&published).unwrap();
+            let mut v = jsonwebtoken::Validation::new(alg.jwt());
+            v.required_spec_claims.clear();
+            let data = jsonwebtoken::decode::<serde_json::Value>(&jwt, &dk, &v).unwrap();
+            assert_eq!(data.claims["sub"], "c1");
+            assert_eq!(key.jwk.alg, alg.name());
+            assert_eq!(key.jwk.thumbprint(), generated.kid);
+            // The key's own algorithm only: an RSA key's token is not taken as the other
+            // RSA algorithm.
+            for other in TokenAlgorithm::ALL.into_iter().filter(|o| *o != alg) {
+                let mut v = jsonwebtoken::Validation::new(other.jwt());
+                v.required_spec_claims.clear();
+                assert!(jsonwebtoken::decode::<serde_json::Value>(&jwt, &dk, &v).is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn a_key_does_not_load_as_another_type() {
+        let rsa = generate_key(TokenAlgorithm::Rs256).unwrap();
+        let ec = generate_key(TokenAlgorithm::Es256).unwrap();
+        assert!(
+            LoadedKey::new(
+                rsa.kid,
+                TokenAlgorithm::Es256,
+                t(0),
+                t(0),
+                rsa.pkcs8.expose()
+            )
+            .is_err()
+        );
+        assert!(
+            LoadedKey::new(ec.kid, TokenAlgorithm::Ps256, t(0), t(0), ec.pkcs8.expose()).is_err()
+        );
+    }
+
+    #[test]
+    fn thumbprints_follow_rfc_7638() {
+        // RFC 7638 section 3.1's example key and thumbprint.
+        let jwk: Jwk = serde_json::from_value(serde_json::json!({
+            "kty": "RSA", "use": "sig", "alg": "RS256", "kid": "",
+            "n": "0vx7agoebGcQSuuPiLJXZptN9nndrQmbXEps2aiAFbWhM78LhWx4cbbfAAtVT86zwu1RK7aPFFxuhDR1L6tSoc_BJECPebWKRXjBZCiFV4n3oknjhMstn64tZ_2W-5JsGY4Hc5n9yBXArwl93lqt7_RN5w6Cf0h4QyQ5v-65YGjQR0_FDW2QvzqY368QQMicAtaSqzs8KJZgnYb9c7d0zgdAZHzu6qMQvRL5hajrn1n91CbOpbISD08qNLyrdkt-bFTWhAI4vMQFh6WeZu0fM4lFd2NcRwr3XPksINHaQ-G_xBniIqbw0Ls1jF44-csFCur-kEgU8awapJzKnqDKgw",
+            "e": "AQAB",
+        }))
+        .unwrap();
+        assert_eq!(
+            jwk.thumbprint(),
+            "NzbLsXh8uDCcd-6MNwXF4W_7noWXFZAfHkxZsRGC9Xs"
+        );
     }
 }

@@ -1,5 +1,5 @@
-//! The auth-server: an OAuth 2.0 client-credentials authorization server that issues RS256
-//! JWT access tokens and publishes the keys to verify them, with staged key rotation and
+//! The auth-server: an OAuth 2.0 client-credentials authorization server that issues JWT
+//! access tokens (RS256 by default; PS256 or ES256 after a `key rotate --alg`) and publishes the keys to verify them, with staged key rotation and
 //! operator commands for clients and keys.
 
 pub mod assertion;

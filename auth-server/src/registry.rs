@@ -219,10 +219,10 @@ impl Registry {
             {
                 return Some(k.clone());
             }
-            let parsed =
-                keys::open_private_key(&self.kek, &row.kid, &row.private_key).and_then(|der| {
-                    LoadedKey::new(row.kid.clone(), row.created_at, row.activates_at, &der)
-                });
+            let parsed = store::key_algorithm(row).and_then(|alg| {
+                let der = keys::open_private_key(&self.kek, &row.kid, &row.private_key)?;
+                LoadedKey::new(row.kid.clone(), alg, row.created_at, row.activates_at, &der)
+            });
             match parsed {
                 Ok(k) => Some(Arc::new(k)),
                 Err(e) => {

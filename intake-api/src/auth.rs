@@ -1,17 +1,19 @@
-//! Access-token verification: RS256 against the cached JWKS, nothing taken on the
-//! token's own say-so; a DPoP-bound token only beside a proof made with its key.
+//! Access-token verification against the cached JWKS, each key with the algorithm its JWK
+//! names, nothing taken on the token's own say-so; a DPoP-bound token only beside a proof made with its key.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use jsonwebtoken::{DecodingKey, Validation};
 use serde::Deserialize;
-use shared::claims::{AccessTokenClaims, BearerFault, CLOCK_LEEWAY_SECS, is_access_token_typ};
+use shared::claims::{
+    AccessTokenClaims, BearerFault, CLOCK_LEEWAY_SECS, TokenAlgorithm, TokenValidation,
+    is_access_token_typ,
+};
 use shared::dpop::{self, VerifiedProof};
 
-use crate::jwks::JwksCache;
+use crate::jwks::{JwksCache, TokenKey};
 use crate::revocations::RevokedClients;
 
 pub use shared::claims::MAX_TOKEN_BYTES;
@@ -84,7 +86,7 @@ pub const VERIFIED_TOKENS: usize = 4096;
 /// A token whose signature and claims verified, and the key that verified it.
 struct Verified {
     claims: Arc<AccessTokenClaims>,
-    key: Arc<DecodingKey>,
+    key: Arc<TokenKey>,
     kid: String,
 }
 
@@ -93,7 +95,7 @@ pub struct Verifier {
     jwks: Arc<JwksCache>,
     /// Clients whose tokens are refused though they verify.
     revoked: Option<Arc<RevokedClients>>,
-    validation: Validation,
+    validation: TokenValidation,
     /// Verified tokens by their exact text, so a partner's next request with the same token
     /// costs a lookup instead of an RSA verification.
     verified: RwLock<HashMap<String, Verified>>,
@@ -101,12 +103,13 @@ pub struct Verifier {
 }
 
 impl Verifier {
-    /// A verifier accepting RS256 tokens from `issuer` for `audience`.
+    /// A verifier accepting tokens from `issuer` for `audience`, each with the algorithm of
+    /// the key that signed it.
     pub fn new(jwks: Arc<JwksCache>, issuer: &str, audience: &str) -> Self {
         Self {
             jwks,
             revoked: None,
-            validation: shared::claims::validation(issuer, audience),
+            validation: TokenValidation::new(issuer, audience),
             verified: RwLock::new(HashMap::new()),
             capacity: VERIFIED_TOKENS,
         }
@@ -218,8 +221,9 @@ impl Verifier {
 
     async fn verify(&self, token: &str) -> Result<Arc<AccessTokenClaims>, AuthError> {
         let parsed = parse_bearer_token(token)?;
-        // The algorithm is ours to choose, never the token's: RS256 only.
-        if parsed.alg != "RS256" {
+        // Only algorithms a key of ours can have: `none`, HMAC and the rest are refused before
+        // their `kid` can send anyone to the JWKS.
+        if TokenAlgorithm::from_name(&parsed.alg).is_none() {
             return Err(AuthError::Invalid("algorithm"));
         }
         if !is_access_token_typ(parsed.typ.as_deref()) {
@@ -236,8 +240,13 @@ impl Verifier {
             .key_for(&kid)
             .await
             .ok_or(AuthError::Invalid("kid_unknown"))?;
+        // The key's algorithm is the one, never the token's word alone.
+        if parsed.alg != key.alg.name() {
+            return Err(AuthError::Invalid("algorithm"));
+        }
+        let validation = self.validation.for_algorithm(key.alg);
         let claims = Arc::new(
-            jsonwebtoken::decode::<AccessTokenClaims>(token, &key, &self.validation)
+            jsonwebtoken::decode::<AccessTokenClaims>(token, &key.key, validation)
                 .map_err(|e| AuthError::Invalid(classify(&e)))?
                 .claims,
         );
@@ -249,7 +258,7 @@ impl Verifier {
         &self,
         token: &str,
         claims: &Arc<AccessTokenClaims>,
-        key: Arc<DecodingKey>,
+        key: Arc<TokenKey>,
         kid: String,
     ) {
         if self.capacity == 0 {
@@ -386,7 +395,10 @@ mod tests {
     fn remembered_tokens_stay_within_capacity_dropping_expired_ones_first() {
         let jwks = Arc::new(JwksCache::new("http://127.0.0.1:9/jwks.json").unwrap());
         let verifier = Verifier::new(jwks, "iss", "aud").with_verified_capacity(2);
-        let key = Arc::new(DecodingKey::from_secret(b"k"));
+        let key = Arc::new(TokenKey {
+            key: jsonwebtoken::DecodingKey::from_secret(b"k"),
+            alg: TokenAlgorithm::Rs256,
+        });
         let now = chrono::Utc::now().timestamp();
         let len = || verifier.verified.read().unwrap().len();
         verifier.remember("expired", &claims(now - 3600), key.clone(), "k".into());

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use jsonwebtoken::DecodingKey;
-use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, KeyAlgorithm, PublicKeyUse};
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, KeyAlgorithm, PublicKeyUse};
 use serde::Deserialize;
+use shared::claims::TokenAlgorithm;
 
 /// Minimum time between two fetches triggered by unknown key ids. Legitimate keys never
 /// need one (a standby key is published long before it signs, and the poll picks it up);
@@ -111,33 +112,66 @@ struct RawJwkSet {
     keys: Vec<serde_json::Value>,
 }
 
-/// Parses a JWKS body into RS256 verification keys by kid. Keys of other types or uses,
-/// or without a kid, are skipped; a set with no usable key is refused.
-pub fn parse_jwks(body: &[u8]) -> anyhow::Result<HashMap<String, Arc<DecodingKey>>> {
+/// A published signing key, ready to verify the tokens it signed.
+pub struct TokenKey {
+    /// The key.
+    pub key: DecodingKey,
+    /// The one algorithm its tokens are verified with: the one its JWK names.
+    pub alg: TokenAlgorithm,
+}
+
+/// The keys of a key set, by kid.
+pub type KeySet = HashMap<String, Arc<TokenKey>>;
+
+/// The algorithm a JWK is for: the one its `alg` names when this service verifies it, else
+/// its type's usual one (RS256 for RSA, as keys published before `alg` mattered; ES256 for
+/// P-256). `None` when the key cannot sign access tokens.
+fn token_algorithm(jwk: &Jwk) -> Option<TokenAlgorithm> {
+    let named = match jwk.common.key_algorithm {
+        None => None,
+        Some(KeyAlgorithm::RS256) => Some(TokenAlgorithm::Rs256),
+        Some(KeyAlgorithm::PS256) => Some(TokenAlgorithm::Ps256),
+        Some(KeyAlgorithm::ES256) => Some(TokenAlgorithm::Es256),
+        Some(_) => return None,
+    };
+    match (&jwk.algorithm, named) {
+        (AlgorithmParameters::RSA(_), None) => Some(TokenAlgorithm::Rs256),
+        (
+            AlgorithmParameters::RSA(_),
+            Some(alg @ (TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256)),
+        ) => Some(alg),
+        (AlgorithmParameters::EllipticCurve(ec), None | Some(TokenAlgorithm::Es256))
+            if ec.curve == EllipticCurve::P256 =>
+        {
+            Some(TokenAlgorithm::Es256)
+        }
+        _ => None,
+    }
+}
+
+/// Parses a JWKS body into verification keys by kid, each with its algorithm. Keys of
+/// other types, curves, algorithms or uses, or without a kid, are skipped; a set with no
+/// usable key is refused.
+pub fn parse_jwks(body: &[u8]) -> anyhow::Result<KeySet> {
     let set: RawJwkSet = serde_json::from_slice(body).context("JWKS is not valid JSON")?;
-    let keys: HashMap<_, _> = set
+    let keys: KeySet = set
         .keys
         .into_iter()
         .filter_map(|raw| serde_json::from_value::<Jwk>(raw).ok())
         .filter(|jwk| {
-            matches!(jwk.algorithm, AlgorithmParameters::RSA(_))
-                && jwk
-                    .common
-                    .public_key_use
-                    .as_ref()
-                    .is_none_or(|u| *u == PublicKeyUse::Signature)
-                && jwk
-                    .common
-                    .key_algorithm
-                    .is_none_or(|a| a == KeyAlgorithm::RS256)
+            jwk.common
+                .public_key_use
+                .as_ref()
+                .is_none_or(|u| *u == PublicKeyUse::Signature)
         })
         .filter_map(|jwk| {
+            let alg = token_algorithm(&jwk)?;
             let key = DecodingKey::from_jwk(&jwk).ok()?;
-            Some((jwk.common.key_id?, Arc::new(key)))
+            Some((jwk.common.key_id?, Arc::new(TokenKey { key, alg })))
         })
         .collect();
     if keys.is_empty() {
-        bail!("JWKS holds no usable RS256 key");
+        bail!("JWKS holds no usable RS256, PS256 or ES256 key");
     }
     Ok(keys)
 }
@@ -146,7 +180,7 @@ pub fn parse_jwks(body: &[u8]) -> anyhow::Result<HashMap<String, Arc<DecodingKey
 pub struct JwksCache {
     url: String,
     http: reqwest::Client,
-    keys: RwLock<Arc<HashMap<String, Arc<DecodingKey>>>>,
+    keys: RwLock<Arc<KeySet>>,
     loaded: AtomicBool,
     /// The entity tag of the set held.
     etag: Mutex<Option<String>>,
@@ -178,7 +212,7 @@ impl JwksCache {
     }
 
     /// The key for `kid` in the current set, without fetching.
-    pub fn lookup(&self, kid: &str) -> Option<Arc<DecodingKey>> {
+    pub fn lookup(&self, kid: &str) -> Option<Arc<TokenKey>> {
         self.keys
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -187,7 +221,7 @@ impl JwksCache {
     }
 
     /// The key for `kid`, fetching the JWKS once (per cooldown) when it is unknown.
-    pub async fn key_for(&self, kid: &str) -> Option<Arc<DecodingKey>> {
+    pub async fn key_for(&self, kid: &str) -> Option<Arc<TokenKey>> {
         if let Some(k) = self.lookup(kid) {
             return Some(k);
         }
@@ -261,6 +295,35 @@ mod tests {
         let ok =
             parse_jwks(br#"{"keys":[{"kty":"RSA","kid":"x","n":"sXch","e":"AQAB"},{"kty":"EC"}]}"#)
                 .unwrap();
-        assert!(ok.contains_key("x"));
+        assert_eq!(ok["x"].alg, TokenAlgorithm::Rs256);
+    }
+
+    #[test]
+    fn each_key_is_verified_with_the_algorithm_its_jwk_names() {
+        // A P-256 point (the generator), enough for a key to parse.
+        let x = "axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpY";
+        let y = "T-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU";
+        let body = serde_json::json!({"keys": [
+            {"kty": "RSA", "kid": "rs", "alg": "RS256", "n": "sXch", "e": "AQAB"},
+            {"kty": "RSA", "kid": "ps", "alg": "PS256", "n": "sXch", "e": "AQAB"},
+            {"kty": "EC", "kid": "es", "alg": "ES256", "crv": "P-256", "x": x, "y": y},
+            {"kty": "EC", "kid": "es-bare", "crv": "P-256", "x": x, "y": y},
+            // Named for what this service never verifies with, or not fitting the key.
+            {"kty": "RSA", "kid": "rs512", "alg": "RS512", "n": "sXch", "e": "AQAB"},
+            {"kty": "RSA", "kid": "rsa-es", "alg": "ES256", "n": "sXch", "e": "AQAB"},
+            {"kty": "EC", "kid": "ec-ps", "alg": "PS256", "crv": "P-256", "x": x, "y": y},
+            {"kty": "RSA", "kid": "enc", "use": "enc", "n": "sXch", "e": "AQAB"},
+        ]});
+        let keys = parse_jwks(body.to_string().as_bytes()).unwrap();
+        let algs: HashMap<_, _> = keys.iter().map(|(k, v)| (k.as_str(), v.alg)).collect();
+        assert_eq!(
+            algs,
+            HashMap::from([
+                ("rs", TokenAlgorithm::Rs256),
+                ("ps", TokenAlgorithm::Ps256),
+                ("es", TokenAlgorithm::Es256),
+                ("es-bare", TokenAlgorithm::Es256),
+            ])
+        );
     }
 }

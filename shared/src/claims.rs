@@ -142,19 +142,94 @@ pub struct Confirmation {
     pub jkt: String,
 }
 
+/// The algorithms an access token may be signed with. Each signing key has one, named in
+/// its JWK: RS256 (the spec's, and the default), or PS256 or ES256 for a deployment that
+/// follows FAPI 2.0. A deployment moves from one to another by a staged key rotation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TokenAlgorithm {
+    /// RSASSA-PKCS1-v1_5 with SHA-256.
+    #[default]
+    Rs256,
+    /// RSASSA-PSS with SHA-256.
+    Ps256,
+    /// ECDSA on P-256 with SHA-256.
+    Es256,
+}
+
+impl TokenAlgorithm {
+    /// Every algorithm, in the order the metadata lists them.
+    pub const ALL: [Self; 3] = [Self::Rs256, Self::Ps256, Self::Es256];
+
+    /// The JOSE name (`alg`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Rs256 => "RS256",
+            Self::Ps256 => "PS256",
+            Self::Es256 => "ES256",
+        }
+    }
+
+    /// The algorithm of a JOSE name, exactly as JOSE spells it.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|a| a.name() == name)
+    }
+
+    /// The same algorithm for jsonwebtoken.
+    #[cfg(feature = "verify")]
+    pub const fn jwt(self) -> jsonwebtoken::Algorithm {
+        match self {
+            Self::Rs256 => jsonwebtoken::Algorithm::RS256,
+            Self::Ps256 => jsonwebtoken::Algorithm::PS256,
+            Self::Es256 => jsonwebtoken::Algorithm::ES256,
+        }
+    }
+}
+
+impl std::fmt::Display for TokenAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for TokenAlgorithm {
+    type Err = String;
+
+    /// Any case, so an operator's `es256` is understood.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("{s:?} is not one of RS256, PS256, ES256"))
+    }
+}
+
 /// What every access token must be besides well signed and its client in good standing:
-/// RS256 (never the token's own choice), from `issuer`, for `audience`, its registered claims
-/// present, and within its lifetime give or take [`CLOCK_LEEWAY_SECS`]. Both the
-/// resource servers and the auth-server (reading `/revocations`) check tokens by it.
+/// signed with the algorithm of the key its `kid` names (never the token's own choice), from
+/// `issuer`, for `audience`, its registered claims present, and within its lifetime give or
+/// take [`CLOCK_LEEWAY_SECS`]. Both the resource servers and the auth-server (reading
+/// `/revocations`) check tokens by it.
 #[cfg(feature = "verify")]
-pub fn validation(issuer: &str, audience: &str) -> jsonwebtoken::Validation {
-    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
-    validation.leeway = CLOCK_LEEWAY_SECS;
-    validation.validate_nbf = true;
-    validation.set_issuer(&[issuer]);
-    validation.set_audience(&[audience]);
-    validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
-    validation
+pub struct TokenValidation([jsonwebtoken::Validation; 3]);
+
+#[cfg(feature = "verify")]
+impl TokenValidation {
+    /// The checks for tokens from `issuer` for `audience`, one set per algorithm.
+    pub fn new(issuer: &str, audience: &str) -> Self {
+        Self(TokenAlgorithm::ALL.map(|alg| {
+            let mut validation = jsonwebtoken::Validation::new(alg.jwt());
+            validation.leeway = CLOCK_LEEWAY_SECS;
+            validation.validate_nbf = true;
+            validation.set_issuer(&[issuer]);
+            validation.set_audience(&[audience]);
+            validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
+            validation
+        }))
+    }
+
+    /// The checks for a token verified by a key of `alg`: only that algorithm is accepted.
+    pub fn for_algorithm(&self, alg: TokenAlgorithm) -> &jsonwebtoken::Validation {
+        &self.0[alg as usize]
+    }
 }
 
 impl AccessTokenClaims {
@@ -166,5 +241,30 @@ impl AccessTokenClaims {
     /// The brands the token is bound to; none when it names none.
     pub fn brands(&self) -> &[String] {
         self.brands.as_deref().unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn algorithm_names_read_in_any_case_and_only_those() {
+        for alg in TokenAlgorithm::ALL {
+            assert_eq!(TokenAlgorithm::from_name(alg.name()), Some(alg));
+            assert_eq!(alg.name().to_lowercase().parse::<TokenAlgorithm>(), Ok(alg));
+        }
+        assert_eq!(TokenAlgorithm::from_name("es256"), None);
+        assert!("HS256".parse::<TokenAlgorithm>().is_err());
+        assert!("none".parse::<TokenAlgorithm>().is_err());
+    }
+
+    #[cfg(feature = "verify")]
+    #[test]
+    fn each_algorithm_validates_with_itself_alone() {
+        let checks = TokenValidation::new("https://issuer", "intake-api");
+        for alg in TokenAlgorithm::ALL {
+            assert_eq!(checks.for_algorithm(alg).algorithms, vec![alg.jwt()]);
+        }
     }
 }

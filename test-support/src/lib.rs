@@ -402,10 +402,19 @@ where
 
 /// The `kid` in a JWT's header.
 pub fn kid_of(jwt: &str) -> String {
+    header_member(jwt, "kid")
+}
+
+/// The `alg` in a JWT's header.
+pub fn alg_of(jwt: &str) -> String {
+    header_member(jwt, "alg")
+}
+
+fn header_member(jwt: &str, name: &str) -> String {
     let header = jwt.split('.').next().unwrap_or_default();
     let bytes = base64_url_decode(header);
     let v: serde_json::Value = serde_json::from_slice(&bytes).expect("JWT header JSON");
-    v["kid"].as_str().expect("kid").to_owned()
+    v[name].as_str().expect(name).to_owned()
 }
 
 fn base64_url_decode(s: &str) -> Vec<u8> {

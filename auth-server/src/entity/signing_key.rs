@@ -1,4 +1,4 @@
-//! An RSA key pair that signs access tokens.
+//! A key pair that signs access tokens.
 
 use sea_orm::entity::prelude::*;
 
@@ -21,6 +21,8 @@ pub struct Model {
     /// Published, but with no activation scheduled: the key the next rotation or revoke
     /// switches to.
     pub standby: bool,
+    /// The algorithm it signs with: `RS256`, `PS256` or `ES256`.
+    pub alg: String,
 }
 
 // Hand-written so the private key can never reach a log through `{:?}`.
@@ -33,6 +35,7 @@ impl std::fmt::Debug for Model {
             .field("activates_at", &self.activates_at)
             .field("revoked_at", &self.revoked_at)
             .field("standby", &self.standby)
+            .field("alg", &self.alg)
             .finish()
     }
 }

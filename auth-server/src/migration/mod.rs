@@ -10,6 +10,7 @@ mod m20261202_000001_seal_audit_log;
 mod m20261202_000002_add_client_brands;
 mod m20261203_000001_add_private_key_jwt;
 mod m20261203_000002_add_client_dpop_required;
+mod m20261204_000001_add_signing_key_alg;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -27,6 +28,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261202_000002_add_client_brands::Migration),
             Box::new(m20261203_000001_add_private_key_jwt::Migration),
             Box::new(m20261203_000002_add_client_dpop_required::Migration),
+            Box::new(m20261204_000001_add_signing_key_alg::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

@@ -29,7 +29,7 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryA
         "Partner Intake auth-server",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("OAuth 2.0 client-credentials authorization server: RS256 JWT access tokens and the keys to verify them.")
+    .description("OAuth 2.0 client-credentials authorization server: JWT access tokens (RS256 by default, PS256 or ES256 by choice) and the keys to verify them.")
     .server(issuer)
 }
 

@@ -180,7 +180,8 @@ pub struct AccessTokenResponse {
     pub token_type: String,
     /// Lifetime in seconds: 900.
     pub expires_in: i64,
-    /// An RS256-signed JWT.
+    /// A JWT signed with the algorithm of the key its `kid` names in the JWKS: RS256 unless
+    /// the deployment moved to PS256 or ES256.
     pub access_token: String,
 }
 

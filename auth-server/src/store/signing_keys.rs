@@ -14,24 +14,33 @@ use super::begin_change;
 use crate::audit;
 use crate::entity::signing_key;
 use crate::keys::{self, KeyEncryptionKey, KeyState};
+use shared::claims::TokenAlgorithm;
 
 /// A freshly generated key, sealed for storage; generated before any transaction opens,
 /// since RSA key generation takes a while.
 struct FreshKey {
     kid: String,
+    alg: TokenAlgorithm,
     sealed: String,
 }
 
-async fn fresh_key(kek: &KeyEncryptionKey) -> anyhow::Result<FreshKey> {
+async fn fresh_key(kek: &KeyEncryptionKey, alg: TokenAlgorithm) -> anyhow::Result<FreshKey> {
     // Key generation is CPU-heavy: keep it off the async workers.
-    let generated = tokio::task::spawn_blocking(keys::generate_key)
+    let generated = tokio::task::spawn_blocking(move || keys::generate_key(alg))
         .await
         .context("key generation task failed")??;
     let sealed = keys::seal_private_key(kek, &generated.kid, generated.pkcs8.expose())?;
     Ok(FreshKey {
         kid: generated.kid,
+        alg,
         sealed,
     })
+}
+
+/// The algorithm a stored key signs with.
+pub fn key_algorithm(key: &signing_key::Model) -> anyhow::Result<TokenAlgorithm> {
+    TokenAlgorithm::from_name(&key.alg)
+        .ok_or_else(|| anyhow!("key {} has an unknown algorithm {:?}", key.kid, key.alg))
 }
 
 async fn insert_key<C: ConnectionTrait>(
@@ -44,6 +53,7 @@ async fn insert_key<C: ConnectionTrait>(
     signing_key::ActiveModel {
         kid: Set(key.kid.clone()),
         private_key: Set(key.sealed),
+        alg: Set(key.alg.name().to_owned()),
         created_at: Set(now),
         activates_at: Set(std::cmp::max(activates_at, now)),
         revoked_at: Set(None),
@@ -93,6 +103,16 @@ impl KeyRing {
     pub fn signer(&self, now: DateTime<Utc>) -> Option<&signing_key::Model> {
         self.scheduled.iter().rev().find(|k| k.activates_at <= now)
     }
+
+    /// The deployment's algorithm: the standby's, which the next rotation makes sign, else
+    /// the newest scheduled key's; RS256 on a database with no key yet.
+    pub fn algorithm(&self) -> TokenAlgorithm {
+        self.standby
+            .iter()
+            .chain(self.scheduled.iter().rev())
+            .find_map(|k| key_algorithm(k).ok())
+            .unwrap_or_default()
+    }
 }
 
 /// Encrypts the private keys an older version stored in clear, in one transaction; returns
@@ -140,13 +160,14 @@ pub async fn ensure_keys(
     if !need_signer && !need_standby {
         return Ok(Vec::new());
     }
+    let alg = ring.algorithm();
     let signer = if need_signer {
-        Some(fresh_key(kek).await?)
+        Some(fresh_key(kek, alg).await?)
     } else {
         None
     };
     let standby = if need_standby {
-        Some(fresh_key(kek).await?)
+        Some(fresh_key(kek, alg).await?)
     } else {
         None
     };
@@ -157,13 +178,13 @@ pub async fn ensure_keys(
     let mut created = Vec::new();
     if let (Some(key), None) = (signer, ring.signer(now)) {
         let kid = insert_key(&txn, key, now, false).await?;
-        let detail = json!({"role": "signing", "activates_at": now});
+        let detail = json!({"role": "signing", "activates_at": now, "alg": alg.name()});
         audit::append(&txn, &server, "key.create", &kid, detail).await?;
         created.push(kid);
     }
     if let (Some(key), None) = (standby, &ring.standby) {
         let kid = insert_key(&txn, key, now, true).await?;
-        let detail = json!({"role": "standby"});
+        let detail = json!({"role": "standby", "alg": alg.name()});
         audit::append(&txn, &server, "key.create", &kid, detail).await?;
         created.push(kid);
     }
@@ -184,29 +205,46 @@ pub struct Rotation {
     pub activates_at: DateTime<Utc>,
     /// The new standby key.
     pub standby_kid: String,
+    /// What the key that takes over signs with.
+    pub alg: TokenAlgorithm,
+    /// A standby of the previous algorithm, withdrawn unused when the rotation changed
+    /// algorithm.
+    pub withdrawn_standby_kid: Option<String>,
 }
 
 /// Schedules the standby key to take over signing, at the earliest `publish_ahead` after it
 /// was published (so every resource server caching the JWKS holds it by then) and never
 /// sooner than `not_before`, and publishes a new standby key, in one transaction.
+///
+/// With `alg` other than the standby's, the standby (which never signed) is withdrawn and a
+/// new key of `alg` takes its place: published now, signing `publish_ahead` later, so the
+/// same guarantee holds across a change of algorithm. The new standby is of `alg` too, so
+/// later rotations and revokes stay with it.
 pub async fn rotate_keys(
     db: &DatabaseConnection,
     kek: &KeyEncryptionKey,
+    alg: Option<TokenAlgorithm>,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
     actor: &audit::Author,
 ) -> anyhow::Result<Rotation> {
-    let next_standby = fresh_key(kek).await?;
-    // Without a standby (a database from before standby keys) the new key takes its place.
-    let spare = if KeyRing::load(db).await?.standby.is_none() {
-        Some(fresh_key(kek).await?)
-    } else {
+    let ring = KeyRing::load(db).await?;
+    let alg = alg.unwrap_or_else(|| ring.algorithm());
+    let next_standby = fresh_key(kek, alg).await?;
+    // Without a usable standby (a database from before standby keys, or one of another
+    // algorithm) a new key takes its place.
+    let usable = |standby: &signing_key::Model| key_algorithm(standby).ok() == Some(alg);
+    let spare = if ring.standby.as_ref().is_some_and(usable) {
         None
+    } else {
+        Some(fresh_key(kek, alg).await?)
     };
     let txn = begin_change(db).await?;
+    let now = Utc::now();
     let ring = KeyRing::load(&txn).await?;
+    let mut withdrawn_standby_kid = None;
     let (kid, activates_at) = match (ring.standby, spare) {
-        (Some(standby), _) => {
+        (Some(standby), _) if usable(&standby) => {
             let activates_at = std::cmp::max(not_before, standby.created_at + publish_ahead);
             let kid = standby.kid.clone();
             let mut promoted: signing_key::ActiveModel = standby.into();
@@ -215,23 +253,37 @@ pub async fn rotate_keys(
             promoted.update(&txn).await?;
             (kid, activates_at)
         }
-        (None, Some(spare)) => {
-            let activates_at = std::cmp::max(not_before, Utc::now() + publish_ahead);
+        (standby, Some(spare)) => {
+            if let Some(standby) = standby {
+                // It never signed: leaving the JWKS refuses no token.
+                withdrawn_standby_kid = Some(standby.kid.clone());
+                let mut withdrawn: signing_key::ActiveModel = standby.into();
+                withdrawn.revoked_at = Set(Some(now));
+                withdrawn.update(&txn).await?;
+            }
+            let activates_at = std::cmp::max(not_before, now + publish_ahead);
             (
                 insert_key(&txn, spare, activates_at, false).await?,
                 activates_at,
             )
         }
-        (None, None) => bail!("the standby key disappeared during the rotation; run it again"),
+        (_, None) => bail!("the standby key changed during the rotation; run it again"),
     };
-    let standby_kid = insert_key(&txn, next_standby, Utc::now(), true).await?;
-    let detail = json!({"activates_at": activates_at, "standby_kid": standby_kid});
+    let standby_kid = insert_key(&txn, next_standby, now, true).await?;
+    let detail = json!({
+        "activates_at": activates_at,
+        "standby_kid": standby_kid,
+        "alg": alg.name(),
+        "withdrawn_standby_kid": withdrawn_standby_kid,
+    });
     audit::append(&txn, actor, "key.rotate", &kid, detail).await?;
     txn.commit().await?;
     Ok(Rotation {
         kid,
         activates_at,
         standby_kid,
+        alg,
+        withdrawn_standby_kid,
     })
 }
 
@@ -240,6 +292,8 @@ pub async fn rotate_keys(
 pub struct KeyInfo {
     /// Key id.
     pub kid: String,
+    /// What it signs with.
+    pub alg: String,
     /// State now.
     pub state: KeyState,
     /// When it was generated and published.
@@ -266,6 +320,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
         .zip(times)
         .map(|(k, t)| KeyInfo {
             kid: k.kid,
+            alg: k.alg,
             state: t.state(now),
             created_at: k.created_at,
             activates_at: Some(k.activates_at),
@@ -277,6 +332,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
     if let Some(k) = ring.standby {
         out.push(KeyInfo {
             kid: k.kid,
+            alg: k.alg,
             state: KeyState::Standby,
             created_at: k.created_at,
             activates_at: None,
@@ -291,6 +347,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
         .await?;
     out.extend(revoked.into_iter().map(|k| KeyInfo {
         kid: k.kid,
+        alg: k.alg,
         state: KeyState::Revoked,
         created_at: k.created_at,
         activates_at: (!k.standby).then_some(k.activates_at),
@@ -335,8 +392,9 @@ pub async fn revoke_key(
     if found.revoked_at.is_some() {
         bail!("key {kid} is already revoked");
     }
-    let next_standby = fresh_key(kek).await?;
-    if let Some(standby) = KeyRing::load(db).await?.standby.filter(|s| s.kid != kid) {
+    let ring = KeyRing::load(db).await?;
+    let next_standby = fresh_key(kek, ring.algorithm()).await?;
+    if let Some(standby) = ring.standby.filter(|s| s.kid != kid) {
         let age = (Utc::now() - standby.created_at)
             .to_std()
             .unwrap_or_default();

@@ -72,6 +72,7 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
     let key = cli::key(
         alice.clone(),
         KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         },
     )

@@ -116,7 +116,15 @@ impl TestApp {
             .find(&kid)
             .ok_or_else(|| format!("kid {kid} not published"))?;
         let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
-        let mut v = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+        // The algorithm the key's JWK names, never the token's header.
+        let alg: jsonwebtoken::Algorithm = jwk
+            .common
+            .key_algorithm
+            .ok_or("the JWK names no alg")?
+            .to_string()
+            .parse()
+            .map_err(|e: jsonwebtoken::errors::Error| e.to_string())?;
+        let mut v = jsonwebtoken::Validation::new(alg);
         v.set_audience(&[self.auth.config.audience.as_str()]);
         v.set_issuer(&[self.auth.config.issuer()]);
         jsonwebtoken::decode::<Value>(jwt, &key, &v)

@@ -5,9 +5,11 @@ use std::time::Duration;
 use auth_server::config::{ClientCommand, KeyCommand};
 use base64::Engine;
 use sea_orm::{ConnectionTrait, Database};
+use shared::claims::TokenAlgorithm;
 use shared::claims::scopes::REVOCATIONS_READ;
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, eventually, kid_of};
+use test_support::alg_of;
 use test_support::on_both_backends;
 
 async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify(
@@ -22,6 +24,7 @@ async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_st
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         })
         .await
@@ -59,6 +62,7 @@ async fn a_key_rotated_with_publish_ahead_is_published_before_it_signs(backend: 
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: None,
         })
         .await
@@ -116,6 +120,7 @@ async fn two_servers_on_one_database_agree_on_the_signing_key_after_rotation(bac
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         })
         .await
@@ -236,6 +241,7 @@ async fn revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key(
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         })
         .await
@@ -321,7 +327,157 @@ async fn the_jwks_and_the_revocation_list_answer_304_while_unchanged(backend: Ba
     );
 }
 
+/// A security team moves the deployment to ES256, then PS256, by staged rotations: each new
+/// key is published before it signs, the old algorithm's tokens keep verifying, later
+/// rotations and revokes stay with the new algorithm, and the auth-server's own endpoints
+/// accept the new algorithm's tokens.
+async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let rsa_token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(alg_of(&rsa_token), "RS256");
+    let listed = app.auth.key_cmd(KeyCommand::List).await.unwrap();
+    let rs_standby = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["state"] == "standby")
+        .and_then(|k| k["kid"].as_str())
+        .expect("a standby key")
+        .to_owned();
+
+    let rotated = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            alg: Some(TokenAlgorithm::Es256),
+            publish_ahead_secs: Some(3),
+        })
+        .await
+        .unwrap();
+    assert_eq!(rotated["alg"], "ES256");
+    assert_eq!(rotated["state"], "pending", "{rotated}");
+    // The RS256 standby never signed: it is withdrawn, not promoted.
+    assert_eq!(rotated["withdrawn_standby_kid"], rs_standby.as_str());
+    let es_kid = rotated["kid"].as_str().unwrap().to_owned();
+    let jwks = app.jwks().await;
+    let published = jwks["keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kid"] == es_kid.as_str())
+        .expect("the new key is published before it signs")
+        .clone();
+    assert_eq!(published["kty"], "EC");
+    assert_eq!(published["crv"], "P-256");
+    assert_eq!(published["alg"], "ES256");
+    assert!(published.get("n").is_none() && published.get("d").is_none());
+    assert!(!app.published_kids().await.contains(&rs_standby));
+    // Pending: RS256 still signs meanwhile.
+    let meanwhile = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(alg_of(&meanwhile), "RS256");
+
+    let es_token = eventually(Duration::from_secs(10), || async {
+        let t = app
+            .auth
+            .token(&app.client_id, &app.client_secret, INTAKE)
+            .await;
+        (kid_of(&t) == es_kid).then_some(t)
+    })
+    .await
+    .expect("the ES256 key signs once its publish-ahead has passed");
+    assert_eq!(alg_of(&es_token), "ES256");
+    let claims = app
+        .verify(&es_token)
+        .await
+        .expect("an ES256 token verifies");
+    assert_eq!(claims["client_id"], app.client_id.as_str());
+    app.verify(&rsa_token)
+        .await
+        .expect("an RS256 token of before still verifies");
+
+    let listed = app.auth.key_cmd(KeyCommand::List).await.unwrap();
+    let alg_by_state = |state: &str| -> Vec<String> {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|k| k["state"] == state)
+            .map(|k| k["alg"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(alg_by_state("active"), ["ES256"]);
+    assert_eq!(alg_by_state("standby"), ["ES256"], "{listed}");
+    assert_eq!(alg_by_state("retired"), ["RS256"]);
+
+    // The auth-server's own bearer check takes the new algorithm.
+    let (reader, secret) = app.auth.resource_client().await;
+    let reader_token = app.auth.token(&reader, &secret, REVOCATIONS_READ).await;
+    assert_eq!(alg_of(&reader_token), "ES256");
+    let revocations = app
+        .http
+        .get(app.url("/revocations"))
+        .bearer_auth(&reader_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revocations.status(), 200);
+
+    // A rotation without --alg, and a revoke, stay with ES256.
+    let again = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            alg: None,
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .unwrap();
+    assert_eq!(again["alg"], "ES256");
+    assert!(again["withdrawn_standby_kid"].is_null());
+    let again_kid = again["kid"].as_str().unwrap().to_owned();
+    assert!(app.wait_for_signing_kid(&again_kid).await);
+    let revoked = app
+        .auth
+        .key_cmd(KeyCommand::Revoke { kid: again_kid })
+        .await
+        .unwrap();
+    let replacement = revoked["replacement_kid"].as_str().unwrap().to_owned();
+    assert!(app.wait_for_signing_kid(&replacement).await);
+    let after_revoke = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(alg_of(&after_revoke), "ES256");
+
+    // And on to PS256, an RSA key again, published first as well.
+    let ps = app
+        .auth
+        .key_cmd(KeyCommand::Rotate {
+            alg: Some(TokenAlgorithm::Ps256),
+            publish_ahead_secs: Some(0),
+        })
+        .await
+        .unwrap();
+    assert_eq!(ps["alg"], "PS256");
+    let ps_kid = ps["kid"].as_str().unwrap().to_owned();
+    assert!(app.wait_for_signing_kid(&ps_kid).await);
+    let ps_token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(alg_of(&ps_token), "PS256");
+    app.verify(&ps_token).await.expect("a PS256 token verifies");
+    app.verify(&after_revoke)
+        .await
+        .expect("the ES256 token of before still verifies");
+}
+
 on_both_backends!(
+    a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first,
     revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key,
     the_jwks_and_the_revocation_list_answer_304_while_unchanged,
     rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_still_verify,

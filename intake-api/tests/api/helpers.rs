@@ -531,11 +531,9 @@ impl Signer {
             kid: String::new(),
             pair,
         };
-        let jwk = signer.jwk();
-        signer.kid = auth_server::keys::thumbprint(
-            jwk["n"].as_str().expect("n"),
-            jwk["e"].as_str().expect("e"),
-        );
+        let jwk: auth_server::keys::Jwk =
+            serde_json::from_value(signer.jwk()).expect("a JWK the auth-server reads");
+        signer.kid = jwk.thumbprint();
         signer
     }
 

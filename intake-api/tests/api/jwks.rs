@@ -1,10 +1,12 @@
 //! The intake-api's JWKS cache: new keys are picked up on first sight, unknown kids never cause
 //! a stampede, and the auth-server being down neither breaks valid tokens nor readiness.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use auth_server::config::KeyCommand;
 use serde_json::json;
+use shared::claims::TokenAlgorithm;
 use shared::claims::scopes::REVOCATIONS_READ;
 use tokio::task::JoinSet;
 
@@ -12,13 +14,14 @@ use crate::helpers::{
     AuthServer, Backend, ENQUIRY, INTAKE, IntakeServer, KeyServer, KeySource, TestApp, TestDb, b64,
     eventually, fresh_email, kid_of, message, post_raw, purchase_enquiry, unused_port,
 };
-use test_support::on_both_backends;
+use test_support::{alg_of, on_both_backends};
 
 /// Rotates the signing key with no publish-ahead; returns the new kid and a token it signed.
 async fn rotate_now(app: &TestApp) -> (String, String) {
     let rotated = app
         .auth
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         })
         .await
@@ -251,7 +254,82 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     assert_eq!(reply.status, 201, "{:?}", reply.body);
 }
 
+/// A security team moves the deployment to ES256 while partners submit: the new key is
+/// published before it signs, so no valid token of either algorithm is refused on the way;
+/// the intake-api verifies the ES256 key by its JWK, and a token naming that key with
+/// another algorithm is refused.
+async fn moving_to_es256_under_load_refuses_no_valid_token(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let stop = AtomicBool::new(false);
+    let es256_accepted = AtomicUsize::new(0);
+    let load = async {
+        let mut refused = Vec::new();
+        let mut accepted = 0usize;
+        while !stop.load(Ordering::Acquire) {
+            let token = app
+                .auth
+                .token(&app.client_id, &app.client_secret, INTAKE)
+                .await;
+            let bearer = format!("Bearer {token}");
+            let body = purchase_enquiry("brand_a", &fresh_email());
+            let reply = app.post(ENQUIRY, Some(&bearer), &body).await;
+            if reply.status == 201 {
+                accepted += 1;
+                if alg_of(&token) == "ES256" {
+                    es256_accepted.fetch_add(1, Ordering::Release);
+                }
+            } else {
+                refused.push((alg_of(&token), reply.status, reply.body));
+            }
+        }
+        (accepted, refused)
+    };
+    let drive = async {
+        let rotated = app
+            .auth
+            .key_cmd(KeyCommand::Rotate {
+                alg: Some(TokenAlgorithm::Es256),
+                publish_ahead_secs: Some(2),
+            })
+            .await
+            .expect("key rotate --alg ES256");
+        let es_kid = rotated["kid"].as_str().expect("kid").to_owned();
+        // Enquiries keep going after the switch until a good number used ES256 tokens.
+        let switched = eventually(Duration::from_secs(30), || async {
+            (es256_accepted.load(Ordering::Acquire) >= 20).then_some(())
+        })
+        .await;
+        stop.store(true, Ordering::Release);
+        (es_kid, switched)
+    };
+    let ((accepted, refused), (es_kid, switched)) = tokio::join!(load, drive);
+    assert!(refused.is_empty(), "valid tokens refused: {refused:?}");
+    assert!(switched.is_some(), "no ES256 token was accepted");
+    assert!(accepted > 20);
+
+    // A token naming the ES256 key with any other algorithm is refused, whatever it carries.
+    let es_token = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    assert_eq!(kid_of(&es_token), es_kid);
+    let (_, rest) = es_token.split_once('.').expect("a JWS");
+    for alg in ["RS256", "PS256", "HS256", "none"] {
+        let header = json!({"alg": alg, "typ": "at+jwt", "kid": es_kid});
+        let forged = format!("{}.{rest}", b64(header.to_string().as_bytes()));
+        let reply = app
+            .post(
+                ENQUIRY,
+                Some(&format!("Bearer {forged}")),
+                &purchase_enquiry("brand_a", &fresh_email()),
+            )
+            .await;
+        assert_eq!(reply.status, 401, "alg {alg}: {:?}", reply.body);
+    }
+}
+
 on_both_backends!(
+    moving_to_es256_under_load_refuses_no_valid_token,
     a_rotated_key_is_known_before_it_signs_so_its_tokens_need_no_fetch,
     a_revoked_keys_tokens_are_refused_within_seconds_even_after_being_accepted,
     a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown,

@@ -46,6 +46,7 @@ async fn two_replicas_of_each_service_share_limits_keys_and_activation() {
     // One signing key after a rotation, on both auth replicas, accepted by both intakes.
     let rotated = auth_a
         .key_cmd(KeyCommand::Rotate {
+            alg: None,
             publish_ahead_secs: Some(0),
         })
         .await

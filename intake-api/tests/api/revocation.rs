@@ -471,6 +471,7 @@ async fn rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_toke
     for round in 0..3 {
         app.auth
             .key_cmd(KeyCommand::Rotate {
+                alg: None,
                 publish_ahead_secs: Some(0),
             })
             .await
