@@ -484,20 +484,27 @@ run_pgbench() {
     log "$key round $round: $tps tx/s, p50 ${pct% *} ms, p99 ${pct#* } ms"
 }
 
-# openssl's RSA-2048 signing rate on every core: the token endpoint's ceiling. Recorded under
-# key $2 (default rsa2048); the environment may mask CPU features (OPENSSL_ia32cap).
+# openssl's signing rate on every core: the token endpoint's ceiling. Recorded under key $2
+# (default rsa2048) for openssl's algorithm $3 (default rsa2048; ecdsap256 for ES256); the
+# environment may mask CPU features (OPENSSL_ia32cap).
 run_openssl() {
-    local round=$1 key=${2:-rsa2048}
+    local round=$1 key=${2:-rsa2048} alg=${3:-rsa2048}
     local out=$WORK/openssl-$key-$round.txt
-    note_cmd "${OPENSSL_ia32cap:+OPENSSL_ia32cap=\"$OPENSSL_ia32cap\" }openssl speed -multi $CORES -seconds $SECS rsa2048"
+    note_cmd "${OPENSSL_ia32cap:+OPENSSL_ia32cap=\"$OPENSSL_ia32cap\" }openssl speed -multi $CORES -seconds $SECS $alg"
     local c0 c1 signs
     children_cpu
     c0=$(cat "$WORK/children_cpu.txt")
-    run_child openssl speed -multi "$CORES" -seconds "$SECS" rsa2048 >"$out" 2>&1 || die "openssl speed failed"
+    run_child openssl speed -multi "$CORES" -seconds "$SECS" "$alg" >"$out" 2>&1 || die "openssl speed failed"
     children_cpu
     c1=$(cat "$WORK/children_cpu.txt")
-    signs=$(awk '/^rsa 2048 bits/ { print $6 }' "$out")
-    [[ -n $signs ]] || die "openssl printed no rsa2048 sign/s: $(tail -5 "$out")"
+    # "rsa 2048 bits <sign s> <verify s> <sign/s> ..." or
+    # "256 bits ecdsa (nistp256) <sign s> <verify s> <sign/s> ...".
+    case $alg in
+    rsa2048) signs=$(awk '/^rsa 2048 bits/ { print $6 }' "$out") ;;
+    ecdsap256) signs=$(awk '/ecdsa \(nistp256\)/ { print $7 }' "$out") ;;
+    *) die "run_openssl: no reading of openssl's $alg output" ;;
+    esac
+    [[ -n $signs ]] || die "openssl printed no $alg sign/s: $(tail -5 "$out")"
     rec "$key" "$round" sign_per_s "$signs"
     # openssl speed verifies for as long as it signed: half its CPU time went to signing.
     rec "$key" "$round" cpu_us_per_sign "$(calc "($c1 - $c0) / 2 * 1000000 / ($signs * $SECS)" 1)"
@@ -1340,6 +1347,41 @@ if grep -qw avx512ifma /proc/cpuinfo; then
     done
     kill -TERM "$NOIFMA_PID" 2>/dev/null || true
 fi
+
+# 1d. ES256: an auth-server on a database of its own, moved to ES256 the way a security team
+# does it (`auth-server key rotate --alg ES256`), against openssl's ECDSA P-256 signing rate;
+# client_secret_post at 64 connections.
+ES_DB="bench_auth_es_$RUN_ID"
+ES_PORT=${BENCH_AUTH_ES_PORT:-$((AUTH_PORT + 3))}
+port_free "$ES_PORT" || die "port $ES_PORT is in use (set BENCH_AUTH_ES_PORT)"
+psql_admin -c "CREATE DATABASE \"$ES_DB\"" >/dev/null
+DBS+=("$ES_DB")
+ES_ENV=("${AUTH_ENV[@]}" AUTH_BIND="127.0.0.1:$ES_PORT" AUTH_DATABASE_URL="$(db_url "$ES_DB")"
+    AUTH_ISSUER="http://127.0.0.1:$ES_PORT")
+log "starting an auth-server moved to ES256"
+LOG_NAME=auth-server-es256 start_service auth-server "${ES_ENV[@]}"
+ES_PID=$STARTED_PID
+wait_ready "http://127.0.0.1:$ES_PORT" "$ES_PID"
+env "${UNSET_ENV[@]}" "${ES_ENV[@]}" RUST_LOG=warn "$TARGET_DIR/release/auth-server" \
+    key rotate --alg ES256 --publish-ahead-secs 0 >>"$WORK/cli.log" 2>&1 || die "key rotate --alg ES256 failed"
+create_client "$TARGET_DIR/release" "Bench Partner ES256" "$SCOPE" "${ES_ENV[@]}"
+ES_CLIENT_ID=$CREATED_ID ES_CLIENT_SECRET=$CREATED_SECRET
+[[ -n $ES_CLIENT_ID ]] || die "client create printed no credentials (ES256)"
+es_alg() {
+    BENCH_CLIENT_ID=$ES_CLIENT_ID BENCH_CLIENT_SECRET=$ES_CLIENT_SECRET get_token "http://127.0.0.1:$ES_PORT" |
+        cut -d. -f1 | tr '_-' '/+' | base64 -d 2>/dev/null | sed -nE 's/.*"alg":"([^"]+)".*/\1/p'
+}
+for _ in $(seq 50); do
+    [[ $(es_alg) == ES256 ]] && break
+    sleep 0.2
+done
+[[ $(es_alg) == ES256 ]] || die "the ES256 auth-server does not sign with ES256"
+for r in $(seq "$ROUNDS"); do
+    run_openssl "$r" ecdsap256 ecdsap256
+    BENCH_CLIENT_ID=$ES_CLIENT_ID BENCH_CLIENT_SECRET=$ES_CLIENT_SECRET PORT_OVERRIDE=$ES_PORT \
+        run_wrk token_post_64_es256 "$r" 64 token_post.lua /oauth/token -- "$ES_PID"
+done
+kill -TERM "$ES_PID" 2>/dev/null || true
 
 # 2. Intake create and update against the same transaction run by pgbench. Updates go to
 # cases the first create round made, each thread of wrk cycling through its own, and to one
