@@ -59,6 +59,7 @@ async fn kept_client(
             brands: None,
             auth_method: Default::default(),
             jwks_file: None,
+            jwks_uri: None,
         },
     )
     .await?;

@@ -98,6 +98,11 @@ impl ClientAssertion {
         self.claims.iss.as_deref()
     }
 
+    /// The `kid` its header names, if it can be read.
+    pub fn kid(&self) -> Option<&str> {
+        self.header.as_ref().ok()?.1.as_deref()
+    }
+
     /// Checks the assertion as `client_id`'s, against its keys, for any of `audiences`, at
     /// `now`: the signature first, so that nothing is said about the claims of a forgery.
     pub fn verify(

@@ -13,7 +13,7 @@ use crate::config::{
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::AuthMethod;
-use crate::{migration, store};
+use crate::{client_jwks, migration, store};
 
 /// What a command did: the JSON it prints, how that reads as a table, and remarks for the
 /// operator on stderr: a note always, a hint only beside a table (a person reading it).
@@ -99,6 +99,29 @@ async fn propagated() {
     tokio::time::sleep(PROPAGATION).await;
 }
 
+/// The keys a `client create` or `set-keys` registers: read from the file, or fetched from
+/// the URL (which must serve usable keys now); none when neither is given.
+async fn registered_keys(
+    settings: &Settings,
+    jwks_file: Option<std::path::PathBuf>,
+    jwks_uri: Option<String>,
+) -> anyhow::Result<Option<store::RegisteredKeys>> {
+    Ok(match (jwks_file, jwks_uri) {
+        (Some(_), Some(_)) => {
+            anyhow::bail!("give --jwks-file or --jwks-uri, not both: a client's keys have one home")
+        }
+        (Some(file), None) => Some(store::RegisteredKeys::Inline(store::read_jwks_file(&file)?)),
+        (None, Some(uri)) => {
+            let (url, fetched) =
+                client_jwks::fetch_for_registration(&uri, settings.client_jwks_reach())
+                    .await
+                    .map_err(|e| anyhow::anyhow!("the JWKS URL {uri} is refused: {e}"))?;
+            Some(store::RegisteredKeys::Uri { url, fetched })
+        }
+        (None, None) => None,
+    })
+}
+
 /// Runs `auth-server client ...` and returns what it prints as JSON.
 pub async fn client(
     settings: impl Into<Settings>,
@@ -117,18 +140,25 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             brands,
             auth_method,
             jwks_file,
+            jwks_uri,
         } => {
-            let credentials = match (auth_method, jwks_file) {
-                (AuthMethod::ClientSecret, None) => store::NewCredentials::Secret,
-                (AuthMethod::PrivateKeyJwt, Some(file)) => {
-                    store::NewCredentials::Keys(store::read_jwks_file(&file)?)
-                }
-                (AuthMethod::ClientSecret, Some(_)) => anyhow::bail!(
-                    "--jwks-file is for --auth-method private_key_jwt: a client uses one method"
+            let given_keys = jwks_file.is_some() || jwks_uri.is_some();
+            let credentials = match auth_method {
+                AuthMethod::ClientSecret if !given_keys => store::NewCredentials::Secret,
+                AuthMethod::ClientSecret => anyhow::bail!(
+                    "--jwks-file and --jwks-uri are for --auth-method private_key_jwt: a \
+                     client uses one method"
                 ),
-                (AuthMethod::PrivateKeyJwt, None) => anyhow::bail!(
-                    "--auth-method private_key_jwt needs the client's public keys: \
-                     --jwks-file FILE (a JWKS)"
+                AuthMethod::PrivateKeyJwt => store::NewCredentials::Keys(
+                    registered_keys(settings, jwks_file, jwks_uri)
+                        .await?
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--auth-method private_key_jwt needs the client's public keys: \
+                                 --jwks-file FILE (a JWKS) or --jwks-uri URL (where the \
+                                 partner publishes it)"
+                            )
+                        })?,
                 ),
             };
             let created =
@@ -138,6 +168,9 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             let mut printed = json!({"client_id": created.client_id});
             if let Some(secret) = &created.client_secret {
                 printed["client_secret"] = json!(secret.expose());
+            }
+            if let Some(uri) = &created.jwks_uri {
+                printed["jwks_uri"] = json!(uri);
             }
             printed["scopes"] = json!(created.scopes);
             if !created.brands.is_empty() {
@@ -157,8 +190,13 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
         ClientCommand::SetKeys {
             client_id,
             jwks_file,
+            jwks_uri,
         } => {
-            let keys = store::read_jwks_file(&jwks_file)?;
+            let keys = registered_keys(settings, jwks_file, jwks_uri)
+                .await?
+                .ok_or_else(|| {
+                    anyhow::anyhow!("set-keys needs --jwks-file FILE or --jwks-uri URL")
+                })?;
             let set = store::set_client_keys(&db, &client_id, keys, &actor).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)

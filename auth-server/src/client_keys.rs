@@ -12,7 +12,7 @@ use serde_json::Value;
 /// on an assertion without a `kid` stays cheap.
 pub const MAX_KEYS: usize = 10;
 
-/// Largest JWKS file read.
+/// Largest JWKS read, from a file or from a client's JWKS URL.
 pub const MAX_JWKS_BYTES: usize = 64 * 1024;
 
 /// Smallest RSA modulus accepted, in bits.
@@ -178,6 +178,11 @@ impl ClientKeys {
                 alg: k.alg.map(|a| format!("{a:?}")),
             })
             .collect()
+    }
+
+    /// Whether one of the keys has this `kid`.
+    pub fn has_kid(&self, kid: &str) -> bool {
+        self.keys.iter().any(|k| k.kid.as_deref() == Some(kid))
     }
 
     /// The keys that may have signed an assertion whose header names `kid` and `alg`:

@@ -6,9 +6,11 @@ use service_kit::cli::OutputArg;
 use service_kit::command_line::{
     Actor, Database, Given, Listen, Logs, ServedDatabase, Service, args_of, reads,
 };
+use service_kit::outbound::Reach;
 use service_kit::source::TrustedProxies;
 
 use crate::audit::{AuditKey, Head};
+use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
 use crate::keys::KeyEncryptionKey;
 use crate::store::AuthMethod;
 use shared::claims::TokenAlgorithm;
@@ -86,6 +88,20 @@ pub struct Config {
     /// The rate-limit window, in seconds.
     #[arg(long, env = "AUTH_RATE_WINDOW_SECS", default_value_t = 60)]
     pub rate_window_secs: u64,
+    /// Lets the JWKS URLs of private_key_jwt clients be http, and name or resolve to
+    /// addresses that are not public (private, loopback, link-local...): for local use and
+    /// tests only.
+    #[arg(
+        long,
+        env = "AUTH_CLIENT_JWKS_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub client_jwks_allow_insecure: bool,
+    /// How clients' JWKS are fetched and cached: not a setting (the defaults are the
+    /// design's); tests shorten the bounds to see them work.
+    #[arg(skip = FetchPolicy::default())]
+    pub client_jwks_fetch: FetchPolicy,
 }
 
 impl Config {
@@ -101,6 +117,11 @@ impl Config {
         kek(self.key_encryption_key.as_ref())
     }
 
+    /// Where clients' JWKS may be fetched from.
+    pub fn client_jwks_reach(&self) -> Reach {
+        reach(self.client_jwks_allow_insecure)
+    }
+
     /// The issuer without a trailing slash, as it appears in tokens and metadata.
     pub fn issuer(&self) -> &str {
         self.issuer.trim_end_matches('/')
@@ -111,6 +132,13 @@ impl Config {
         let mut config = Self::from_env().unwrap_or_else(|e| e.exit());
         config.database.set(database_url);
         config
+    }
+}
+
+fn reach(allow_insecure: bool) -> Reach {
+    Reach {
+        allow_insecure,
+        switch: ALLOW_INSECURE_VARIABLE,
     }
 }
 
@@ -137,12 +165,19 @@ pub struct Settings {
     /// How long resource servers cache the JWKS: how far ahead of its first signature
     /// `key rotate` publishes a key unless told otherwise.
     pub jwks_max_age_secs: u64,
+    /// Whether a client's JWKS URL may be http, or name an address that is not public.
+    pub client_jwks_allow_insecure: bool,
 }
 
 impl Settings {
     /// The key-encryption key, or why there is none.
     pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
         kek(self.key_encryption_key.as_ref())
+    }
+
+    /// Where a client's JWKS URL may point.
+    pub fn client_jwks_reach(&self) -> Reach {
+        reach(self.client_jwks_allow_insecure)
     }
 
     /// The key audit entries are sealed with, when the key-encryption key was given.
@@ -165,6 +200,9 @@ impl From<&Given> for Settings {
                 .and_then(|k| k.key_encryption_key),
             // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
             jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
+            client_jwks_allow_insecure: given
+                .settings::<AllowInsecureArg>()
+                .is_some_and(|a| a.client_jwks_allow_insecure),
         }
     }
 }
@@ -177,6 +215,7 @@ impl From<&Config> for Settings {
             actor: None,
             key_encryption_key: config.key_encryption_key.clone(),
             jwks_max_age_secs: config.jwks_max_age_secs,
+            client_jwks_allow_insecure: config.client_jwks_allow_insecure,
         }
     }
 }
@@ -191,6 +230,20 @@ struct KeyEncryptionKeyArg {
     /// trail sealed with: the servers'.
     #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     key_encryption_key: Option<Secret<String>>,
+}
+
+/// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
+#[derive(Debug, Clone, Args)]
+struct AllowInsecureArg {
+    /// Lets the JWKS URL be http, or name or resolve to an address that is not public
+    /// (private, loopback, link-local...): for local use and tests only.
+    #[arg(
+        long,
+        env = "AUTH_CLIENT_JWKS_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    client_jwks_allow_insecure: bool,
 }
 
 /// What a command that checks the audit trail takes besides its own arguments.
@@ -213,6 +266,11 @@ fn changes() -> Vec<clap::Arg> {
         args_of::<OutputArg>(),
     ]
     .concat()
+}
+
+/// What a command that registers a client's keys takes besides its own arguments.
+fn key_changes() -> Vec<clap::Arg> {
+    [changes(), args_of::<AllowInsecureArg>()].concat()
 }
 
 /// A parsed command line: the server, the migrations or an operator command.
@@ -296,12 +354,13 @@ pub enum ClientCommand {
     /// Register a client; prints its id and secret (shown only this once), or, with
     /// private_key_jwt, the keys it signs its assertions with (it has no secret).
     #[command(
-        args = changes(),
+        args = key_changes(),
         after_help = "Examples:
   auth-server client create --name \"Acme Mortgages\" --scopes enquiry:case:intake:create
   auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json
   auth-server client create --name \"Brand A portal\" --scopes portal:redirect:redeem --brands brand_a
-  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-file acme-keys.json"
+  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-file acme-keys.json
+  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-uri https://acme.example/jwks.json"
     )]
     Create {
         /// Partner name, for operators: unique, whatever its case.
@@ -315,29 +374,45 @@ pub enum ClientCommand {
         #[arg(long)]
         brands: Option<String>,
         /// How the client authenticates: a secret the server generates, or assertions
-        /// signed with its own private key (RFC 7523), whose public keys --jwks-file gives.
+        /// signed with its own private key (RFC 7523), whose public keys --jwks-file or
+        /// --jwks-uri gives.
         #[arg(long, value_enum, default_value_t = AuthMethod::ClientSecret)]
         auth_method: AuthMethod,
         /// With private_key_jwt, and only then: a file holding the client's public keys as
         /// a JWKS (RSA of 2048 bits or more, EC P-256 or OKP Ed25519; at most 10).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "jwks_uri")]
         jwks_file: Option<std::path::PathBuf>,
+        /// With private_key_jwt, instead of --jwks-file: the https URL where the partner
+        /// publishes its JWKS, on a public address. Fetched and checked now; the servers
+        /// fetch it again as its Cache-Control says.
+        #[arg(long)]
+        jwks_uri: Option<String>,
     },
-    /// Replace the public keys of a private_key_jwt client: assertions signed with the
-    /// keys it had are refused from then on.
+    /// Replace the public keys of a private_key_jwt client, or the URL they are fetched
+    /// from: assertions signed with the keys it had are refused from then on.
     #[command(
-        args = changes(),
+        args = key_changes(),
         after_help = "Examples:
   auth-server client set-keys CLIENT_ID --jwks-file acme-keys.json
-  auth-server client set-keys CLIENT_ID --jwks-file acme-keys-2027.json --actor alice"
+  auth-server client set-keys CLIENT_ID --jwks-file acme-keys-2027.json --actor alice
+  auth-server client set-keys CLIENT_ID --jwks-uri https://acme.example/jwks.json"
     )]
     SetKeys {
         /// The client's id.
         client_id: String,
         /// A file holding the client's public keys as a JWKS; list the key in use and the
         /// next one to roll over without an outage.
+        #[arg(
+            long,
+            required_unless_present = "jwks_uri",
+            conflicts_with = "jwks_uri"
+        )]
+        jwks_file: Option<std::path::PathBuf>,
+        /// Instead of --jwks-file: the https URL where the partner publishes its JWKS, on a
+        /// public address; fetched and checked now. The partner then rolls keys over by
+        /// publishing them there.
         #[arg(long)]
-        jwks_file: std::path::PathBuf,
+        jwks_uri: Option<String>,
     },
     /// Make a client get only DPoP-bound tokens (RFC 9449), or bearer tokens again.
     ///

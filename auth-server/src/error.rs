@@ -51,6 +51,9 @@ pub enum ClientFailure {
     AssertionNotYetValid,
     /// The assertion's `jti` was used before.
     AssertionReplayed,
+    /// The client's keys are published at a JWKS URL, and this server has never fetched a
+    /// usable JWKS from it (the partner's server is down, or answers something else).
+    JwksUnavailable,
 }
 
 impl ClientFailure {
@@ -73,6 +76,7 @@ impl ClientFailure {
             Self::AssertionLifetime => "assertion_lifetime",
             Self::AssertionNotYetValid => "assertion_not_yet_valid",
             Self::AssertionReplayed => "assertion_replayed",
+            Self::JwksUnavailable => "jwks_unavailable",
         }
     }
 }
@@ -312,6 +316,7 @@ mod tests {
             ClientFailure::AssertionLifetime,
             ClientFailure::AssertionNotYetValid,
             ClientFailure::AssertionReplayed,
+            ClientFailure::JwksUnavailable,
         ];
         let answer = |failure| {
             let e = OAuthError::InvalidClient {

@@ -6,6 +6,7 @@ pub mod assertion;
 pub mod audit;
 pub mod bearer;
 pub mod cli;
+pub mod client_jwks;
 pub mod client_keys;
 pub mod config;
 pub mod dpop;

@@ -51,6 +51,16 @@ pub enum ClientAuth {
     Secret,
     /// With an assertion signed by one of these keys (private_key_jwt).
     PrivateKeyJwt(Arc<ClientKeys>),
+    /// With an assertion signed by one of the keys published at this URL (private_key_jwt
+    /// with a `jwks_uri`), fetched when an assertion needs them.
+    JwksUri(Arc<url::Url>),
+}
+
+impl ClientAuth {
+    /// Whether it authenticates with an assertion, never a secret.
+    pub fn is_private_key_jwt(&self) -> bool {
+        !matches!(self, Self::Secret)
+    }
 }
 
 /// How a presented secret compares with a client's secrets.
@@ -93,6 +103,19 @@ impl ClientEntry {
 fn client_auth(c: &client::Model) -> ClientAuth {
     match store::AuthMethod::parse(&c.auth_method) {
         Some(store::AuthMethod::ClientSecret) => ClientAuth::Secret,
+        Some(store::AuthMethod::PrivateKeyJwt) if c.jwks_uri.is_some() => {
+            match url::Url::parse(c.jwks_uri.as_deref().unwrap_or_default()) {
+                Ok(url) => ClientAuth::JwksUri(Arc::new(url)),
+                Err(e) => {
+                    tracing::error!(
+                        client_id = %c.client_id,
+                        error = %e,
+                        "client JWKS URL not loaded"
+                    );
+                    ClientAuth::PrivateKeyJwt(Arc::new(ClientKeys::default()))
+                }
+            }
+        }
         Some(store::AuthMethod::PrivateKeyJwt) => {
             let keys =
                 ClientKeys::load(c.jwks.as_deref().unwrap_or_default()).unwrap_or_else(|e| {

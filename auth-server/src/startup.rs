@@ -22,7 +22,12 @@ const AUTH_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "auth_token_requests_failed_total",
         kind: MetricKind::Counter,
-        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials, wrong_auth_method, multiple_auth_methods, and for client assertions assertion_malformed, assertion_algorithm, assertion_signature, assertion_issuer, assertion_audience, assertion_expired, assertion_lifetime, assertion_not_yet_valid, assertion_replayed. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error, temporarily_unavailable.",
+        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials, wrong_auth_method, multiple_auth_methods, and for client assertions assertion_malformed, assertion_algorithm, assertion_signature, assertion_issuer, assertion_audience, assertion_expired, assertion_lifetime, assertion_not_yet_valid, assertion_replayed, and jwks_unavailable when the keys of a client registered by JWKS URL were never fetched. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error, temporarily_unavailable.",
+    },
+    MetricHelp {
+        name: "auth_client_jwks_fetches_total",
+        kind: MetricKind::Counter,
+        help: "Fetches of the JWKS of clients registered by JWKS URL, by client_id, trigger (first, expired, unknown_kid) and outcome (ok, or error: the last good keys are kept).",
     },
     MetricHelp {
         name: "auth_audit_head_seq",
@@ -41,6 +46,7 @@ const AUTH_METRICS: &[MetricHelp] = &[
     },
 ];
 
+use crate::client_jwks::ClientJwks;
 use crate::config::Config;
 use crate::registry::Registry;
 use crate::routes::api_service;
@@ -117,6 +123,13 @@ impl Application {
         store::seal_audit_trail(&db, &server).await?;
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
+        if config.client_jwks_allow_insecure {
+            tracing::warn!(
+                "AUTH_CLIENT_JWKS_ALLOW_INSECURE is on: clients' JWKS may be fetched over http \
+                 and from addresses that are not public; for local use and tests only"
+            );
+        }
+        let client_jwks = ClientJwks::new(config.client_jwks_fetch, config.client_jwks_reach())?;
         let (listener, port) = ops::bind(&config.listen.bind).await?;
         let admin = match &config.listen.admin_bind {
             Some(addr) => Some(ops::bind(addr).await?),
@@ -135,6 +148,7 @@ impl Application {
                 config,
                 registry,
                 limits,
+                client_jwks,
             }),
         })
     }

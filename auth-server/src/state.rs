@@ -19,6 +19,8 @@ pub struct AppState {
     pub bearer: crate::bearer::BearerCheck,
     /// What a client assertion's `aud` may name: the issuer, or the token endpoint's URL.
     pub assertion_audiences: [String; 2],
+    /// The keys of clients registered by JWKS URL, as this process fetched them.
+    pub client_jwks: crate::client_jwks::ClientJwks,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

@@ -1,5 +1,7 @@
 //! Parsing and deciding a client-credentials token request (RFC 6749 section 4.4).
 
+use std::sync::Arc;
+
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::{DateTime, Utc};
@@ -8,6 +10,7 @@ use service_kit::Secret;
 use shared::claims::{AccessTokenClaims, TOKEN_TTL_SECS, scopes};
 
 use crate::assertion::{ClientAssertion, JWT_BEARER, MAX_ASSERTION_CHARS, SpentAssertion};
+use crate::client_keys::ClientKeys;
 use crate::error::{ClientFailure, OAuthError};
 use crate::registry::{ClientAuth, ClientEntry, SecretCheck, Snapshot};
 
@@ -248,15 +251,36 @@ pub struct Grant {
     pub dpop_required: bool,
 }
 
+/// The keys fetched from a client's JWKS URL for the assertion of a request, or why there
+/// are none.
+#[derive(Debug)]
+pub struct FetchedKeys {
+    /// The client whose URL they came from.
+    pub client_id: String,
+    /// The keys.
+    pub keys: Result<Arc<ClientKeys>, ClientFailure>,
+}
+
+/// What a request presented besides its parameters.
+#[derive(Debug, Default)]
+pub struct Presented {
+    /// Credentials from an `Authorization: Basic` header.
+    pub basic: Option<BasicCredentials>,
+    /// Whether it carried an `Authorization` header (answered with a challenge).
+    pub used_authorization_header: bool,
+    /// For an assertion of a client registered by JWKS URL, its keys, fetched beforehand
+    /// (the only step that waits on the network).
+    pub fetched_keys: Option<FetchedKeys>,
+}
+
 /// Checks a request against the snapshot, in the order partners' libraries expect:
 /// grant type, client id, scope present, client authentication, then scopes. A request
 /// carrying a client assertion (`assertion`, read from its `client_assertion`) is checked
 /// as private_key_jwt, for any of `audiences`.
 pub fn authorize(
     params: TokenParams,
-    basic: Option<BasicCredentials>,
+    presented: Presented,
     assertion: Option<Result<ClientAssertion, ClientFailure>>,
-    used_authorization_header: bool,
     snapshot: &Snapshot,
     audiences: &[&str],
     now: DateTime<Utc>,
@@ -265,12 +289,13 @@ pub fn authorize(
         return Err(OAuthError::UnsupportedGrantType);
     }
     if assertion.is_some() || params.client_assertion_type.is_some() {
-        let presented = Presented {
-            basic,
-            used_authorization_header,
-        };
         return authorize_assertion(params, presented, assertion, snapshot, audiences, now);
     }
+    let Presented {
+        basic,
+        used_authorization_header,
+        ..
+    } = presented;
     let (client_id, secret) = match basic {
         Some(basic) => {
             // One authentication method per request (RFC 6749 section 2.3); the same
@@ -306,12 +331,6 @@ pub fn authorize(
         },
     )?;
     grant(client_id, client, &scope)
-}
-
-/// What else a request carrying an assertion presented.
-struct Presented {
-    basic: Option<BasicCredentials>,
-    used_authorization_header: bool,
 }
 
 /// Checks a private_key_jwt request (RFC 7523 section 3): the assertion names the client,
@@ -353,11 +372,16 @@ fn authorize_assertion(
         .clients
         .get(&client_id)
         .ok_or(invalid(ClientFailure::UnknownClient))?;
-    let ClientAuth::PrivateKeyJwt(keys) = &client.auth else {
-        return Err(invalid(ClientFailure::WrongAuthMethod));
+    let keys = match &client.auth {
+        ClientAuth::Secret => return Err(invalid(ClientFailure::WrongAuthMethod)),
+        ClientAuth::PrivateKeyJwt(keys) => keys.clone(),
+        ClientAuth::JwksUri(_) => match presented.fetched_keys {
+            Some(fetched) if fetched.client_id == client_id => fetched.keys.map_err(invalid)?,
+            _ => return Err(invalid(ClientFailure::JwksUnavailable)),
+        },
     };
     let spent = assertion
-        .verify(&client_id, keys, audiences, now)
+        .verify(&client_id, &keys, audiences, now)
         .map_err(invalid)?;
     // As with a secret: only a valid assertion says it is the partner still calling.
     if client.disabled {
@@ -413,9 +437,7 @@ fn authenticate<'a>(
     match (client, check) {
         (None, _) => Err(ClientFailure::UnknownClient),
         // Such a client has no secret: whatever was sent is not its way in.
-        (Some(c), _) if matches!(c.auth, ClientAuth::PrivateKeyJwt(_)) => {
-            Err(ClientFailure::WrongAuthMethod)
-        }
+        (Some(c), _) if c.auth.is_private_key_jwt() => Err(ClientFailure::WrongAuthMethod),
         (Some(_), SecretCheck::Wrong) => Err(ClientFailure::WrongSecret),
         (Some(_), SecretCheck::Expired) => Err(ClientFailure::ExpiredSecret),
         // Only the right secret says it is the partner calling: anyone else is just wrong.
@@ -613,7 +635,7 @@ mod tests {
                 scope: Some(intake.into()),
                 ..TokenParams::default()
             };
-            let got = authorize(params, None, None, false, &snapshot, &[], now)
+            let got = authorize(params, Presented::default(), None, &snapshot, &[], now)
                 .map(|_| ())
                 .map_err(|e| match e {
                     OAuthError::InvalidClient { failure, .. } => failure,

@@ -164,7 +164,7 @@ async fn webhook_report(
             url,
             show_secret,
         } => {
-            let url = webhooks::check_target(&url, settings.webhook_allow_insecure).await?;
+            let url = service_kit::outbound::check_target(&url, settings.webhook_reach()).await?;
             let seal = settings.webhook_seal()?;
             let secret = webhooks::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());

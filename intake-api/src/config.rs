@@ -337,6 +337,14 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Where `webhook set` may point a partner's endpoint.
+    pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
+        service_kit::outbound::Reach {
+            allow_insecure: self.webhook_allow_insecure,
+            switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
+        }
+    }
+
     /// What a command that makes a webhook secret seals it with.
     pub fn webhook_seal(&self) -> anyhow::Result<crate::store::SecretSeal> {
         let kek = KeyEncryptionKey::required(

@@ -1,6 +1,7 @@
 //! The plumbing the auth-server and the intake-api both run on: database connections and
 //! migrations, the HTTP server and its operational endpoints, rate limits, logs and metrics,
-//! a wrapper that keeps secrets out of them, and the key-encryption keys they hold.
+//! a wrapper that keeps secrets out of them, the key-encryption keys they hold, and the
+//! guard on the addresses they call partners at.
 
 pub mod cli;
 pub mod command_line;
@@ -8,6 +9,7 @@ pub mod db;
 pub mod http;
 pub mod kek;
 pub mod openapi;
+pub mod outbound;
 pub mod ratelimit;
 pub mod secret;
 pub mod source;

@@ -288,6 +288,7 @@ async fn create_client_at(
             brands: brands.map(str::to_owned),
             auth_method: Default::default(),
             jwks_file: None,
+            jwks_uri: None,
         },
     )
     .await

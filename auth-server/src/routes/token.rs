@@ -15,7 +15,7 @@ use shared::error::OAuthErrorBody;
 
 use crate::assertion::{ClientAssertion, SpentAssertion};
 use crate::error::{ClientFailure, OAuthError};
-use crate::registry::Snapshot;
+use crate::registry::{ClientAuth, Snapshot};
 use crate::state::AppState;
 use crate::token::{self, BodyKind};
 
@@ -407,6 +407,30 @@ impl TokenApi {
         }
     }
 
+    /// The keys of `client_id`, when it is registered by JWKS URL and the request carries an
+    /// assertion it could be checked with: from the cache, or fetched. Any other request
+    /// (a secret, keys registered inline) waits on nothing here.
+    async fn fetch_keys(
+        &self,
+        snapshot: &Snapshot,
+        client_id: &str,
+        credentials: &Credentials,
+    ) -> Option<token::FetchedKeys> {
+        let assertion = credentials.assertion.as_ref()?.as_ref().ok()?;
+        let ClientAuth::JwksUri(url) = &snapshot.clients.get(client_id)?.auth else {
+            return None;
+        };
+        let keys = self
+            .state
+            .client_jwks
+            .keys_for(client_id, url, assertion.kid())
+            .await;
+        Some(token::FetchedKeys {
+            client_id: client_id.to_owned(),
+            keys,
+        })
+    }
+
     /// Issues a token for a request whose claimed id is `client` when that names a
     /// registered client.
     async fn issue(
@@ -447,11 +471,19 @@ impl TokenApi {
             .assertion_audiences
             .each_ref()
             .map(String::as_str);
+        let fetched_keys = match client {
+            Some(id) => self.fetch_keys(snapshot, id, &credentials).await,
+            None => None,
+        };
+        let presented = token::Presented {
+            basic: credentials.basic,
+            used_authorization_header,
+            fetched_keys,
+        };
         let grant = match token::authorize(
             credentials.params,
-            credentials.basic,
+            presented,
             credentials.assertion,
-            used_authorization_header,
             snapshot,
             &audiences,
             now,

@@ -53,7 +53,39 @@ pub enum NewCredentials {
     /// A secret, generated and shown once.
     Secret,
     /// Assertions signed by one of these keys; the client has no secret.
-    Keys(ClientKeys),
+    Keys(RegisteredKeys),
+}
+
+/// Where a `private_key_jwt` client's keys come from, as an operator registers them.
+#[derive(Debug, Clone)]
+pub enum RegisteredKeys {
+    /// A JWKS the operator gave, stored.
+    Inline(ClientKeys),
+    /// The URL the servers fetch the client's JWKS from, with the keys it served when the
+    /// operator registered it (checked, shown, audited; never stored: the URL decides).
+    Uri {
+        /// The URL.
+        url: url::Url,
+        /// What it served at registration.
+        fetched: ClientKeys,
+    },
+}
+
+impl RegisteredKeys {
+    /// The `jwks` and `jwks_uri` columns: exactly one is set.
+    fn columns(&self) -> (Option<String>, Option<String>) {
+        match self {
+            Self::Inline(keys) => (Some(keys.stored().to_owned()), None),
+            Self::Uri { url, .. } => (None, Some(url.to_string())),
+        }
+    }
+
+    /// The keys as operators see them.
+    fn summary(&self) -> Vec<KeySummary> {
+        match self {
+            Self::Inline(keys) | Self::Uri { fetched: keys, .. } => keys.summary(),
+        }
+    }
 }
 
 /// A client's credentials as printed once by `client create`.
@@ -63,8 +95,11 @@ pub struct NewClient {
     pub client_id: String,
     /// The secret, shown this once; none for a `private_key_jwt` client.
     pub client_secret: Option<Secret<String>>,
-    /// Its registered keys, for a `private_key_jwt` client.
+    /// Its registered keys, for a `private_key_jwt` client (those its URL served, for one
+    /// registered by JWKS URL).
     pub keys: Vec<KeySummary>,
+    /// Where its keys are fetched from, for a client registered by JWKS URL.
+    pub jwks_uri: Option<String>,
     /// Scopes it may be granted.
     pub scopes: Vec<String>,
     /// The brands a portal client redeems links of; empty for others.
@@ -152,7 +187,7 @@ pub async fn create_client(
     let scopes = parse_scopes(scopes)?;
     let brands = brands_for(&scopes, brands)?;
     let client_id = uuid::Uuid::new_v4().to_string();
-    let (method, secret, keys) = match credentials {
+    let (method, secret, keys): (_, _, Option<RegisteredKeys>) = match credentials {
         NewCredentials::Secret => (
             AuthMethod::ClientSecret,
             Some(secrets::generate_secret()?),
@@ -160,6 +195,7 @@ pub async fn create_client(
         ),
         NewCredentials::Keys(keys) => (AuthMethod::PrivateKeyJwt, None, Some(keys)),
     };
+    let (jwks, jwks_uri) = keys.as_ref().map(|k| k.columns()).unwrap_or_default();
     let now = Utc::now();
     let txn = begin_change(db).await?;
     // Compared here as well as by the unique index on lower(name): SQLite's lower() folds
@@ -183,8 +219,8 @@ pub async fn create_client(
         scopes: Set(scopes.join(" ")),
         brands: Set(brands.as_ref().map(|b| b.join(" "))),
         auth_method: Set(method.as_str().to_owned()),
-        jwks: Set(keys.as_ref().map(|k| k.stored().to_owned())),
-        jwks_uri: Set(None),
+        jwks: Set(jwks),
+        jwks_uri: Set(jwks_uri.clone()),
         dpop_required: Set(false),
         disabled_at: Set(None),
         created_at: Set(now),
@@ -211,12 +247,16 @@ pub async fn create_client(
         detail["auth_method"] = json!(method);
         detail["keys"] = json!(keys);
     }
+    if let Some(uri) = &jwks_uri {
+        detail["jwks_uri"] = json!(uri);
+    }
     audit::append(&txn, actor, "client.create", &client_id, detail).await?;
     txn.commit().await?;
     Ok(NewClient {
         client_id,
         client_secret: secret,
         keys,
+        jwks_uri,
         scopes,
         brands: brands.unwrap_or_default(),
     })
@@ -254,9 +294,13 @@ pub struct ClientInfo {
     pub brands: Vec<String>,
     /// How it authenticates.
     pub auth_method: AuthMethod,
-    /// Its registered keys, for a `private_key_jwt` client; none for others.
+    /// Its registered keys, for a `private_key_jwt` client; none for others, and for one
+    /// registered by JWKS URL (the URL decides, and each server fetches it).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<KeySummary>,
+    /// Where its keys are fetched from, for a client registered by JWKS URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
     /// Whether it gets only DPoP-bound tokens.
     pub dpop_required: bool,
     /// Whether it has been disabled.
@@ -324,6 +368,7 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
             .and_then(|j| ClientKeys::load(j).ok())
             .map(|k| k.summary())
             .unwrap_or_default(),
+        jwks_uri: c.jwks_uri,
         client_id: c.client_id,
         name: c.name,
         scopes: c.scopes.split(' ').map(str::to_owned).collect(),
@@ -554,18 +599,26 @@ pub async fn set_client_dpop(
 pub struct KeysSet {
     /// The client.
     pub client_id: String,
-    /// The keys registered now.
+    /// The keys registered now (those its URL served, for a client registered by URL).
     pub keys: Vec<KeySummary>,
-    /// Those registered before, which verify no assertion from now on.
+    /// Those registered before, which verify no assertion from now on (none listed when
+    /// they came from a URL).
     pub previous_keys: Vec<KeySummary>,
+    /// Where its keys are fetched from now, when from a URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub jwks_uri: Option<String>,
+    /// Where they were fetched from before, when from a URL.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous_jwks_uri: Option<String>,
 }
 
-/// Replaces the keys of `private_key_jwt` client `client_id`: assertions signed with the
-/// keys it had are refused once the change has propagated.
+/// Replaces the keys of `private_key_jwt` client `client_id`, or the URL they come from
+/// (either way round): assertions signed with the keys it had are refused once the change
+/// has propagated.
 pub async fn set_client_keys(
     db: &DatabaseConnection,
     client_id: &str,
-    keys: ClientKeys,
+    keys: RegisteredKeys,
     actor: &audit::Author,
 ) -> anyhow::Result<KeysSet> {
     let txn = begin_change(db).await?;
@@ -583,18 +636,28 @@ pub async fn set_client_keys(
         .and_then(|j| ClientKeys::load(j).ok())
         .map(|k| k.summary())
         .unwrap_or_default();
+    let previous_uri = found.jwks_uri.clone();
+    let (jwks, jwks_uri) = keys.columns();
     let mut active: client::ActiveModel = found.into();
-    active.jwks = Set(Some(keys.stored().to_owned()));
+    active.jwks = Set(jwks);
+    active.jwks_uri = Set(jwks_uri.clone());
     active.updated_at = Set(Utc::now());
     active.update(&txn).await?;
     let summary = keys.summary();
-    let detail = json!({"keys": summary, "previous_keys": previous});
+    let mut detail = json!({"keys": summary, "previous_keys": previous});
+    // Named only when a URL is involved, so entries of inline keys read as before.
+    if jwks_uri.is_some() || previous_uri.is_some() {
+        detail["jwks_uri"] = json!(jwks_uri);
+        detail["previous_jwks_uri"] = json!(previous_uri);
+    }
     audit::append(&txn, actor, "client.set_keys", client_id, detail).await?;
     txn.commit().await?;
     Ok(KeysSet {
         client_id: client_id.to_owned(),
         keys: summary,
         previous_keys: previous,
+        jwks_uri,
+        previous_jwks_uri: previous_uri,
     })
 }
 

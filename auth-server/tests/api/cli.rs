@@ -786,19 +786,32 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         "--output",
     ];
     let keys = changes;
+    let key_changes = [
+        "--actor",
+        "--client-jwks-allow-insecure",
+        "--database-url",
+        "--help",
+        "--key-encryption-key",
+        "--output",
+    ];
     let cases: &[(&[&str], &[&str], &[&str])] = &[
         (
             &["client", "create"],
-            &changes,
+            &key_changes,
             &[
                 "--auth-method",
                 "--brands",
                 "--jwks-file",
+                "--jwks-uri",
                 "--name",
                 "--scopes",
             ],
         ),
-        (&["client", "set-keys"], &changes, &["--jwks-file"]),
+        (
+            &["client", "set-keys"],
+            &key_changes,
+            &["--jwks-file", "--jwks-uri"],
+        ),
         (&["client", "set-brands"], &changes, &["--brands"]),
         (&["client", "set-dpop"], &changes, &["--require-dpop"]),
         (&["client", "list"], &reads, &[]),

@@ -94,6 +94,7 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
             brands: None,
             auth_method: Default::default(),
             jwks_file: None,
+            jwks_uri: None,
         })
         .await;
     assert!(bad_scope.is_err());
@@ -122,6 +123,7 @@ async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backen
             brands: None,
             auth_method: Default::default(),
             jwks_file: None,
+            jwks_uri: None,
         },
     )
     .await
@@ -188,6 +190,7 @@ async fn brands_bind_portal_clients_only_and_must_be_well_formed(backend: Backen
             brands: brands.map(str::to_owned),
             auth_method: Default::default(),
             jwks_file: None,
+            jwks_uri: None,
         })
     };
     let refusals = [

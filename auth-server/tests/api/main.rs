@@ -6,6 +6,7 @@ mod helpers;
 mod audit;
 mod cli;
 mod clients;
+mod jwks_uri;
 mod keys;
 mod limits;
 mod logs;

@@ -25,7 +25,7 @@ pub(crate) struct PartnerKey {
     kid: String,
     alg: Algorithm,
     signing: EncodingKey,
-    jwk: Value,
+    pub(crate) jwk: Value,
 }
 
 impl PartnerKey {
@@ -126,6 +126,7 @@ pub(crate) async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String 
             brands: None,
             auth_method: AuthMethod::PrivateKeyJwt,
             jwks_file: Some(file.0.clone()),
+            jwks_uri: None,
         })
         .await
         .expect("client create");
@@ -173,12 +174,12 @@ async fn send(auth: &AuthServer, form: &[(&str, &str)], basic: Option<String>) -
     (status, resp.json().await.unwrap())
 }
 
-fn invalid_client() -> Value {
+pub(crate) fn invalid_client() -> Value {
     json!({"error": "invalid_client", "error_description": "Client authentication failed", "message": "Client authentication failed"})
 }
 
 /// How many of `client_id`'s token requests were refused for `reason`.
-async fn refused(auth: &AuthServer, client_id: &str, reason: &str) -> f64 {
+pub(crate) async fn refused(auth: &AuthServer, client_id: &str, reason: &str) -> f64 {
     sample(
         &metrics_text(&auth.base_url()).await,
         "auth_token_requests_failed_total",
@@ -496,7 +497,8 @@ async fn new_keys_replace_the_old_ones_at_once(backend: Backend) {
         .auth
         .client_cmd(ClientCommand::SetKeys {
             client_id: id.clone(),
-            jwks_file: file.0.clone(),
+            jwks_file: Some(file.0.clone()),
+            jwks_uri: None,
         })
         .await
         .expect("client set-keys");
@@ -549,7 +551,8 @@ async fn a_keyed_client_has_no_secret_to_rotate_and_a_secret_client_no_keys(back
         .auth
         .client_cmd(ClientCommand::SetKeys {
             client_id: app.client_id.clone(),
-            jwks_file: file.0.clone(),
+            jwks_file: Some(file.0.clone()),
+            jwks_uri: None,
         })
         .await;
     let message = format!("{:#}", set.unwrap_err());

@@ -12,10 +12,14 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use url::Url;
 
-use super::addresses::{SEND_TIMEOUT, TargetError, client, refused_literal};
+use service_kit::outbound::{TargetError, refused_literal};
+
 use super::signing::{Signer, message_id, payload};
 use super::{DueDelivery, TryOutcome};
 use crate::state::AppState;
+
+/// How long a partner has to answer.
+pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Events sent to one partner at once (each about a different case): what one slow
 /// partner can hold of this replica, and what a fast one gets.
@@ -87,7 +91,12 @@ type Partners = Arc<Mutex<HashMap<Arc<str>, Partner>>>;
 /// is active, at once (within [`LOOK_SPACING`]) when this replica made a change that may
 /// queue events.
 pub async fn run(state: Arc<AppState>) {
-    let http = match client(state.config.webhook_allow_insecure) {
+    let user_agent = concat!("partner-intake-webhooks/", env!("CARGO_PKG_VERSION"));
+    let http = match service_kit::outbound::client(
+        user_agent,
+        SEND_TIMEOUT,
+        state.config.webhook_allow_insecure,
+    ) {
         Ok(http) => http,
         Err(e) => {
             tracing::error!(error = %e, "webhook client could not be built; no webhooks are sent");

@@ -11,12 +11,10 @@
 //! outcomes in batches, so one partner gets as many events a second as its endpoint
 //! answers; a change on this replica wakes the worker, the poll finding the rest.
 
-mod addresses;
 mod delivery;
 mod signing;
 mod store;
 
-pub use addresses::*;
 pub use delivery::*;
 pub use signing::*;
 pub use store::*;

@@ -1,5 +1,7 @@
-//! Where events may go: only globally routable addresses, checked for names and IP
-//! literals at `webhook set` and before every send, with a client that asks no proxy.
+//! Where the services may call out to partners (webhooks, partners' JWKS): only globally
+//! routable addresses, checked for names and IP literals when an operator registers a URL
+//! and before every call, with a client that asks no proxy. One guard for both services,
+//! so a range refused for one is refused for the other.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
@@ -7,10 +9,7 @@ use std::time::Duration;
 
 use url::Url;
 
-/// How long a partner has to answer.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The IPv4 ranges events never go to (IANA's special-purpose registry), as network and
+/// The IPv4 ranges never called (IANA's special-purpose registry), as network and
 /// prefix length.
 const IPV4_REFUSED: [(Ipv4Addr, u32); 15] = [
     (Ipv4Addr::new(0, 0, 0, 0), 8),       // "this network"
@@ -30,10 +29,10 @@ const IPV4_REFUSED: [(Ipv4Addr, u32); 15] = [
     (Ipv4Addr::new(240, 0, 0, 0), 4),     // reserved for future use, and broadcast
 ];
 
-/// Global unicast, the only IPv6 range events go to; everything outside it is refused.
+/// Global unicast, the only IPv6 range called; everything outside it is refused.
 const IPV6_GLOBAL: (Ipv6Addr, u32) = (Ipv6Addr::new(0x2000, 0, 0, 0, 0, 0, 0, 0), 3);
 
-/// The parts of global unicast events never go to either.
+/// The parts of global unicast never called either.
 const IPV6_REFUSED: [(Ipv6Addr, u32); 4] = [
     // IETF protocol assignments: Teredo 2001::/32, benchmarking 2001:2::/48, ORCHID...
     (Ipv6Addr::new(0x2001, 0, 0, 0, 0, 0, 0, 0), 23),
@@ -42,8 +41,8 @@ const IPV6_REFUSED: [(Ipv6Addr, u32); 4] = [
     (Ipv6Addr::new(0x3fff, 0, 0, 0, 0, 0, 0, 0), 20),     // documentation
 ];
 
-/// Whether events may go to `ip`: the one address check, at `webhook set` and before every
-/// send, for names and IP literals alike. Only globally routable addresses pass.
+/// Whether `ip` may be called: the one address check, when a URL is registered and before
+/// every call, for names and IP literals alike. Only globally routable addresses pass.
 ///
 /// IPv4: refused are "this network" 0/8, private 10/8, 172.16/12 and 192.168/16, shared
 /// 100.64/10, loopback 127/8, link-local 169.254/16, IETF 192.0.0/24, documentation,
@@ -82,10 +81,10 @@ fn within(addr: u128, net: u128, bits: u32, len: u32) -> bool {
     addr.checked_shr(host_bits) == net.checked_shr(host_bits)
 }
 
-/// The address of `url`'s host when it is an IP literal that events may not go to. The
-/// HTTP client connects to literals without asking its resolver ([`PublicOnly`]), so they
-/// are checked here, before every send as at `webhook set`.
-pub(super) fn refused_literal(url: &Url) -> Option<IpAddr> {
+/// The address of `url`'s host when it is an IP literal that may not be called. The HTTP
+/// client connects to literals without asking its resolver ([`PublicOnly`]), so they are
+/// checked here, before every call as when the URL was registered.
+pub fn refused_literal(url: &Url) -> Option<IpAddr> {
     let ip = match url.host()? {
         url::Host::Ipv4(v4) => IpAddr::V4(v4),
         url::Host::Ipv6(v6) => IpAddr::V6(v6),
@@ -94,34 +93,42 @@ pub(super) fn refused_literal(url: &Url) -> Option<IpAddr> {
     (!is_public(ip)).then_some(ip)
 }
 
-/// Why an endpoint URL is refused.
+/// Why a partner's URL is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum TargetError {
     /// Not a URL.
     #[error("not a URL: {0}")]
     NotAUrl(#[from] url::ParseError),
-    /// Not https.
-    #[error(
-        "webhook URLs must be https (INTAKE_WEBHOOK_ALLOW_INSECURE=true allows http, for local use)"
-    )]
-    NotHttps,
-    /// It names or resolves to an address events may not go to.
-    #[error("{0} is not a public address: webhooks go only to globally routable addresses")]
+    /// Not https; names the switch that allows http, for the operator.
+    #[error("the URL must be https ({0}=true allows http, for local use)")]
+    NotHttps(&'static str),
+    /// It names or resolves to an address that may not be called.
+    #[error("{0} is not a public address: only globally routable addresses are called")]
     NotPublic(IpAddr),
     /// Its host does not resolve.
     #[error("{0} does not resolve")]
     Unresolved(String),
 }
 
-/// Checks that events may go to `url`: https, and its address, or every address its host
-/// resolves to, public ([`is_public`]), unless `allow_insecure`.
-pub async fn check_target(url: &str, allow_insecure: bool) -> Result<Url, TargetError> {
+/// Whether a service may call http URLs and addresses that are not public, and the
+/// setting that says so (named in refusals, so an operator knows where to look).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reach {
+    /// Whether http and addresses that are not public are allowed: local use and tests.
+    pub allow_insecure: bool,
+    /// The environment variable that sets `allow_insecure`.
+    pub switch: &'static str,
+}
+
+/// Checks that `url` may be called: https, and its address, or every address its host
+/// resolves to, public ([`is_public`]), unless `reach` allows anything.
+pub async fn check_target(url: &str, reach: Reach) -> Result<Url, TargetError> {
     let parsed = Url::parse(url)?;
-    if allow_insecure {
+    if reach.allow_insecure {
         return Ok(parsed);
     }
     if parsed.scheme() != "https" {
-        return Err(TargetError::NotHttps);
+        return Err(TargetError::NotHttps(reach.switch));
     }
     let host = match parsed.host() {
         Some(url::Host::Domain(name)) => name.to_owned(),
@@ -147,7 +154,7 @@ pub async fn check_target(url: &str, allow_insecure: bool) -> Result<Url, Target
     }
 }
 
-/// Resolves endpoint hosts to their public addresses only, so a name that changes to a
+/// Resolves partners' hosts to their public addresses only, so a name that changes to a
 /// private address after it was checked still cannot reach one.
 struct PublicOnly;
 
@@ -168,20 +175,21 @@ impl reqwest::dns::Resolve for PublicOnly {
     }
 }
 
-/// The HTTP client events are sent with: no redirects (one could lead anywhere), a timeout
-/// per send, no proxy whatever `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` say (a proxy
-/// resolves the name itself, where the address check is never asked), and unless
-/// `allow_insecure`, only names that resolve to public addresses. IP literals are not
-/// resolved: [`refused_literal`] checks them before each send.
-pub fn client(allow_insecure: bool) -> anyhow::Result<reqwest::Client> {
+/// The HTTP client partners are called with: no redirects (one could lead anywhere),
+/// `timeout` per call, no proxy whatever `HTTPS_PROXY`, `HTTP_PROXY` or `ALL_PROXY` say (a
+/// proxy resolves the name itself, where the address check is never asked), and unless
+/// `allow_insecure`, https only and only names that resolve to public addresses. IP
+/// literals are not resolved: [`refused_literal`] checks them before each call.
+pub fn client(
+    user_agent: &str,
+    timeout: Duration,
+    allow_insecure: bool,
+) -> anyhow::Result<reqwest::Client> {
     let mut builder = reqwest::Client::builder()
-        .timeout(SEND_TIMEOUT)
+        .timeout(timeout)
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
-        .user_agent(concat!(
-            "partner-intake-webhooks/",
-            env!("CARGO_PKG_VERSION")
-        ));
+        .user_agent(user_agent);
     if !allow_insecure {
         builder = builder.https_only(true).dns_resolver(Arc::new(PublicOnly));
     }
@@ -191,6 +199,15 @@ pub fn client(allow_insecure: bool) -> anyhow::Result<reqwest::Client> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SECURE: Reach = Reach {
+        allow_insecure: false,
+        switch: "TEST_ALLOW_INSECURE",
+    };
+    const INSECURE: Reach = Reach {
+        allow_insecure: true,
+        switch: "TEST_ALLOW_INSECURE",
+    };
 
     /// Every kind of address that is not globally routable, each named after its range.
     const REFUSED: &[(&str, &str)] = &[
@@ -318,7 +335,7 @@ mod tests {
             let url = format!("https://{host}/hook");
             assert!(
                 matches!(
-                    check_target(&url, false).await,
+                    check_target(&url, SECURE).await,
                     Err(TargetError::NotPublic(_))
                 ),
                 "{rule}: {url} was accepted"
@@ -332,19 +349,19 @@ mod tests {
         ] {
             assert!(
                 matches!(
-                    check_target(url, false).await,
+                    check_target(url, SECURE).await,
                     Err(TargetError::NotPublic(_))
                 ),
                 "{url} was accepted"
             );
         }
         assert!(
-            check_target("https://93.184.216.34/hook", false)
+            check_target("https://93.184.216.34/hook", SECURE)
                 .await
                 .is_ok()
         );
         assert!(
-            check_target("https://[2606:4700::1]/hook", false)
+            check_target("https://[2606:4700::1]/hook", SECURE)
                 .await
                 .is_ok()
         );
@@ -353,21 +370,25 @@ mod tests {
     #[tokio::test]
     async fn only_https_public_targets_are_accepted() {
         assert!(matches!(
-            check_target("http://example.com/hook", false).await,
-            Err(TargetError::NotHttps)
+            check_target("http://example.com/hook", SECURE).await,
+            Err(TargetError::NotHttps("TEST_ALLOW_INSECURE"))
         ));
         assert!(matches!(
-            check_target("https://127.0.0.1/hook", false).await,
+            check_target("https://127.0.0.1/hook", SECURE).await,
             Err(TargetError::NotPublic(_))
         ));
         assert!(matches!(
-            check_target("https://[::1]:8443/hook", false).await,
+            check_target("https://[::1]:8443/hook", SECURE).await,
             Err(TargetError::NotPublic(_))
         ));
         assert!(matches!(
-            check_target("https://localhost/hook", false).await,
+            check_target("https://localhost/hook", SECURE).await,
             Err(TargetError::NotPublic(_))
         ));
-        assert!(check_target("http://127.0.0.1:9/hook", true).await.is_ok());
+        assert!(
+            check_target("http://127.0.0.1:9/hook", INSECURE)
+                .await
+                .is_ok()
+        );
     }
 }
