@@ -819,7 +819,11 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         (&["client", "rotate-secret"], &changes, &["--grace-secs"]),
         (&["client", "disable"], &changes, &[]),
         (&["client", "enable"], &changes, &[]),
-        (&["key", "rotate"], &keys, &["--alg", "--publish-ahead-secs"]),
+        (
+            &["key", "rotate"],
+            &keys,
+            &["--alg", "--publish-ahead-secs"],
+        ),
         (&["key", "list"], &reads, &[]),
         (&["key", "revoke"], &keys, &[]),
         (&["audit", "list"], &reads, &["--since"]),
