@@ -7,7 +7,8 @@
 # Deployments, each as its pod would run (scripts/k8s-pod.sh), behind nginx standing in
 # for the ingress controller; every probe must pass within the time the manifest gives
 # it, /metrics must answer on the admin port, a partner's token and enquiry must go
-# through the Ingress, and each server must drain within its grace period.
+# through the Ingress, bearer and DPoP-bound (requests-oauth2client, installed when
+# missing), and each server must drain within its grace period.
 #   BIN_DIR=target/debug scripts/check-k8s.sh
 # Needs root (mount namespaces, port 443), PostgreSQL on 127.0.0.1:5432 (trust, user
 # postgres; a database per service is created and dropped) and Redis on 127.0.0.1:6379;
@@ -31,6 +32,7 @@ done
     fail "$BIN_DIR has no auth-server and intake-api binaries"
 python3 -c 'import yaml, jsonschema' 2>/dev/null || pip install -q pyyaml jsonschema
 command -v kubernetes-validate >/dev/null || pip install -q kubernetes-validate==1.37.0
+python3 -c 'import requests_oauth2client' 2>/dev/null || pip install -q 'requests-oauth2client==1.8.0'
 
 work=$(mktemp -d)
 pids=()
@@ -261,6 +263,16 @@ status=$(via_ingress "https://$intake_host/partners/external/intake" \
     -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$enquiry")
 case $status in 2??) ;; *) fail "enquiry through the Ingress: $status $(cat "$work/body")" ;; esac
 echo "ok   a token from https://$auth_host/ is accepted by https://$intake_host/ ($status)"
+# DPoP as a partner's library does it: the proofs name the public https URLs, so the
+# services must know them behind the controller's TLS (AUTH_ISSUER, INTAKE_PUBLIC_URL).
+# requests has no --resolve: the partner gets the cluster's hosts file, which sends the
+# Ingresses' hosts to nginx.
+dpop=$(unshare -m --propagation private bash -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' \
+    _ "$plan/hosts" env REQUESTS_CA_BUNDLE="$tls/ca.crt" python3 scripts/dpop_through_proxy.py \
+    "https://$auth_host/oauth/token" "https://$intake_host" "$(field "$work/client.json" client_id)" \
+    "$(field "$work/client.json" client_secret)" check-k8s-dpop@example.com 2>&1) ||
+    { show_log intake-api; fail "DPoP through the Ingress: $dpop"; }
+echo "ok   DPoP through the Ingress: $dpop"
 for host in "$auth_host" "$intake_host"; do
     for path in /metrics /healthz /readyz; do
         status=$(via_ingress "https://$host$path")

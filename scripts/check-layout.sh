@@ -2,7 +2,7 @@
 # Starts the production layout as docker-compose.yml writes it, without a Docker engine, and
 # checks it through the TLS proxy as a partner would: metadata and JWKS at the public issuer,
 # a client made with the auth-server's CLI, a token, an enquiry, an attach, the case read
-# back; /metrics not routed; every Prometheus target up; the proxy's limits on body size
+# back, a DPoP-bound token and enquiry (requests-oauth2client); /metrics not routed; every Prometheus target up; the proxy's limits on body size
 # and on slow request heads; requests still answered with one intake-api replica down.
 #
 #   BIN_DIR=target/release scripts/check-layout.sh      # as root; BIN_DIR holds both binaries
@@ -126,6 +126,8 @@ for tool in docker-compose:docker-compose nginx:nginx prometheus:prometheus soca
     command -v "${tool%%:*}" >/dev/null || { echo "${tool%%:*} is missing (Debian: apt-get install ${tool#*:})" >&2; exit 1; }
 done
 python3 -c 'import yaml' 2>/dev/null || { echo "python3 needs PyYAML (Debian: python3-yaml)" >&2; exit 1; }
+python3 -c 'import requests_oauth2client' 2>/dev/null ||
+    { echo "python3 needs requests-oauth2client (pip install requests-oauth2client)" >&2; exit 1; }
 pg_bin=$(find /usr/lib/postgresql -mindepth 2 -maxdepth 2 -name bin 2>/dev/null | sort -V | tail -n1)
 [ -x "$pg_bin/initdb" ] || { echo "PostgreSQL server binaries are missing (Debian: apt-get install postgresql)" >&2; exit 1; }
 
@@ -488,6 +490,13 @@ partner "/partners/external/cases/$reference"
 expect 200 "case read back" intake-api-1 intake-api-2 proxy
 [ "$(field reference <"$tmp/answer")" = "$reference" ] || fail "case read back: $(cat "$tmp/answer")"
 ok "case $reference read back ($(field status <"$tmp/answer"))"
+
+# DPoP as a partner's library does it: the proofs name the public https URLs, so the services
+# must know them behind the proxy (AUTH_ISSUER, INTAKE_PUBLIC_URL).
+dpop=$(REQUESTS_CA_BUNDLE=$ca python3 scripts/dpop_through_proxy.py "$token_endpoint" "$intake" \
+    "$client_id" "$client_secret" "layout-dpop-$$@example.com" 2>&1) ||
+    fail "DPoP through the proxy: $dpop" intake-api-1 intake-api-2 proxy
+ok "DPoP through the proxy: $dpop"
 
 for url in "$intake/metrics" "$issuer/metrics"; do
     request "$url"

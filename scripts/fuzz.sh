@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fuzzes the intake-api's parsers of hostile input (fuzz/): every target runs for SECONDS
+# Fuzzes the services' parsers of hostile input (fuzz/): every target runs for SECONDS
 # (default 60) and any crash, panic or sanitizer report fails the script; the input that caused
 # it is left in fuzz/artifacts/<target>/.
 #
@@ -29,8 +29,9 @@ log "cargo fuzz build"
 cargo fuzz build "${build_flags[@]}"
 
 # target:max_len. The enquiry cap sits above any real body; the bearer and DPoP ones above the
-# 4096-byte token and proof limits, so the too-long paths are fuzzed as well.
-for spec in enquiry:70000 bearer:8192 dpop:8192; do
+# 4096-byte token and proof limits, and the assertion one above the 4096-character
+# client_assertion limit with room for a JWKS, so the too-long paths are fuzzed as well.
+for spec in enquiry:70000 bearer:8192 dpop:8192 assertion:12288; do
     target=${spec%%:*}
     max_len=${spec#*:}
     # New inputs go to a scratch corpus under fuzz/target/ (ignored); the committed seeds in

@@ -300,6 +300,13 @@ def lint(paths):
             for name, url in (("AUTH_ISSUER", issuer), ("INTAKE_JWKS_URL", jwks)):
                 if urlsplit(url).scheme != "https" or urlsplit(url).hostname not in auth_hosts:
                     fail(f"{where}: {name}={url} is not https on the auth-server's Ingress host {auth_hosts}")
+            # DPoP proofs name the URL partners call; the controller passes on plain http.
+            public = env_value(containers["intake-api"], "INTAKE_PUBLIC_URL") or ""
+            intake_hosts = {r["host"] for i in ingresses if i["metadata"]["name"] == "intake-api"
+                            for r in i["spec"]["rules"]}
+            if urlsplit(public).scheme != "https" or urlsplit(public).hostname not in intake_hosts:
+                fail(f"{where}: INTAKE_PUBLIC_URL={public or '(unset)'} is not https on the "
+                     f"intake-api's Ingress host {intake_hosts}")
         grace = shutdown_grace_secs()
         for doc in by_kind(docs, "Deployment") + by_kind(docs, "Job"):
             spec = pod_spec(doc)

@@ -15,11 +15,9 @@ pub async fn proof_key(
     now: i64,
 ) -> Result<Option<String>, OAuthError> {
     let refuse = |reason| OAuthError::InvalidDpopProof { reason };
-    let mut proofs = req.headers().get_all("dpop").iter();
-    let proof = match (proofs.next(), proofs.next()) {
-        (None, _) => return Ok(None),
-        (Some(proof), None) => proof.to_str().map_err(|_| refuse("proof_malformed"))?,
-        (Some(_), Some(_)) => return Err(refuse("proof_multiple")),
+    let Some(proof) = shared::dpop::single_proof(req.headers().get_all("dpop")).map_err(refuse)?
+    else {
+        return Ok(None);
     };
     let url = token_endpoint(&state.config.issuer);
     let expected = shared::dpop::Expected {
@@ -29,10 +27,9 @@ pub async fn proof_key(
         now,
     };
     let proof = shared::dpop::verify(proof, expected).map_err(refuse)?;
-    let once = format!("dpop-jti:{}:{}", proof.jkt, proof.jti);
     if !state
         .limits
-        .first_use(&once, shared::dpop::JTI_RETENTION_SECS)
+        .first_use(&proof.replay_key(), shared::dpop::JTI_RETENTION_SECS)
         .await
     {
         return Err(refuse("proof_replayed"));

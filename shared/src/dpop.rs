@@ -4,7 +4,7 @@
 //! A proof is a JWT the client signs with its own key for one request: its header carries the
 //! public key, its claims the request's method and URL, when it was made, a unique `jti`
 //! and, beside an access token, the token's hash. Single use is the caller's to enforce with
-//! [`VerifiedProof::jti`]: only it knows where used ones are kept.
+//! [`VerifiedProof::replay_key`]: only it knows where used ones are kept.
 
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
@@ -60,8 +60,45 @@ pub struct VerifiedProof {
     pub jti: String,
 }
 
+impl VerifiedProof {
+    /// The key under which this proof is remembered as used: the same on every replica and
+    /// in both services, so a proof spent at one is spent everywhere that shares the store.
+    pub fn replay_key(&self) -> String {
+        format!("dpop-jti:{}:{}", self.jkt, self.jti)
+    }
+}
+
 /// Why a proof was refused: a short reason for metrics and logs, never a secret.
 pub type Refusal = &'static str;
+
+/// The request's one `DPoP` header, given all its values: `None` when there is none, and a
+/// refusal for several (RFC 9449 section 4.3: which one was meant is not ours to guess) or
+/// for one that is not text.
+pub fn single_proof<'a, V>(
+    values: impl IntoIterator<Item = &'a V>,
+) -> Result<Option<&'a str>, Refusal>
+where
+    V: AsRef<[u8]> + ?Sized + 'a,
+{
+    let mut values = values.into_iter();
+    match (values.next(), values.next()) {
+        (None, _) => Ok(None),
+        (Some(value), None) => header_text(value.as_ref()).map(Some),
+        (Some(_), Some(_)) => Err("proof_multiple"),
+    }
+}
+
+/// A header value as text, on the terms `http`'s `HeaderValue::to_str` sets: visible ASCII
+/// and tabs only, so a proof is read the same whatever the header type holding it.
+fn header_text(value: &[u8]) -> Result<&str, Refusal> {
+    if !value
+        .iter()
+        .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
+    {
+        return Err("proof_malformed");
+    }
+    std::str::from_utf8(value).map_err(|_| "proof_malformed")
+}
 
 #[derive(Deserialize)]
 struct ProofClaims {
@@ -270,6 +307,31 @@ mod tests {
             access_token: token,
             now: NOW,
         }
+    }
+
+    #[test]
+    fn only_a_single_textual_proof_header_is_read() {
+        let none: [&[u8]; 0] = [];
+        assert_eq!(single_proof(none), Ok(None));
+        assert_eq!(single_proof([b"a.b.c".as_slice()]), Ok(Some("a.b.c")));
+        assert_eq!(
+            single_proof([b"a.b.c".as_slice(), b"d.e.f".as_slice()]),
+            Err("proof_multiple")
+        );
+        assert_eq!(
+            single_proof(["a.b.\u{e9}".as_bytes()]),
+            Err("proof_malformed")
+        );
+        assert_eq!(single_proof([b"a\x01".as_slice()]), Err("proof_malformed"));
+    }
+
+    #[test]
+    fn a_proofs_replay_key_names_its_key_and_its_id() {
+        let proof = VerifiedProof {
+            jkt: "thumb".to_owned(),
+            jti: "id-1".to_owned(),
+        };
+        assert_eq!(proof.replay_key(), "dpop-jti:thumb:id-1");
     }
 
     #[test]

@@ -86,22 +86,16 @@ async fn dpop(
     token: Result<&str, AuthError>,
 ) -> Result<Arc<AccessTokenClaims>, AuthError> {
     let token = token?;
-    let mut proofs = req.headers().get_all("dpop").iter();
-    let proof = match (proofs.next(), proofs.next()) {
-        (Some(proof), None) => proof
-            .to_str()
-            .map_err(|_| AuthError::InvalidProof("proof_malformed"))?,
-        (None, _) => return Err(AuthError::InvalidProof("proof_missing")),
-        (Some(_), Some(_)) => return Err(AuthError::InvalidProof("proof_multiple")),
-    };
+    let proof = shared::dpop::single_proof(req.headers().get_all("dpop"))
+        .map_err(AuthError::InvalidProof)?
+        .ok_or(AuthError::InvalidProof("proof_missing"))?;
     let url = called_url(state, req);
     let (claims, proof) = state
         .verifier
         .authenticate_dpop(token, proof, req.method().as_str(), &url)
         .await?;
     let once = Limit::per(1, shared::dpop::JTI_RETENTION_SECS);
-    let key = format!("dpop-jti:{}:{}", proof.jkt, proof.jti);
-    match state.limiter.hit(&key, once).await {
+    match state.limiter.hit(&proof.replay_key(), once).await {
         Decision::Allowed => Ok(claims),
         Decision::Limited { .. } => Err(AuthError::InvalidProof("proof_replayed")),
     }
