@@ -727,6 +727,10 @@ async fn the_server_logs_the_head_after_every_change() {
                 .then_some(())
         }
     };
+    // The server first: a command opening the SQLite file while the server switches it to
+    // WAL at start can make the server's connection find it locked.
+    let up = eventually(Duration::from_secs(20), || logged(String::new())).await;
+    assert!(up.is_some(), "the server logged no head at start");
     let started = eventually(Duration::from_secs(20), || async {
         let run = auth_server(&db.url, Some(KEY), &["audit", "verify"]);
         let head = run.json["head"].as_str()?.to_owned();
