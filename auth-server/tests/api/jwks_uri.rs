@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use test_support::{Running, on_both_backends};
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestDb, eventually, metrics_text, sample};
-use crate::private_key_jwt::{PartnerKey, claims, invalid_client, refused, token_with};
+use crate::private_key_jwt::{
+    JwksFile, PartnerKey, claims, invalid_client, jwks_of, refused, register, token_with,
+};
 
 /// What the stand-in partner serves, and how often it was asked.
 struct Served {
@@ -32,7 +34,7 @@ struct Partner {
 impl Partner {
     async fn start(keys: &[&PartnerKey]) -> Self {
         let served = Arc::new(Mutex::new(Served {
-            body: jwks_of(keys),
+            body: jwks_of(keys).to_string(),
             cache_control: None,
             hits: 0,
         }));
@@ -56,7 +58,7 @@ impl Partner {
     }
 
     fn publish(&self, keys: &[&PartnerKey]) {
-        self.serve(jwks_of(keys));
+        self.serve(jwks_of(keys).to_string());
     }
 
     fn serve(&self, body: String) {
@@ -76,10 +78,6 @@ impl Partner {
             server.stop().await;
         }
     }
-}
-
-fn jwks_of(keys: &[&PartnerKey]) -> String {
-    json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()}).to_string()
 }
 
 /// An auth-server that may fetch from loopback over http, fetching as `policy` says.
@@ -339,23 +337,10 @@ async fn registration_refuses_http_and_private_addresses_without_the_switch(back
         );
     }
     // set-keys checks the same way.
-    let file = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&file, jwks_of(&[&key])).unwrap();
-    let created = auth
-        .client_cmd(ClientCommand::Create {
-            name: "Inline partner".into(),
-            scopes: INTAKE.into(),
-            brands: None,
-            auth_method: AuthMethod::PrivateKeyJwt,
-            jwks_file: Some(file.clone()),
-            jwks_uri: None,
-        })
-        .await
-        .unwrap();
-    let _ = std::fs::remove_file(&file);
+    let id = register(&auth, &[&key]).await;
     let set = auth
         .client_cmd(ClientCommand::SetKeys {
-            client_id: created["client_id"].as_str().unwrap().into(),
+            client_id: id,
             jwks_file: None,
             jwks_uri: Some(format!("https://127.0.0.1:{port}/jwks.json")),
         })
@@ -406,20 +391,8 @@ async fn set_keys_switches_between_inline_keys_and_a_url_either_way(backend: Bac
     let db = TestDb::auth(backend).await;
     let auth = server(&db, FetchPolicy::default()).await;
     let (inline, published) = (PartnerKey::ed25519("inline"), PartnerKey::ed25519("url"));
-    let file = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
-    std::fs::write(&file, jwks_of(&[&inline])).unwrap();
-    let created = auth
-        .client_cmd(ClientCommand::Create {
-            name: "Switching partner".into(),
-            scopes: INTAKE.into(),
-            brands: None,
-            auth_method: AuthMethod::PrivateKeyJwt,
-            jwks_file: Some(file.clone()),
-            jwks_uri: None,
-        })
-        .await
-        .unwrap();
-    let id = created["client_id"].as_str().unwrap().to_owned();
+    let file = JwksFile::of(&[&inline]);
+    let id = register(&auth, &[&inline]).await;
     assert_eq!(token_status(&auth, &inline, &id).await, 200);
     let partner = Partner::start(&[&published]).await;
     let set = auth
@@ -439,12 +412,11 @@ async fn set_keys_switches_between_inline_keys_and_a_url_either_way(backend: Bac
     let set = auth
         .client_cmd(ClientCommand::SetKeys {
             client_id: id.clone(),
-            jwks_file: Some(file.clone()),
+            jwks_file: Some(file.0.clone()),
             jwks_uri: None,
         })
         .await
         .unwrap();
-    let _ = std::fs::remove_file(&file);
     assert_eq!(set["previous_jwks_uri"], partner.url.as_str(), "{set}");
     assert!(set.get("jwks_uri").is_none(), "{set}");
     let hits = partner.hits();

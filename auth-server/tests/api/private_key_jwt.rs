@@ -94,13 +94,17 @@ impl PartnerKey {
     }
 }
 
+/// A JWKS holding `keys`' public halves.
+pub(crate) fn jwks_of(keys: &[&PartnerKey]) -> Value {
+    json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()})
+}
+
 /// A JWKS file holding `keys`' public halves; removed when dropped.
-struct JwksFile(PathBuf);
+pub(crate) struct JwksFile(pub(crate) PathBuf);
 
 impl JwksFile {
-    fn of(keys: &[&PartnerKey]) -> Self {
-        let jwks = json!({"keys": keys.iter().map(|k| k.jwk.clone()).collect::<Vec<_>>()});
-        Self::with(&jwks)
+    pub(crate) fn of(keys: &[&PartnerKey]) -> Self {
+        Self::with(&jwks_of(keys))
     }
 
     fn with(jwks: &Value) -> Self {
