@@ -109,14 +109,7 @@ pub fn parse_url(url: &str, reach: Reach) -> Result<Url, FetchError> {
     if !parsed.username().is_empty() || parsed.password().is_some() {
         return Err(FetchError::Credentials);
     }
-    if !reach.allow_insecure {
-        if parsed.scheme() != "https" {
-            return Err(TargetError::NotHttps(reach.switch).into());
-        }
-        if let Some(ip) = outbound::refused_literal(&parsed) {
-            return Err(TargetError::NotPublic(ip).into());
-        }
-    }
+    outbound::check_unresolved(&parsed, reach)?;
     Ok(parsed)
 }
 

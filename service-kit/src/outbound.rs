@@ -120,24 +120,33 @@ pub struct Reach {
     pub switch: &'static str,
 }
 
+/// What can be told of `url` without resolving its host: https, and not an IP literal
+/// that may not be called ([`refused_literal`]), unless `reach` allows anything.
+pub fn check_unresolved(url: &Url, reach: Reach) -> Result<(), TargetError> {
+    if reach.allow_insecure {
+        return Ok(());
+    }
+    if url.scheme() != "https" {
+        return Err(TargetError::NotHttps(reach.switch));
+    }
+    match refused_literal(url) {
+        Some(ip) => Err(TargetError::NotPublic(ip)),
+        None => Ok(()),
+    }
+}
+
 /// Checks that `url` may be called: https, and its address, or every address its host
 /// resolves to, public ([`is_public`]), unless `reach` allows anything.
 pub async fn check_target(url: &str, reach: Reach) -> Result<Url, TargetError> {
     let parsed = Url::parse(url)?;
+    check_unresolved(&parsed, reach)?;
     if reach.allow_insecure {
         return Ok(parsed);
     }
-    if parsed.scheme() != "https" {
-        return Err(TargetError::NotHttps(reach.switch));
-    }
     let host = match parsed.host() {
         Some(url::Host::Domain(name)) => name.to_owned(),
-        Some(_) => {
-            return match refused_literal(&parsed) {
-                Some(ip) => Err(TargetError::NotPublic(ip)),
-                None => Ok(parsed),
-            };
-        }
+        // An IP literal: checked above.
+        Some(_) => return Ok(parsed),
         None => return Err(TargetError::Unresolved(parsed.to_string())),
     };
     let port = parsed.port_or_known_default().unwrap_or(443);
