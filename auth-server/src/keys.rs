@@ -175,10 +175,15 @@ pub struct Jwk {
     pub y: Option<String>,
 }
 
+/// A member only one key type has, empty on the other: every key this server makes has its
+/// type's members.
+fn field(member: &Option<String>) -> &str {
+    member.as_deref().unwrap_or_default()
+}
+
 impl Jwk {
     /// RFC 7638 thumbprint (SHA-256, base64url): the key's kid.
     pub fn thumbprint(&self) -> String {
-        let field = |v: &Option<String>| v.clone().unwrap_or_default();
         // The required members in lexicographic order, no whitespace: the RFC's canonical form.
         let canonical = if self.kty == "EC" {
             format!(
@@ -200,9 +205,6 @@ impl Jwk {
 
     /// The key ready to verify tokens with.
     fn decoding_key(&self) -> anyhow::Result<jsonwebtoken::DecodingKey> {
-        fn field(v: &Option<String>) -> &str {
-            v.as_deref().unwrap_or_default()
-        }
         Ok(if self.kty == "EC" {
             jsonwebtoken::DecodingKey::from_ec_components(field(&self.x), field(&self.y))?
         } else {
