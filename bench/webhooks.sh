@@ -158,19 +158,13 @@ wh_wait() {
 # command waits out the servers' propagation delay after its change).
 WH_PARALLEL=10
 
-# The partners: the run's bench client, and as many more as BENCH_WEBHOOK_PARTNERS asks for
-# (each its own client at the auth-server, so its own token and endpoint).
-wh_partners() {
-    log "webhooks: creating $((WH_PARTNERS - 1)) more partners"
-    WH_IDS=("$BENCH_CLIENT_ID")
-    WH_SECRETS=("$BENCH_CLIENT_SECRET")
-    note_cmd "target/release/auth-server client create --name \"Bench Webhook Partner N\" --scopes \"$SCOPE\"   # N = 2..$WH_PARTNERS"
-    local dir=$WORK/partners i pids=() json
-    mkdir -p "$dir"
-    for i in $(seq 2 "$WH_PARTNERS"); do
-        env "${UNSET_ENV[@]}" "${AUTH_ENV[@]}" RUST_LOG=warn "$TARGET_DIR/release/auth-server" \
-            client create --name "Bench Webhook Partner $i" --scopes "$SCOPE" -o json \
-            >"$dir/$i.json" 2>>"$WORK/cli.log" &
+# Runs the command "$3..." with each number from $1 to $2 as its last argument, in the
+# background, WH_PARALLEL at a time; dies if one fails.
+wh_each() {
+    local from=$1 to=$2 i pids=()
+    shift 2
+    for ((i = from; i <= to; i++)); do
+        "$@" "$i" &
         pids+=($!)
         if ((${#pids[@]} == WH_PARALLEL)); then
             wh_wait "${pids[@]}"
@@ -178,6 +172,25 @@ wh_partners() {
         fi
     done
     wh_wait "${pids[@]}"
+}
+
+# Partner $2's client, created at the auth-server; its JSON written to $1/$2.json.
+wh_create_partner() {
+    env "${UNSET_ENV[@]}" "${AUTH_ENV[@]}" RUST_LOG=warn "$TARGET_DIR/release/auth-server" \
+        client create --name "Bench Webhook Partner $2" --scopes "$SCOPE" -o json \
+        >"$1/$2.json" 2>>"$WORK/cli.log"
+}
+
+# The partners: the run's bench client, and as many more as BENCH_WEBHOOK_PARTNERS asks for
+# (each its own client at the auth-server, so its own token and endpoint).
+wh_partners() {
+    log "webhooks: creating $((WH_PARTNERS - 1)) more partners"
+    WH_IDS=("$BENCH_CLIENT_ID")
+    WH_SECRETS=("$BENCH_CLIENT_SECRET")
+    note_cmd "target/release/auth-server client create --name \"Bench Webhook Partner N\" --scopes \"$SCOPE\"   # N = 2..$WH_PARTNERS"
+    local dir=$WORK/partners i json
+    mkdir -p "$dir"
+    wh_each 2 "$WH_PARTNERS" wh_create_partner "$dir"
     for i in $(seq 2 "$WH_PARTNERS"); do
         json=$(cat "$dir/$i.json")
         WH_IDS+=("$(sed -nE 's/.*"client_id": *"([^"]+)".*/\1/p' <<<"$json" | head -1)")
@@ -226,6 +239,12 @@ wh_endpoint() {
         >/dev/null 2>>"$WORK/cli.log" || die "webhook set $2 $3 failed: $(tail -3 "$WORK/cli.log")"
 }
 
+# Partner number $2 (from 1) sends its events to a path of its own on the receiver, in
+# database $1.
+wh_partner_endpoint() {
+    wh_endpoint "$1" "${WH_IDS[$(($2 - 1))]}" "$WH_RECEIVER/hooks/$2"
+}
+
 # Events not yet delivered nor given up on.
 wh_pending() {
     wh_psql "$1" "SELECT count(*) FROM webhook_deliveries WHERE delivered_at IS NULL AND failed_at IS NULL"
@@ -267,21 +286,16 @@ wh_cpu() {
 # the wait for the queue to drain.
 wh_steady() {
     local key=$1 round=$2 rate=$3 partners=$4
-    local db="bench_wh_${key#wh_}_r${round}_$RUN_ID" i
+    local db="bench_wh_${key#wh_}_r${round}_$RUN_ID"
     psql_admin -c "CREATE DATABASE \"$db\"" >/dev/null
     DBS+=("$db")
     wh_start "$db"
-    local pids=()
-    for ((i = 0; i < partners; i++)); do
-        wh_endpoint "$db" "${WH_IDS[$i]}" "$WH_RECEIVER/hooks/$((i + 1))" &
-        pids+=($!)
-        if ((${#pids[@]} == WH_PARALLEL)); then
-            wh_wait "${pids[@]}"
-            pids=()
-        fi
-    done
-    wh_wait "${pids[@]}"
+    wh_each 1 "$partners" wh_partner_endpoint "$db"
     wh_tokens "$partners"
+    # The worker finds an endpoint another process set at its next look, at most its poll
+    # period (the default, 1 s) away: the load starts after that, so that the lags are a
+    # partner's whose endpoint was set before it sent, not the wait for that look.
+    sleep 1.2
     local paced=$rate
     [[ $rate == max ]] && paced=0
     export BENCH_TOKENS=$WORK/webhook-tokens.txt BENCH_RATE=$paced BENCH_THREADS=$THREADS \

@@ -4,7 +4,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
@@ -86,6 +86,12 @@ struct Partner {
 /// Every partner this replica has sent to.
 type Partners = Arc<Mutex<HashMap<Arc<str>, Partner>>>;
 
+/// The partners, to read or change: a task that panicked while holding them left nothing
+/// half-changed (each change is one assignment), so the worker goes on.
+fn known(partners: &Partners) -> MutexGuard<'_, HashMap<Arc<str>, Partner>> {
+    partners.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 /// Sends due events until aborted. Each partner with events due gets a task, when it has
 /// none here yet; the worker looks for them at every poll period, and, while any endpoint
 /// is active, at once (within [`LOOK_SPACING`]) when this replica made a change that may
@@ -156,7 +162,7 @@ fn start(
     tasks: &mut JoinSet<()>,
     client_id: Arc<str>,
 ) {
-    let mut known = partners.lock().expect("not poisoned");
+    let mut known = known(partners);
     let partner = known.entry(client_id.clone()).or_default();
     if partner.running {
         partner.again = true;
@@ -183,14 +189,17 @@ async fn serve(
     client_id: Arc<str>,
 ) {
     let base = Duration::from_millis(state.config.webhook_backoff_ms);
+    let mut serving = Serving {
+        partners: partners.clone(),
+        client_id: client_id.clone(),
+        ended: false,
+    };
     loop {
-        let probe = partners
-            .lock()
-            .expect("not poisoned")
+        let probe = known(&partners)
             .get(&client_id)
             .is_some_and(|p| p.down_rounds > 0);
         let round = deliver_to(&state, &http, &client_id, probe).await;
-        let mut known = partners.lock().expect("not poisoned");
+        let mut known = known(&partners);
         let partner = known.entry(client_id.clone()).or_default();
         match round {
             Round::Down => {
@@ -212,7 +221,29 @@ async fn serve(
             continue;
         }
         partner.running = false;
+        serving.ended = true;
         return;
+    }
+}
+
+/// Marks a partner's task as gone should it end without saying so (a panic in a round), so
+/// that the next look starts another instead of leaving the partner unserved here.
+struct Serving {
+    partners: Partners,
+    client_id: Arc<str>,
+    /// The task marked the partner idle itself, in the same hold of the lock in which it
+    /// found nothing more to do.
+    ended: bool,
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if self.ended {
+            return;
+        }
+        if let Some(partner) = known(&self.partners).get_mut(&self.client_id) {
+            partner.running = false;
+        }
     }
 }
 
