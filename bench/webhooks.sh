@@ -531,7 +531,10 @@ can pass it; one that comes near it is held by the receiver, not the worker.
 fixed schedule (rate asked; "max" is unpaced: each of the $WH_CONNS connections sends its next create
 when the last is answered), from one partner whose endpoint is the receiver; then from
 $WH_PARTNERS partners at once, each a client of its own with its own token and its own path on
-the receiver (the script goes round their tokens). Rate achieved: creates answered per second,
+the receiver (the script goes round their tokens). Each load starts 1.2 s after its endpoints
+were set (by \`intake-api webhook set\`, another process, which the worker learns of at its next
+look, a poll period away at most), so the lags are those of partners whose endpoints were set
+before they sent. Rate achieved: creates answered per second,
 by wrk. Delivered: within the load and the $WH_DRAIN_SECS s after it the run waits for the
 queue to drain; delivered/s is those over the time from the load's start until the last one
 (or until the wait ended). Drain: from the load's end until nothing was pending. Lag:
