@@ -87,6 +87,12 @@ fn rules() -> Vec<Rule> {
             "outstanding_mortgage_amount", "The outstanding mortgage amount field must be at least 0."),
         rule("release_borrowing_amount_negative_is_rejected", r(json!({"remortgage_reason": "release_money", "release_borrowing_amount": -5})),
             "release_borrowing_amount", "The release borrowing amount field must be at least 0."),
+        // The document's maxLength counts what the service trims: a value padded past it is
+        // refused as the schema refuses it.
+        rule("mobile_number_padded_to_6000_characters_is_rejected", p(json!({"mobile_number": format!("07700900123{}", " ".repeat(5989))})),
+            "mobile_number", "The mobile number field must not be greater than 32 characters."),
+        rule("address_line_3_blank_past_255_characters_is_rejected", a(json!({"line_3": " ".repeat(300)})),
+            "addresses.0.line_3", "The addresses.0.line_3 field must not be greater than 255 characters."),
         rule("address_date_moved_out_not_on_the_calendar_is_rejected", a(json!({"date_moved_out": "2020-04-31"})),
             "addresses.0.date_moved_out", "The addresses.0.date_moved_out field must be a valid date in the format YYYY-MM-DD."),
     ]

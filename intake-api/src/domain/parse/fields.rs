@@ -10,7 +10,7 @@ use uuid::Uuid;
 
 use poem_openapi::types::Type;
 
-use crate::domain::contact::Email;
+use crate::domain::contact::{Email, MAX_EMAIL};
 use crate::domain::errors::ValidationErrors;
 use shared::intake::wire_names;
 
@@ -95,9 +95,14 @@ impl<'v> Fields<'v, '_> {
         self.check(key, value, parse)
     }
 
-    /// An optional text field: blank counts as not sent.
+    /// An optional text field: blank counts as not sent, unless it is longer than a text
+    /// may be (the document refuses it then).
     pub(super) fn optional_text(&mut self, key: &str) -> Option<String> {
-        let value = self.get(key)?;
+        let Some(value) = self.get(key) else {
+            let sent = self.value(key)?;
+            self.check(key, sent, |v, attr| within(v, attr, MAX_TEXT));
+            return None;
+        };
         self.check(key, value, text)
     }
 
@@ -227,12 +232,18 @@ pub(super) fn too_long(attr: Attr<'_>, max: usize) -> String {
     format!("The {attr} field must not be greater than {max} characters.")
 }
 
-pub(super) fn bounded_text(value: &Value, attr: Attr<'_>, max: usize) -> Result<String, String> {
-    let text = string(value, attr)?;
-    if text.chars().count() > max {
-        return Err(too_long(attr, max));
+/// Refuses a string of more than `max` characters as sent: the document's `maxLength` is of
+/// the value as sent, so what the service trims away still counts, as it does for the schema.
+pub(super) fn within(value: &Value, attr: Attr<'_>, max: usize) -> Result<(), String> {
+    match value.as_str() {
+        Some(sent) if sent.chars().count() > max => Err(too_long(attr, max)),
+        _ => Ok(()),
     }
-    Ok(text.to_owned())
+}
+
+pub(super) fn bounded_text(value: &Value, attr: Attr<'_>, max: usize) -> Result<String, String> {
+    within(value, attr, max)?;
+    Ok(string(value, attr)?.to_owned())
 }
 
 pub(super) fn text(value: &Value, attr: Attr<'_>) -> Result<String, String> {
@@ -240,8 +251,11 @@ pub(super) fn text(value: &Value, attr: Attr<'_>) -> Result<String, String> {
 }
 
 pub(super) fn email(value: &Value, attr: Attr<'_>) -> Result<Email, String> {
-    Email::parse(string(value, attr)?)
-        .map_err(|_| format!("The {attr} field must be a valid email address."))
+    let invalid = || format!("The {attr} field must be a valid email address.");
+    // Over the document's length as sent, padding included; refused as any address too
+    // long to deliver is.
+    within(value, attr, MAX_EMAIL).map_err(|_| invalid())?;
+    Email::parse(string(value, attr)?).map_err(|_| invalid())
 }
 
 pub(super) fn hyphenated_uuid(value: &Value, attr: Attr<'_>) -> Result<Uuid, String> {

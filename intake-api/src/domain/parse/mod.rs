@@ -15,7 +15,7 @@ use super::enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase,
 use super::errors::ValidationErrors;
 use fields::{
     Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
-    invalid_choice, string, text, too_long, when, when_is,
+    invalid_choice, string, text, when, when_is, within,
 };
 use shared::intake::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReason};
 
@@ -60,11 +60,8 @@ pub fn parse_enquiry(
     let last_name = f.required("last_name", text);
     let email = f.required("email", email);
     let mobile_number = f.required("mobile_number", |v, attr| {
-        let raw = string(v, attr)?;
-        if raw.chars().count() > MAX_MOBILE_CHARS {
-            return Err(too_long(attr, MAX_MOBILE_CHARS));
-        }
-        MobileNumber::parse(raw).map_err(|_| {
+        within(v, attr, MAX_MOBILE_CHARS)?;
+        MobileNumber::parse(string(v, attr)?).map_err(|_| {
             format!("The {attr} field must be a valid phone number: an optional leading + and 7 to 15 digits.")
         })
     });
