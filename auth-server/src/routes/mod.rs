@@ -29,7 +29,7 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryA
         "Partner Intake auth-server",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("OAuth 2.0 client-credentials authorization server: JWT access tokens (RS256 by default, PS256 or ES256 by choice) and the keys to verify them.")
+    .description("OAuth 2.0 client-credentials authorization server: JWT access tokens (RS256 by default, PS256 or ES256 by choice) and the keys to verify them. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
     .server(issuer)
 }
 

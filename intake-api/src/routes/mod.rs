@@ -34,7 +34,7 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(IntakeApi, PortalApi
         "Partner Intake API",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint; the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`.")
+    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint; the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
 }
 
 /// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.
