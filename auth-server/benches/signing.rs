@@ -55,6 +55,7 @@ fn signing(c: &mut Criterion) {
         jti: "0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d".into(),
         brands: None,
         cnf: None,
+        sandbox: false,
     };
 
     // Both make the same token: the header and claims are equal, and both signatures verify.

@@ -466,6 +466,7 @@ pub fn claims_for(
         jti: uuid::Uuid::new_v4().simple().to_string(),
         brands: grant.brands.clone(),
         cnf: None,
+        sandbox: false,
     }
 }
 

@@ -376,6 +376,7 @@ mod tests {
             jti: "j".into(),
             brands: None,
             cnf: None,
+            sandbox: false,
         })
     }
 

@@ -133,6 +133,10 @@ pub struct AccessTokenClaims {
     /// are good only beside a proof made with that key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cnf: Option<Confirmation>,
+    /// A sandbox client's token (`auth-server client create --sandbox`): what it makes at
+    /// the intake-api lives apart from real cases. Absent, so false, from every other token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sandbox: bool,
 }
 
 /// A token's confirmation claim.
