@@ -28,15 +28,15 @@
 \set i random(2, :pool + 1)
 WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id")
+        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
     VALUES (bench_id(:n || '-' || :m), 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a',
         CASE :mode
             WHEN 'create' THEN 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com'
             WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com'
             ELSE :email
         END,
-        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + make_interval(secs => :delay), NULL, NULL)
-    ON CONFLICT ("brand", "email") DO UPDATE SET
+        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + make_interval(secs => :delay), NULL, NULL, false)
+    ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
         "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")

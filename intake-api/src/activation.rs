@@ -18,8 +18,13 @@ pub async fn run(state: Arc<AppState>) {
         backlog = match state.cases.activate_due().await {
             Ok(activated) => {
                 for a in &activated {
-                    metrics::counter!("intake_cases_activated_total", "brand" => a.brand.clone())
-                        .increment(1);
+                    // Sandbox cases stay out of the production counts.
+                    let name = if a.sandbox {
+                        "intake_sandbox_cases_activated_total"
+                    } else {
+                        "intake_cases_activated_total"
+                    };
+                    metrics::counter!(name, "brand" => a.brand.clone()).increment(1);
                     metrics::histogram!("intake_activation_lag_seconds")
                         .record(a.lag.as_secs_f64());
                 }

@@ -79,6 +79,7 @@ async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
     let unused = Timing {
         activation_delay: Duration::ZERO,
         redirect_ttl: Duration::ZERO,
+        sandbox_activation_delay: Duration::ZERO,
     };
     Ok(CaseStore::new(db, POOL, unused))
 }
@@ -98,8 +99,8 @@ async fn case_report(settings: &Settings, command: CaseCommand) -> anyhow::Resul
                 .ok_or_else(|| anyhow::anyhow!("no case with reference {reference}"))?;
             Report::record(serde_json::to_value(view)?)
         }
-        CaseCommand::Find { email } => Report::list(
-            serde_json::to_value(cases.find_by_email(&email).await?)?,
+        CaseCommand::Find { email, sandbox } => Report::list(
+            serde_json::to_value(cases.find_by_email(&email, sandbox).await?)?,
             CASE_COLUMNS,
             "No cases for that e-mail address.",
         ),
@@ -124,8 +125,9 @@ async fn case_report(settings: &Settings, command: CaseCommand) -> anyhow::Resul
             status,
             since,
             limit,
+            sandbox,
         } => Report::list(
-            serde_json::to_value(cases.list(&status, since, limit).await?)?,
+            serde_json::to_value(cases.list(&status, since, limit, sandbox).await?)?,
             CASE_COLUMNS,
             "No cases.",
         ),

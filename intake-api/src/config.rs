@@ -120,6 +120,9 @@ pub struct Config {
     /// Seconds between a case's creation and its activation.
     #[arg(long, env = "INTAKE_ACTIVATION_DELAY_SECS", default_value_t = 900)]
     pub activation_delay_secs: u64,
+    /// Seconds between a sandbox case's creation and its activation.
+    #[arg(long, env = "INTAKE_SANDBOX_ACTIVATION_DELAY_SECS", default_value_t = 30)]
+    pub sandbox_activation_delay_secs: u64,
     /// The two brands as `id=customer-portal-URL` pairs, comma-separated.
     #[arg(
         long,
@@ -172,6 +175,9 @@ pub struct Config {
     /// background (each case records it). Unset: kept for ever.
     #[arg(long, env = "INTAKE_SUBMISSION_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
     pub submission_retention_days: Option<u32>,
+    /// Days a sandbox client's case is kept before it is deleted, with all about it.
+    #[arg(long, env = "INTAKE_SANDBOX_RETENTION_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
+    pub sandbox_retention_days: u32,
     /// How long an event is retried before it is marked failed, in seconds.
     #[arg(long, env = "INTAKE_WEBHOOK_RETRY_SECS", default_value_t = 86_400)]
     pub webhook_retry_secs: u64,
@@ -208,6 +214,7 @@ impl Config {
         Timing {
             activation_delay: Duration::from_secs(self.activation_delay_secs),
             redirect_ttl: Duration::from_secs(self.redirect_ttl_secs),
+            sandbox_activation_delay: Duration::from_secs(self.sandbox_activation_delay_secs),
         }
     }
 
@@ -579,6 +586,9 @@ pub enum CaseCommand {
         /// The customer's e-mail address, in any case.
         #[arg(long)]
         email: String,
+        /// Sandbox clients' cases instead of real ones.
+        #[arg(long)]
+        sandbox: bool,
     },
     /// The most recently created cases, newest first.
     #[command(
@@ -586,7 +596,8 @@ pub enum CaseCommand {
         after_help = "Examples:
   intake-api case list                                   # the newest 50
   intake-api case list --status pending_activation --since 2h
-  intake-api case list --since 2026-11-26T00:00:00Z --limit 500 -o json"
+  intake-api case list --since 2026-11-26T00:00:00Z --limit 500 -o json
+  intake-api case list --sandbox                         # what sandbox clients made"
     )]
     List {
         /// Only cases in these states (comma-separated or repeated).
@@ -603,6 +614,9 @@ pub enum CaseCommand {
         /// How many at most.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         limit: u64,
+        /// Sandbox clients' cases instead of real ones.
+        #[arg(long)]
+        sandbox: bool,
     },
     /// Erase a customer's personal data on request: the enquiry, the e-mail address and
     /// every submission as sent, in each of the customer's cases (of one brand with

@@ -15,8 +15,9 @@ use crate::store::PURGE_BATCH;
 /// room.
 const PURGE_PERIOD: Duration = Duration::from_secs(60);
 
-/// Purges expired idempotency keys, and submission bodies older than
-/// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, every [`PURGE_PERIOD`] until aborted.
+/// Purges expired idempotency keys, submission bodies older than
+/// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, and sandbox cases older than
+/// `INTAKE_SANDBOX_RETENTION_DAYS`, every [`PURGE_PERIOD`] until aborted.
 /// Replicas doing it at once only empty the same rows.
 pub async fn run(state: Arc<AppState>) {
     let retention = state
@@ -36,6 +37,30 @@ pub async fn run(state: Arc<AppState>) {
         }
         if let Some(retention) = retention {
             purged_up_to = purge_submissions(&state, retention, purged_up_to).await;
+        }
+        purge_sandbox(&state).await;
+    }
+}
+
+/// Deletes the sandbox cases older than `INTAKE_SANDBOX_RETENTION_DAYS`, a batch at a time.
+async fn purge_sandbox(state: &AppState) {
+    let days = i64::from(state.config.sandbox_retention_days);
+    let cutoff = Utc::now() - chrono::Duration::days(days);
+    loop {
+        match state.cases.purge_sandbox(cutoff).await {
+            Ok(deleted) => {
+                if deleted > 0 {
+                    metrics::counter!("intake_sandbox_cases_deleted_total").increment(deleted);
+                    tracing::info!(deleted, "sandbox cases past their retention deleted");
+                }
+                if deleted < PURGE_BATCH {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting sandbox cases past their retention failed");
+                return;
+            }
         }
     }
 }

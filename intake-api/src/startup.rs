@@ -23,6 +23,26 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Enquiries accepted, by brand and outcome (`created` or `updated`).",
     },
     MetricHelp {
+        name: "intake_sandbox_cases_total",
+        kind: MetricKind::Counter,
+        help: "Sandbox clients' enquiries accepted, by brand and outcome: kept out of intake_cases_total.",
+    },
+    MetricHelp {
+        name: "intake_sandbox_cases_activated_total",
+        kind: MetricKind::Counter,
+        help: "Sandbox cases activated, by brand: kept out of intake_cases_activated_total.",
+    },
+    MetricHelp {
+        name: "intake_sandbox_products_attached_total",
+        kind: MetricKind::Counter,
+        help: "Products attached to sandbox cases, by brand: kept out of intake_products_attached_total.",
+    },
+    MetricHelp {
+        name: "intake_sandbox_cases_deleted_total",
+        kind: MetricKind::Counter,
+        help: "Sandbox cases deleted, with all about them, after INTAKE_SANDBOX_RETENTION_DAYS.",
+    },
+    MetricHelp {
         name: "intake_products_attached_total",
         kind: MetricKind::Counter,
         help: "Products attached to cases, by brand.",

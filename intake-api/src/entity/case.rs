@@ -37,6 +37,9 @@ pub struct Model {
     pub activated_at: Option<DateTimeUtc>,
     /// The newest redirect link made for it: only that one may be redeemed.
     pub redirect_token_id: Option<Uuid>,
+    /// Made by a sandbox client: apart from real cases, which have their own case for the
+    /// same brand and e-mail.
+    pub sandbox: bool,
 }
 
 /// Relations of `cases`.

@@ -163,6 +163,7 @@ impl IntakeApi {
                 &enquiry,
                 &body.raw,
                 partner.client_id(),
+                partner.claims.sandbox,
                 lease.map(|l| (l, &answer as _)),
             )
             .await
@@ -175,8 +176,13 @@ impl IntakeApi {
             Outcome::Updated => "updated",
         };
         let brand = enquiry.brand.as_str();
-        metrics::counter!("intake_cases_total", "brand" => brand.to_owned(), "outcome" => label)
-            .increment(1);
+        // Sandbox cases stay out of the production counts.
+        let counter = if partner.claims.sandbox {
+            "intake_sandbox_cases_total"
+        } else {
+            "intake_cases_total"
+        };
+        metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(label, &submitted.reference, brand);
         let (_, body) = case_answer(&submitted);
         Ok(match submitted.outcome {
@@ -309,8 +315,12 @@ impl IntakeApi {
                 StoreError::LeaseLost => IntakeError::from(e),
                 e => IntakeError::RedirectFailed(e.into()),
             })?;
-        metrics::counter!("intake_products_attached_total", "brand" => case.brand.clone())
-            .increment(1);
+        let counter = if partner.claims.sandbox {
+            "intake_sandbox_products_attached_total"
+        } else {
+            "intake_products_attached_total"
+        };
+        metrics::counter!(counter, "brand" => case.brand.clone()).increment(1);
         record_case("product_attached", &case.reference, &case.brand);
         Ok(AttachResponse::Ok(Json(response), None))
     }

@@ -16,6 +16,8 @@ use crate::entity::{case, case_event};
 pub struct Activated {
     /// Its brand.
     pub brand: String,
+    /// A sandbox case, counted apart from real ones.
+    pub sandbox: bool,
     /// How late the activation was.
     pub lag: Duration,
 }
@@ -114,6 +116,7 @@ impl CaseStore {
                 case::Column::Id,
                 case::Column::Brand,
                 case::Column::ActivatesAt,
+                case::Column::Sandbox,
             ]));
         let txn = self.begin_write().await?;
         let activated = txn
@@ -125,13 +128,14 @@ impl CaseStore {
                     row.try_get::<Uuid>("", "id")?,
                     row.try_get::<String>("", "brand")?,
                     row.try_get::<DateTime<Utc>>("", "activates_at")?,
+                    row.try_get::<bool>("", "sandbox")?,
                 ))
             })
             .collect::<Result<Vec<_>, DbErr>>()?;
         if !activated.is_empty() {
             let events: Vec<case_event::ActiveModel> = activated
                 .iter()
-                .map(|(id, _, _)| event(*id, "activated", None, None, now))
+                .map(|(id, ..)| event(*id, "activated", None, None, now))
                 .collect();
             let event_ids: Vec<Uuid> = events.iter().filter_map(|e| e.id.clone().take()).collect();
             case_event::Entity::insert_many(events)
@@ -142,9 +146,10 @@ impl CaseStore {
         txn.commit().await?;
         Ok(activated
             .into_iter()
-            .map(|(_, brand, activates_at)| Activated {
+            .map(|(_, brand, activates_at, sandbox)| Activated {
                 lag: (now - activates_at).to_std().unwrap_or_default(),
                 brand,
+                sandbox,
             })
             .collect())
     }
@@ -168,6 +173,7 @@ mod tests {
             let timing = Timing {
                 activation_delay: Duration::ZERO,
                 redirect_ttl: Duration::from_secs(60),
+                sandbox_activation_delay: Duration::ZERO,
             };
             let store = CaseStore::new(db, 4, timing);
             let none = Backlog {
@@ -181,7 +187,7 @@ mod tests {
             for email in ["a@example.com", "b@example.com"] {
                 let body = crate::examples::purchase_enquiry("brand_a", email);
                 let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
-                store.submit(&enquiry, "{}", "partner", None).await.unwrap();
+                store.submit(&enquiry, "{}", "partner", false, None).await.unwrap();
             }
             let backlog = store.activation_backlog().await.unwrap();
             assert_eq!(backlog.due, 2, "{backend:?}");

@@ -12,13 +12,15 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
 use sea_orm::{
     ColumnTrait, Condition, DatabaseTransaction, EntityTrait, ExprTrait, QueryFilter, QueryOrder,
-    QuerySelect,
+    QuerySelect, QueryTrait,
 };
 use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, event};
 use crate::domain::{Email, hash_token};
-use crate::entity::{case, case_event, idempotency_key, redirect_token, submission};
+use crate::entity::{
+    case, case_event, idempotency_key, redirect_token, submission, webhook_delivery,
+};
 
 /// The start of an erased case's e-mail: no address has it, and the case id after it keeps
 /// the brand and e-mail key unique.
@@ -151,6 +153,56 @@ impl CaseStore {
                 .await?;
             txn.commit().await?;
             Ok((rows.len() as u64, Some(last)))
+        })
+        .await
+    }
+}
+
+impl CaseStore {
+    /// Deletes sandbox cases created before `cutoff`, with everything about them (their
+    /// submissions, events, links, webhook events and kept answers), up to
+    /// [`PURGE_BATCH`] at a time; answers how many went. Nothing real is about a sandbox
+    /// case, so nothing of it is kept.
+    pub async fn purge_sandbox(&self, cutoff: DateTime<Utc>) -> Result<u64, StoreError> {
+        bounded(async {
+            let txn = self.begin_write().await?;
+            // The bare column, not `= $1`: a bound value would keep PostgreSQL's generic
+            // plan from the partial index of sandbox cases.
+            let ids: Vec<Uuid> = case::Entity::find()
+                .select_only()
+                .column(case::Column::Id)
+                .filter(Expr::col((case::Entity, case::Column::Sandbox)))
+                .filter(case::Column::CreatedAt.lt(cutoff))
+                .order_by_asc(case::Column::CreatedAt)
+                .limit(PURGE_BATCH)
+                .into_tuple()
+                .all(&txn)
+                .await?;
+            if ids.is_empty() {
+                return Ok(0);
+            }
+            // A webhook event has its case event's id.
+            let events = case_event::Entity::find()
+                .select_only()
+                .column(case_event::Column::Id)
+                .filter(case_event::Column::CaseId.is_in(ids.clone()))
+                .as_query()
+                .to_owned();
+            webhook_delivery::Entity::delete_many()
+                .filter(webhook_delivery::Column::Id.in_subquery(events))
+                .exec(&txn)
+                .await?;
+            idempotency_key::Entity::delete_many()
+                .filter(idempotency_key::Column::CaseId.is_in(ids.clone()))
+                .exec(&txn)
+                .await?;
+            // Submissions, events and links go with their case.
+            let deleted = case::Entity::delete_many()
+                .filter(case::Column::Id.is_in(ids))
+                .exec(&txn)
+                .await?;
+            txn.commit().await?;
+            Ok(deleted.rows_affected)
         })
         .await
     }

@@ -428,6 +428,7 @@ mod tests {
         let timing = Timing {
             activation_delay: Duration::from_secs(60),
             redirect_ttl: Duration::from_secs(60),
+            sandbox_activation_delay: Duration::from_secs(60),
         };
         (CaseStore::new(db, 4, timing), test_db)
     }
@@ -491,7 +492,7 @@ mod tests {
             Claim::InFlight
         ));
         let submitted = store
-            .submit(&enquiry, "{}", "partner", Some((&held, &answer)))
+            .submit(&enquiry, "{}", "partner", false, Some((&held, &answer)))
             .await
             .unwrap();
         store.release(&held).await;

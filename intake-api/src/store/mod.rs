@@ -180,6 +180,9 @@ pub struct Timing {
     pub activation_delay: Duration,
     /// How long a redirect link can be redeemed.
     pub redirect_ttl: Duration,
+    /// From a sandbox case's creation to its activation: short, so a partner practising
+    /// sees the change, and its webhook, while it waits.
+    pub sandbox_activation_delay: Duration,
 }
 
 /// Pool connections requests never take, so activation and readiness checks always find one.
@@ -440,6 +443,7 @@ mod statement_tests {
         let timing = Timing {
             activation_delay: Duration::from_secs(1),
             redirect_ttl: Duration::from_secs(1),
+            sandbox_activation_delay: Duration::from_secs(1),
         };
         let store = CaseStore::new(db, 4, timing);
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
@@ -458,7 +462,7 @@ mod statement_tests {
         let sizes = [
             (
                 "submit",
-                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c", None)),
+                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c", false, None)),
             ),
             (
                 "find_for_attach",

@@ -56,8 +56,9 @@ fn new_reference() -> String {
 }
 
 /// What one accepted enquiry writes on PostgreSQL, as one statement and so one round trip
-/// and one implicit transaction: the case upserted on its unique (brand, email) key (two
-/// first submissions racing each other make one case, not two), the submission as sent and
+/// and one implicit transaction: the case upserted on its unique (brand, email, sandbox) key
+/// (two first submissions racing each other make one case, not two; a sandbox client's
+/// enquiry makes or changes only a sandbox case), the submission as sent and
 /// the event, and the event queued for every partner with a webhook endpoint and a
 /// submission on the case (the submitter's own is written by this same statement, which
 /// cannot see it yet). A case keeps its id on update, so `id = $1` tells a creation. An
@@ -65,9 +66,9 @@ fn new_reference() -> String {
 /// statement in pgbench.
 pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id")
-    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL)
-    ON CONFLICT ("brand", "email") DO UPDATE SET
+        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
+    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL, $14)
+    ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
         "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")
@@ -99,13 +100,15 @@ struct NewSubmission<'a> {
     enquiry: &'a Enquiry,
     raw_body: &'a str,
     client_id: &'a str,
+    sandbox: bool,
     now: DateTime<Utc>,
     activates_at: DateTime<Utc>,
 }
 
 impl CaseStore {
     /// Creates the case for the enquiry's brand and e-mail, or applies the enquiry to the
-    /// existing one; the submission is stored as sent either way. Writes to one case wait
+    /// existing one (a sandbox client's, among sandbox cases only); the submission is
+    /// stored as sent either way. Writes to one case wait
     /// in line before they take a connection ([`super::WriteQueue`]), within the same
     /// time bound as the work. A keyed submission stores its answer in the same transaction.
     pub async fn submit(
@@ -113,6 +116,7 @@ impl CaseStore {
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
+        sandbox: bool,
         keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let key = case_key(enquiry.brand.as_str(), enquiry.email.as_str());
@@ -120,7 +124,8 @@ impl CaseStore {
             let attempt = bounded(async {
                 let _turn = self.writes.wait(&key).await;
                 let _connection = self.request_connection().await?;
-                self.try_submit(enquiry, raw_body, client_id, keyed).await
+                self.try_submit(enquiry, raw_body, client_id, sandbox, keyed)
+                    .await
             });
             match attempt.await {
                 Err(StoreError::Db(e)) if reference_taken(&e) => {
@@ -142,17 +147,23 @@ impl CaseStore {
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
+        sandbox: bool,
         keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
-        let delay = chrono::Duration::from_std(self.timing.activation_delay)
-            .unwrap_or(chrono::Duration::MAX);
+        let delay = if sandbox {
+            self.timing.sandbox_activation_delay
+        } else {
+            self.timing.activation_delay
+        };
+        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
         let new = NewSubmission {
             case_id: new_row_id(),
             reference: new_reference(),
             enquiry,
             raw_body,
             client_id,
+            sandbox,
             now,
             activates_at: now
                 .checked_add_signed(delay)
@@ -193,6 +204,7 @@ impl CaseStore {
                 new.client_id.into(),
                 new.raw_body.into(),
                 new_row_id().into(),
+                new.sandbox.into(),
             ],
         );
         let row = reused
@@ -227,9 +239,10 @@ impl CaseStore {
             activates_at: Set(new.activates_at),
             activated_at: Set(None),
             redirect_token_id: Set(None),
+            sandbox: Set(new.sandbox),
         })
         .on_conflict(
-            OnConflict::columns([case::Column::Brand, case::Column::Email])
+            OnConflict::columns([case::Column::Brand, case::Column::Email, case::Column::Sandbox])
                 .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
                 .value(
                     case::Column::ProductUuid,

@@ -109,10 +109,15 @@ impl CaseStore {
     }
 
     /// The cases of the customer with `email` (trimmed, in any case), in every brand, most
-    /// recently updated first.
-    pub async fn find_by_email(&self, email: &str) -> Result<Vec<CaseStatus>, StoreError> {
+    /// recently updated first: real ones, or sandbox clients' when `sandbox`.
+    pub async fn find_by_email(
+        &self,
+        email: &str,
+        sandbox: bool,
+    ) -> Result<Vec<CaseStatus>, StoreError> {
         Ok(case::Entity::find()
             .filter(case::Column::Email.eq(email.trim().to_lowercase()))
+            .filter(case::Column::Sandbox.eq(sandbox))
             .order_by_desc(case::Column::UpdatedAt)
             .into_partial_model::<CaseStatus>()
             .all(&self.db)
@@ -120,14 +125,15 @@ impl CaseStore {
     }
 
     /// The newest `limit` cases created at or after `since`, in one of `statuses` (any when
-    /// none), newest first.
+    /// none), newest first: real ones, or sandbox clients' when `sandbox`.
     pub async fn list(
         &self,
         statuses: &[String],
         since: Option<DateTime<Utc>>,
         limit: u64,
+        sandbox: bool,
     ) -> Result<Vec<CaseStatus>, StoreError> {
-        let mut query = case::Entity::find();
+        let mut query = case::Entity::find().filter(case::Column::Sandbox.eq(sandbox));
         if !statuses.is_empty() {
             query = query.filter(case::Column::Status.is_in(statuses));
         }

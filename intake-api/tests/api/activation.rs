@@ -159,6 +159,7 @@ async fn a_backlog_of_due_cases_is_activated_in_passes_each_once(backend: Backen
             activates_at: Set(due),
             activated_at: Set(None),
             redirect_token_id: Set(None),
+            sandbox: Set(false),
         })
         .collect();
     // One transaction: the worker sees the whole backlog at once.

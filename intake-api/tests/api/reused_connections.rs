@@ -18,6 +18,7 @@ async fn store(db: &TestDb) -> CaseStore {
     let timing = Timing {
         activation_delay: Duration::from_secs(60),
         redirect_ttl: Duration::from_secs(60),
+        sandbox_activation_delay: Duration::from_secs(60),
     };
     CaseStore::new(pool, 4, timing)
 }
@@ -26,7 +27,7 @@ async fn submit(store: &CaseStore, email: &str) -> Result<Outcome, intake_api::s
     let body = purchase_enquiry("brand_a", email);
     let enquiry = parse_enquiry(&body, &BRANDS, Utc::now().date_naive()).unwrap();
     store
-        .submit(&enquiry, &body.to_string(), "client", None)
+        .submit(&enquiry, &body.to_string(), "client", false, None)
         .await
         .map(|s| s.outcome)
 }

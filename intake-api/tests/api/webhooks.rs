@@ -763,6 +763,7 @@ async fn a_claim_reads_only_what_it_returns_at_a_million_pending() {
         intake_api::store::Timing {
             activation_delay: Duration::from_secs(900),
             redirect_ttl: Duration::from_secs(900),
+            sandbox_activation_delay: Duration::from_secs(900),
         },
     );
     let plan = store
