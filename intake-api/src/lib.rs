@@ -18,6 +18,7 @@ pub mod jwks;
 pub mod migration;
 pub mod revocations;
 pub mod routes;
+pub mod sandbox;
 pub mod startup;
 pub mod state;
 pub mod store;

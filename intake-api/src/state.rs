@@ -32,6 +32,8 @@ pub struct AppState {
     pub verifier: Verifier,
     /// Per-partner request limits.
     pub limiter: RateLimiter,
+    /// Sandbox submissions whose first try failed on purpose.
+    pub sandbox_tries: crate::sandbox::FirstTries,
 }
 
 impl AppState {
@@ -95,6 +97,7 @@ impl AppState {
             webhook_secrets,
             verifier,
             limiter,
+            sandbox_tries: Default::default(),
         })
     }
 

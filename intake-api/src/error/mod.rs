@@ -16,6 +16,7 @@ use poem_openapi::registry::{MetaResponses, Registry};
 
 use crate::auth::AuthError;
 use crate::domain::ValidationErrors;
+use crate::sandbox::Trigger;
 use crate::store::StoreError;
 use bodies::{
     BadRequestBody, CaseNotFound, InvalidScope, RequestInFlight, ServerError, TooLarge,
@@ -84,6 +85,9 @@ pub enum IntakeError {
     /// (on another replica, or later) may succeed.
     #[error("cannot vet tokens: {0}")]
     Unvetted(&'static str),
+    /// A sandbox client asked for this failure by its customer's address.
+    #[error("sandbox trigger {0:?}")]
+    Triggered(Trigger),
 }
 
 impl From<AuthError> for IntakeError {
@@ -164,7 +168,9 @@ enum ErrorResponse {
     /// failure on our side.
     #[oai(status = 500)]
     Failed(Json<ServerError>),
-    /// A passing outage; nothing was stored. Retry after `Retry-After` seconds.
+    /// A passing outage; nothing was stored. Retry after `Retry-After` seconds. (A sandbox
+    /// client's `unavailable-after-storing@sandbox.example` gets this after storing, as a
+    /// timeout on the way would: retry with the same `Idempotency-Key`.)
     #[oai(status = 503)]
     Unavailable(Json<Unavailable>, #[oai(header = "Retry-After")] u32),
 }
@@ -190,6 +196,11 @@ impl IntakeError {
             Self::TooManyRequests { .. } => 429,
             Self::RedirectFailed(_) | Self::Internal(_) => 500,
             Self::Unavailable(_) | Self::Unvetted(_) => 503,
+            Self::Triggered(trigger) => match trigger {
+                Trigger::AttachNotFound => 404,
+                Trigger::AttachFails => 500,
+                _ => 503,
+            },
         }
     }
 
@@ -274,6 +285,12 @@ impl IntakeError {
             Self::Unvetted(_) => {
                 ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
             }
+            // The answers a real failure gets, without its error log: nothing failed.
+            Self::Triggered(trigger) => match trigger {
+                Trigger::AttachNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
+                Trigger::AttachFails => ErrorResponse::Failed(Json(ServerError::default())),
+                _ => ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS),
+            },
         }
     }
 }

@@ -18,6 +18,7 @@ use super::wire::{
 use crate::domain::{AttachRequest, RedirectToken, parse_attach, parse_enquiry};
 use crate::entity::case;
 use crate::error::IntakeError;
+use crate::sandbox::Trigger;
 use crate::state::AppState;
 use crate::store::{Lease, NewLink, Outcome, StoreError, StoredAnswer, Submitted};
 
@@ -104,6 +105,16 @@ fn record_case(outcome: &str, reference: &str, brand: &str) {
     record(Field::Brand, brand);
 }
 
+/// The failure a sandbox client asks for by its customer's address; never one for a real
+/// client, whose addresses are only addresses.
+fn sandbox_trigger(partner: &Partner, email: &str) -> Option<Trigger> {
+    if partner.claims.sandbox {
+        Trigger::of(email)
+    } else {
+        None
+    }
+}
+
 /// Longest case reference looked up: ours are 12 digits; anything much longer is no
 /// reference of ours, and answers 404 without a query.
 pub const MAX_REFERENCE_CHARS: usize = 64;
@@ -139,6 +150,14 @@ impl IntakeApi {
         let state = &self.state;
         let today = chrono::Utc::now().date_naive();
         let enquiry = parse_enquiry(&body.value, &state.brand_ids(), today)?;
+        let trigger = sandbox_trigger(&partner, enquiry.email.as_str());
+        if trigger == Some(Trigger::UnavailableBeforeStoring)
+            && state
+                .sandbox_tries
+                .first(partner.client_id(), enquiry.email.as_str())
+        {
+            return Err(IntakeError::Triggered(Trigger::UnavailableBeforeStoring));
+        }
         let key = idempotency_key.0.as_deref();
         let begun = idempotency::begin(state, &partner, "submitEnquiry", key, &body.value).await?;
         let lease = match &begun {
@@ -184,6 +203,10 @@ impl IntakeApi {
         };
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(label, &submitted.reference, brand);
+        if trigger == Some(Trigger::UnavailableAfterStoring) && submitted.outcome == Outcome::Created
+        {
+            return Err(IntakeError::Triggered(Trigger::UnavailableAfterStoring));
+        }
         let (_, body) = case_answer(&submitted);
         Ok(match submitted.outcome {
             Outcome::Created => IntakeResponse::Created(Json(body), None),
@@ -214,6 +237,11 @@ impl IntakeApi {
     ) -> Result<AttachResponse, IntakeError> {
         let state = &self.state;
         let request = parse_attach(&body.value)?;
+        if let Some(trigger @ (Trigger::AttachNotFound | Trigger::AttachFails)) =
+            sandbox_trigger(&partner, request.email.as_str())
+        {
+            return Err(IntakeError::Triggered(trigger));
+        }
         let key = idempotency_key.0.as_deref();
         let begun = idempotency::begin(state, &partner, "attachProduct", key, &body.value).await?;
         let lease = match &begun {

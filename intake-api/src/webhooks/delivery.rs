@@ -16,6 +16,7 @@ use service_kit::outbound::{TargetError, refused_literal};
 
 use super::signing::{Signer, message_id, payload};
 use super::{DueDelivery, TryOutcome};
+use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
 /// How long a partner has to answer.
@@ -506,6 +507,13 @@ fn count(outcome: &TryOutcome) {
 type Sent = Result<u16, String>;
 
 async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> Sent {
+    if event.fails_on_purpose && event.attempts <= WEBHOOK_FAILURES {
+        // The partner's endpoint is not called: the failure is ours, as asked.
+        return Err(format!(
+            "sandbox: try {} of the {WEBHOOK_FAILURES} that fail on purpose",
+            event.attempts
+        ));
+    }
     let id = message_id(event.id);
     let timestamp = Utc::now().timestamp();
     let body = payload(event);

@@ -98,6 +98,9 @@ pub struct DueDelivery {
     pub product_uuid: Option<Uuid>,
     /// Whether later events of its case waited for it when it was claimed.
     pub later_waiting: bool,
+    /// A sandbox case whose address asks its events to fail a few tries first
+    /// ([`crate::sandbox::Trigger::WebhookFails`]).
+    pub fails_on_purpose: bool,
 }
 
 /// How a try ended.
@@ -427,6 +430,7 @@ impl CaseStore {
                         status: String::new(),
                         product_uuid: None,
                         later_waiting: false,
+                        fails_on_purpose: false,
                     })
                 })
                 .collect::<Result<Vec<_>, DbErr>>()?;
@@ -506,6 +510,8 @@ impl CaseStore {
             .column((c.clone(), case::Column::Status))
             .column((ev.clone(), case_event::Column::Detail))
             .expr(Expr::exists(waiting))
+            .column((c.clone(), case::Column::Email))
+            .column((c.clone(), case::Column::Sandbox))
             .from_as(case_event::Entity, ev.clone())
             .join_as(
                 JoinType::InnerJoin,
@@ -528,13 +534,19 @@ impl CaseStore {
                     row.try_get_by_index::<String>(3)?,
                     detail.and_then(|d| d.get("product_uuid")?.as_str()?.parse().ok()),
                     row.try_get_by_index::<bool>(5)?,
+                    row.try_get_by_index::<bool>(7)?
+                        && crate::sandbox::Trigger::of(&row.try_get_by_index::<String>(6)?)
+                            == Some(crate::sandbox::Trigger::WebhookFails),
                 ),
             );
         }
         for event in events {
-            if let Some((reference, brand, status, product_uuid, later)) = found.remove(&event.id) {
+            if let Some((reference, brand, status, product_uuid, later, fails)) =
+                found.remove(&event.id)
+            {
                 (event.reference, event.brand, event.status) = (reference, brand, status);
                 (event.product_uuid, event.later_waiting) = (product_uuid, later);
+                event.fails_on_purpose = fails;
             }
         }
         Ok(())

@@ -43,22 +43,31 @@ pub struct Reply {
     pub body: Value,
     /// The `WWW-Authenticate` header, if any.
     pub challenge: Option<String>,
+    /// The `Retry-After` header, if any.
+    pub retry_after: Option<String>,
+    /// The `Idempotent-Replayed` header, if any.
+    pub replayed: Option<String>,
 }
 
 impl Reply {
     /// Reads a response to the end.
     pub async fn read(resp: reqwest::Response) -> Self {
         let status = resp.status().as_u16();
-        let challenge = resp
-            .headers()
-            .get("www-authenticate")
-            .map(|v| v.to_str().expect("ASCII challenge").to_owned());
+        let header = |name: &str| {
+            resp.headers()
+                .get(name)
+                .map(|v| v.to_str().expect("ASCII header").to_owned())
+        };
+        let (challenge, retry_after) = (header("www-authenticate"), header("retry-after"));
+        let replayed = header("idempotent-replayed");
         let text = resp.text().await.expect("response body");
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Self {
             status,
             body,
             challenge,
+            retry_after,
+            replayed,
         }
     }
 }
@@ -220,6 +229,27 @@ impl TestApp {
     pub async fn post(&self, path: &str, authorization: Option<&str>, body: &Value) -> Reply {
         self.post_raw(path, authorization, body.to_string().into_bytes())
             .await
+    }
+
+    /// POSTs a JSON body with `bearer` as the `Authorization` header and, when given, an
+    /// `Idempotency-Key`.
+    pub async fn post_keyed(
+        &self,
+        path: &str,
+        bearer: &str,
+        body: &Value,
+        key: Option<&str>,
+    ) -> Reply {
+        let mut request = self
+            .http
+            .post(self.url(path))
+            .header("content-type", "application/json")
+            .header("authorization", bearer)
+            .body(body.to_string());
+        if let Some(key) = key {
+            request = request.header("idempotency-key", key);
+        }
+        Reply::read(request.send().await.expect("request sent")).await
     }
 
     /// Submits an enquiry with this app's token.
@@ -469,6 +499,20 @@ pub async fn metric(http: &reqwest::Client, base_url: &str, name: &str, label_va
         .filter(|l| l.starts_with(&format!("{name}{{")) && l.contains(&wanted))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// The claims of a JWT, unverified.
+pub fn claims_of(jwt: &str) -> Value {
+    let payload = jwt.split('.').nth(1).expect("a JWT");
+    serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).expect("base64url")).expect("JSON")
+}
+
+/// The intake-api's store on `app`'s database, for what no endpoint or command reaches.
+pub async fn store_of(app: &TestApp) -> intake_api::store::CaseStore {
+    let db = Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    intake_api::store::CaseStore::new(db, 4, app.intake.config.timing())
 }
 
 /// `{"message": text}`.

@@ -21,6 +21,7 @@ mod redeem;
 mod replicas;
 mod reused_connections;
 mod revocation;
+mod sandbox;
 mod schema_versions;
 mod validation;
 mod webhook_addresses;
