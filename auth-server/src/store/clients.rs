@@ -222,6 +222,7 @@ pub async fn create_client(
         jwks: Set(jwks),
         jwks_uri: Set(jwks_uri.clone()),
         dpop_required: Set(false),
+        sandbox: Set(false),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
