@@ -60,6 +60,7 @@ async fn kept_client(
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
+            sandbox: false,
         },
     )
     .await?;

@@ -141,6 +141,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             auth_method,
             jwks_file,
             jwks_uri,
+            sandbox,
         } => {
             let given_keys = jwks_file.is_some() || jwks_uri.is_some();
             let credentials = match auth_method {
@@ -161,9 +162,16 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                         })?,
                 ),
             };
-            let created =
-                store::create_client(&db, &name, &scopes, brands.as_deref(), credentials, &actor)
-                    .await?;
+            let created = store::create_client(
+                &db,
+                &name,
+                &scopes,
+                brands.as_deref(),
+                credentials,
+                sandbox,
+                &actor,
+            )
+            .await?;
             propagated().await;
             let mut printed = json!({"client_id": created.client_id});
             if let Some(secret) = &created.client_secret {
@@ -175,6 +183,9 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             printed["scopes"] = json!(created.scopes);
             if !created.brands.is_empty() {
                 printed["brands"] = json!(created.brands);
+            }
+            if created.sandbox {
+                printed["sandbox"] = json!(true);
             }
             if created.client_secret.is_some() {
                 Report {
@@ -221,6 +232,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 "name",
                 "scopes",
                 "brands",
+                "sandbox",
                 "disabled_at",
                 "created_at",
                 "auth_method",

@@ -360,7 +360,8 @@ pub enum ClientCommand {
   auth-server client create --name Acme --scopes \"enquiry:case:intake:create enquiry:referral:create\" -o json
   auth-server client create --name \"Brand A portal\" --scopes portal:redirect:redeem --brands brand_a
   auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-file acme-keys.json
-  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-uri https://acme.example/jwks.json"
+  auth-server client create --name Acme --scopes enquiry:case:intake:create --auth-method private_key_jwt --jwks-uri https://acme.example/jwks.json
+  auth-server client create --name \"Acme sandbox\" --scopes enquiry:case:intake:create --sandbox"
     )]
     Create {
         /// Partner name, for operators: unique, whatever its case.
@@ -387,6 +388,11 @@ pub enum ClientCommand {
         /// fetch it again as its Cache-Control says.
         #[arg(long)]
         jwks_uri: Option<String>,
+        /// A sandbox client, for a partner to practise against production: its tokens
+        /// carry `sandbox`, and the intake-api keeps what it makes apart from real cases.
+        /// For partners only: not with portal:redirect:redeem or revocations:read.
+        #[arg(long)]
+        sandbox: bool,
     },
     /// Replace the public keys of a private_key_jwt client, or the URL they are fetched
     /// from: assertions signed with the keys it had are refused from then on.

@@ -42,6 +42,8 @@ pub struct ClientEntry {
     pub auth: ClientAuth,
     /// Whether it gets only DPoP-bound tokens.
     pub dpop_required: bool,
+    /// Whether it is a sandbox client, whose tokens say so.
+    pub sandbox: bool,
 }
 
 /// How a client authenticates: one method per client.
@@ -275,6 +277,7 @@ impl Registry {
                         secrets: Vec::new(),
                         auth,
                         dpop_required: c.dpop_required,
+                        sandbox: c.sandbox,
                     },
                 )
             })

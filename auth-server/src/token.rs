@@ -23,6 +23,7 @@ static DECOY: std::sync::LazyLock<ClientEntry> = std::sync::LazyLock::new(|| Cli
     secrets: vec![(crate::secrets::hash_secret(""), None)],
     auth: ClientAuth::Secret,
     dpop_required: false,
+    sandbox: false,
 });
 
 /// The parameters the endpoint reads; anything else is ignored (RFC 6749 section 3.2).
@@ -249,6 +250,9 @@ pub struct Grant {
     pub assertion: Option<SpentAssertion>,
     /// Whether the client gets only DPoP-bound tokens.
     pub dpop_required: bool,
+    /// Whether it is a sandbox client: its token says so, for the resource server to keep
+    /// what it makes apart from real cases.
+    pub sandbox: bool,
 }
 
 /// The keys fetched from a client's JWKS URL for the assertion of a request, or why there
@@ -420,6 +424,7 @@ fn grant(client_id: String, client: &ClientEntry, scope: &str) -> Result<Grant, 
         brands,
         assertion: None,
         dpop_required: client.dpop_required,
+        sandbox: client.sandbox,
     })
 }
 
@@ -466,7 +471,7 @@ pub fn claims_for(
         jti: uuid::Uuid::new_v4().simple().to_string(),
         brands: grant.brands.clone(),
         cnf: None,
-        sandbox: false,
+        sandbox: grant.sandbox,
     }
 }
 
@@ -574,6 +579,7 @@ mod tests {
             brands: None,
             auth: ClientAuth::Secret,
             dpop_required: false,
+            sandbox: false,
             disabled,
             secrets: vec![
                 (crate::secrets::hash_secret("new"), None),

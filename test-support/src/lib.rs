@@ -289,6 +289,7 @@ async fn create_client_at(
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
+            sandbox: false,
         },
     )
     .await

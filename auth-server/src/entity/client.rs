@@ -25,6 +25,9 @@ pub struct Model {
     pub jwks_uri: Option<String>,
     /// Whether it gets only DPoP-bound tokens: a token request without a proof is refused.
     pub dpop_required: bool,
+    /// Whether it is a sandbox client, a partner practising: its tokens say so, and the
+    /// intake-api keeps what it makes apart from real cases.
+    pub sandbox: bool,
     /// Set when an operator disabled the client; it then gets no token.
     pub disabled_at: Option<DateTimeUtc>,
     /// When the client was registered.

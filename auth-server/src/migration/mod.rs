@@ -11,6 +11,7 @@ mod m20261202_000002_add_client_brands;
 mod m20261203_000001_add_private_key_jwt;
 mod m20261203_000002_add_client_dpop_required;
 mod m20261204_000001_add_signing_key_alg;
+mod m20261205_000001_add_client_sandbox;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -29,6 +30,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000001_add_private_key_jwt::Migration),
             Box::new(m20261203_000002_add_client_dpop_required::Migration),
             Box::new(m20261204_000001_add_signing_key_alg::Migration),
+            Box::new(m20261205_000001_add_client_sandbox::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

@@ -104,6 +104,8 @@ pub struct NewClient {
     pub scopes: Vec<String>,
     /// The brands a portal client redeems links of; empty for others.
     pub brands: Vec<String>,
+    /// Whether it is a sandbox client.
+    pub sandbox: bool,
 }
 
 /// Splits and checks a comma-separated brand list (`--brands`): each a well-formed brand
@@ -150,6 +152,23 @@ fn brands_for(scopes: &[String], brands: Option<&str>) -> anyhow::Result<Option<
     }
 }
 
+/// Refuses a sandbox client any scope but a partner's: a customer portal redeems real
+/// customers' links, and a resource server reads the list of disabled clients; neither
+/// has anything to practise.
+fn check_sandbox(scopes: &[String], sandbox: bool) -> anyhow::Result<()> {
+    use shared::claims::scopes::{PORTAL_REDIRECT_REDEEM, REVOCATIONS_READ};
+    if !sandbox {
+        return Ok(());
+    }
+    if let Some(s) = scopes
+        .iter()
+        .find(|s| [PORTAL_REDIRECT_REDEEM, REVOCATIONS_READ].contains(&s.as_str()))
+    {
+        bail!("a sandbox client is a partner practising: it may not have the {s} scope");
+    }
+    Ok(())
+}
+
 /// Splits and checks a space-separated scope list: every scope must be a known one.
 pub fn parse_scopes(scopes: &str) -> anyhow::Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
@@ -170,14 +189,16 @@ pub fn parse_scopes(scopes: &str) -> anyhow::Result<Vec<String>> {
     Ok(out)
 }
 
-/// Registers a client and returns its one-time credentials. Names are unique whatever
-/// their case, so that operators never mistake one partner for another.
+/// Registers a client, a sandbox one when `sandbox`, and returns its one-time
+/// credentials. Names are unique whatever their case, so that operators never mistake one
+/// partner for another.
 pub async fn create_client(
     db: &DatabaseConnection,
     name: &str,
     scopes: &str,
     brands: Option<&str>,
     credentials: NewCredentials,
+    sandbox: bool,
     actor: &audit::Author,
 ) -> anyhow::Result<NewClient> {
     let name = name.trim();
@@ -185,6 +206,7 @@ pub async fn create_client(
         bail!("a client needs a name");
     }
     let scopes = parse_scopes(scopes)?;
+    check_sandbox(&scopes, sandbox)?;
     let brands = brands_for(&scopes, brands)?;
     let client_id = uuid::Uuid::new_v4().to_string();
     let (method, secret, keys): (_, _, Option<RegisteredKeys>) = match credentials {
@@ -222,6 +244,7 @@ pub async fn create_client(
         jwks: Set(jwks),
         jwks_uri: Set(jwks_uri.clone()),
         dpop_required: Set(false),
+        sandbox: Set(sandbox),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
@@ -250,6 +273,9 @@ pub async fn create_client(
     if let Some(uri) = &jwks_uri {
         detail["jwks_uri"] = json!(uri);
     }
+    if sandbox {
+        detail["sandbox"] = json!(true);
+    }
     audit::append(&txn, actor, "client.create", &client_id, detail).await?;
     txn.commit().await?;
     Ok(NewClient {
@@ -259,6 +285,7 @@ pub async fn create_client(
         jwks_uri,
         scopes,
         brands: brands.unwrap_or_default(),
+        sandbox,
     })
 }
 
@@ -292,6 +319,8 @@ pub struct ClientInfo {
     /// The brands a portal client redeems links of; empty for others, and for a portal
     /// client not bound yet (it redeems nothing).
     pub brands: Vec<String>,
+    /// Whether it is a sandbox client: its tokens say so.
+    pub sandbox: bool,
     /// How it authenticates.
     pub auth_method: AuthMethod,
     /// Its registered keys, for a `private_key_jwt` client; none for others, and for one
@@ -373,6 +402,7 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
         name: c.name,
         scopes: c.scopes.split(' ').map(str::to_owned).collect(),
         brands: split_brands(c.brands.as_deref()),
+        sandbox: c.sandbox,
         disabled: c.disabled_at.is_some(),
         disabled_at: c.disabled_at,
         created_at: c.created_at,

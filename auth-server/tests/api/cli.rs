@@ -496,6 +496,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             "NAME",
             "SCOPES",
             "BRANDS",
+            "SANDBOX",
             "DISABLED AT",
             "CREATED AT",
             "AUTH METHOD",
@@ -511,6 +512,7 @@ async fn output_is_a_table_or_json_as_asked_with_times_to_the_second(backend: Ba
             "Acme",
             "enquiry:case:intake:create",
             "-",
+            "false",
             "-",
             &created,
             "client_secret",
@@ -587,6 +589,75 @@ async fn a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry(ba
     );
     assert!(!ok);
     assert!(stderr.contains("--brands"), "{stderr}");
+}
+
+async fn a_sandbox_client_says_so_in_show_and_list_and_is_never_a_portal(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let (ok, created, stderr) = auth_server(
+        &db,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Acme sandbox",
+            "--scopes",
+            "enquiry:case:intake:create",
+            "--sandbox",
+        ],
+    );
+    assert!(ok, "{stderr}");
+    assert_eq!(created["sandbox"], true, "{created}");
+    let id = created["client_id"].as_str().unwrap();
+
+    let shown = run(&db.url, &["client", "show", id, "-o", "table"], &[]);
+    assert_eq!(shown.code, Some(0), "{}", shown.stderr);
+    let line = shown.stdout.lines().find(|l| l.starts_with("sandbox:"));
+    assert_eq!(
+        line.map(|l| l.split_whitespace().collect::<Vec<_>>()),
+        Some(vec!["sandbox:", "true"]),
+        "{}",
+        shown.stdout
+    );
+    let (ok, shown, _) = auth_server(&db, &["client", "show", id]);
+    assert!(ok);
+    assert_eq!(shown["sandbox"], true);
+    let listed = run(&db.url, &["client", "list", "-o", "table"], &[]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    let lines: Vec<&str> = listed.stdout.lines().collect();
+    let column = lines[0].find("SANDBOX").expect("a SANDBOX column");
+    assert_eq!(lines[1].find("true"), Some(column), "{}", listed.stdout);
+    let (ok, audit, _) = auth_server(&db, &["audit", "list"]);
+    assert!(ok);
+    let entry = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["action"] == "client.create" && e["subject"] == id)
+        .expect("the client.create entry");
+    assert_eq!(entry["detail"]["sandbox"], true, "{entry}");
+
+    let (code, _, stderr) = auth_server_at(
+        &db.url,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Brand A sandbox portal",
+            "--scopes",
+            "portal:redirect:redeem",
+            "--brands",
+            "brand_a",
+            "--sandbox",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(
+        stderr.contains("a sandbox client is a partner practising"),
+        "{stderr}"
+    );
+    let (ok, listed, _) = auth_server(&db, &["client", "list"]);
+    assert!(ok);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
 }
 
 /// A JWKS file of one EC P-256 key (RFC 7515 appendix A.3), with `extra` members on the
@@ -733,6 +804,7 @@ async fn a_keyed_client_is_registered_from_a_jwks_file_without_a_secret(backend:
 on_both_backends!(
     a_keyed_client_is_registered_from_a_jwks_file_without_a_secret,
     a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry,
+    a_sandbox_client_says_so_in_show_and_list_and_is_never_a_portal,
     the_commands_print_json_and_keep_secrets_off_stderr,
     commands_act_only_on_an_existing_migrated_database,
     client_show_gives_each_secrets_fingerprint_and_expiry_and_never_a_secret,
@@ -804,6 +876,7 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
                 "--jwks-file",
                 "--jwks-uri",
                 "--name",
+                "--sandbox",
                 "--scopes",
             ],
         ),

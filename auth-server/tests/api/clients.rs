@@ -1,8 +1,9 @@
-//! Client management: secret rotation with grace, disabling, and what `client list` shows.
+//! Client management: secret rotation with grace, disabling, portal and sandbox clients,
+//! and what `client list` shows.
 
 use std::time::Duration;
 
-use auth_server::config::ClientCommand;
+use auth_server::config::{AuditCommand, ClientCommand};
 
 use crate::helpers::{Backend, INTAKE, TestApp, TestDb, eventually};
 use test_support::on_both_backends;
@@ -95,6 +96,7 @@ async fn client_list_never_shows_a_secret(backend: Backend) {
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
+            sandbox: false,
         })
         .await;
     assert!(bad_scope.is_err());
@@ -124,6 +126,7 @@ async fn a_client_made_before_serving_gets_a_token_from_the_first_request(backen
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
+            sandbox: false,
         },
     )
     .await
@@ -191,6 +194,7 @@ async fn brands_bind_portal_clients_only_and_must_be_well_formed(backend: Backen
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
+            sandbox: false,
         })
     };
     let refusals = [
@@ -217,7 +221,107 @@ async fn brands_bind_portal_clients_only_and_must_be_well_formed(backend: Backen
     assert_eq!(list.as_array().unwrap().len(), 1, "nothing was created");
 }
 
+/// Registers a sandbox client with `scopes` (and `brands`, for a portal); returns what
+/// `client create` printed, or why it refused.
+async fn create_sandbox(
+    app: &TestApp,
+    scopes: &str,
+    brands: Option<&str>,
+) -> anyhow::Result<serde_json::Value> {
+    app.auth
+        .client_cmd(ClientCommand::Create {
+            name: format!("Sandbox {}", uuid::Uuid::new_v4().simple()),
+            scopes: scopes.into(),
+            brands: brands.map(str::to_owned),
+            auth_method: Default::default(),
+            jwks_file: None,
+            jwks_uri: None,
+            sandbox: true,
+        })
+        .await
+}
+
+async fn a_sandbox_clients_tokens_say_so_and_no_other_token_does(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let created = create_sandbox(&app, INTAKE, None).await.expect("created");
+    assert_eq!(created["sandbox"], true, "{created}");
+    let id = created["client_id"].as_str().unwrap().to_owned();
+    let secret = created["client_secret"].as_str().unwrap().to_owned();
+    let claims = claims_of(&app, &id, &secret, INTAKE).await;
+    assert_eq!(claims["sandbox"], true, "{claims}");
+    // A real client's token is as before: no sandbox claim at all, not even false.
+    let real = claims_of(&app, &app.client_id, &app.client_secret, INTAKE).await;
+    assert!(real.get("sandbox").is_none(), "{real}");
+
+    let show = |client_id: String| app.auth.client_cmd(ClientCommand::Show { client_id });
+    assert_eq!(show(id.clone()).await.unwrap()["sandbox"], true);
+    assert_eq!(show(app.client_id.clone()).await.unwrap()["sandbox"], false);
+    let list = app.auth.client_cmd(ClientCommand::List).await.unwrap();
+    let listed: Vec<_> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["client_id"].as_str().unwrap(), c["sandbox"].clone()))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            (app.client_id.as_str(), serde_json::json!(false)),
+            (id.as_str(), serde_json::json!(true))
+        ]
+    );
+
+    let entries = app
+        .auth
+        .audit_cmd(AuditCommand::List { since: None })
+        .await
+        .unwrap();
+    let created_details: Vec<_> = entries
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["action"] == "client.create")
+        .map(|e| (e["subject"].as_str().unwrap(), e["detail"].get("sandbox")))
+        .collect();
+    assert_eq!(
+        created_details,
+        [
+            (app.client_id.as_str(), None),
+            (id.as_str(), Some(&serde_json::json!(true)))
+        ]
+    );
+}
+
+async fn a_sandbox_client_is_a_partner_never_a_portal_or_a_resource_server(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let revocations = shared::claims::scopes::REVOCATIONS_READ;
+    let refusals = [
+        ("a portal", PORTAL, Some("brand_a"), PORTAL),
+        (
+            "a portal among partner scopes",
+            &*format!("{INTAKE} {PORTAL}"),
+            Some("brand_a"),
+            PORTAL,
+        ),
+        ("a resource server", revocations, None, revocations),
+    ];
+    for (name, scopes, brands, says) in refusals {
+        let refused = create_sandbox(&app, scopes, brands)
+            .await
+            .expect_err(name)
+            .to_string();
+        assert!(
+            refused.contains("sandbox") && refused.contains(says),
+            "{name}: {refused}"
+        );
+    }
+    let list = app.auth.client_cmd(ClientCommand::List).await.unwrap();
+    assert_eq!(list.as_array().unwrap().len(), 1, "nothing was created");
+}
+
 on_both_backends!(
+    a_sandbox_clients_tokens_say_so_and_no_other_token_does,
+    a_sandbox_client_is_a_partner_never_a_portal_or_a_resource_server,
     a_portal_clients_tokens_name_its_brands_and_no_other_token_does,
     brands_bind_portal_clients_only_and_must_be_well_formed,
     a_client_made_before_serving_gets_a_token_from_the_first_request,

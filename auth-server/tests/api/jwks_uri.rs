@@ -102,6 +102,7 @@ async fn register_by_url(auth: &AuthServer, url: &str) -> anyhow::Result<Value> 
         auth_method: AuthMethod::PrivateKeyJwt,
         jwks_file: None,
         jwks_uri: Some(url.to_owned()),
+        sandbox: false,
     })
     .await
 }

@@ -131,6 +131,7 @@ pub(crate) async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String 
             auth_method: AuthMethod::PrivateKeyJwt,
             jwks_file: Some(file.0.clone()),
             jwks_uri: None,
+            sandbox: false,
         })
         .await
         .expect("client create");
