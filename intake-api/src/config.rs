@@ -121,7 +121,11 @@ pub struct Config {
     #[arg(long, env = "INTAKE_ACTIVATION_DELAY_SECS", default_value_t = 900)]
     pub activation_delay_secs: u64,
     /// Seconds between a sandbox case's creation and its activation.
-    #[arg(long, env = "INTAKE_SANDBOX_ACTIVATION_DELAY_SECS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "INTAKE_SANDBOX_ACTIVATION_DELAY_SECS",
+        default_value_t = 30
+    )]
     pub sandbox_activation_delay_secs: u64,
     /// The two brands as `id=customer-portal-URL` pairs, comma-separated.
     #[arg(

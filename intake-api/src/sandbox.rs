@@ -39,8 +39,14 @@ impl Trigger {
     pub const ALL: [(&'static str, Trigger); 5] = [
         ("attach-not-found", Trigger::AttachNotFound),
         ("attach-fails", Trigger::AttachFails),
-        ("unavailable-before-storing", Trigger::UnavailableBeforeStoring),
-        ("unavailable-after-storing", Trigger::UnavailableAfterStoring),
+        (
+            "unavailable-before-storing",
+            Trigger::UnavailableBeforeStoring,
+        ),
+        (
+            "unavailable-after-storing",
+            Trigger::UnavailableAfterStoring,
+        ),
         ("webhook-fails", Trigger::WebhookFails),
     ];
 

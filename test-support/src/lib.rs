@@ -240,7 +240,13 @@ impl AuthServer {
     }
 
     async fn create_client_with(&self, scopes: &str, brands: Option<&str>) -> (String, String) {
-        create_client_at(&self.config, scopes, brands).await
+        create_client_at(&self.config, scopes, brands, false).await
+    }
+
+    /// Registers a sandbox partner (`client create --sandbox`) with `scopes`; returns
+    /// `(client_id, client_secret)`.
+    pub async fn create_sandbox_client(&self, scopes: &str) -> (String, String) {
+        create_client_at(&self.config, scopes, None, true).await
     }
 
     /// Gets an access token with client_secret_post; panics unless it is issued.
@@ -270,13 +276,14 @@ impl AuthServer {
 pub async fn create_client_offline(database_url: &str, scopes: &str) -> (String, String) {
     let mut config = auth_server::config::Config::with_database(database_url);
     config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
-    create_client_at(&config, scopes, None).await
+    create_client_at(&config, scopes, None, false).await
 }
 
 async fn create_client_at(
     config: &auth_server::config::Config,
     scopes: &str,
     brands: Option<&str>,
+    sandbox: bool,
 ) -> (String, String) {
     // Client names are unique.
     let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
@@ -289,7 +296,7 @@ async fn create_client_at(
             auth_method: Default::default(),
             jwks_file: None,
             jwks_uri: None,
-            sandbox: false,
+            sandbox,
         },
     )
     .await

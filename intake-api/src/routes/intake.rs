@@ -203,7 +203,8 @@ impl IntakeApi {
         };
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(label, &submitted.reference, brand);
-        if trigger == Some(Trigger::UnavailableAfterStoring) && submitted.outcome == Outcome::Created
+        if trigger == Some(Trigger::UnavailableAfterStoring)
+            && submitted.outcome == Outcome::Created
         {
             return Err(IntakeError::Triggered(Trigger::UnavailableAfterStoring));
         }

@@ -187,7 +187,10 @@ mod tests {
             for email in ["a@example.com", "b@example.com"] {
                 let body = crate::examples::purchase_enquiry("brand_a", email);
                 let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
-                store.submit(&enquiry, "{}", "partner", false, None).await.unwrap();
+                store
+                    .submit(&enquiry, "{}", "partner", false, None)
+                    .await
+                    .unwrap();
             }
             let backlog = store.activation_backlog().await.unwrap();
             assert_eq!(backlog.due, 2, "{backend:?}");

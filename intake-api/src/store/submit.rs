@@ -242,13 +242,17 @@ impl CaseStore {
             sandbox: Set(new.sandbox),
         })
         .on_conflict(
-            OnConflict::columns([case::Column::Brand, case::Column::Email, case::Column::Sandbox])
-                .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
-                .value(
-                    case::Column::ProductUuid,
-                    Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
-                )
-                .to_owned(),
+            OnConflict::columns([
+                case::Column::Brand,
+                case::Column::Email,
+                case::Column::Sandbox,
+            ])
+            .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
+            .value(
+                case::Column::ProductUuid,
+                Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
+            )
+            .to_owned(),
         )
         .exec_with_returning(&txn)
         .await?;
