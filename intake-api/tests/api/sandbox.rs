@@ -120,8 +120,14 @@ async fn sandbox_and_real_cases_live_apart(backend: Backend) {
         email: email.clone(),
         sandbox,
     };
-    assert_eq!(cases(config, find(false)).await, [real_ref.clone()]);
-    assert_eq!(cases(config, find(true)).await, [sandbox_ref.clone()]);
+    assert_eq!(
+        cases(config, find(false)).await,
+        std::slice::from_ref(&real_ref)
+    );
+    assert_eq!(
+        cases(config, find(true)).await,
+        std::slice::from_ref(&sandbox_ref)
+    );
     let list = |sandbox| CaseCommand::List {
         status: vec![],
         since: None,
