@@ -131,6 +131,10 @@ impl IntakeApi {
     ///
     /// Creates a case for the brand and e-mail address (201), or updates the existing one
     /// (200) with the same reference. Every problem with the enquiry is reported at once (422).
+    /// A sandbox client's enquiries make sandbox cases, apart from real ones; with it, the
+    /// customer addresses `unavailable-before-storing@sandbox.example` and
+    /// `unavailable-after-storing@sandbox.example` make this answer 503 before or after
+    /// storing (README, "Practising in the sandbox").
     #[oai(
         path = "/partners/external/intake",
         method = "post",
@@ -219,7 +223,9 @@ impl IntakeApi {
     ///
     /// Finds the most recently updated case for the e-mail address (any brand) among the
     /// cases the calling partner has submitted an enquiry on, records the product on it, and answers with a link on the brand's customer portal that carries a
-    /// fresh, single-use, expiring token.
+    /// fresh, single-use, expiring token. With a sandbox client, the customer addresses
+    /// `attach-not-found@sandbox.example` and `attach-fails@sandbox.example` make this
+    /// answer 404 and 500, to test the fallbacks.
     #[oai(
         path = "/partners/external/intake/attach",
         method = "post",
