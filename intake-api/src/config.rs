@@ -584,7 +584,8 @@ pub enum CaseCommand {
         args = reads::<IntakeApi>(),
         after_help = "Examples:
   intake-api case find --email jane.doe@example.com
-  intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'"
+  intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'
+  intake-api case find --email jane.doe@example.com --sandbox   # a sandbox client's cases"
     )]
     Find {
         /// The customer's e-mail address, in any case.

@@ -434,8 +434,11 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
     let reads = ["--database-url", "--help", "--output"];
     let cases: &[(&[&str], &[&str])] = &[
         (&["case", "show"], &[]),
-        (&["case", "find"], &["--email"]),
-        (&["case", "list"], &["--limit", "--since", "--status"]),
+        (&["case", "find"], &["--email", "--sandbox"]),
+        (
+            &["case", "list"],
+            &["--limit", "--sandbox", "--since", "--status"],
+        ),
         (
             &["webhook", "set"],
             &[

@@ -96,7 +96,8 @@ fn email() -> impl Strategy<Value = String> {
 
 fn mobile() -> impl Strategy<Value = String> {
     // Separators may fall anywhere; what counts is 7 to 15 digits after an optional `+`.
-    "[ ()-]{0,2}\\+?([ ()-]?[0-9]){7,15}[ ()-]{0,2}"
+    // At most 32 characters as sent.
+    "[ ()-]?\\+?([ ()-]?[0-9]){7,15}"
 }
 
 fn past_date() -> impl Strategy<Value = NaiveDate> {
@@ -144,7 +145,8 @@ fn garbage() -> impl Strategy<Value = Value> {
 fn postcode() -> impl Strategy<Value = String> {
     prop_oneof![
         "[A-Z]{1,2}[0-9][0-9A-Z]? [0-9][A-Z]{2}",
-        padded("[A-Za-z0-9][A-Za-z0-9 -]{0,14}[A-Za-z0-9]"),
+        // At most 16 characters as sent, padding included.
+        padded("[A-Za-z0-9][A-Za-z0-9 -]{0,10}[A-Za-z0-9]"),
         "[0-9]{5}",
     ]
 }

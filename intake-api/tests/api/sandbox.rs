@@ -13,7 +13,7 @@ use test_support::on_both_backends;
 
 use crate::helpers::{
     ATTACH, Backend, ENQUIRY, INTAKE, PRODUCT, Reply, TestApp, eventually, fresh_email, message,
-    metric, purchase_enquiry,
+    metric, purchase_enquiry, token_of,
 };
 use crate::webhooks::Receiver;
 
@@ -109,6 +109,16 @@ async fn sandbox_and_real_cases_live_apart(backend: Backend) {
     let product = uuid::Uuid::new_v4().to_string();
     let attached = sandbox.attach_product(&app, &email, &product).await;
     assert_eq!(attached.status, 200, "{attached:?}");
+    // The brand's portal redeems a sandbox case's link as any other.
+    let token = token_of(&attached.body, "https://portal.sandbox.example/continue");
+    let portal = app.portal_bearer_of(&brand).await;
+    let redeemed = app.redeem(&portal, &token).await;
+    assert_eq!(redeemed.status, 200, "{redeemed:?}");
+    assert_eq!(
+        redeemed.body["reference"],
+        sandbox_ref.as_str(),
+        "{redeemed:?}"
+    );
     let sandbox_case = app.case_status(&sandbox_ref, Some(&sandbox.bearer)).await;
     assert_eq!(sandbox_case.body["product_uuid"], product.as_str());
     let real_case = app.case_status(&real_ref, Some(&app.bearer())).await;
