@@ -111,23 +111,22 @@ class Comparison:
         new_body = self.new.resolve(new_body or {})
         if new_body.get("required") and not old_body.get("required"):
             self.report(f"{where} request body", "newly required")
-        old_media, new_media = old_body.get("content") or {}, new_body.get("content") or {}
-        for media, content in old_media.items():
-            if media not in new_media:
-                self.report(f"{where} request body", f"{media} no longer taken")
-                continue
-            self.schema(f"{where} request", content.get("schema") or {},
-                        new_media[media].get("schema") or {}, request=True)
+        self.content(f"{where} request", old_body, new_body, request=True)
 
     def answer(self, where, old_answer, new_answer):
         old_answer, new_answer = self.old.resolve(old_answer), self.new.resolve(new_answer)
-        old_media, new_media = old_answer.get("content") or {}, new_answer.get("content") or {}
+        self.content(f"{where} answer", old_answer, new_answer, request=False)
+
+    def content(self, where, old, new, request):
+        """Each media type of a request body or an answer: still there, and its schema."""
+        old_media, new_media = old.get("content") or {}, new.get("content") or {}
+        gone = "no longer taken" if request else "no longer answered"
         for media, content in old_media.items():
             if media not in new_media:
-                self.report(f"{where} answer", f"{media} no longer answered")
+                self.report(f"{where}{' body' if request else ''}", f"{media} {gone}")
                 continue
-            self.schema(f"{where} answer", content.get("schema") or {},
-                        new_media[media].get("schema") or {}, request=False)
+            self.schema(where, content.get("schema") or {},
+                        new_media[media].get("schema") or {}, request=request)
 
     def schema(self, where, old, new, request):
         """Compares two schemas at `where`; `request` says which way a change breaks."""
