@@ -17,14 +17,8 @@ use crate::helpers::{
 };
 use test_support::{TestDb, on_both_backends};
 
-/// One answer with its `Idempotent-Replayed` header.
-struct Keyed {
-    reply: Reply,
-    replayed: Option<String>,
-}
-
 /// POSTs `body` (as these exact bytes) to the intake-api at `base` with `bearer` and `key`.
-async fn send(app: &TestApp, base: &str, path: &str, bearer: &str, key: &str, body: &str) -> Keyed {
+async fn send(app: &TestApp, base: &str, path: &str, bearer: &str, key: &str, body: &str) -> Reply {
     let resp = app
         .http
         .post(format!("{base}{path}"))
@@ -35,18 +29,11 @@ async fn send(app: &TestApp, base: &str, path: &str, bearer: &str, key: &str, bo
         .send()
         .await
         .expect("request sent");
-    let replayed = resp
-        .headers()
-        .get("idempotent-replayed")
-        .map(|v| v.to_str().expect("ASCII").to_owned());
-    Keyed {
-        reply: Reply::read(resp).await,
-        replayed,
-    }
+    Reply::read(resp).await
 }
 
 /// POSTs `body` to this app's intake-api with its partner's token and `key`.
-async fn keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> Keyed {
+async fn keyed(app: &TestApp, path: &str, key: &str, body: &Value) -> Reply {
     let (base, bearer) = (app.intake.base_url(), app.bearer());
     send(app, &base, path, &bearer, key, &body.to_string()).await
 }
@@ -61,18 +48,15 @@ async fn a_repeated_enquiry_gets_the_first_answer_and_changes_nothing(backend: B
     let enquiry = purchase_enquiry("brand_a", &fresh_email());
 
     let first = keyed(&app, ENQUIRY, &key, &enquiry).await;
-    assert_eq!(first.reply.status, 201, "{:?}", first.reply.body);
+    assert_eq!(first.status, 201, "{:?}", first.body);
     assert_eq!(first.replayed, None);
-    let reference = first.reply.body["reference"].as_str().unwrap().to_owned();
+    let reference = first.body["reference"].as_str().unwrap().to_owned();
     // The same JSON, spaced differently, is the same request.
     let (base, bearer) = (app.intake.base_url(), app.bearer());
     let pretty = serde_json::to_string_pretty(&enquiry).unwrap();
     for _ in 0..2 {
         let again = send(&app, &base, ENQUIRY, &bearer, &key, &pretty).await;
-        assert_eq!(
-            (again.reply.status, &again.reply.body),
-            (201, &first.reply.body)
-        );
+        assert_eq!((again.status, &again.body), (201, &first.body));
         assert_eq!(again.replayed.as_deref(), Some("true"));
     }
     let case = app.case_show(&reference).await;
@@ -81,8 +65,8 @@ async fn a_repeated_enquiry_gets_the_first_answer_and_changes_nothing(backend: B
 
     // A new key is a new request: the case is updated.
     let update = keyed(&app, ENQUIRY, &fresh_key(), &enquiry).await;
-    assert_eq!(update.reply.status, 200, "{:?}", update.reply.body);
-    assert_eq!(update.reply.body["reference"], reference.as_str());
+    assert_eq!(update.status, 200, "{:?}", update.body);
+    assert_eq!(update.body["reference"], reference.as_str());
     assert_eq!(update.replayed, None);
     // Without a key every request is applied, as before.
     let unkeyed = app.enquiry(&enquiry).await;
@@ -98,12 +82,9 @@ async fn a_repeated_attach_gets_the_same_link_and_makes_no_other(backend: Backen
     let body = json!({"email": email, "product_uuid": PRODUCT});
 
     let first = keyed(&app, ATTACH, &key, &body).await;
-    assert_eq!(first.reply.status, 200, "{:?}", first.reply.body);
+    assert_eq!(first.status, 200, "{:?}", first.body);
     let again = keyed(&app, ATTACH, &key, &body).await;
-    assert_eq!(
-        (again.reply.status, &again.reply.body),
-        (200, &first.reply.body)
-    );
+    assert_eq!((again.status, &again.body), (200, &first.body));
     assert_eq!(again.replayed.as_deref(), Some("true"));
     let case = app.case_show(&reference).await;
     assert_eq!(event_kinds(&case), ["created", "product_attached"]);
@@ -115,7 +96,7 @@ async fn a_repeated_attach_gets_the_same_link_and_makes_no_other(backend: Backen
         .await;
     assert_eq!(tokens, ["1"]);
     // The replayed link is the one stored: it still redeems.
-    let token = reqwest::Url::parse(first.reply.body["redirect"].as_str().unwrap())
+    let token = reqwest::Url::parse(first.body["redirect"].as_str().unwrap())
         .unwrap()
         .query_pairs()
         .find(|(k, _)| k == "token")
@@ -148,16 +129,13 @@ async fn stored_answers_hold_no_link_and_no_plain_digest_of_the_request(backend:
     let email = fresh_email();
     let enquiry = purchase_enquiry("brand_a", &email);
     let submitted = keyed(&app, ENQUIRY, &fresh_key(), &enquiry).await;
-    assert_eq!(submitted.reply.status, 201, "{:?}", submitted.reply.body);
-    let reference = submitted.reply.body["reference"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    assert_eq!(submitted.status, 201, "{:?}", submitted.body);
+    let reference = submitted.body["reference"].as_str().unwrap().to_owned();
     let attach = json!({"email": email, "product_uuid": PRODUCT});
     let key = fresh_key();
     let first = keyed(&app, ATTACH, &key, &attach).await;
-    assert_eq!(first.reply.status, 200, "{:?}", first.reply.body);
-    let link = first.reply.body["redirect"].as_str().unwrap().to_owned();
+    assert_eq!(first.status, 200, "{:?}", first.body);
+    let link = first.body["redirect"].as_str().unwrap().to_owned();
 
     let stored = table_values::<idempotency_key::Entity>(&app.intake_db.url, backend).await;
     assert!(
@@ -177,10 +155,7 @@ async fn stored_answers_hold_no_link_and_no_plain_digest_of_the_request(backend:
 
     // Sealed, the answer still replays as it was given: the same link.
     let again = keyed(&app, ATTACH, &key, &attach).await;
-    assert_eq!(
-        (again.reply.status, &again.reply.body),
-        (200, &first.reply.body)
-    );
+    assert_eq!((again.status, &again.body), (200, &first.body));
     assert_eq!(again.replayed.as_deref(), Some("true"));
 }
 
@@ -284,50 +259,40 @@ async fn a_key_reused_with_another_request_or_malformed_is_refused(backend: Back
     let email = fresh_email();
     let enquiry = purchase_enquiry("brand_a", &email);
     let key = fresh_key();
-    assert_eq!(keyed(&app, ENQUIRY, &key, &enquiry).await.reply.status, 201);
+    assert_eq!(keyed(&app, ENQUIRY, &key, &enquiry).await.status, 201);
 
     let reused = message("Idempotency-Key reused with a different request.");
     let changed = with(enquiry.clone(), json!({"first_name": "Someone"}));
     let other_body = keyed(&app, ENQUIRY, &key, &changed).await;
-    assert_eq!(
-        (other_body.reply.status, other_body.reply.body),
-        (409, reused.clone())
-    );
+    assert_eq!((other_body.status, other_body.body), (409, reused.clone()));
     let attach = json!({"email": email, "product_uuid": PRODUCT});
     let other_operation = keyed(&app, ATTACH, &key, &attach).await;
     assert_eq!(
-        (other_operation.reply.status, other_operation.reply.body),
+        (other_operation.status, other_operation.body),
         (409, reused)
     );
 
     let bad = message("The Idempotency-Key header must be 1 to 255 characters.");
     for key in [String::new(), "k".repeat(256)] {
         let refused = keyed(&app, ENQUIRY, &key, &enquiry).await;
-        assert_eq!(
-            (refused.reply.status, &refused.reply.body),
-            (400, &bad),
-            "{key:?}"
-        );
+        assert_eq!((refused.status, &refused.body), (400, &bad), "{key:?}");
     }
     let longest = keyed(&app, ENQUIRY, &"k".repeat(255), &enquiry).await;
-    assert_eq!(longest.reply.status, 200, "{:?}", longest.reply.body);
+    assert_eq!(longest.status, 200, "{:?}", longest.body);
 
     // An invalid enquiry is refused before its key is looked at, and does not take it.
     let invalid_key = fresh_key();
     let broken = with(enquiry.clone(), json!({"email": "not an address"}));
     let refused = keyed(&app, ENQUIRY, &invalid_key, &broken).await;
     assert_eq!(
-        (refused.reply.status, refused.reply.body),
+        (refused.status, refused.body),
         (
             422,
             invalid(json!({"email": ["The email field must be a valid email address."]}))
         )
     );
     assert_eq!(
-        keyed(&app, ENQUIRY, &invalid_key, &enquiry)
-            .await
-            .reply
-            .status,
+        keyed(&app, ENQUIRY, &invalid_key, &enquiry).await.status,
         200
     );
 }
@@ -339,12 +304,12 @@ async fn a_failed_request_leaves_its_key_free(backend: Backend) {
     let attach = json!({"email": email, "product_uuid": PRODUCT});
     let missing = keyed(&app, ATTACH, &key, &attach).await;
     assert_eq!(
-        (missing.reply.status, missing.reply.body),
+        (missing.status, missing.body),
         (404, message("Case not found"))
     );
     app.submit(&purchase_enquiry("brand_a", &email)).await;
     let retried = keyed(&app, ATTACH, &key, &attach).await;
-    assert_eq!(retried.reply.status, 200, "{:?}", retried.reply.body);
+    assert_eq!(retried.status, 200, "{:?}", retried.body);
     assert_eq!(retried.replayed, None);
 }
 
@@ -357,19 +322,16 @@ async fn keys_are_per_partner_and_shared_by_replicas(backend: Backend) {
     let bearer = app.bearer();
 
     let first = send(&app, &app.intake.base_url(), ENQUIRY, &bearer, &key, &body).await;
-    assert_eq!(first.reply.status, 201, "{:?}", first.reply.body);
+    assert_eq!(first.status, 201, "{:?}", first.body);
     let elsewhere = send(&app, &replica.base_url(), ENQUIRY, &bearer, &key, &body).await;
-    assert_eq!(
-        (elsewhere.reply.status, &elsewhere.reply.body),
-        (201, &first.reply.body)
-    );
+    assert_eq!((elsewhere.status, &elsewhere.body), (201, &first.body));
     assert_eq!(elsewhere.replayed.as_deref(), Some("true"));
 
     // Another partner's same key is its own: its request is applied.
     let (id, secret) = app.auth.create_client(INTAKE).await;
     let other = format!("Bearer {}", app.auth.token(&id, &secret, INTAKE).await);
     let theirs = send(&app, &app.intake.base_url(), ENQUIRY, &other, &key, &body).await;
-    assert_eq!(theirs.reply.status, 200, "{:?}", theirs.reply.body);
+    assert_eq!(theirs.status, 200, "{:?}", theirs.body);
     assert_eq!(theirs.replayed, None);
 }
 
@@ -392,7 +354,7 @@ async fn a_repeat_while_the_first_is_in_flight_gets_409(backend: Backend) {
         );
         let second = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
         assert_eq!(
-            (second.reply.status, second.reply.body),
+            (second.status, second.body),
             (
                 409,
                 message("A request with this Idempotency-Key is still being processed.")
@@ -401,10 +363,9 @@ async fn a_repeat_while_the_first_is_in_flight_gets_409(backend: Backend) {
         lock.release().await;
     };
     let (first, ()) = tokio::join!(first, meanwhile);
-    let first = first.reply;
     assert_eq!(first.status, 200, "{:?}", first.body);
     let third = send(&app, &base, ENQUIRY, &bearer, &key, &body).await;
-    assert_eq!((third.reply.status, &third.reply.body), (200, &first.body));
+    assert_eq!((third.status, &third.body), (200, &first.body));
     assert_eq!(third.replayed.as_deref(), Some("true"));
     assert_eq!(app.case_show(&reference).await["submissions"], 2);
 }
