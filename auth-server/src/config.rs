@@ -4,7 +4,8 @@ use clap::{Args, Subcommand};
 use service_kit::Secret;
 use service_kit::cli::OutputArg;
 use service_kit::command_line::{
-    Actor, Database, Given, Listen, Logs, ServedDatabase, Service, args_of, reads,
+    Actor, Database, Given, KeyEncryptionKeyArg, Listen, Logs, ServedDatabase, Service, args_of,
+    reads,
 };
 use service_kit::outbound::Reach;
 use service_kit::source::TrustedProxies;
@@ -43,6 +44,9 @@ see `auth-server COMMAND --help`.";
     const DEFAULT_DATABASE_URL: &'static str = "sqlite://data/auth.db?mode=rwc";
     const MIGRATE_VARIABLE: &'static str = "AUTH_MIGRATE";
     const ACTOR_VARIABLE: &'static str = "AUTH_ACTOR";
+    const KEK_VARIABLE: &'static str = crate::keys::VARIABLE;
+    const KEK_HELP: &'static str = "Base64 of the 32 bytes every signing key is encrypted \
+        with at rest, and the audit trail sealed with: the servers'";
 }
 
 /// The server's settings (`auth-server serve`); every one has a default that runs locally.
@@ -196,7 +200,7 @@ impl From<&Given> for Settings {
             database: given.settings().unwrap_or_default(),
             actor: given.settings::<Actor<AuthServer>>().and_then(|a| a.actor),
             key_encryption_key: given
-                .settings::<KeyEncryptionKeyArg>()
+                .settings::<KeyEncryptionKeyArg<AuthServer>>()
                 .and_then(|k| k.key_encryption_key),
             // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
             jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
@@ -222,16 +226,6 @@ impl From<&Config> for Settings {
 
 const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
 
-/// `--key-encryption-key`, for the commands that change something (their audit entries are
-/// sealed with it) and those that check the audit trail.
-#[derive(Debug, Clone, Args)]
-struct KeyEncryptionKeyArg {
-    /// Base64 of the 32 bytes every signing key is encrypted with at rest, and the audit
-    /// trail sealed with: the servers'.
-    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
-    key_encryption_key: Option<Secret<String>>,
-}
-
 /// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
 #[derive(Debug, Clone, Args)]
 struct AllowInsecureArg {
@@ -250,7 +244,7 @@ struct AllowInsecureArg {
 fn keyed_reads() -> Vec<clap::Arg> {
     [
         args_of::<Database<AuthServer>>(),
-        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<KeyEncryptionKeyArg<AuthServer>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -261,7 +255,7 @@ fn keyed_reads() -> Vec<clap::Arg> {
 fn changes() -> Vec<clap::Arg> {
     [
         args_of::<Database<AuthServer>>(),
-        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<KeyEncryptionKeyArg<AuthServer>>(),
         args_of::<Actor<AuthServer>>(),
         args_of::<OutputArg>(),
     ]

@@ -8,7 +8,8 @@ use partner_client::Credentials;
 use service_kit::Secret;
 use service_kit::cli::OutputArg;
 use service_kit::command_line::{
-    Actor, Database, Given, Listen, Logs, ServedDatabase, Service, args_of, reads,
+    Actor, Database, Given, KeyEncryptionKeyArg, Listen, Logs, ServedDatabase, Service, args_of,
+    reads,
 };
 use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
@@ -48,6 +49,9 @@ see `intake-api COMMAND --help`.";
     const DEFAULT_DATABASE_URL: &'static str = "sqlite://data/intake.db?mode=rwc";
     const MIGRATE_VARIABLE: &'static str = "INTAKE_MIGRATE";
     const ACTOR_VARIABLE: &'static str = "INTAKE_ACTOR";
+    const KEK_VARIABLE: &'static str = KEK_VARIABLE;
+    const KEK_HELP: &'static str =
+        "Base64 of the 32 bytes webhook signing secrets are sealed with at rest: the servers'";
 }
 
 /// The server's settings (`intake-api serve`); every one has a default that runs locally.
@@ -377,7 +381,7 @@ impl From<&Given> for Settings {
                 .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.webhook_allow_insecure),
             key_encryption_key: given
-                .settings::<KeyEncryptionKeyArg>()
+                .settings::<KeyEncryptionKeyArg<IntakeApi>>()
                 .and_then(|k| k.key_encryption_key),
         }
     }
@@ -419,20 +423,12 @@ struct AllowInsecureArg {
     webhook_allow_insecure: bool,
 }
 
-/// `--key-encryption-key`, for the commands that make a webhook secret.
-#[derive(Debug, Clone, Args)]
-struct KeyEncryptionKeyArg {
-    /// Base64 of the 32 bytes webhook signing secrets are sealed with at rest: the servers'.
-    #[arg(long, env = "INTAKE_KEY_ENCRYPTION_KEY", hide_env_values = true)]
-    key_encryption_key: Option<Secret<String>>,
-}
-
 /// What `webhook set` takes besides its own arguments.
 fn webhook_target() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<AllowInsecureArg>(),
-        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -442,7 +438,7 @@ fn webhook_target() -> Vec<clap::Arg> {
 fn webhook_secret() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
-        args_of::<KeyEncryptionKeyArg>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
         args_of::<OutputArg>(),
     ]
     .concat()

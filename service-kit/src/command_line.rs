@@ -41,6 +41,11 @@ pub trait Service: Debug + Clone + Send + Sync + 'static {
     const MIGRATE_VARIABLE: &'static str;
     /// The variable naming who makes a change.
     const ACTOR_VARIABLE: &'static str;
+    /// The variable of the key-encryption key.
+    const KEK_VARIABLE: &'static str;
+    /// The help of the operator commands' `--key-encryption-key`, naming what the service
+    /// seals with it.
+    const KEK_HELP: &'static str;
 }
 
 /// `--database-url`: every command has a database.
@@ -92,6 +97,23 @@ pub struct Actor<S: Service> {
     /// unset.
     #[arg(long, env = S::ACTOR_VARIABLE)]
     pub actor: Option<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// `--key-encryption-key`, for the operator commands that seal something with the servers'
+/// key or check what it sealed.
+#[derive(Debug, Clone, Args)]
+pub struct KeyEncryptionKeyArg<S: Service> {
+    /// The key, base64. Its help is the service's [`Service::KEK_HELP`], as each seals other
+    /// things with it.
+    #[arg(
+        long,
+        env = S::KEK_VARIABLE,
+        hide_env_values = true,
+        help = S::KEK_HELP
+    )]
+    pub key_encryption_key: Option<Secret<String>>,
     #[arg(skip)]
     service: PhantomData<S>,
 }
@@ -336,6 +358,8 @@ mod tests {
         const DEFAULT_DATABASE_URL: &'static str = "sqlite://demo.db?mode=rwc";
         const MIGRATE_VARIABLE: &'static str = "DEMO_TEST_MIGRATE";
         const ACTOR_VARIABLE: &'static str = "DEMO_TEST_ACTOR";
+        const KEK_VARIABLE: &'static str = "DEMO_TEST_KEY_ENCRYPTION_KEY";
+        const KEK_HELP: &'static str = "The demo's key";
     }
 
     #[derive(Debug, Clone, Args)]
@@ -350,7 +374,11 @@ mod tests {
     enum Operator {
         #[command(args = [args_of::<Database<Demo>>(), args_of::<OutputArg>()].concat())]
         Show { id: String },
-        #[command(args = [args_of::<Database<Demo>>(), args_of::<Actor<Demo>>()].concat())]
+        #[command(args = [
+            args_of::<Database<Demo>>(),
+            args_of::<Actor<Demo>>(),
+            args_of::<KeyEncryptionKeyArg<Demo>>(),
+        ].concat())]
         Change,
     }
 
@@ -417,6 +445,33 @@ mod tests {
         assert!(
             parse(&["change", "-o", "json"]).is_err(),
             "change does not print"
+        );
+    }
+
+    #[test]
+    fn the_key_encryption_key_is_named_and_explained_by_the_service() {
+        let Ok(Cli::Operate(change)) = parse(&["change", "--key-encryption-key", "a2V5"]) else {
+            panic!("not an operation");
+        };
+        let kek = change
+            .given
+            .settings::<KeyEncryptionKeyArg<Demo>>()
+            .unwrap();
+        assert_eq!(kek.key_encryption_key.unwrap().expose(), "a2V5");
+        let Ok(Cli::Operate(show)) = parse(&["show", "7"]) else {
+            panic!("not an operation");
+        };
+        assert!(show.given.settings::<KeyEncryptionKeyArg<Demo>>().is_none());
+
+        let help = DemoCli::command()
+            .find_subcommand_mut("change")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(help.contains("The demo's key"), "{help}");
+        assert!(
+            help.contains("[env: DEMO_TEST_KEY_ENCRYPTION_KEY]"),
+            "{help}"
         );
     }
 

@@ -209,6 +209,22 @@ impl AuthServer {
         auth_server::cli::key(&self.config, command).await
     }
 
+    /// Runs `key rotate` against the same database, to `alg` (the current algorithm when
+    /// `None`) with the standby published at least `publish_ahead_secs` before it signs (the
+    /// JWKS max-age when `None`); panics unless it succeeds, and returns its output.
+    pub async fn rotate_key(
+        &self,
+        alg: Option<shared::claims::TokenAlgorithm>,
+        publish_ahead_secs: Option<u64>,
+    ) -> serde_json::Value {
+        self.key_cmd(auth_server::config::KeyCommand::Rotate {
+            alg,
+            publish_ahead_secs,
+        })
+        .await
+        .expect("key rotate")
+    }
+
     /// Runs an operator `audit` command against the same database; returns its output.
     pub async fn audit_cmd(
         &self,

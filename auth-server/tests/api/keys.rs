@@ -21,14 +21,7 @@ async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_st
         .token(&app.client_id, &app.client_secret, INTAKE)
         .await;
     let old_kid = kid_of(&old_token);
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+    let rotated = app.auth.rotate_key(None, Some(0)).await;
     let new_kid = rotated["kid"].as_str().unwrap().to_owned();
     assert_ne!(new_kid, old_kid);
     assert_eq!(rotated["state"], "active");
@@ -59,14 +52,7 @@ async fn a_key_rotated_with_publish_ahead_is_published_before_it_signs(backend: 
             .token(&app.client_id, &app.client_secret, INTAKE)
             .await,
     );
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: None,
-        })
-        .await
-        .unwrap();
+    let rotated = app.auth.rotate_key(None, None).await;
     let new_kid = rotated["kid"].as_str().unwrap().to_owned();
     assert_eq!(rotated["state"], "pending");
     let published = eventually(Duration::from_secs(3), || async {
@@ -117,14 +103,7 @@ async fn a_revoked_key_leaves_the_jwks_and_a_new_one_signs(backend: Backend) {
 async fn two_servers_on_one_database_agree_on_the_signing_key_after_rotation(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let second = AuthServer::start(&app.db.url, |_| {}).await.unwrap();
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+    let rotated = app.auth.rotate_key(None, Some(0)).await;
     let new_kid = rotated["kid"].as_str().unwrap().to_owned();
     for server in [&app.auth, &second] {
         let seen = eventually(Duration::from_secs(3), || async {
@@ -238,14 +217,7 @@ async fn revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key(
         .to_owned();
     assert!(app.published_kids().await.contains(&standby));
     // The first key retires (still published), the standby signs, a new standby appears.
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+    let rotated = app.auth.rotate_key(None, Some(0)).await;
     assert_eq!(rotated["kid"], standby.as_str());
     let second_standby = rotated["standby_kid"].as_str().unwrap().to_owned();
     assert!(app.wait_for_signing_kid(&standby).await);
@@ -350,12 +322,8 @@ async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first
 
     let rotated = app
         .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: Some(TokenAlgorithm::Es256),
-            publish_ahead_secs: Some(3),
-        })
-        .await
-        .unwrap();
+        .rotate_key(Some(TokenAlgorithm::Es256), Some(3))
+        .await;
     assert_eq!(rotated["alg"], "ES256");
     assert_eq!(rotated["state"], "pending", "{rotated}");
     // The RS256 standby never signed: it is withdrawn, not promoted.
@@ -428,14 +396,7 @@ async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first
     assert_eq!(revocations.status(), 200);
 
     // A rotation without --alg, and a revoke, stay with ES256.
-    let again = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+    let again = app.auth.rotate_key(None, Some(0)).await;
     assert_eq!(again["alg"], "ES256");
     assert!(again["withdrawn_standby_kid"].is_null());
     let again_kid = again["kid"].as_str().unwrap().to_owned();
@@ -456,12 +417,8 @@ async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first
     // And on to PS256, an RSA key again, published first as well.
     let ps = app
         .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: Some(TokenAlgorithm::Ps256),
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+        .rotate_key(Some(TokenAlgorithm::Ps256), Some(0))
+        .await;
     assert_eq!(ps["alg"], "PS256");
     let ps_kid = ps["kid"].as_str().unwrap().to_owned();
     assert!(app.wait_for_signing_kid(&ps_kid).await);

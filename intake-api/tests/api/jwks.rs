@@ -18,14 +18,7 @@ use test_support::{alg_of, on_both_backends};
 
 /// Rotates the signing key with no publish-ahead; returns the new kid and a token it signed.
 async fn rotate_now(app: &TestApp) -> (String, String) {
-    let rotated = app
-        .auth
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .expect("key rotate");
+    let rotated = app.auth.rotate_key(None, Some(0)).await;
     let new_kid = rotated["kid"].as_str().expect("kid").to_owned();
     let new_token = eventually(Duration::from_secs(5), || async {
         let t = app
@@ -287,12 +280,8 @@ async fn moving_to_es256_under_load_refuses_no_valid_token(backend: Backend) {
     let drive = async {
         let rotated = app
             .auth
-            .key_cmd(KeyCommand::Rotate {
-                alg: Some(TokenAlgorithm::Es256),
-                publish_ahead_secs: Some(2),
-            })
-            .await
-            .expect("key rotate --alg ES256");
+            .rotate_key(Some(TokenAlgorithm::Es256), Some(2))
+            .await;
         let es_kid = rotated["kid"].as_str().expect("kid").to_owned();
         // Enquiries keep going after the switch until a good number used ES256 tokens.
         let switched = eventually(Duration::from_secs(30), || async {

@@ -4,8 +4,6 @@
 
 use std::time::Duration;
 
-use auth_server::config::KeyCommand;
-
 use crate::helpers::{
     AuthServer, Backend, INTAKE, IntakeServer, TestDb, case_show, event_kinds, eventually,
     fresh_email, kid_of, purchase_enquiry,
@@ -44,13 +42,7 @@ async fn two_replicas_of_each_service_share_limits_keys_and_activation() {
     let (id, secret) = auth_a.create_client(INTAKE).await;
 
     // One signing key after a rotation, on both auth replicas, accepted by both intakes.
-    let rotated = auth_a
-        .key_cmd(KeyCommand::Rotate {
-            alg: None,
-            publish_ahead_secs: Some(0),
-        })
-        .await
-        .unwrap();
+    let rotated = auth_a.rotate_key(None, Some(0)).await;
     let kid = rotated["kid"].as_str().unwrap().to_owned();
     let token_a = auth_a.token(&id, &secret, INTAKE).await;
     let token_b = auth_b.token(&id, &secret, INTAKE).await;

@@ -469,13 +469,7 @@ async fn rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_toke
 
     let mut revoked = HashSet::new();
     for round in 0..3 {
-        app.auth
-            .key_cmd(KeyCommand::Rotate {
-                alg: None,
-                publish_ahead_secs: Some(0),
-            })
-            .await
-            .expect("key rotate");
+        app.auth.rotate_key(None, Some(0)).await;
         let signing = kid_of(
             &app.auth
                 .token(&app.client_id, &app.client_secret, INTAKE)
