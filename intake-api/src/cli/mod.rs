@@ -1,0 +1,75 @@
+//! The operator commands: cases and webhooks. Each returns the JSON document it prints;
+//! [`run`] prints it as a table or as JSON.
+
+mod cases;
+mod webhooks;
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use serde_json::Value;
+use service_kit::cli::View;
+
+use crate::config::{Operation, OperatorCommand, Settings};
+use crate::migration;
+use crate::store::{CaseStore, Timing};
+
+pub use cases::case;
+pub use webhooks::webhook;
+
+/// What a command did: the JSON it prints, and how that reads as a table.
+struct Report {
+    json: Value,
+    view: View,
+}
+
+impl Report {
+    fn record(json: Value) -> Self {
+        Self {
+            json,
+            view: View::Record,
+        }
+    }
+
+    fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
+        Self {
+            json,
+            view: View::List { columns, empty },
+        }
+    }
+}
+
+/// Runs an operator command as the binary does: logs only warnings, and prints what it
+/// did in the format asked for.
+pub async fn run(operation: Operation) -> anyhow::Result<()> {
+    service_kit::cli::init_logs();
+    let Operation {
+        command,
+        output,
+        given,
+    } = operation;
+    let settings = Settings::from(&given);
+    let report = match command {
+        OperatorCommand::Case(c) => cases::case_report(&settings, c).await?,
+        OperatorCommand::Webhook(w) => {
+            let terminal = std::io::stdout().is_terminal();
+            webhooks::webhook_report(&settings, w, terminal).await?
+        }
+    };
+    service_kit::cli::print(&report.json, output, report.view)
+}
+
+/// The store on the existing database. Commands make neither cases nor links, so the
+/// timing of those never applies.
+async fn open(settings: &Settings) -> anyhow::Result<CaseStore> {
+    const POOL: u32 = 2;
+    let db = migration::SCHEMA
+        .open_existing(settings.database.url.expose(), POOL)
+        .await?;
+    let unused = Timing {
+        activation_delay: Duration::ZERO,
+        redirect_ttl: Duration::ZERO,
+        sandbox_activation_delay: Duration::ZERO,
+    };
+    Ok(CaseStore::new(db, POOL, unused))
+}
