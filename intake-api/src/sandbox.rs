@@ -50,6 +50,14 @@ impl Trigger {
         ("webhook-fails", Trigger::WebhookFails),
     ];
 
+    /// The local part of the trigger's address, which names it in metrics.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, trigger)| *trigger == self)
+            .map_or("", |(name, _)| name)
+    }
+
     /// The trigger an address (as stored: trimmed, lower case) asks for, if any.
     pub fn of(email: &str) -> Option<Self> {
         let (local, domain) = email.rsplit_once('@')?;

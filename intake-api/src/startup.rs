@@ -38,6 +38,11 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Products attached to sandbox cases, by brand: kept out of intake_products_attached_total.",
     },
     MetricHelp {
+        name: "intake_sandbox_rehearsals_total",
+        kind: MetricKind::Counter,
+        help: "Failures sandbox clients asked for by a trigger address, by trigger: their answers are left out of http_requests_total, whose 5xx the alerts read as faults.",
+    },
+    MetricHelp {
         name: "intake_sandbox_cases_deleted_total",
         kind: MetricKind::Counter,
         help: "Sandbox cases deleted, with all about them, after INTAKE_SANDBOX_RETENTION_DAYS.",

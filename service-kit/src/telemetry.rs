@@ -436,6 +436,11 @@ tokio::task_local! {
     static OUTCOME: RefCell<[Option<String>; FIELDS]>;
 }
 
+/// The outcome of an answer a client asked for on purpose (a sandbox's rehearsed failure):
+/// logged as any other, and left out of the HTTP metrics, whose 5xx the alerts read as
+/// faults.
+pub const REHEARSED: &str = "rehearsed";
+
 /// Puts a field on the current request's closing log line; outside a request, does nothing.
 pub fn record(field: Field, value: &str) {
     let _ = OUTCOME.try_with(|f| f.borrow_mut()[field as usize] = Some(value.to_owned()));
@@ -512,9 +517,11 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
         if let Ok(v) = HeaderValue::from_str(&request_id) {
             resp.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        self.metrics.record((route, method, status), elapsed);
         let [outcome, reason, kid, jti, scope, reference, brand] =
             fields.each_ref().map(Option::as_deref);
+        if outcome != Some(REHEARSED) {
+            self.metrics.record((route, method, status), elapsed);
+        }
         span.in_scope(|| {
             tracing::info!(
                 status,
@@ -646,6 +653,38 @@ mod tests {
         assert_eq!(lines[1]["message"], "request finished");
         assert_eq!(lines[1]["outcome"], "refused");
         assert_eq!(lines[1]["status"], 200);
+    }
+
+    #[handler]
+    fn rehearse() -> poem::http::StatusCode {
+        record(Field::Outcome, REHEARSED);
+        poem::http::StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    /// Label sets the endpoint has counted requests under.
+    fn counted<E>(ep: &RequestTelemetryEndpoint<E>) -> usize {
+        ep.metrics
+            .handles
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .len()
+    }
+
+    #[tokio::test]
+    async fn a_rehearsed_answer_is_logged_but_left_out_of_the_http_metrics() {
+        let captured = Captured::default();
+        let _default = captured.json();
+        let rehearsed = RequestTelemetry::new("svc", &["/"]).transform(rehearse);
+        let resp = rehearsed.call(Request::default()).await.expect("answered");
+        assert_eq!(resp.status(), 500);
+        assert_eq!(counted(&rehearsed), 0, "a rehearsal was counted");
+        let last = captured.lines().pop().expect("the closing line");
+        assert_eq!(last["outcome"], REHEARSED, "{last}");
+        assert_eq!(last["status"], 500);
+        // Any other answer is counted.
+        let real = RequestTelemetry::new("svc", &["/"]).transform(refuse);
+        real.call(Request::default()).await.expect("answered");
+        assert_eq!(counted(&real), 1);
     }
 
     #[test]

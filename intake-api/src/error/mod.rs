@@ -285,12 +285,26 @@ impl IntakeError {
             Self::Unvetted(_) => {
                 ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS)
             }
-            // The answers a real failure gets, without its error log: nothing failed.
-            Self::Triggered(trigger) => match trigger {
-                Trigger::AttachNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
-                Trigger::AttachFails => ErrorResponse::Failed(Json(ServerError::default())),
-                _ => ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS),
-            },
+            // The answers a real failure gets, without its error log and out of the HTTP
+            // metrics: nothing failed.
+            Self::Triggered(trigger) => {
+                service_kit::telemetry::record(
+                    service_kit::telemetry::Field::Outcome,
+                    service_kit::telemetry::REHEARSED,
+                );
+                metrics::counter!("intake_sandbox_rehearsals_total", "trigger" => trigger.name())
+                    .increment(1);
+                Self::rehearsal(trigger)
+            }
+        }
+    }
+
+    /// The answer a sandbox client asked for by `trigger`.
+    fn rehearsal(trigger: Trigger) -> ErrorResponse {
+        match trigger {
+            Trigger::AttachNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
+            Trigger::AttachFails => ErrorResponse::Failed(Json(ServerError::default())),
+            _ => ErrorResponse::Unavailable(Json(Unavailable::default()), RETRY_AFTER_SECS),
         }
     }
 }

@@ -253,6 +253,9 @@ async fn attach_triggers_answer_the_specs_404_and_500(backend: Backend) {
         // For a real client the address is an address.
         app.submit(&enquiry).await;
         assert_eq!(app.attach(&email, PRODUCT).await.status, 200, "{local}");
+        let base = app.intake.base_url();
+        let rehearsed = metric(&app.http, &base, "intake_sandbox_rehearsals_total", local).await;
+        assert!(rehearsed >= 1.0, "{local} is not counted as a rehearsal");
     }
 }
 
