@@ -130,10 +130,13 @@ class Comparison:
 
     def schema(self, where, old, new, request):
         """Compares two schemas at `where`; `request` says which way a change breaks."""
-        key = (ref_name(old), ref_name(new), request, where if not ref_name(old) else "")
-        if ref_name(old) and key in self.compared:
-            return
-        self.compared.add(key)
+        # A named schema is compared once per direction, wherever it is used: its breaks are
+        # reported at its first use, and a schema that refers to itself ends.
+        if ref_name(old):
+            key = (ref_name(old), ref_name(new), request)
+            if key in self.compared:
+                return
+            self.compared.add(key)
         old, new = self.old.resolve(old), self.new.resolve(new)
         old_type, new_type = old.get("type"), new.get("type")
         if old_type and new_type and old_type != new_type:

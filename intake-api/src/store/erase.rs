@@ -156,9 +156,7 @@ impl CaseStore {
         })
         .await
     }
-}
 
-impl CaseStore {
     /// Deletes sandbox cases created before `cutoff`, with everything about them (their
     /// submissions, events, links, webhook events and kept answers), up to
     /// [`PURGE_BATCH`] at a time; answers how many went. Nothing real is about a sandbox
