@@ -39,11 +39,13 @@ WITH upserted AS (
     ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
-        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")
+        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid"),
+        "status" = CASE "cases"."status" WHEN 'referred' THEN excluded."status" ELSE "cases"."status" END,
+        "activates_at" = CASE "cases"."status" WHEN 'referred' THEN excluded."activates_at" ELSE "cases"."activates_at" END
     RETURNING "id", "reference"
 ), submitted AS (
-    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload")
-    SELECT bench_id(:n || '-s-' || :m), "id", :client, now(), :payload FROM upserted
+    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload", "kind")
+    SELECT bench_id(:n || '-s-' || :m), "id", :client, now(), :payload, 'enquiry' FROM upserted
 ), logged AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     SELECT bench_id(:n || '-e-' || :m), "id", CASE WHEN "id" = bench_id(:n || '-' || :m) THEN 'created' ELSE 'updated' END, :client, NULL, now()

@@ -605,7 +605,7 @@ pub enum CaseCommand {
         #[arg(
             long,
             value_delimiter = ',',
-            value_parser = [case::STATUS_PENDING, case::STATUS_ACTIVE]
+            value_parser = [case::STATUS_REFERRED, case::STATUS_PENDING, case::STATUS_ACTIVE]
         )]
         status: Vec<String>,
         /// Only cases created at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a

@@ -3,9 +3,11 @@
 //! bodies. Each enum's serde names are its wire names (with the `openapi` feature, its
 //! OpenAPI names too), and this module's test is the only place they are written out.
 //!
-//! The request bodies are not here: the intake-api documents them field by field for the
-//! OpenAPI document and parses them in its domain, reporting every problem at once, while
-//! the partner client builds them as types that cannot hold an invalid combination.
+//! The enquiry is not here: the intake-api documents it field by field for the OpenAPI
+//! document and parses it in its domain, reporting every problem at once, while the partner
+//! client builds it as types that cannot hold an invalid combination. The referral, flat and
+//! without conditions, is here once for both: the intake-api documents it (and parses it in
+//! its domain, as the enquiry) and the partner client sends it.
 
 use std::collections::BTreeMap;
 
@@ -185,6 +187,48 @@ pub struct RedirectResponse {
     pub redirect: String,
 }
 
+/// A customer a partner refers before their enquiry exists: `POST /partners/external/referrals`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct ReferralRequest {
+    /// One of the configured brand identifiers (lower case).
+    pub brand: String,
+    /// Customer first name.
+    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 255)))]
+    pub first_name: String,
+    /// Customer last name.
+    #[cfg_attr(feature = "openapi", oai(validator(min_length = 1, max_length = 255)))]
+    pub last_name: String,
+    /// Customer e-mail address (at most 254 characters): with the brand, the case the
+    /// referral is for, as an enquiry's.
+    pub email: String,
+    /// Customer mobile phone number, as an enquiry's.
+    pub mobile_number: String,
+    /// The customer agreed to be contacted about the referral; must be `true`.
+    pub contact_consent: bool,
+    /// The partner's own reference for the customer, kept with the referral.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", oai(validator(max_length = 64)))]
+    pub partner_reference: Option<String>,
+    /// A note for whoever takes the case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", oai(validator(max_length = 2000)))]
+    pub note: Option<String>,
+}
+
+/// `{"message": "Referral created" | "Referral added", "reference": "...", "redirect": "https://..."}`
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct ReferralResponse {
+    /// `Referral created` (a new case) or `Referral added` (to the existing case).
+    pub message: String,
+    /// The case reference number: a later enquiry for the brand and e-mail answers with it.
+    pub reference: String,
+    /// Link to send the customer to: the brand's portal, with a single-use, expiring token,
+    /// where they complete their enquiry.
+    pub redirect: String,
+}
+
 /// `{"message": "The given data was invalid.", "errors": {...}}`
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
@@ -212,6 +256,33 @@ impl poem_openapi::types::Example for CaseResponse {
 impl poem_openapi::types::Example for RedirectResponse {
     fn example() -> Self {
         Self {
+            redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for ReferralRequest {
+    fn example() -> Self {
+        Self {
+            brand: "brand_a".into(),
+            first_name: "Jane".into(),
+            last_name: "Doe".into(),
+            email: "jane.doe@example.com".into(),
+            mobile_number: "+44 7700 900123".into(),
+            contact_consent: true,
+            partner_reference: Some("CRM-20931".into()),
+            note: Some("Prefers a call after 6pm.".into()),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for ReferralResponse {
+    fn example() -> Self {
+        Self {
+            message: "Referral created".into(),
+            reference: "418290357116".into(),
             redirect: "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
         }
     }

@@ -144,6 +144,27 @@ pub struct Address {
     pub date_moved_out: Option<NaiveDate>,
 }
 
+/// A parsed referral: what a partner knows of a customer before their enquiry.
+///
+/// `contact_consent` is not kept: it can only have been `true`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Referral {
+    /// One of the configured brands.
+    pub brand: Brand,
+    /// Customer first name, trimmed.
+    pub first_name: String,
+    /// Customer last name, trimmed.
+    pub last_name: String,
+    /// Customer e-mail address: with the brand, the case it refers to.
+    pub email: Email,
+    /// Customer mobile phone number.
+    pub mobile_number: MobileNumber,
+    /// The partner's own reference for the customer, if it sent one.
+    pub partner_reference: Option<String>,
+    /// The partner's note for whoever takes the case, if it sent one.
+    pub note: Option<String>,
+}
+
 /// A parsed attach request (spec 4.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttachRequest {

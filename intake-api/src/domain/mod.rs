@@ -7,11 +7,13 @@ pub mod parse;
 pub mod redirect;
 
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
-pub use enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
+pub use enquiry::{
+    Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Referral, Remortgage,
+};
 pub use errors::ValidationErrors;
 pub use parse::{
-    OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach, parse_enquiry,
-    parse_redeem,
+    MAX_PARTNER_REFERENCE, MAX_REFERRAL_NOTE, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS,
+    REMORTGAGE_FIELDS, parse_attach, parse_enquiry, parse_redeem, parse_referral,
 };
 pub use redirect::{RedirectToken, hash_token};
 pub use shared::intake::{

@@ -2,10 +2,13 @@
 
 use sea_orm::entity::prelude::*;
 
-/// A case starts `pending_activation` and becomes `active` at `activates_at`.
+/// A case starts `pending_activation` (or `referred`, until its enquiry) and becomes `active` at `activates_at`.
 pub const STATUS_PENDING: &str = "pending_activation";
 /// A case staff of its brand can service.
 pub const STATUS_ACTIVE: &str = "active";
+/// A case a partner referred, waiting for the customer's enquiry: no activation touches
+/// it, and the first enquiry makes it `pending_activation`.
+pub const STATUS_REFERRED: &str = "referred";
 
 /// One case.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
@@ -21,7 +24,7 @@ pub struct Model {
     pub brand: String,
     /// The applicant's e-mail address, trimmed and lower-cased.
     pub email: String,
-    /// `pending_activation` or `active`.
+    /// `referred`, `pending_activation` or `active`.
     pub status: String,
     /// The enquiry as last applied, normalised.
     pub enquiry: Json,

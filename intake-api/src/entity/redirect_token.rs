@@ -14,8 +14,9 @@ pub struct Model {
     /// SHA-256 of the token, base64url.
     #[sea_orm(unique)]
     pub token_hash: String,
-    /// The product attached when the link was made.
-    pub product_uuid: Uuid,
+    /// The product attached when the link was made; none for a referral's link, which
+    /// continues with the customer's enquiry.
+    pub product_uuid: Option<Uuid>,
     /// When it was made.
     pub created_at: DateTimeUtc,
     /// When it stops working.

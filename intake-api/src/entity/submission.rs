@@ -1,6 +1,11 @@
-//! Every accepted enquiry, kept exactly as the partner sent it.
+//! Every accepted enquiry and referral, kept exactly as the partner sent it.
 
 use sea_orm::entity::prelude::*;
+
+/// A submission of an enquiry.
+pub const KIND_ENQUIRY: &str = "enquiry";
+/// A submission of a referral, made before the customer's enquiry.
+pub const KIND_REFERRAL: &str = "referral";
 
 /// One accepted submission.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
@@ -18,6 +23,8 @@ pub struct Model {
     /// The request body as sent.
     #[sea_orm(column_type = "Text")]
     pub payload: String,
+    /// [`KIND_ENQUIRY`] or [`KIND_REFERRAL`].
+    pub kind: String,
 }
 
 /// Relations of `submissions`.

@@ -16,7 +16,7 @@ pub struct Model {
     pub client_id: String,
     /// The case it is about.
     pub case_id: Uuid,
-    /// `case.created`, `case.updated`, `case.activated` or `product.attached`.
+    /// `case.created`, `case.referred`, `case.updated`, `case.activated` or `product.attached`.
     pub event_type: String,
     /// When the change happened: the event's `timestamp`.
     pub created_at: DateTimeUtc,

@@ -130,7 +130,8 @@ enum ErrorResponse {
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// The token lacks the operation's scope (`enquiry:case:intake:create` for partners'
-    /// operations): `{"message":"Invalid scope(s) provided."}`.
+    /// operations, `enquiry:referral:create` for referrals): `{"message":"Invalid scope(s)
+    /// provided."}`.
     #[oai(status = 403)]
     Forbidden(
         Json<InvalidScope>,
@@ -163,9 +164,9 @@ enum ErrorResponse {
     /// `Retry-After` seconds.
     #[oai(status = 429)]
     TooManyRequests(Json<TooManyAttempts>, #[oai(header = "Retry-After")] u64),
-    /// Attach: the link could not be made: `{"message":"Failed to generate redirect link"}`;
-    /// send the customer to the customer dashboard instead. Other operations: an unexpected
-    /// failure on our side.
+    /// Attach (or a referral): the link could not be made: `{"message":"Failed to generate
+    /// redirect link"}`; send the customer to the customer dashboard instead. Other
+    /// operations: an unexpected failure on our side.
     #[oai(status = 500)]
     Failed(Json<ServerError>),
     /// A passing outage; nothing was stored. Retry after `Retry-After` seconds. (A sandbox

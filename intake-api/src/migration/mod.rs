@@ -12,6 +12,7 @@ mod m20261129_000004_case_redirect_token;
 mod m20261130_000002_sealed_idempotency_answers;
 mod m20261201_000001_webhooks_due_by_partner;
 mod m20261205_000001_sandbox_cases;
+mod m20261206_000001_referrals;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -31,6 +32,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261130_000002_sealed_idempotency_answers::Migration),
             Box::new(m20261201_000001_webhooks_due_by_partner::Migration),
             Box::new(m20261205_000001_sandbox_cases::Migration),
+            Box::new(m20261206_000001_referrals::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("cases")));

@@ -51,6 +51,7 @@ pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
         );
     }
     refine_address(doc);
+    refine_referral(doc);
     refine_enquiry(doc);
     refine_operations(doc, brands.first().copied().unwrap_or("brand_a"));
 }
@@ -97,6 +98,56 @@ fn nullable_optionals(schema: &mut Map<String, Value>) {
     }
 }
 
+/// A request's `brand` as the deployment's brands, keeping its description.
+fn brand_ref(schema: &mut Map<String, Value>) {
+    if let Some(brand) = property_mut(schema, "brand") {
+        let description = brand.remove("description").unwrap_or_default();
+        *brand = Map::from_iter([
+            ("$ref".into(), json!("#/components/schemas/Brand")),
+            ("description".into(), description),
+        ]);
+    }
+}
+
+/// The referral's contact fields say what the enquiry's say, read from the enquiry's
+/// schema before it is split by purpose.
+fn refine_referral(doc: &mut Value) {
+    let enquiry = |field: &str| {
+        doc.pointer(&format!(
+            "/components/schemas/EnquiryRequest/properties/{field}"
+        ))
+        .cloned()
+    };
+    let (Some(email), Some(mobile)) = (enquiry("email"), enquiry("mobile_number")) else {
+        return;
+    };
+    let Some(referral) = schema_mut(doc, "ReferralRequest") else {
+        return;
+    };
+    for (field, from) in [("email", email), ("mobile_number", mobile)] {
+        if let (Some(property), Value::Object(from)) = (property_mut(referral, field), from) {
+            for (key, value) in from {
+                if key != "description" {
+                    property.insert(key, value);
+                }
+            }
+        }
+    }
+    if let Some(property) = property_mut(referral, "mobile_number") {
+        property.insert("maxLength".into(), json!(MAX_MOBILE_CHARS));
+    }
+    brand_ref(referral);
+    if let Some(consent) = property_mut(referral, "contact_consent") {
+        consent.insert("enum".into(), json!([true]));
+    }
+    for field in ["first_name", "last_name"] {
+        if let Some(text) = property_mut(referral, field) {
+            text.insert("pattern".into(), json!(r"\S"));
+        }
+    }
+    nullable_optionals(referral);
+}
+
 fn refine_enquiry(doc: &mut Value) {
     let Some(schemas) = doc
         .pointer_mut("/components/schemas")
@@ -107,13 +158,7 @@ fn refine_enquiry(doc: &mut Value) {
     let Some(Value::Object(mut base)) = schemas.remove("EnquiryRequest") else {
         return;
     };
-    if let Some(brand) = property_mut(&mut base, "brand") {
-        let description = brand.remove("description").unwrap_or_default();
-        *brand = Map::from_iter([
-            ("$ref".into(), json!("#/components/schemas/Brand")),
-            ("description".into(), description),
-        ]);
-    }
+    brand_ref(&mut base);
     if let Some(terms) = property_mut(&mut base, "terms_agreement") {
         terms.insert("enum".into(), json!([true]));
     }
@@ -280,6 +325,28 @@ fn refine_operations(doc: &mut Value, brand: &str) {
                 }),
             )],
         );
+    }
+    if let Some(refer) = operation_mut(doc, "/partners/external/referrals", "post") {
+        keyed(refer);
+        keep_responses(
+            refer,
+            &[
+                "200", "201", "400", "401", "403", "409", "413", "422", "429", "500", "503",
+            ],
+        );
+        // The shared body type's example says "Referral created"; an addition says otherwise.
+        let added = refer
+            .get_mut("responses")
+            .and_then(|r| r.pointer_mut("/200/content"));
+        if let Some(Value::Object(content)) = added {
+            for media in content.values_mut() {
+                media["example"] = json!({
+                    "message": "Referral added",
+                    "reference": "418290357116",
+                    "redirect": "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM",
+                });
+            }
+        }
     }
     if let Some(status) = operation_mut(doc, "/partners/external/cases/{reference}", "get") {
         keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);

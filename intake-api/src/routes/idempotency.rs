@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::partner::Partner;
+use super::partner::Caller;
 use crate::error::IntakeError;
 use crate::state::AppState;
 use crate::store::{Claim, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError, StoredAnswer};
@@ -31,9 +31,9 @@ pub enum Begun {
 /// Looks at the request's key: claims it for this attempt, or finds its stored answer, or
 /// refuses the request (400 for a malformed key, 409 while another attempt with it is in
 /// flight, 422 for a key used with a different request).
-pub async fn begin(
+pub async fn begin<S>(
     state: &AppState,
-    partner: &Partner,
+    partner: &Caller<S>,
     operation: &'static str,
     key: Option<&str>,
     body: &Value,

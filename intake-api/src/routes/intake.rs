@@ -72,7 +72,7 @@ fn case_answer(submitted: &Submitted) -> (u16, CaseResponse) {
 }
 
 /// `body` as stored for an `Idempotency-Key`.
-fn stored<T: ToJSON>(status: u16, body: &T) -> StoredAnswer {
+pub(super) fn stored<T: ToJSON>(status: u16, body: &T) -> StoredAnswer {
     StoredAnswer {
         status,
         body: body.to_json_string(),
@@ -80,7 +80,7 @@ fn stored<T: ToJSON>(status: u16, body: &T) -> StoredAnswer {
 }
 
 /// A stored answer's body read back.
-fn replayed<T: ParseFromJSON>(answer: &StoredAnswer) -> Result<Json<T>, IntakeError> {
+pub(super) fn replayed<T: ParseFromJSON>(answer: &StoredAnswer) -> Result<Json<T>, IntakeError> {
     let value = serde_json::from_str(&answer.body).ok();
     T::parse_from_json(value).map(Json).map_err(|e| {
         IntakeError::Internal(anyhow::anyhow!(
@@ -99,7 +99,7 @@ pub enum CaseStatusResponse {
 }
 
 /// What happened to a case, on the request's log line.
-fn record_case(outcome: &str, reference: &str, brand: &str) {
+pub(super) fn record_case(outcome: &str, reference: &str, brand: &str) {
     record(Field::Outcome, outcome);
     record(Field::Reference, reference);
     record(Field::Brand, brand);
@@ -292,10 +292,10 @@ impl IntakeApi {
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
         record(Field::Reference, &found.reference);
-        let status = if found.status == case::STATUS_ACTIVE {
-            CaseState::Active
-        } else {
-            CaseState::PendingActivation
+        let status = match found.status.as_str() {
+            case::STATUS_ACTIVE => CaseState::Active,
+            case::STATUS_REFERRED => CaseState::Referred,
+            _ => CaseState::PendingActivation,
         };
         Ok(CaseStatusResponse::Ok(Json(CaseStatusBody {
             reference: found.reference,
@@ -303,7 +303,7 @@ impl IntakeApi {
             status,
             created_at: found.created_at,
             updated_at: found.updated_at,
-            activates_at: found.activates_at,
+            activates_at: (status != CaseState::Referred).then_some(found.activates_at),
             activated_at: found.activated_at,
             product_uuid: found.product_uuid,
         })))

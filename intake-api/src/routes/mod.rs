@@ -8,6 +8,7 @@ pub mod intake;
 pub mod partner;
 pub mod portal;
 pub mod rate_limit;
+pub mod referral;
 pub mod wire;
 
 use std::sync::Arc;
@@ -21,12 +22,18 @@ use intake::IntakeApi;
 use partner::Authenticate;
 use portal::PortalApi;
 use rate_limit::PartnerRateLimit;
+use referral::ReferralApi;
 
 /// The OpenAPI service of the intake-api.
-pub fn api_service(state: Arc<AppState>) -> OpenApiService<(IntakeApi, PortalApi), ()> {
+pub fn api_service(
+    state: Arc<AppState>,
+) -> OpenApiService<(IntakeApi, ReferralApi, PortalApi), ()> {
     OpenApiService::new(
         (
             IntakeApi {
+                state: state.clone(),
+            },
+            ReferralApi {
                 state: state.clone(),
             },
             PortalApi { state },
@@ -34,7 +41,7 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(IntakeApi, PortalApi
         "Partner Intake API",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint; the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
+    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint (a referral, `enquiry:referral:create`); the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
 }
 
 /// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.

@@ -138,6 +138,13 @@ impl RequiredScope for CaseIntake {
     const SCOPE: &'static str = scopes::CASE_INTAKE_CREATE;
 }
 
+/// Partners' referrals: `enquiry:referral:create`.
+pub struct ReferralCreate;
+
+impl RequiredScope for ReferralCreate {
+    const SCOPE: &'static str = scopes::REFERRAL_CREATE;
+}
+
 /// The customer portal's operation: `portal:redirect:redeem`.
 pub struct RedirectRedeem;
 
@@ -168,6 +175,9 @@ pub struct Caller<S> {
 
 /// A partner: its token carries `enquiry:case:intake:create`.
 pub type Partner = Caller<CaseIntake>;
+
+/// A partner referring a customer: its token carries `enquiry:referral:create`.
+pub type Referrer = Caller<ReferralCreate>;
 
 /// A brand's customer portal: its token carries `portal:redirect:redeem` and names at
 /// least one brand.

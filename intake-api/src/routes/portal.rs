@@ -8,7 +8,7 @@ use service_kit::telemetry::{Field, record};
 
 use super::body::LenientJson;
 use super::partner::Portal;
-use super::wire::{RedeemRequestBody, RedeemedLink};
+use super::wire::{LinkContinuation, RedeemRequestBody, RedeemedLink};
 use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
 use crate::error::IntakeError;
@@ -108,6 +108,10 @@ impl PortalApi {
         Ok(RedeemResponse::Redeemed(Json(RedeemedLink {
             reference: redeemed.reference,
             brand: redeemed.brand,
+            continue_with: match redeemed.product_uuid {
+                Some(_) => LinkContinuation::Product,
+                None => LinkContinuation::Enquiry,
+            },
             product_uuid: redeemed.product_uuid,
             email: redeemed.email,
         })))

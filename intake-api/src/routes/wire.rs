@@ -188,6 +188,9 @@ impl ToJSON for Email {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, poem_openapi::Enum)]
 #[oai(rename_all = "snake_case")]
 pub enum CaseState {
+    /// Referred by a partner; waiting for the customer's enquiry, which makes it
+    /// `pending_activation`.
+    Referred,
     /// Accepted; it becomes active at `activates_at`.
     PendingActivation,
     /// Active.
@@ -202,14 +205,17 @@ pub struct CaseStatusBody {
     pub reference: String,
     /// The brand the case is with.
     pub brand: String,
-    /// `pending_activation` until `activates_at`, then `active`.
+    /// `pending_activation` until `activates_at`, then `active`; `referred` before the
+    /// customer's enquiry.
     pub status: CaseState,
     /// When the case was created.
     pub created_at: DateTime<Utc>,
     /// When an enquiry or product last changed it.
     pub updated_at: DateTime<Utc>,
-    /// When it becomes (or became) active.
-    pub activates_at: DateTime<Utc>,
+    /// When it becomes (or became) active; null while it is referred, waiting for the
+    /// enquiry that starts the delay.
+    #[oai(nullable)]
+    pub activates_at: Option<DateTime<Utc>>,
     /// When it became active; null until then.
     #[oai(nullable)]
     pub activated_at: Option<DateTime<Utc>>,
@@ -230,7 +236,7 @@ impl Example for CaseStatusBody {
             status: CaseState::Active,
             created_at: created,
             updated_at: created + chrono::Duration::minutes(2),
-            activates_at: activates,
+            activates_at: Some(activates),
             activated_at: Some(activates + chrono::Duration::seconds(1)),
             product_uuid: Uuid::parse_str("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07").ok(),
         }
@@ -254,7 +260,19 @@ impl Example for RedeemRequestBody {
     }
 }
 
-/// What a redeemed link continues with: the case and the product the partner attached.
+/// What a redeemed link continues with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, poem_openapi::Enum)]
+#[oai(rename_all = "snake_case")]
+pub enum LinkContinuation {
+    /// A link attach made: the customer goes on with `product_uuid`.
+    Product,
+    /// A referral's link: the customer completes their enquiry (the portal's form, with
+    /// what the partner referred).
+    Enquiry,
+}
+
+/// What a redeemed link continues with: the case, and the product the partner attached or
+/// the enquiry a referral waits for.
 #[derive(Debug, Object)]
 #[oai(example)]
 pub struct RedeemedLink {
@@ -262,8 +280,11 @@ pub struct RedeemedLink {
     pub reference: String,
     /// The brand the case is with.
     pub brand: String,
-    /// The product attached when the link was made.
-    pub product_uuid: Uuid,
+    /// `product` for a link attach made, `enquiry` for a referral's.
+    pub continue_with: LinkContinuation,
+    /// The product attached when the link was made; absent for a referral's link.
+    #[oai(skip_serializing_if_is_none)]
+    pub product_uuid: Option<Uuid>,
     /// The customer's e-mail address.
     pub email: String,
 }
@@ -273,8 +294,8 @@ impl Example for RedeemedLink {
         Self {
             reference: "418290357116".into(),
             brand: "brand_a".into(),
-            product_uuid: Uuid::parse_str("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07")
-                .unwrap_or_default(),
+            continue_with: LinkContinuation::Product,
+            product_uuid: Uuid::parse_str("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07").ok(),
             email: "jane.doe@example.com".into(),
         }
     }

@@ -89,6 +89,9 @@ pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
             case::Column::Brand,
         ])
         .filter(case::Column::Email.eq(email))
+        // A referred case has no enquiry yet: attach answers as the spec says for a customer
+        // without one, and the partner falls back to the enquiry form.
+        .filter(case::Column::Status.ne(case::STATUS_REFERRED))
         .filter(submitted_by(client_id))
         .order_by_desc(case::Column::UpdatedAt)
         .limit(1);
@@ -98,7 +101,7 @@ pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
 impl CaseStore {
     /// The case a product for `email` from partner `client_id` is attached to, if any: the
     /// most recently updated of the e-mail's cases (any brand) that the partner has made at
-    /// least one submission on. Another partner's customer is not found, exactly as an
+    /// least one submission on, and not still referred. Another partner's customer is not found, exactly as an
     /// unknown e-mail is not, so attach tells a partner nothing about others' customers.
     pub async fn find_for_attach(
         &self,
@@ -204,7 +207,7 @@ impl CaseStore {
             id: Set(new.token_id),
             case_id: Set(new.case_id),
             token_hash: Set(new.link.token_hash.to_owned()),
-            product_uuid: Set(new.link.product_uuid),
+            product_uuid: Set(Some(new.link.product_uuid)),
             created_at: Set(new.now),
             expires_at: Set(new.expires_at),
             used_at: Set(None),

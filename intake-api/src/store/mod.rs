@@ -12,6 +12,7 @@ mod erase;
 mod idempotency;
 mod outbox;
 mod redeem;
+mod refer;
 mod reused;
 mod submit;
 mod template;
@@ -37,6 +38,7 @@ pub use idempotency::{
     AnswerKeys, Claim, KEY_TTL, KeyedRequest, LEASE, Lease, Replayed, SealedAnswer, StoredAnswer,
 };
 pub use redeem::{Redeemed, Redemption};
+pub use refer::REFERRED_EVENT;
 pub use submit::{KeyedSubmit, Outcome, Submitted};
 pub use view::{CaseStatus, CaseView, EventView};
 pub(crate) use webhook_secrets::SEALED_PREFIX;
@@ -403,6 +405,7 @@ mod statement_tests {
                     "'c-' || :tag || '-' || :t || '-' || :i || '@example.com'".to_owned()
                 }
                 sea_orm::Value::String(Some(s)) if s == "CLIENT" => ":client".to_owned(),
+                sea_orm::Value::String(Some(s)) => format!("'{s}'"),
                 sea_orm::Value::Int(Some(n)) => n.to_string(),
                 sea_orm::Value::BigUnsigned(Some(n)) => n.to_string(),
                 other => panic!("a value the benchmark does not write: {other:?}"),

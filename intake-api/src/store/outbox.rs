@@ -23,8 +23,9 @@ pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
 ];
 
 /// The webhook event type of each case event kind that partners hear of.
-const EVENT_TYPES: [(&str, &str); 4] = [
+const EVENT_TYPES: [(&str, &str); 5] = [
     ("created", "case.created"),
+    ("referred", "case.referred"),
     ("updated", "case.updated"),
     ("activated", "case.activated"),
     ("product_attached", "product.attached"),

@@ -18,8 +18,8 @@ pub struct Redeemed {
     pub brand: String,
     /// Its customer's e-mail address.
     pub email: String,
-    /// The product attached when the link was made.
-    pub product_uuid: Uuid,
+    /// The product attached when the link was made; none for a referral's link.
+    pub product_uuid: Option<Uuid>,
 }
 
 /// What a redeem did.

@@ -45,7 +45,7 @@ pub type KeyedSubmit<'a> = (
 const REFERENCE_DRAWS: u32 = 3;
 
 /// A new case reference: 12 random digits, so references reveal nothing about volume.
-fn new_reference() -> String {
+pub(super) fn new_reference() -> String {
     let mut bytes = [0u8; 8];
     // Falling back to a UUID's randomness keeps this infallible.
     if aws_lc_rs::rand::fill(&mut bytes).is_err() {
@@ -62,7 +62,8 @@ fn new_reference() -> String {
 /// the event, and the event queued for every partner with a webhook endpoint and a
 /// submission on the case (the submitter's own is written by this same statement, which
 /// cannot see it yet). A case keeps its id on update, so `id = $1` tells a creation. An
-/// enquiry without a product leaves an attached one in place. `bench/intake.sql` runs this same
+/// enquiry without a product leaves an attached one in place; the first enquiry on a
+/// referred case completes it, to activate after the delay as a new case would. `bench/intake.sql` runs this same
 /// statement in pgbench.
 pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
@@ -71,11 +72,13 @@ pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
         "enquiry" = excluded."enquiry",
         "updated_at" = excluded."updated_at",
-        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid")
+        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid"),
+        "status" = CASE "cases"."status" WHEN 'referred' THEN excluded."status" ELSE "cases"."status" END,
+        "activates_at" = CASE "cases"."status" WHEN 'referred' THEN excluded."activates_at" ELSE "cases"."activates_at" END
     RETURNING "id", "reference"
 ), submitted AS (
-    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload")
-    SELECT $10, "id", $11, $8, $12 FROM upserted
+    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload", "kind")
+    SELECT $10, "id", $11, $8, $12, 'enquiry' FROM upserted
 ), logged AS (
     INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
     SELECT $13, "id", CASE WHEN "id" = $1 THEN 'created' ELSE 'updated' END, $11, NULL, $8
@@ -120,12 +123,27 @@ impl CaseStore {
         keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let key = case_key(enquiry.brand.as_str(), enquiry.email.as_str());
+        self.drawing_references(key, || {
+            self.try_submit(enquiry, raw_body, client_id, sandbox, keyed)
+        })
+        .await
+    }
+
+    /// Runs `attempt`, a write that may create the case queued on `key`, in its turn and
+    /// within the time bound, again while the reference it drew for a new case was taken.
+    pub(super) async fn drawing_references<F>(
+        &self,
+        key: (&str, &str),
+        attempt: impl Fn() -> F,
+    ) -> Result<Submitted, StoreError>
+    where
+        F: std::future::Future<Output = Result<Submitted, StoreError>>,
+    {
         for draw in 1..=REFERENCE_DRAWS {
             let attempt = bounded(async {
                 let _turn = self.writes.wait(&key).await;
                 let _connection = self.request_connection().await?;
-                self.try_submit(enquiry, raw_body, client_id, sandbox, keyed)
-                    .await
+                attempt().await
             });
             match attempt.await {
                 Err(StoreError::Db(e)) if reference_taken(&e) => {
@@ -252,6 +270,11 @@ impl CaseStore {
                 case::Column::ProductUuid,
                 Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
             )
+            .value(case::Column::Status, completing_referral("status"))
+            .value(
+                case::Column::ActivatesAt,
+                completing_referral("activates_at"),
+            )
             .to_owned(),
         )
         .exec_with_returning(&txn)
@@ -262,6 +285,7 @@ impl CaseStore {
             client_id: Set(new.client_id.to_owned()),
             received_at: Set(new.now),
             payload: Set(new.raw_body.to_owned()),
+            kind: Set(submission::KIND_ENQUIRY.to_owned()),
         })
         .exec_without_returning(&txn)
         .await?;
@@ -285,15 +309,32 @@ impl CaseStore {
     }
 }
 
+/// On an enquiry's upsert, the `column` an existing case keeps, unless it is referred: then
+/// the enquiry's, which starts it towards activation.
+fn completing_referral(column: &str) -> sea_orm::sea_query::SimpleExpr {
+    Expr::cust(format!(
+        r#"CASE "cases"."status" WHEN '{}' THEN excluded."{column}" ELSE "cases"."{column}" END"#,
+        case::STATUS_REFERRED
+    ))
+}
+
 /// What a submission that wrote case `case_id` did: a case keeps its id on update, so the
 /// new id tells a creation.
 fn submitted(new: &NewSubmission<'_>, case_id: Uuid, reference: String) -> Submitted {
-    let outcome = if case_id == new.case_id {
+    Submitted {
+        outcome: outcome_of(new.case_id, case_id),
+        reference,
+    }
+}
+
+/// Whether a write that offered a new case `offered` made it, by the id of the case it
+/// wrote: a case keeps its id on update.
+pub(super) fn outcome_of(offered: Uuid, written: Uuid) -> Outcome {
+    if written == offered {
         Outcome::Created
     } else {
         Outcome::Updated
-    };
-    Submitted { outcome, reference }
+    }
 }
 
 /// The key writes to one case queue on, by its brand and e-mail: the same for submissions

@@ -251,6 +251,7 @@ async fn retention_empties_old_submissions_and_keeps_the_rest(backend: Backend) 
         client_id: Set(app.client_id.clone()),
         received_at: Set(then),
         payload: Set(r#"{"first_name":"Oldbody"}"#.into()),
+        kind: Set(submission::KIND_ENQUIRY.into()),
     }
     .insert(&db)
     .await

@@ -21,7 +21,7 @@ use tokio::task::JoinSet;
 
 /// The scope the intake endpoints require.
 pub const INTAKE: &str = "enquiry:case:intake:create";
-/// A scope that exists but does not open the intake endpoints.
+/// The scope of referrals, which does not open the enquiry endpoints.
 pub const REFERRAL: &str = "enquiry:referral:create";
 /// The enquiry endpoint.
 pub const ENQUIRY: &str = "/partners/external/intake";

@@ -18,6 +18,7 @@ mod jwks;
 mod metrics;
 mod rate_limits;
 mod redeem;
+mod referrals;
 mod replicas;
 mod reused_connections;
 mod revocation;

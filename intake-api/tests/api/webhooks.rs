@@ -34,7 +34,7 @@ pub(crate) struct Received {
 }
 
 impl Received {
-    fn event(&self) -> Value {
+    pub(crate) fn event(&self) -> Value {
         serde_json::from_str(&self.body).expect("a JSON body")
     }
 }

@@ -98,12 +98,17 @@ impl<'v> Fields<'v, '_> {
     /// An optional text field: blank counts as not sent, unless it is longer than a text
     /// may be (the document refuses it then).
     pub(super) fn optional_text(&mut self, key: &str) -> Option<String> {
+        self.optional_text_within(key, MAX_TEXT)
+    }
+
+    /// [`Self::optional_text`] of at most `max` characters.
+    pub(super) fn optional_text_within(&mut self, key: &str, max: usize) -> Option<String> {
         let Some(value) = self.get(key) else {
             let sent = self.value(key)?;
-            self.check(key, sent, |v, attr| within(v, attr, MAX_TEXT));
+            self.check(key, sent, |v, attr| within(v, attr, max));
             return None;
         };
-        self.check(key, value, text)
+        self.check(key, value, |v, attr| bounded_text(v, attr, max))
     }
 
     pub(super) fn required<T>(

@@ -1,4 +1,4 @@
-//! The enquiry and attach request bodies, parsed from untyped JSON into domain values.
+//! The enquiry, referral and attach request bodies, parsed from untyped JSON into domain values.
 //!
 //! Parsing reports every problem at once, each on its own field path, with Laravel's wording:
 //! partners migrating from the original service already show those messages to their users.
@@ -11,7 +11,9 @@ use chrono::{Datelike, NaiveDate};
 use serde_json::Value;
 
 use super::contact::{MAX_MOBILE_CHARS, MobileNumber};
-use super::enquiry::{Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Remortgage};
+use super::enquiry::{
+    Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Referral, Remortgage,
+};
 use super::errors::ValidationErrors;
 use fields::{
     Fields, amount, array, bounded_text, choice, date, email, finish, flag, hyphenated_uuid,
@@ -53,18 +55,11 @@ pub fn parse_enquiry(
     let mut fields = Fields::root(body, &mut errors);
     let f = &mut fields;
 
-    let brand = f.required("brand", |v, attr| {
-        Brand::parse(string(v, attr)?, brands).ok_or_else(|| invalid_choice(attr, brands))
-    });
+    let brand = f.required("brand", |v, attr| brand(v, attr, brands));
     let first_name = f.required("first_name", text);
     let last_name = f.required("last_name", text);
     let email = f.required("email", email);
-    let mobile_number = f.required("mobile_number", |v, attr| {
-        within(v, attr, MAX_MOBILE_CHARS)?;
-        MobileNumber::parse(string(v, attr)?).map_err(|_| {
-            format!("The {attr} field must be a valid phone number: an optional leading + and 7 to 15 digits.")
-        })
-    });
+    let mobile_number = f.required("mobile_number", mobile);
     let date_of_birth = f.required("date_of_birth", |v, attr| {
         let born = date(v, attr)?;
         if born.year() < OLDEST_BIRTH_YEAR {
@@ -76,11 +71,7 @@ pub fn parse_enquiry(
             .then_some(born)
             .ok_or_else(|| format!("The {attr} field must be a date before today."))
     });
-    f.required("terms_agreement", |v, attr| {
-        flag(v, attr)?
-            .then_some(())
-            .ok_or_else(|| format!("The {attr} field must be accepted."))
-    });
+    f.required("terms_agreement", accepted);
     let stage = f.required("stage", choice);
     let application_type = f.required("application_type", choice);
     let employment_status = f.required("employment_status", choice);
@@ -133,6 +124,59 @@ pub fn parse_enquiry(
         })
     })();
     finish(enquiry, errors)
+}
+
+/// Longest partner reference kept with a referral.
+pub const MAX_PARTNER_REFERENCE: usize = 64;
+
+/// Longest note kept with a referral.
+pub const MAX_REFERRAL_NOTE: usize = 2000;
+
+/// Parses a referral body; `brands` are the configured brand identifiers.
+pub fn parse_referral(body: &Value, brands: &[&str]) -> Result<Referral, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    let mut fields = Fields::root(body, &mut errors);
+    let f = &mut fields;
+    let brand = f.required("brand", |v, attr| brand(v, attr, brands));
+    let first_name = f.required("first_name", text);
+    let last_name = f.required("last_name", text);
+    let email = f.required("email", email);
+    let mobile_number = f.required("mobile_number", mobile);
+    f.required("contact_consent", accepted);
+    let partner_reference = f.optional_text_within("partner_reference", MAX_PARTNER_REFERENCE);
+    let note = f.optional_text_within("note", MAX_REFERRAL_NOTE);
+    let referral = (|| {
+        Some(Referral {
+            brand: brand?,
+            first_name: first_name?,
+            last_name: last_name?,
+            email: email?,
+            mobile_number: mobile_number?,
+            partner_reference,
+            note,
+        })
+    })();
+    finish(referral, errors)
+}
+
+fn brand(value: &Value, attr: fields::Attr<'_>, brands: &[&str]) -> Result<Brand, String> {
+    Brand::parse(string(value, attr)?, brands).ok_or_else(|| invalid_choice(attr, brands))
+}
+
+fn mobile(value: &Value, attr: fields::Attr<'_>) -> Result<MobileNumber, String> {
+    within(value, attr, MAX_MOBILE_CHARS)?;
+    MobileNumber::parse(string(value, attr)?).map_err(|_| {
+        format!(
+            "The {attr} field must be a valid phone number: an optional leading + and 7 to 15 digits."
+        )
+    })
+}
+
+/// A flag the partner must send as `true`: a consent or an agreement.
+fn accepted(value: &Value, attr: fields::Attr<'_>) -> Result<(), String> {
+    flag(value, attr)?
+        .then_some(())
+        .ok_or_else(|| format!("The {attr} field must be accepted."))
 }
 
 /// Parses an attach body: both fields are required.

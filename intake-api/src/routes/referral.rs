@@ -1,0 +1,161 @@
+//! `POST /partners/external/referrals`: a customer referred before their enquiry exists.
+//!
+//! A referral makes the case for its brand and e-mail (status `referred`, which no
+//! activation touches) or joins the existing one, and answers with a link on the brand's
+//! portal where the customer completes the enquiry: the kind of link attach makes,
+//! redeemed the same way. The enquiry that follows, from any partner, completes the case,
+//! which then activates as any case does.
+
+use std::sync::Arc;
+
+use poem_openapi::param::Header;
+use poem_openapi::payload::Json;
+use poem_openapi::{ApiResponse, OpenApi, Tags};
+use service_kit::telemetry::{Field, record};
+use shared::intake::{ReferralRequest, ReferralResponse};
+
+use super::body::LenientJson;
+use super::idempotency::{self, Begun};
+use super::intake::{record_case, replayed, stored};
+use super::partner::Referrer;
+use crate::domain::{RedirectToken, parse_referral};
+use crate::error::IntakeError;
+use crate::state::AppState;
+use crate::store::{Lease, Outcome, Submitted};
+
+#[derive(Tags)]
+enum ApiTags {
+    /// Referring a customer before their enquiry.
+    Referrals,
+}
+
+/// Successful answers of the referral endpoint. `Idempotent-Replayed: true` marks the
+/// stored answer to an earlier request with the same `Idempotency-Key`.
+#[derive(ApiResponse)]
+pub enum ReferResponse {
+    /// A new case was made for the brand and e-mail address, as `referred`.
+    #[oai(status = 201)]
+    Created(
+        Json<ReferralResponse>,
+        #[oai(header = "Idempotent-Replayed")] Option<bool>,
+    ),
+    /// The referral was added to the existing case for the brand and e-mail address,
+    /// whose status it leaves as it was.
+    #[oai(status = 200)]
+    Added(
+        Json<ReferralResponse>,
+        #[oai(header = "Idempotent-Replayed")] Option<bool>,
+    ),
+}
+
+/// The answer to an accepted referral, as sent and as stored for its key.
+fn referral_answer(done: &Submitted, redirect: &str) -> (u16, ReferralResponse) {
+    let (status, message) = match done.outcome {
+        Outcome::Created => (201, "Referral created"),
+        Outcome::Updated => (200, "Referral added"),
+    };
+    let body = ReferralResponse {
+        message: message.into(),
+        reference: done.reference.clone(),
+        redirect: redirect.to_owned(),
+    };
+    (status, body)
+}
+
+/// The partners' referral endpoint.
+pub struct ReferralApi {
+    /// Shared state.
+    pub state: Arc<AppState>,
+}
+
+#[OpenApi]
+impl ReferralApi {
+    /// Refer a customer.
+    ///
+    /// For a customer the partner refers before their enquiry exists: makes the case for
+    /// the brand and e-mail address with status `referred` (201), or adds the referral to
+    /// the existing case, whatever its status (200), and answers with the case reference
+    /// and a link on the brand's customer portal (single-use, expiring) where the customer
+    /// completes the enquiry. The referral is kept as sent, and `case.referred` is sent to
+    /// the webhooks of partners on the case. A later enquiry for the same brand and e-mail
+    /// address, by any partner, completes the case (200, the same reference), which then
+    /// activates as any case does; until then attach answers 404 for it. Every problem with
+    /// the referral is reported at once (422).
+    #[oai(
+        path = "/partners/external/referrals",
+        method = "post",
+        operation_id = "referCustomer",
+        tag = "ApiTags::Referrals"
+    )]
+    async fn refer(
+        &self,
+        partner: Referrer,
+        /// Makes a retry safe: a request repeated with the same key and body within 24 hours
+        /// gets the first answer, the same link, again (with `Idempotent-Replayed: true`)
+        /// and changes nothing. Up to 255 characters.
+        #[oai(name = "Idempotency-Key")]
+        idempotency_key: Header<Option<String>>,
+        body: LenientJson<ReferralRequest>,
+    ) -> Result<ReferResponse, IntakeError> {
+        let state = &self.state;
+        let referral = parse_referral(&body.value, &state.brand_ids())?;
+        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
+        let portal = state
+            .portal_url(referral.brand.as_str())
+            .map_err(IntakeError::RedirectFailed)?;
+        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        let redirect: String = token.link(portal).into();
+        let key = idempotency_key.0.as_deref();
+        let begun = idempotency::begin(state, &partner, "referCustomer", key, &body.value).await?;
+        let lease = match &begun {
+            Begun::Replay(answer) => {
+                record(Field::Outcome, "replayed");
+                let body = replayed(answer)?;
+                return Ok(match answer.status {
+                    201 => ReferResponse::Created(body, Some(true)),
+                    _ => ReferResponse::Added(body, Some(true)),
+                });
+            }
+            Begun::Keyed(lease) => Some(lease),
+            Begun::Unkeyed => None,
+        };
+        let answer = |lease: &Lease, done: &Submitted| {
+            let (status, body) = referral_answer(done, &redirect);
+            idempotency::seal(state, lease, &stored(status, &body))
+        };
+        let sandbox = partner.claims.sandbox;
+        let done = match state
+            .cases
+            .refer(
+                &referral,
+                &body.raw,
+                partner.client_id(),
+                sandbox,
+                &token.hash(),
+                lease.map(|l| (l, &answer as _)),
+            )
+            .await
+        {
+            Ok(done) => done,
+            Err(e) => return idempotency::fail(state, &begun, e.into()).await,
+        };
+        let label = match done.outcome {
+            Outcome::Created => "created",
+            Outcome::Updated => "added",
+        };
+        let brand = referral.brand.as_str();
+        // Sandbox referrals stay out of the production counts.
+        let counter = if sandbox {
+            "intake_sandbox_referrals_total"
+        } else {
+            "intake_referrals_total"
+        };
+        metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
+        record_case(&format!("referral_{label}"), &done.reference, brand);
+        let (_, body) = referral_answer(&done, &redirect);
+        Ok(match done.outcome {
+            Outcome::Created => ReferResponse::Created(Json(body), None),
+            Outcome::Updated => ReferResponse::Added(Json(body), None),
+        })
+    }
+}

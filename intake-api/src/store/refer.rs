@@ -1,0 +1,134 @@
+//! Taking a referral: the case for the brand and e-mail created as `referred` (or found),
+//! the referral kept as sent, a link on which the customer completes the enquiry, the event.
+
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
+use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait};
+
+use super::idempotency::store_answer;
+use super::outbox::queue_events;
+use super::submit::{KeyedSubmit, Submitted, case_key, new_reference, outcome_of};
+use super::{CaseStore, StoreError, event, new_row_id};
+use crate::domain::Referral;
+use crate::entity::{case, case_event, redirect_token, submission};
+
+/// The case event a referral leaves, and the kind of webhook event `case.referred`.
+pub const REFERRED_EVENT: &str = "referred";
+
+/// One referral's values, drawn once per attempt.
+struct NewReferral<'a> {
+    referral: &'a Referral,
+    raw_body: &'a str,
+    client_id: &'a str,
+    sandbox: bool,
+    token_hash: &'a str,
+}
+
+impl CaseStore {
+    /// Creates the case for the referral's brand and e-mail with status `referred`, or
+    /// finds the existing one (a sandbox client's, among sandbox cases only), and in the
+    /// same transaction keeps the referral as sent, makes the case's newest link the one
+    /// whose token hashes to `token_hash`, and queues `case.referred`. A case found keeps
+    /// its status: a referral never undoes an enquiry. Writes to one case wait in line as
+    /// submissions do.
+    pub async fn refer(
+        &self,
+        referral: &Referral,
+        raw_body: &str,
+        client_id: &str,
+        sandbox: bool,
+        token_hash: &str,
+        keyed: Option<KeyedSubmit<'_>>,
+    ) -> Result<Submitted, StoreError> {
+        let new = NewReferral {
+            referral,
+            raw_body,
+            client_id,
+            sandbox,
+            token_hash,
+        };
+        let key = case_key(referral.brand.as_str(), referral.email.as_str());
+        // Boxed, as the ORM's futures are large.
+        self.drawing_references(key, || Box::pin(self.refer_in_transaction(&new, keyed)))
+            .await
+    }
+
+    async fn refer_in_transaction(
+        &self,
+        new: &NewReferral<'_>,
+        keyed: Option<KeyedSubmit<'_>>,
+    ) -> Result<Submitted, StoreError> {
+        let now = Utc::now();
+        let ttl =
+            chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
+        let case_id = new_row_id();
+        let token_id = new_row_id();
+        let txn = self.begin_write().await?;
+        let upserted = case::Entity::insert(case::ActiveModel {
+            id: Set(case_id),
+            reference: Set(new_reference()),
+            brand: Set(new.referral.brand.as_str().to_owned()),
+            email: Set(new.referral.email.as_str().to_owned()),
+            status: Set(case::STATUS_REFERRED.to_owned()),
+            // No enquiry yet; the first one fills it.
+            enquiry: Set(serde_json::json!({})),
+            product_uuid: Set(None),
+            created_at: Set(now),
+            updated_at: Set(now),
+            // Not read while the case is referred: its enquiry sets the real time.
+            activates_at: Set(now),
+            activated_at: Set(None),
+            redirect_token_id: Set(Some(token_id)),
+            sandbox: Set(new.sandbox),
+        })
+        .on_conflict(
+            OnConflict::columns([
+                case::Column::Brand,
+                case::Column::Email,
+                case::Column::Sandbox,
+            ])
+            .update_columns([case::Column::UpdatedAt, case::Column::RedirectTokenId])
+            .to_owned(),
+        )
+        .exec_with_returning(&txn)
+        .await?;
+        submission::Entity::insert(submission::ActiveModel {
+            id: Set(new_row_id()),
+            case_id: Set(upserted.id),
+            client_id: Set(new.client_id.to_owned()),
+            received_at: Set(now),
+            payload: Set(new.raw_body.to_owned()),
+            kind: Set(submission::KIND_REFERRAL.to_owned()),
+        })
+        .exec_without_returning(&txn)
+        .await?;
+        redirect_token::Entity::insert(redirect_token::ActiveModel {
+            id: Set(token_id),
+            case_id: Set(upserted.id),
+            token_hash: Set(new.token_hash.to_owned()),
+            product_uuid: Set(None),
+            created_at: Set(now),
+            expires_at: Set(now
+                .checked_add_signed(ttl)
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)),
+            used_at: Set(None),
+        })
+        .exec_without_returning(&txn)
+        .await?;
+        let logged = event(upserted.id, REFERRED_EVENT, Some(new.client_id), None, now);
+        let event_id = logged.id.clone().unwrap();
+        case_event::Entity::insert(logged)
+            .exec_without_returning(&txn)
+            .await?;
+        txn.execute(&queue_events(&[event_id])).await?;
+        let done = Submitted {
+            outcome: outcome_of(case_id, upserted.id),
+            reference: upserted.reference,
+        };
+        if let Some((lease, answer)) = keyed {
+            store_answer(&txn, lease, &answer(lease, &done)?, upserted.id).await?;
+        }
+        txn.commit().await?;
+        Ok(done)
+    }
+}
