@@ -8,7 +8,8 @@ client's file and a scratch directory:
    service serves, and both pass openapi-spec-validator.
 2. openapi-python-client generates a client from each committed document with no warning
    and every operation present; openapi-typescript generates types with every path.
-3. A token, a submission, an attach and a case read back through the generated clients.
+3. A token, a referral, a submission completing it, an attach and a case read back through
+   the generated clients.
 4. Every request example in the documents gets its documented success when sent.
 5. The enquiry schema and the service agree: each example is valid under the schema, and
    each example broken in one documented way is invalid under the schema and gets 422.
@@ -97,7 +98,7 @@ def through_generated_clients(clients, demo):
     answer = token_api.sync_detailed(client=auth, body=token_models.TokenRequest(
         grant_type=token_models.TokenRequestGrantType.CLIENT_CREDENTIALS,
         client_id=demo["client_id"], client_secret=demo["client_secret"],
-        scope="enquiry:case:intake:create"))
+        scope="enquiry:case:intake:create enquiry:referral:create"))
     check(answer.status_code == 200, f"a token through the generated auth-server client ({answer.status_code})")
     token = answer.parsed.access_token
     intake = intake_pkg.AuthenticatedClient(base_url=INTAKE, token=token)
@@ -105,7 +106,18 @@ def through_generated_clients(clients, demo):
     submit = importlib.import_module(f"{intake_pkg.__name__}.api.intake.submit_enquiry")
     attach = importlib.import_module(f"{intake_pkg.__name__}.api.intake.attach_product")
     get_case = importlib.import_module(f"{intake_pkg.__name__}.api.intake.get_case")
+    refer = importlib.import_module(f"{intake_pkg.__name__}.api.referrals.refer_customer")
     email = f"generated.{uuid.uuid4().hex[:8]}@example.com"
+    referred = refer.sync_detailed(client=intake, body=models.ReferralRequest.from_dict({
+        "brand": "brand_a", "first_name": "Gen", "last_name": "Client", "email": email,
+        "mobile_number": "+44 7700 900123", "contact_consent": True, "note": "Call after 6pm.",
+    }))
+    check(referred.status_code == 201 and referred.parsed.redirect.startswith("http"),
+          f"referCustomer through the generated client ({referred.status_code})")
+    referred_case = get_case.sync_detailed(client=intake, reference=referred.parsed.reference)
+    check(referred_case.status_code == 200 and referred_case.parsed.status == models.CaseState.REFERRED
+          and referred_case.parsed.activates_at is None,
+          f"a referred case read back through the generated client ({referred_case.status_code})")
     enquiry = models.PurchaseEnquiry.from_dict({
         "brand": "brand_a", "first_name": "Gen", "last_name": "Client", "email": email,
         "mobile_number": "+44 7700 900123", "date_of_birth": "1990-05-17", "terms_agreement": True,
@@ -114,7 +126,8 @@ def through_generated_clients(clients, demo):
         "new_property_value": 300000, "deposit_amount": 60000, "has_credit_issues": False,
     })
     created = submit.sync_detailed(client=intake, body=enquiry)
-    check(created.status_code == 201, f"submitEnquiry through the generated client ({created.status_code})")
+    check(created.status_code == 200 and created.parsed.reference == referred.parsed.reference,
+          f"submitEnquiry completing the referral through the generated client ({created.status_code})")
     linked = attach.sync_detailed(client=intake, body=models.AttachRequest(
         email=email, product_uuid=uuid.UUID("3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07")))
     check(linked.status_code == 200 and linked.parsed.redirect.startswith("http"),

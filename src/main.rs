@@ -19,6 +19,8 @@ const RESOURCE_CLIENT_FILE: &str = "data/intake-revocations-client.json";
 const KEY_ENCRYPTION_KEY_FILE: &str = "data/key-encryption-key";
 const INTAKE_KEY_ENCRYPTION_KEY_FILE: &str = "data/intake-key-encryption-key";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
+/// What the demo partner is granted: enquiries, and referrals to try from the docs page.
+const DEMO_GRANTED: &str = "enquiry:case:intake:create enquiry:referral:create";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
 
 /// A client the launcher keeps in `file`: the one of an earlier start while it still
@@ -164,7 +166,7 @@ async fn main() -> anyhow::Result<()> {
     let _logs = service_kit::telemetry::init_tracing(auth_config.logs.log_format);
 
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
-    let demo = kept_client(&auth_config, DEMO_FILE, "Demo partner", DEMO_SCOPE).await?;
+    let demo = kept_client(&auth_config, DEMO_FILE, "Demo partner", DEMO_GRANTED).await?;
     if intake_config.revocations_client_id.is_none() {
         let own = kept_client(
             &auth_config,

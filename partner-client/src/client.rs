@@ -10,10 +10,15 @@ use serde::de::DeserializeOwned;
 use crate::dpop::DpopKey;
 use crate::error::{BuildError, Error, retry_after};
 use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
-use crate::wire::{AttachRequest, CaseResponse, Enquiry, RedirectResponse};
+use crate::wire::{
+    AttachRequest, CaseResponse, Enquiry, RedirectResponse, ReferralRequest, ReferralResponse,
+};
 
 /// The scope partners' calls need.
 pub const INTAKE_SCOPE: &str = "enquiry:case:intake:create";
+
+/// The scope [`Client::refer`] needs.
+pub const REFERRAL_SCOPE: &str = "enquiry:referral:create";
 
 /// How long before expiry a token is renewed by default (spec 5.4).
 pub const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30);
@@ -28,6 +33,7 @@ struct Inner {
     http: reqwest::Client,
     submit_url: reqwest::Url,
     attach_url: reqwest::Url,
+    referral_url: reqwest::Url,
     tokens: TokenSource,
 }
 
@@ -36,6 +42,7 @@ impl fmt::Debug for Client {
         f.debug_struct("Client")
             .field("submit_url", &self.inner.submit_url.as_str())
             .field("attach_url", &self.inner.attach_url.as_str())
+            .field("referral_url", &self.inner.referral_url.as_str())
             .field("tokens", &self.inner.tokens)
             .finish()
     }
@@ -156,9 +163,10 @@ impl ClientBuilder {
             let url = format!("{}{path}", base.as_str().trim_end_matches('/'));
             parse_url("intake", &url)
         };
-        let (submit_url, attach_url) = (
+        let (submit_url, attach_url, referral_url) = (
             endpoint("/partners/external/intake")?,
             endpoint("/partners/external/intake/attach")?,
+            endpoint("/partners/external/referrals")?,
         );
         let http = match self.http {
             Some(http) => http,
@@ -186,6 +194,7 @@ impl ClientBuilder {
                 http,
                 submit_url,
                 attach_url,
+                referral_url,
                 tokens,
             }),
         })
@@ -240,6 +249,20 @@ impl Client {
     ) -> Result<Answer<RedirectResponse>, Error> {
         let url = &self.inner.attach_url;
         self.post(url, request, idempotency_key, &[200]).await
+    }
+
+    /// Refers a customer before their enquiry exists (`POST /partners/external/referrals`):
+    /// a new case with status `referred` (201) or the referral added to the customer's case
+    /// (200); the answer holds the case reference and the link where the customer completes
+    /// the enquiry. The token must carry [`REFERRAL_SCOPE`]: ask for it with
+    /// [`ClientBuilder::scope`] (both scopes, space-separated, to submit as well).
+    pub async fn refer(
+        &self,
+        referral: &ReferralRequest,
+        idempotency_key: Option<&IdempotencyKey>,
+    ) -> Result<Answer<ReferralResponse>, Error> {
+        let url = &self.inner.referral_url;
+        self.post(url, referral, idempotency_key, &[200, 201]).await
     }
 
     async fn post<B: serde::Serialize, T: DeserializeOwned>(

@@ -3,7 +3,7 @@
 //! It gets access tokens with the partner's client credentials, caches each one and renews
 //! it 30 seconds before it expires (spec 5.4), with a single token request in flight however
 //! many tasks call at once, and retries a call once with a fresh token when the API answers
-//! 401. [`Client::submit`] and [`Client::attach`] take and return the types of
+//! 401. [`Client::submit`], [`Client::attach`] and [`Client::refer`] take and return the types of
 //! `openapi/intake-api.yaml`; every documented error is an [`Error`] variant.
 //!
 //! ```no_run
@@ -37,7 +37,7 @@ pub mod wire;
 pub use chrono;
 pub use client::{
     Answer, Client, ClientBuilder, DEFAULT_RENEW_BEFORE, INTAKE_SCOPE, IdempotencyKey,
-    InvalidIdempotencyKey,
+    InvalidIdempotencyKey, REFERRAL_SCOPE,
 };
 pub use dpop::DpopKey;
 pub use error::{BuildError, Error, TokenError};
@@ -50,5 +50,5 @@ pub use uuid;
 pub use wire::{
     Address, ApplicationType, AttachRequest, CaseResponse, CreditIssue, EmploymentStatus, Enquiry,
     MessageBody, MortgageScheme, OAuthErrorBody, Purchase, PurchaseType, Purpose, RedirectResponse,
-    Remortgage, RemortgageReason, Stage, ValidationErrorBody,
+    ReferralRequest, ReferralResponse, Remortgage, RemortgageReason, Stage, ValidationErrorBody,
 };

@@ -10,7 +10,9 @@ pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgageScheme, PurchaseType, RemortgageReason,
     Stage,
 };
-pub use shared::intake::{CaseResponse, RedirectResponse, ValidationErrorBody};
+pub use shared::intake::{
+    CaseResponse, RedirectResponse, ReferralRequest, ReferralResponse, ValidationErrorBody,
+};
 
 /// A customer's mortgage enquiry (`EnquiryRequest`, spec 2.2).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -334,6 +334,23 @@ fn refine_operations(doc: &mut Value, brand: &str) {
                 "200", "201", "400", "401", "403", "409", "413", "422", "429", "500", "503",
             ],
         );
+        request_examples(
+            refer,
+            &[(
+                "referral",
+                "A customer referred before their enquiry",
+                json!({
+                    "brand": brand,
+                    "first_name": "Jane",
+                    "last_name": "Doe",
+                    "email": "jane.doe@example.com",
+                    "mobile_number": "+44 7700 900123",
+                    "contact_consent": true,
+                    "partner_reference": "CRM-20931",
+                    "note": "Prefers a call after 6pm.",
+                }),
+            )],
+        );
         // The shared body type's example says "Referral created"; an addition says otherwise.
         let added = refer
             .get_mut("responses")

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use partner_client::{AttachRequest, Error, IdempotencyKey};
+use partner_client::{AttachRequest, Error, IdempotencyKey, ReferralRequest};
 use test_support::{on_both_backends, on_sqlite};
 
 use crate::helpers::{Backend, REFERRAL, RelaySettings, Stack, fresh_email, product, purchase};
@@ -167,7 +167,54 @@ async fn the_clients_debug_shows_neither_its_secret_nor_its_token(backend: Backe
     }
 }
 
+async fn refer_makes_a_referred_case_that_an_enquiry_completes(backend: Backend) {
+    let stack = Stack::start(backend).await;
+    let scopes = format!("{} {REFERRAL}", partner_client::INTAKE_SCOPE);
+    let client = stack.builder().scope(scopes).build().expect("builds");
+    let email = fresh_email();
+    let referral = ReferralRequest {
+        brand: "brand_a".into(),
+        first_name: "Jane".into(),
+        last_name: "Doe".into(),
+        email: email.clone(),
+        mobile_number: "07700 900123".into(),
+        contact_consent: true,
+        partner_reference: None,
+        note: Some("Call after 6pm.".into()),
+    };
+    let key = IdempotencyKey::random();
+    let referred = client.refer(&referral, Some(&key)).await.expect("referred");
+    assert_eq!((referred.status, referred.replayed), (201, false));
+    assert_eq!(referred.body.message, "Referral created");
+    assert!(
+        referred
+            .body
+            .redirect
+            .starts_with("https://portal.brand-a.example/continue?token="),
+        "{referred:?}"
+    );
+    let again = client.refer(&referral, Some(&key)).await.expect("replayed");
+    assert!(again.replayed && again.body == referred.body, "{again:?}");
+    let completed = client
+        .submit(&purchase("brand_a", &email), None)
+        .await
+        .expect("submitted");
+    assert!(!completed.created(), "{completed:?}");
+    assert_eq!(completed.body.reference, referred.body.reference);
+
+    let refused = ReferralRequest {
+        contact_consent: false,
+        ..referral
+    };
+    let err = client.refer(&refused, None).await.expect_err("invalid");
+    let Error::Invalid(body) = &err else {
+        panic!("not invalid: {err:?}");
+    };
+    assert!(body.errors.contains_key("contact_consent"), "{body:?}");
+}
+
 on_both_backends!(
+    refer_makes_a_referred_case_that_an_enquiry_completes,
     submit_creates_a_case_then_updates_it_and_attach_answers_with_a_link,
     a_repeated_idempotency_key_replays_the_first_answer,
 );

@@ -17,7 +17,7 @@ pub use test_support::{AuthServer, Backend, IntakeServer, Running, TestDb, event
 
 /// The scope partners' calls need.
 pub const INTAKE: &str = "enquiry:case:intake:create";
-/// A scope that exists but does not open the intake endpoints.
+/// The scope of referrals, which does not open the enquiry endpoints.
 pub const REFERRAL: &str = "enquiry:referral:create";
 
 /// How the relay in front of the token endpoint behaves.
