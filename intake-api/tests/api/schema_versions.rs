@@ -5,9 +5,11 @@
 use std::process::Command;
 
 use intake_api::config::Config;
+use intake_api::entity::{case, redirect_token};
 use intake_api::migration::Migrator;
 use intake_api::startup::Application;
-use sea_orm::{ConnectionTrait, Database};
+use sea_orm::ActiveValue::Set;
+use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter};
 use sea_orm_migration::MigratorTrait;
 use test_support::on_both_backends;
 
@@ -192,7 +194,112 @@ async fn migrate_refuses_a_database_of_another_line_of_releases(backend: Backend
     assert!(!now.contains(&newest), "nothing was changed: {now:?}");
 }
 
+/// A link as the links' table holds it: the case's, with `product` or none.
+fn link(
+    case_id: uuid::Uuid,
+    hash: &str,
+    product: Option<uuid::Uuid>,
+) -> redirect_token::ActiveModel {
+    let now = chrono::Utc::now();
+    redirect_token::ActiveModel {
+        id: Set(uuid::Uuid::now_v7()),
+        case_id: Set(case_id),
+        token_hash: Set(hash.into()),
+        product_uuid: Set(product),
+        created_at: Set(now),
+        expires_at: Set(now),
+        used_at: Set(None),
+    }
+}
+
+async fn links_survive_the_referral_migration_and_its_rollback(backend: Backend) {
+    let db = TestDb::new(backend, "intakeschema").await;
+    let conn = Database::connect(&db.url).await.expect("connects");
+    let before = u32::try_from(Migrator::migrations().len() - 1).expect("few migrations");
+    assert_eq!(newest(), "m20261206_000001_referrals");
+    Migrator::up(&conn, Some(before))
+        .await
+        .expect("the release before's schema");
+    let now = chrono::Utc::now();
+    let case_id = uuid::Uuid::now_v7();
+    case::ActiveModel {
+        id: Set(case_id),
+        reference: Set("100000000001".into()),
+        brand: Set("brand_a".into()),
+        email: Set("kept@example.com".into()),
+        status: Set(case::STATUS_PENDING.into()),
+        enquiry: Set(serde_json::json!({})),
+        product_uuid: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        activates_at: Set(now),
+        activated_at: Set(None),
+        redirect_token_id: Set(None),
+        sandbox: Set(false),
+    }
+    .insert(&conn)
+    .await
+    .expect("a case");
+    let product = uuid::Uuid::new_v4();
+    link(case_id, "kept", Some(product))
+        .insert(&conn)
+        .await
+        .expect("a link with a product");
+    let without = link(case_id, "referral", None);
+    assert!(
+        without.clone().insert(&conn).await.is_err(),
+        "a link needed a product"
+    );
+
+    Migrator::up(&conn, None)
+        .await
+        .expect("the referral migration");
+    let kept = redirect_token::Entity::find()
+        .filter(redirect_token::Column::TokenHash.eq("kept"))
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("the link survived the migration");
+    assert_eq!((kept.case_id, kept.product_uuid), (case_id, Some(product)));
+    without
+        .clone()
+        .insert(&conn)
+        .await
+        .expect("a link without a product");
+    // The table keeps its rules: a second link with the same hash is refused, and the
+    // case's deletion takes its links.
+    assert!(
+        link(case_id, "kept", Some(product))
+            .insert(&conn)
+            .await
+            .is_err()
+    );
+
+    Migrator::down(&conn, Some(1)).await.expect("rolled back");
+    let hashes: Vec<String> = redirect_token::Entity::find()
+        .all(&conn)
+        .await
+        .expect("read")
+        .into_iter()
+        .map(|l| l.token_hash)
+        .collect();
+    assert_eq!(hashes, ["kept"], "only the referral's link goes");
+    assert!(link(case_id, "again", None).insert(&conn).await.is_err());
+    Migrator::up(&conn, None).await.expect("migrated again");
+    case::Entity::delete_by_id(case_id)
+        .exec(&conn)
+        .await
+        .expect("case deleted");
+    let left = redirect_token::Entity::find()
+        .all(&conn)
+        .await
+        .expect("read");
+    assert!(left.is_empty(), "the case's links went with it: {left:?}");
+    conn.close().await.expect("closes");
+}
+
 on_both_backends!(
+    links_survive_the_referral_migration_and_its_rollback,
     a_server_migrates_by_default_only_on_sqlite,
     a_server_told_not_to_migrate_refuses_an_empty_database,
     a_server_runs_on_a_database_a_later_release_migrated,
