@@ -153,7 +153,10 @@ async fn a_referral_is_redeemed_once_and_completed_by_an_enquiry(backend: Backen
 }
 
 async fn referrals_are_validated_and_need_their_scope(backend: Backend) {
-    let app = TestApp::spawn(backend).await;
+    // A brand of this test's own for the counts: the metrics are the test process's.
+    let brand = format!("referrals_{backend:?}").to_lowercase();
+    let brands = format!("brand_a={PORTAL_A},{brand}=https://portal.referrals.example/continue");
+    let app = TestApp::spawn_with(backend, |c| c.brands = brands).await;
     let (_, partner) = referrer(&app, false).await;
     let email = fresh_email();
 
@@ -208,8 +211,26 @@ async fn referrals_are_validated_and_need_their_scope(backend: Backend) {
     let mut sparse = referral(&email);
     sparse["note"] = json!("  ");
     sparse["partner_reference"] = Value::Null;
+    sparse["brand"] = json!(brand);
     let created = refer(&app, &partner, &sparse, None).await;
     assert_eq!(created.status, 201, "{created:?}");
+    assert_eq!(refer(&app, &partner, &sparse, None).await.status, 200);
+    let base = app.intake.base_url();
+    let counted = |outcome: &'static str| {
+        let (http, base, brand) = (&app.http, &base, &brand);
+        async move {
+            let text = crate::helpers::metrics_text(http, base).await;
+            let line =
+                format!("intake_referrals_total{{brand=\"{brand}\",outcome=\"{outcome}\"}} ");
+            text.lines()
+                .find_map(|l| l.strip_prefix(&line)?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        }
+    };
+    assert_eq!(
+        (counted("created").await, counted("added").await),
+        (1.0, 1.0)
+    );
 }
 
 async fn a_keyed_referral_is_answered_once(backend: Backend) {
