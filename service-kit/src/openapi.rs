@@ -171,15 +171,9 @@ impl AllowHeader {
     }
 
     fn allow(&self, path: &str) -> Option<&HeaderValue> {
-        let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
-        self.routes.iter().find_map(|(t, allow)| {
-            let fits = t.len() == segments.len()
-                && t.iter().zip(&segments).all(|(want, got)| match want {
-                    Some(want) => want == got,
-                    None => !got.is_empty(),
-                });
-            fits.then_some(allow)
-        })
+        self.routes
+            .iter()
+            .find_map(|(t, allow)| fits(t, path).then_some(allow))
     }
 }
 
@@ -227,9 +221,237 @@ impl<E: Endpoint> Endpoint for AllowHeaderEndpoint<E> {
     }
 }
 
+/// An operation on its way out (README, "Versioning and change policy"): deprecated at
+/// `deprecated_at`, answering until `sunset_at`, replaced by the operation at `successor`.
+/// Times are RFC 3339.
+#[derive(Debug, Clone, Copy)]
+pub struct Deprecation {
+    /// The operation's method, upper case.
+    pub method: &'static str,
+    /// Its path, as the document writes it (`/cases/{reference}`).
+    pub path: &'static str,
+    /// When it was deprecated.
+    pub deprecated_at: &'static str,
+    /// When it stops answering.
+    pub sunset_at: &'static str,
+    /// The path of the operation that replaces it.
+    pub successor: &'static str,
+}
+
+/// A [`Deprecation`] whose times do not read as RFC 3339.
+#[derive(Debug, thiserror::Error)]
+#[error("deprecation of {method} {path}: {time:?} is not an RFC 3339 time")]
+pub struct BadDeprecation {
+    method: &'static str,
+    path: &'static str,
+    time: &'static str,
+}
+
+impl Deprecation {
+    /// Its answers' `Deprecation` (RFC 9745: `@` and Unix seconds), `Sunset` (RFC 8594: an
+    /// HTTP date) and `Link` (`rel="successor-version"`) headers.
+    fn headers(&self) -> Result<DeprecationHeaderValues, BadDeprecation> {
+        let time = |time: &'static str| {
+            chrono::DateTime::parse_from_rfc3339(time).map_err(|_| BadDeprecation {
+                method: self.method,
+                path: self.path,
+                time,
+            })
+        };
+        let since = time(self.deprecated_at)?.timestamp();
+        let sunset = time(self.sunset_at)?.with_timezone(&chrono::Utc);
+        let value = |v: String| HeaderValue::from_str(&v).expect("dates and paths are ASCII");
+        Ok([
+            (
+                header::HeaderName::from_static("deprecation"),
+                value(format!("@{since}")),
+            ),
+            (
+                header::HeaderName::from_static("sunset"),
+                value(sunset.format("%a, %d %b %Y %H:%M:%S GMT").to_string()),
+            ),
+            (
+                header::LINK,
+                value(format!("<{}>; rel=\"successor-version\"", self.successor)),
+            ),
+        ])
+    }
+}
+
+/// The three headers a deprecated operation answers with.
+type DeprecationHeaderValues = [(header::HeaderName, HeaderValue); 3];
+
+/// Marks each of `deprecations` in `doc`: `deprecated: true`, and its sunset and successor
+/// at the end of its description.
+pub fn mark_deprecated(doc: &mut Value, deprecations: &[Deprecation]) {
+    for d in deprecations {
+        let method = d.method.to_ascii_lowercase();
+        if let Some(op) = operation_mut(doc, d.path, &method) {
+            op.insert("deprecated".into(), json!(true));
+            let described = op
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let note = format!(
+                "Deprecated: answers until {}, then 410; use `{}` instead.",
+                d.sunset_at, d.successor
+            );
+            op.insert(
+                "description".into(),
+                json!(format!("{described}\n\n{note}").trim_start()),
+            );
+        }
+    }
+}
+
+/// Middleware: the answers of deprecated operations carry their [`Deprecation`]'s headers.
+#[derive(Clone)]
+pub struct DeprecationHeaders {
+    routes: Arc<Vec<(Method, Template, DeprecationHeaderValues)>>,
+}
+
+impl DeprecationHeaders {
+    /// The headers of `deprecations`; fails on a time that is not RFC 3339.
+    pub fn new(deprecations: &[Deprecation]) -> Result<Self, BadDeprecation> {
+        let routes = deprecations
+            .iter()
+            .map(|d| {
+                let method = Method::from_bytes(d.method.as_bytes()).unwrap_or(Method::GET);
+                Ok((method, template(d.path), d.headers()?))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Self {
+            routes: Arc::new(routes),
+        })
+    }
+
+    fn of(&self, method: &Method, path: &str) -> Option<&DeprecationHeaderValues> {
+        self.routes
+            .iter()
+            .find_map(|(m, t, headers)| (m == method && fits(t, path)).then_some(headers))
+    }
+}
+
+/// Whether `path` is one of `template`'s.
+fn fits(template: &Template, path: &str) -> bool {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    template.len() == segments.len()
+        && template
+            .iter()
+            .zip(&segments)
+            .all(|(want, got)| match want {
+                Some(want) => want == got,
+                None => !got.is_empty(),
+            })
+}
+
+impl<E: Endpoint> Middleware<E> for DeprecationHeaders {
+    type Output = DeprecationHeadersEndpoint<E>;
+
+    fn transform(&self, inner: E) -> Self::Output {
+        DeprecationHeadersEndpoint {
+            inner,
+            deprecations: self.clone(),
+        }
+    }
+}
+
+/// The endpoint [`DeprecationHeaders`] wraps.
+pub struct DeprecationHeadersEndpoint<E> {
+    inner: E,
+    deprecations: DeprecationHeaders,
+}
+
+impl<E: Endpoint> Endpoint for DeprecationHeadersEndpoint<E> {
+    type Output = Response;
+
+    async fn call(&self, req: Request) -> poem::Result<Response> {
+        if self.deprecations.routes.is_empty() {
+            return self.inner.call(req).await.map(IntoResponse::into_response);
+        }
+        let headers = self
+            .deprecations
+            .of(req.method(), req.uri().path())
+            .cloned();
+        let mut response = self.inner.call(req).await?.into_response();
+        for (name, value) in headers.into_iter().flatten() {
+            response.headers_mut().insert(name, value);
+        }
+        Ok(response)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const OLD: Deprecation = Deprecation {
+        method: "POST",
+        path: "/partners/external/cases/{reference}",
+        deprecated_at: "2027-01-04T00:00:00Z",
+        sunset_at: "2027-07-05T09:30:00Z",
+        successor: "/partners/external/v2/cases/{reference}",
+    };
+
+    #[tokio::test]
+    async fn a_deprecated_operation_answers_with_its_deprecation_sunset_and_successor() {
+        use poem::{EndpointExt, Route, handler, post};
+        #[handler]
+        fn ok() -> &'static str {
+            "ok"
+        }
+        let app = Route::new()
+            .at("/partners/external/cases/:reference", post(ok).get(ok))
+            .with(DeprecationHeaders::new(&[OLD]).expect("valid times"));
+        let call = |method: Method, path: &str| {
+            let req = Request::builder().method(method).uri_str(path).finish();
+            app.call(req)
+        };
+        let old = call(Method::POST, "/partners/external/cases/123")
+            .await
+            .expect("answered");
+        let header = |name: &str| {
+            old.headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        assert_eq!(header("deprecation").as_deref(), Some("@1799020800"));
+        assert_eq!(
+            header("sunset").as_deref(),
+            Some("Mon, 05 Jul 2027 09:30:00 GMT")
+        );
+        assert_eq!(
+            header("link").as_deref(),
+            Some("</partners/external/v2/cases/{reference}>; rel=\"successor-version\"")
+        );
+        // Another method of the same path is not deprecated.
+        let other = call(Method::GET, "/partners/external/cases/123")
+            .await
+            .expect("answered");
+        assert!(other.headers().get("deprecation").is_none());
+    }
+
+    #[test]
+    fn a_deprecation_is_marked_in_the_document_and_bad_times_are_refused() {
+        let mut doc = json!({"paths": {"/partners/external/cases/{reference}": {
+            "post": {"description": "Reads a case."},
+        }}});
+        mark_deprecated(&mut doc, &[OLD]);
+        let op = &doc["paths"]["/partners/external/cases/{reference}"]["post"];
+        assert_eq!(op["deprecated"], true);
+        assert!(
+            op["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("Reads a case.") && d.contains("2027-07-05")),
+            "{op}"
+        );
+        let bad = Deprecation {
+            sunset_at: "next summer",
+            ..OLD
+        };
+        assert!(DeprecationHeaders::new(&[bad]).is_err());
+    }
 
     #[test]
     fn a_described_reference_loses_its_all_of_and_keeps_its_description() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use poem::{Endpoint, EndpointExt};
 use poem_openapi::OpenApiService;
-use service_kit::openapi::ApiDocuments;
+use service_kit::openapi::{ApiDocuments, Deprecation, DeprecationHeaders};
 
 use crate::state::AppState;
 use intake::IntakeApi;
@@ -44,18 +44,40 @@ pub fn api_service(
     .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint (a referral, `enquiry:referral:create`); the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
 }
 
+/// The operations on their way out, each answering with its `Deprecation`, `Sunset` and
+/// successor `Link` until its sunset (README, "Versioning and change policy"). A breaking
+/// change adds the old operation here when its new version ships beside it.
+pub const DEPRECATED: &[Deprecation] = &[];
+
 /// The OpenAPI document and docs page, pointing partners at this deployment's token endpoint.
 pub fn documents(state: &Arc<AppState>) -> ApiDocuments {
     let token_url = format!("{}/oauth/token", state.config.issuer());
     let brands = state.brand_ids();
     service_kit::openapi::documents(&api_service(state.clone()), |doc| {
-        contract::refine(doc, &brands, &token_url)
+        contract::refine(doc, &brands, &token_url);
+        service_kit::openapi::mark_deprecated(doc, DEPRECATED);
     })
 }
 
 /// The operations, with authentication and the partners' rate limits in front of them.
 pub fn api(state: &Arc<AppState>) -> impl Endpoint + 'static {
+    let deprecated = DeprecationHeaders::new(DEPRECATED).expect("DEPRECATED's times are RFC 3339");
     api_service(state.clone())
+        .with(deprecated)
         .with(PartnerRateLimit::new(state.clone()))
         .with(Authenticate::new(state.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A time that does not read would stop every replica at start-up.
+    #[test]
+    fn every_deprecation_reads() {
+        assert!(DeprecationHeaders::new(DEPRECATED).is_ok());
+        for d in DEPRECATED {
+            assert!(d.path.starts_with("/partners/"), "{d:?}");
+        }
+    }
 }
