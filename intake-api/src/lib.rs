@@ -24,7 +24,7 @@ pub mod state;
 pub mod store;
 pub mod webhooks;
 
-use config::Cli;
+use cli::Cli;
 
 /// Runs the binary's command line: `serve` (the default), `migrate`, `case ...`,
 /// `webhook ...`.

@@ -5,7 +5,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = intake_api::config::Cli::parse();
+    let cli = intake_api::cli::Cli::parse();
     match intake_api::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

@@ -1,10 +1,15 @@
 //! `intake-api case ...`: finding, showing and erasing cases.
 
+use chrono::{DateTime, Utc};
+use clap::Subcommand;
 use serde_json::{Value, json};
+use service_kit::command_line::reads;
 
-use super::{Report, open};
-use crate::config::{CaseCommand, Settings};
+use super::settings::changes;
+use super::{Report, Settings, open};
+use crate::config::IntakeApi;
 use crate::domain::Email;
+use crate::entity::case;
 
 /// The columns of a list of cases.
 const CASE_COLUMNS: &[&str] = &[
@@ -72,4 +77,84 @@ pub(super) async fn case_report(
             "No cases.",
         ),
     })
+}
+
+/// `intake-api case ...`
+#[derive(Debug, Subcommand)]
+pub enum CaseCommand {
+    /// Show one case: its state, how many enquiries it took, and its history.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api case show 48213376
+  intake-api case show 48213376 -o json | jq -r .status"
+    )]
+    Show {
+        /// The case reference.
+        reference: String,
+    },
+    /// The cases of one customer, by e-mail address (in every brand), most recently
+    /// updated first.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api case find --email jane.doe@example.com
+  intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'
+  intake-api case find --email jane.doe@example.com --sandbox   # a sandbox client's cases"
+    )]
+    Find {
+        /// The customer's e-mail address, in any case.
+        #[arg(long)]
+        email: String,
+        /// Sandbox clients' cases instead of real ones.
+        #[arg(long)]
+        sandbox: bool,
+    },
+    /// The most recently created cases, newest first.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api case list                                   # the newest 50
+  intake-api case list --status pending_activation --since 2h
+  intake-api case list --since 2026-11-26T00:00:00Z --limit 500 -o json
+  intake-api case list --sandbox                         # what sandbox clients made"
+    )]
+    List {
+        /// Only cases in these states (comma-separated or repeated).
+        #[arg(
+            long,
+            value_delimiter = ',',
+            value_parser = [case::STATUS_REFERRED, case::STATUS_PENDING, case::STATUS_ACTIVE]
+        )]
+        status: Vec<String>,
+        /// Only cases created at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
+        /// span back from now (30m, 24h, 7d).
+        #[arg(long, value_parser = service_kit::cli::parse_since)]
+        since: Option<DateTime<Utc>>,
+        /// How many at most.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        limit: u64,
+        /// Sandbox clients' cases instead of real ones.
+        #[arg(long)]
+        sandbox: bool,
+    },
+    /// Erase a customer's personal data on request: the enquiry, the e-mail address and
+    /// every submission as sent, in each of the customer's cases (of one brand with
+    /// --brand). The reference, brand, status, dates and history stay, with an `erased`
+    /// event naming who asked; partners then get 404 for the case, and a later enquiry for
+    /// the address makes a new case.
+    #[command(
+        args = changes(),
+        after_help = "Examples:
+  intake-api case erase --email jane.doe@example.com --actor 'DPO ticket 4711'
+  intake-api case erase --email jane.doe@example.com --brand brand_a -o json"
+    )]
+    Erase {
+        /// The customer's e-mail address, in any case.
+        #[arg(long)]
+        email: String,
+        /// Only the case with this brand.
+        #[arg(long)]
+        brand: Option<String>,
+    },
 }

@@ -2,6 +2,7 @@
 //! [`run`] prints it as a table or as JSON.
 
 mod cases;
+mod settings;
 mod webhooks;
 
 use std::io::IsTerminal;
@@ -10,12 +11,42 @@ use std::time::Duration;
 use serde_json::Value;
 use service_kit::cli::View;
 
-use crate::config::{Operation, OperatorCommand, Settings};
+use clap::Subcommand;
+
+use crate::config::{Config, IntakeApi};
 use crate::migration;
 use crate::store::{CaseStore, Timing};
 
-pub use cases::case;
-pub use webhooks::webhook;
+pub use cases::{CaseCommand, case};
+pub use settings::Settings;
+pub use webhooks::{WebhookCommand, webhook};
+
+/// A parsed command line: the server, the migrations or an operator command.
+pub type Cli = service_kit::command_line::Cli<IntakeApi, Config, OperatorCommand>;
+
+/// An operator command as given: what to do, with what, and how to print it.
+pub type Operation = service_kit::command_line::Operation<OperatorCommand>;
+
+/// The operator commands.
+#[derive(Debug, Subcommand)]
+pub enum OperatorCommand {
+    /// Find and look at cases.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  intake-api case find --email jane.doe@example.com
+  intake-api case list --since 24h"
+    )]
+    Case(CaseCommand),
+    /// Manage partners' webhook endpoints and their deliveries.
+    #[command(
+        subcommand,
+        after_help = "Examples:
+  intake-api webhook list
+  intake-api webhook deliveries CLIENT_ID --failed"
+    )]
+    Webhook(WebhookCommand),
+}
 
 /// What a command did: the JSON it prints, and how that reads as a table.
 struct Report {

@@ -1,10 +1,13 @@
 //! `intake-api webhook ...`: partners' webhook endpoints, their signing secrets and their
 //! deliveries.
 
+use clap::Subcommand;
 use serde_json::{Value, json};
+use service_kit::command_line::reads;
 
-use super::{Report, open};
-use crate::config::{Settings, WebhookCommand};
+use super::settings::{webhook_secret, webhook_target};
+use super::{Report, Settings, open};
+use crate::config::IntakeApi;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
 pub async fn webhook(
@@ -126,4 +129,93 @@ pub(super) async fn webhook_report(
             Report::record(json!({ "id": id, "queued": queued }))
         }
     })
+}
+
+/// `intake-api webhook ...`
+#[derive(Debug, Subcommand)]
+pub enum WebhookCommand {
+    /// Send a partner's events to URL (https, public addresses only). A new endpoint gets a
+    /// signing secret, printed this once; setting it again changes the URL and re-enables
+    /// it, keeps the secret and never prints it (`rotate-secret` makes a new one).
+    #[command(
+        args = webhook_target(),
+        after_help = "Examples:
+  intake-api webhook set CLIENT_ID https://partner.example/hooks
+  intake-api webhook set CLIENT_ID https://partner.example/hooks --show-secret | jq -r .secret"
+    )]
+    Set {
+        /// The partner's client id.
+        client_id: String,
+        /// Where its events are POSTed.
+        url: String,
+        /// Print a new endpoint's secret also when stdout is not a terminal (a pipe or a
+        /// file, where it may end up in a log); without it, such a `set` makes no endpoint.
+        #[arg(long)]
+        show_secret: bool,
+    },
+    /// List every endpoint (never the secrets).
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api webhook list
+  intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .client_id'"
+    )]
+    List,
+    /// Stop sending a partner's events; the ones not yet delivered are dropped.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api webhook remove CLIENT_ID"
+    )]
+    Remove {
+        /// The partner's client id.
+        client_id: String,
+    },
+    /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
+    /// grace period, so the partner can switch without missing a delivery.
+    #[command(
+        args = webhook_secret(),
+        after_help = "Examples:
+  intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
+  intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600
+  intake-api webhook rotate-secret CLIENT_ID --show-secret | jq -r .secret"
+    )]
+    RotateSecret {
+        /// The partner's client id.
+        client_id: String,
+        /// How long the old secret keeps signing, in seconds.
+        #[arg(long, default_value_t = 86_400)]
+        grace_secs: u64,
+        /// Print the new secret also when stdout is not a terminal; without it, the secret
+        /// is not changed there.
+        #[arg(long)]
+        show_secret: bool,
+    },
+    /// A partner's events, newest first.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api webhook deliveries CLIENT_ID --failed
+  intake-api webhook deliveries CLIENT_ID --limit 10 -o json"
+    )]
+    Deliveries {
+        /// The partner's client id.
+        client_id: String,
+        /// Only the ones given up on.
+        #[arg(long)]
+        failed: bool,
+        /// How many.
+        #[arg(long, default_value_t = 50)]
+        limit: u64,
+    },
+    /// Send an event again, at once, to every partner it went to.
+    #[command(
+        args = reads::<IntakeApi>(),
+        after_help = "Examples:
+  intake-api webhook redeliver msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"
+    )]
+    Redeliver {
+        /// The event's id (as `deliveries` lists it, or its `webhook-id`).
+        delivery_id: String,
+    },
 }

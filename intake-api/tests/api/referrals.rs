@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use intake_api::config::{CaseCommand, WebhookCommand};
+use intake_api::cli::{CaseCommand, WebhookCommand};
 use serde_json::{Value, json};
 use test_support::on_both_backends;
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use intake_api::config::{CaseCommand, Config, WebhookCommand};
+use intake_api::cli::{CaseCommand, WebhookCommand};
+use intake_api::config::Config;
 use serde_json::{Value, json};
 use test_support::on_both_backends;
 

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use intake_api::config::{Settings, WebhookCommand};
+use intake_api::cli::{Settings, WebhookCommand};
 use serde_json::Value;
 use service_kit::command_line::Database;
 use test_support::{on_both_backends, on_sqlite};

@@ -1,0 +1,134 @@
+//! What an operator command runs with besides its own arguments: the database, who asks,
+//! and what webhook commands need; each subcommand takes only the ones it uses.
+
+use clap::Args;
+use service_kit::Secret;
+use service_kit::cli::OutputArg;
+use service_kit::command_line::{Actor, Database, Given, KeyEncryptionKeyArg, args_of};
+use service_kit::kek::KeyEncryptionKey;
+
+use crate::config::{Config, IntakeApi, KEK_VARIABLE};
+
+/// What an operator command (`case`, `webhook`) runs with besides its own arguments. On
+/// the command line each subcommand takes only the ones it uses.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The database the servers run on.
+    pub database: Database<IntakeApi>,
+    /// Who asks for a change, for the case's history; the operating-system user when unset.
+    pub actor: Option<String>,
+    /// Whether webhooks may go to http URLs and addresses that are not public (local use and
+    /// tests).
+    pub webhook_allow_insecure: bool,
+    /// The key webhook signing secrets are sealed with (the servers' own).
+    pub key_encryption_key: Option<Secret<String>>,
+}
+
+impl Settings {
+    /// Where `webhook set` may point a partner's endpoint.
+    pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
+        service_kit::outbound::Reach {
+            allow_insecure: self.webhook_allow_insecure,
+            switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
+        }
+    }
+
+    /// What a command that makes a webhook secret seals it with.
+    pub fn webhook_seal(&self) -> anyhow::Result<crate::store::SecretSeal> {
+        let kek = KeyEncryptionKey::required(
+            KEK_VARIABLE,
+            self.key_encryption_key.as_ref(),
+            "webhook signing secrets are stored sealed with the servers' key",
+        )?;
+        crate::store::SecretSeal::new(&kek)
+    }
+}
+
+/// An operator command's settings, as given with it on the command line.
+impl From<&Given> for Settings {
+    fn from(given: &Given) -> Self {
+        Self {
+            database: given.settings().unwrap_or_default(),
+            actor: given.settings::<Actor<IntakeApi>>().and_then(|a| a.actor),
+            webhook_allow_insecure: given
+                .settings::<AllowInsecureArg>()
+                .is_some_and(|a| a.webhook_allow_insecure),
+            key_encryption_key: given
+                .settings::<KeyEncryptionKeyArg<IntakeApi>>()
+                .and_then(|k| k.key_encryption_key),
+        }
+    }
+}
+
+/// The server's settings serve the operator commands run beside it (tests, the launcher).
+impl From<&Config> for Settings {
+    fn from(config: &Config) -> Self {
+        Self {
+            database: config.database.database.clone(),
+            actor: None,
+            webhook_allow_insecure: config.webhook_allow_insecure,
+            key_encryption_key: config.key_encryption_key.clone(),
+        }
+    }
+}
+
+/// What a command that changes cases takes besides its own arguments.
+pub(super) fn changes() -> Vec<clap::Arg> {
+    [
+        args_of::<Database<IntakeApi>>(),
+        args_of::<Actor<IntakeApi>>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// `--webhook-allow-insecure`, for `webhook set`.
+#[derive(Debug, Clone, Args)]
+struct AllowInsecureArg {
+    /// Lets the URL be http, or name or resolve to an address that is not public (private,
+    /// loopback, link-local...): for local use and tests only.
+    #[arg(
+        long,
+        env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    webhook_allow_insecure: bool,
+}
+
+/// What `webhook set` takes besides its own arguments.
+pub(super) fn webhook_target() -> Vec<clap::Arg> {
+    [
+        args_of::<Database<IntakeApi>>(),
+        args_of::<AllowInsecureArg>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+/// What `webhook rotate-secret` takes besides its own arguments.
+pub(super) fn webhook_secret() -> Vec<clap::Arg> {
+    [
+        args_of::<Database<IntakeApi>>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
+        args_of::<OutputArg>(),
+    ]
+    .concat()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_password_never_shows_in_debug() {
+        let config = Config::with_database("postgres://intake:hunter2@db.example/intake");
+        let shown = format!("{config:?} {:?}", Settings::from(&config));
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            config.database.url(),
+            "postgres://intake:hunter2@db.example/intake"
+        );
+    }
+}
