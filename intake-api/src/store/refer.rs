@@ -2,12 +2,11 @@
 //! the referral kept as sent, a link on which the customer completes the enquiry, the event.
 
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::OnConflict;
 use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait};
 
 use super::idempotency::store_answer;
 use super::outbox::queue_events;
-use super::submit::{KeyedSubmit, Submitted, case_key, new_reference, outcome_of};
+use super::submit::{KeyedSubmit, Submitted, case_key, new_reference, on_case_key, outcome_of};
 use super::{CaseStore, StoreError, event, new_row_id};
 use crate::domain::Referral;
 use crate::entity::{case, case_event, redirect_token, submission};
@@ -82,13 +81,9 @@ impl CaseStore {
             sandbox: Set(new.sandbox),
         })
         .on_conflict(
-            OnConflict::columns([
-                case::Column::Brand,
-                case::Column::Email,
-                case::Column::Sandbox,
-            ])
-            .update_columns([case::Column::UpdatedAt, case::Column::RedirectTokenId])
-            .to_owned(),
+            on_case_key()
+                .update_columns([case::Column::UpdatedAt, case::Column::RedirectTokenId])
+                .to_owned(),
         )
         .exec_with_returning(&txn)
         .await?;

@@ -260,22 +260,18 @@ impl CaseStore {
             sandbox: Set(new.sandbox),
         })
         .on_conflict(
-            OnConflict::columns([
-                case::Column::Brand,
-                case::Column::Email,
-                case::Column::Sandbox,
-            ])
-            .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
-            .value(
-                case::Column::ProductUuid,
-                Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
-            )
-            .value(case::Column::Status, completing_referral("status"))
-            .value(
-                case::Column::ActivatesAt,
-                completing_referral("activates_at"),
-            )
-            .to_owned(),
+            on_case_key()
+                .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
+                .value(
+                    case::Column::ProductUuid,
+                    Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
+                )
+                .value(case::Column::Status, completing_referral("status"))
+                .value(
+                    case::Column::ActivatesAt,
+                    completing_referral("activates_at"),
+                )
+                .to_owned(),
         )
         .exec_with_returning(&txn)
         .await?;
@@ -335,6 +331,16 @@ pub(super) fn outcome_of(offered: Uuid, written: Uuid) -> Outcome {
     } else {
         Outcome::Updated
     }
+}
+
+/// A case insert's conflict on the case's key, brand, e-mail and sandbox (the unique index
+/// `ux_cases_brand_email_sandbox`): the writer says what it changes of the case found.
+pub(super) fn on_case_key() -> OnConflict {
+    OnConflict::columns([
+        case::Column::Brand,
+        case::Column::Email,
+        case::Column::Sandbox,
+    ])
 }
 
 /// The key writes to one case queue on, by its brand and e-mail: the same for submissions

@@ -10,7 +10,7 @@ mod tests;
 use chrono::{Datelike, NaiveDate};
 use serde_json::Value;
 
-use super::contact::{MAX_MOBILE_CHARS, MobileNumber};
+use super::contact::{Email, MAX_MOBILE_CHARS, MobileNumber};
 use super::enquiry::{
     Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Referral, Remortgage,
 };
@@ -55,11 +55,7 @@ pub fn parse_enquiry(
     let mut fields = Fields::root(body, &mut errors);
     let f = &mut fields;
 
-    let brand = f.required("brand", |v, attr| brand(v, attr, brands));
-    let first_name = f.required("first_name", text);
-    let last_name = f.required("last_name", text);
-    let email = f.required("email", email);
-    let mobile_number = f.required("mobile_number", mobile);
+    let (brand, first_name, last_name, email, mobile_number) = contact(f, brands);
     let date_of_birth = f.required("date_of_birth", |v, attr| {
         let born = date(v, attr)?;
         if born.year() < OLDEST_BIRTH_YEAR {
@@ -137,11 +133,7 @@ pub fn parse_referral(body: &Value, brands: &[&str]) -> Result<Referral, Validat
     let mut errors = ValidationErrors::default();
     let mut fields = Fields::root(body, &mut errors);
     let f = &mut fields;
-    let brand = f.required("brand", |v, attr| brand(v, attr, brands));
-    let first_name = f.required("first_name", text);
-    let last_name = f.required("last_name", text);
-    let email = f.required("email", email);
-    let mobile_number = f.required("mobile_number", mobile);
+    let (brand, first_name, last_name, email, mobile_number) = contact(f, brands);
     f.required("contact_consent", accepted);
     let partner_reference = f.optional_text_within("partner_reference", MAX_PARTNER_REFERENCE);
     let note = f.optional_text_within("note", MAX_REFERRAL_NOTE);
@@ -157,6 +149,27 @@ pub fn parse_referral(body: &Value, brands: &[&str]) -> Result<Referral, Validat
         })
     })();
     finish(referral, errors)
+}
+
+/// The fields every request about a customer starts with, each `None` when missing or
+/// invalid (its error recorded).
+type Contact = (
+    Option<Brand>,
+    Option<String>,
+    Option<String>,
+    Option<Email>,
+    Option<MobileNumber>,
+);
+
+/// Reads [`Contact`]'s fields: the brand, the names, the e-mail address and the mobile number.
+fn contact(f: &mut Fields<'_, '_>, brands: &[&str]) -> Contact {
+    (
+        f.required("brand", |v, attr| brand(v, attr, brands)),
+        f.required("first_name", text),
+        f.required("last_name", text),
+        f.required("email", email),
+        f.required("mobile_number", mobile),
+    )
 }
 
 fn brand(value: &Value, attr: fields::Attr<'_>, brands: &[&str]) -> Result<Brand, String> {
