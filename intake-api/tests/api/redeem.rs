@@ -47,6 +47,7 @@ async fn a_link_redeems_once_for_its_case_and_product(backend: Backend) {
         json!({
             "reference": reference,
             "brand": "brand_a",
+            "continue_with": "product",
             "product_uuid": OTHER_PRODUCT,
             "email": email,
         })
