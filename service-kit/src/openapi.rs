@@ -238,25 +238,32 @@ pub struct Deprecation {
     pub successor: &'static str,
 }
 
-/// A [`Deprecation`] whose times do not read as RFC 3339.
+/// A [`Deprecation`] whose method is no HTTP method or whose times do not read as RFC 3339.
 #[derive(Debug, thiserror::Error)]
-#[error("deprecation of {method} {path}: {time:?} is not an RFC 3339 time")]
+#[error("deprecation of {method} {path}: {value:?} is not {expected}")]
 pub struct BadDeprecation {
     method: &'static str,
     path: &'static str,
-    time: &'static str,
+    value: &'static str,
+    expected: &'static str,
 }
 
 impl Deprecation {
+    fn refused(&self, value: &'static str, expected: &'static str) -> BadDeprecation {
+        BadDeprecation {
+            method: self.method,
+            path: self.path,
+            value,
+            expected,
+        }
+    }
+
     /// Its answers' `Deprecation` (RFC 9745: `@` and Unix seconds), `Sunset` (RFC 8594: an
     /// HTTP date) and `Link` (`rel="successor-version"`) headers.
     fn headers(&self) -> Result<DeprecationHeaderValues, BadDeprecation> {
         let time = |time: &'static str| {
-            chrono::DateTime::parse_from_rfc3339(time).map_err(|_| BadDeprecation {
-                method: self.method,
-                path: self.path,
-                time,
-            })
+            chrono::DateTime::parse_from_rfc3339(time)
+                .map_err(|_| self.refused(time, "an RFC 3339 time"))
         };
         let since = time(self.deprecated_at)?.timestamp();
         let sunset = time(self.sunset_at)?.with_timezone(&chrono::Utc);
@@ -311,12 +318,13 @@ pub struct DeprecationHeaders {
 }
 
 impl DeprecationHeaders {
-    /// The headers of `deprecations`; fails on a time that is not RFC 3339.
+    /// The headers of `deprecations`; fails on a method or a time that does not read.
     pub fn new(deprecations: &[Deprecation]) -> Result<Self, BadDeprecation> {
         let routes = deprecations
             .iter()
             .map(|d| {
-                let method = Method::from_bytes(d.method.as_bytes()).unwrap_or(Method::GET);
+                let method = Method::from_bytes(d.method.as_bytes())
+                    .map_err(|_| d.refused(d.method, "an HTTP method"))?;
                 Ok((method, template(d.path), d.headers()?))
             })
             .collect::<Result<_, _>>()?;
@@ -448,6 +456,11 @@ mod tests {
         );
         let bad = Deprecation {
             sunset_at: "next summer",
+            ..OLD
+        };
+        assert!(DeprecationHeaders::new(&[bad]).is_err());
+        let bad = Deprecation {
+            method: "RE TIRE",
             ..OLD
         };
         assert!(DeprecationHeaders::new(&[bad]).is_err());

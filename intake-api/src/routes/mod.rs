@@ -61,7 +61,8 @@ pub fn documents(state: &Arc<AppState>) -> ApiDocuments {
 
 /// The operations, with authentication and the partners' rate limits in front of them.
 pub fn api(state: &Arc<AppState>) -> impl Endpoint + 'static {
-    let deprecated = DeprecationHeaders::new(DEPRECATED).expect("DEPRECATED's times are RFC 3339");
+    let deprecated =
+        DeprecationHeaders::new(DEPRECATED).expect("DEPRECATED's methods and times read");
     api_service(state.clone())
         .with(deprecated)
         .with(PartnerRateLimit::new(state.clone()))
@@ -72,7 +73,7 @@ pub fn api(state: &Arc<AppState>) -> impl Endpoint + 'static {
 mod tests {
     use super::*;
 
-    /// A time that does not read would stop every replica at start-up.
+    /// A method or time that does not read would stop every replica at start-up.
     #[test]
     fn every_deprecation_reads() {
         assert!(DeprecationHeaders::new(DEPRECATED).is_ok());
