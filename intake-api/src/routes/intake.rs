@@ -115,6 +115,21 @@ fn sandbox_trigger(partner: &Partner, email: &str) -> Option<Trigger> {
     }
 }
 
+/// A new single-use link on `brand`'s portal: its token (stored only as a hash) and the URL
+/// the customer is sent to. Nothing is stored unless the link can be made: an unknown
+/// portal or no randomness answers the spec's 500 `Failed to generate redirect link`.
+pub(super) fn new_link(
+    state: &AppState,
+    brand: &str,
+) -> Result<(RedirectToken, String), IntakeError> {
+    let portal = state
+        .portal_url(brand)
+        .map_err(IntakeError::RedirectFailed)?;
+    let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+    let url = token.link(portal).into();
+    Ok((token, url))
+}
+
 /// Longest case reference looked up: ours are 12 digits; anything much longer is no
 /// reference of ours, and answers 404 without a query.
 pub const MAX_REFERENCE_CHARS: usize = 64;
@@ -326,18 +341,12 @@ impl IntakeApi {
             .ok_or(IntakeError::CaseNotFound)?;
         record(Field::Reference, &case.reference);
         record(Field::Brand, &case.brand);
-        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
-        let portal = state
-            .portal_url(&case.brand)
-            .map_err(IntakeError::RedirectFailed)?;
-        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        let (token, redirect) = new_link(state, &case.brand)?;
         let link = NewLink {
             product_uuid: request.product_uuid,
             token_hash: &token.hash(),
         };
-        let response = RedirectResponse {
-            redirect: token.link(portal).into(),
-        };
+        let response = RedirectResponse { redirect };
         let answer = lease
             .map(|lease| idempotency::seal(state, lease, &stored(200, &response)))
             .transpose()

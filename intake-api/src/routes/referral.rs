@@ -16,9 +16,9 @@ use shared::intake::{ReferralRequest, ReferralResponse};
 
 use super::body::LenientJson;
 use super::idempotency::{self, Begun};
-use super::intake::{record_case, replayed, stored};
+use super::intake::{new_link, record_case, replayed, stored};
 use super::partner::Referrer;
-use crate::domain::{RedirectToken, parse_referral};
+use crate::domain::parse_referral;
 use crate::error::IntakeError;
 use crate::state::AppState;
 use crate::store::{Lease, Outcome, Submitted};
@@ -99,12 +99,6 @@ impl ReferralApi {
     ) -> Result<ReferResponse, IntakeError> {
         let state = &self.state;
         let referral = parse_referral(&body.value, &state.brand_ids())?;
-        // Nothing is stored unless the link can be made: the portal is known and a token drawn.
-        let portal = state
-            .portal_url(referral.brand.as_str())
-            .map_err(IntakeError::RedirectFailed)?;
-        let token = RedirectToken::generate().map_err(|e| IntakeError::RedirectFailed(e.into()))?;
-        let redirect: String = token.link(portal).into();
         let key = idempotency_key.0.as_deref();
         let begun = idempotency::begin(state, &partner, "referCustomer", key, &body.value).await?;
         let lease = match &begun {
@@ -118,6 +112,11 @@ impl ReferralApi {
             }
             Begun::Keyed(lease) => Some(lease),
             Begun::Unkeyed => None,
+        };
+        // Made once the request is known to be new: a replay answers the link first made.
+        let (token, redirect) = match new_link(state, referral.brand.as_str()) {
+            Ok(link) => link,
+            Err(e) => return idempotency::fail(state, &begun, e).await,
         };
         let answer = |lease: &Lease, done: &Submitted| {
             let (status, body) = referral_answer(done, &redirect);

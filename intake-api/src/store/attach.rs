@@ -11,12 +11,12 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::idempotency::{Lease, SealedAnswer, store_answer};
-use super::outbox::queue_events;
+use super::outbox::log_event;
 use super::reused::decode_error;
 use super::submit::case_key;
-use super::{CaseStore, StoreError, bounded, event, new_row_id, submitted_by};
+use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submitted_by};
 use crate::domain::Email;
-use crate::entity::{case, case_event, redirect_token};
+use crate::entity::{case, redirect_token};
 
 /// What attaching a product needs to know of a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -162,17 +162,13 @@ impl CaseStore {
         keyed: Option<KeyedAttach<'_>>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
-        let ttl =
-            chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
         let new = NewAttachment {
             case_id,
             token_id: new_row_id(),
             link,
             client_id,
             now,
-            expires_at: now
-                .checked_add_signed(ttl)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            expires_at: later(now, self.timing.redirect_ttl),
             detail: serde_json::json!({"product_uuid": link.product_uuid}),
             keyed,
         };
@@ -231,11 +227,7 @@ impl CaseStore {
             Some(new.detail),
             new.now,
         );
-        let event_id = logged.id.clone().unwrap();
-        case_event::Entity::insert(logged)
-            .exec_without_returning(&txn)
-            .await?;
-        txn.execute(&queue_events(&[event_id])).await?;
+        log_event(&txn, logged).await?;
         if let Some((lease, answer)) = new.keyed {
             store_answer(&txn, lease, answer, new.case_id).await?;
         }

@@ -20,7 +20,7 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, Q
 use service_kit::kek::KeyEncryptionKey;
 use uuid::Uuid;
 
-use super::{CaseStore, StoreError, bounded, new_row_id};
+use super::{CaseStore, StoreError, bounded, later, new_row_id};
 use crate::entity::idempotency_key::{self, Column};
 
 /// How long a key and its answer are kept.
@@ -399,13 +399,6 @@ pub(super) async fn store_answer(
     } else {
         Err(StoreError::LeaseLost)
     }
-}
-
-fn later(now: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
-    chrono::Duration::from_std(by)
-        .ok()
-        .and_then(|by| now.checked_add_signed(by))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC)
 }
 
 #[cfg(test)]

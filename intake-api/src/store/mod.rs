@@ -157,6 +157,32 @@ fn submitted_by(client_id: &str) -> sea_orm::sea_query::SimpleExpr {
     )
 }
 
+/// `by` after `now`; the end of time when that is past what a timestamp holds.
+fn later(now: DateTime<Utc>, by: Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(by)
+        .ok()
+        .and_then(|by| now.checked_add_signed(by))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// A submission of `kind` (an enquiry or a referral) on case `case_id`, its body as sent.
+fn submission_row(
+    case_id: Uuid,
+    client_id: &str,
+    received_at: DateTime<Utc>,
+    payload: &str,
+    kind: &str,
+) -> submission::ActiveModel {
+    submission::ActiveModel {
+        id: Set(new_row_id()),
+        case_id: Set(case_id),
+        client_id: Set(client_id.to_owned()),
+        received_at: Set(received_at),
+        payload: Set(payload.to_owned()),
+        kind: Set(kind.to_owned()),
+    }
+}
+
 /// One entry of a case's history.
 fn event(
     case_id: Uuid,

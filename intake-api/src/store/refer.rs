@@ -1,15 +1,15 @@
 //! Taking a referral: the case for the brand and e-mail created as `referred` (or found),
 //! the referral kept as sent, a link on which the customer completes the enquiry, the event.
 
-use chrono::{DateTime, Utc};
-use sea_orm::{ActiveValue::Set, ConnectionTrait, EntityTrait};
+use chrono::Utc;
+use sea_orm::{ActiveValue::Set, EntityTrait};
 
 use super::idempotency::store_answer;
-use super::outbox::queue_events;
+use super::outbox::log_event;
 use super::submit::{KeyedSubmit, Submitted, case_key, new_reference, on_case_key, outcome_of};
-use super::{CaseStore, StoreError, event, new_row_id};
+use super::{CaseStore, StoreError, event, later, new_row_id, submission_row};
 use crate::domain::Referral;
-use crate::entity::{case, case_event, redirect_token, submission};
+use crate::entity::{case, redirect_token, submission};
 
 /// The case event a referral leaves, and the kind of webhook event `case.referred`.
 pub const REFERRED_EVENT: &str = "referred";
@@ -58,8 +58,6 @@ impl CaseStore {
         keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
-        let ttl =
-            chrono::Duration::from_std(self.timing.redirect_ttl).unwrap_or(chrono::Duration::MAX);
         let case_id = new_row_id();
         let token_id = new_row_id();
         let txn = self.begin_write().await?;
@@ -87,35 +85,29 @@ impl CaseStore {
         )
         .exec_with_returning(&txn)
         .await?;
-        submission::Entity::insert(submission::ActiveModel {
-            id: Set(new_row_id()),
-            case_id: Set(upserted.id),
-            client_id: Set(new.client_id.to_owned()),
-            received_at: Set(now),
-            payload: Set(new.raw_body.to_owned()),
-            kind: Set(submission::KIND_REFERRAL.to_owned()),
-        })
-        .exec_without_returning(&txn)
-        .await?;
+        let referral = submission_row(
+            upserted.id,
+            new.client_id,
+            now,
+            new.raw_body,
+            submission::KIND_REFERRAL,
+        );
+        submission::Entity::insert(referral)
+            .exec_without_returning(&txn)
+            .await?;
         redirect_token::Entity::insert(redirect_token::ActiveModel {
             id: Set(token_id),
             case_id: Set(upserted.id),
             token_hash: Set(new.token_hash.to_owned()),
             product_uuid: Set(None),
             created_at: Set(now),
-            expires_at: Set(now
-                .checked_add_signed(ttl)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC)),
+            expires_at: Set(later(now, self.timing.redirect_ttl)),
             used_at: Set(None),
         })
         .exec_without_returning(&txn)
         .await?;
         let logged = event(upserted.id, REFERRED_EVENT, Some(new.client_id), None, now);
-        let event_id = logged.id.clone().unwrap();
-        case_event::Entity::insert(logged)
-            .exec_without_returning(&txn)
-            .await?;
-        txn.execute(&queue_events(&[event_id])).await?;
+        log_event(&txn, logged).await?;
         let done = Submitted {
             outcome: outcome_of(case_id, upserted.id),
             reference: upserted.reference,

@@ -3,17 +3,15 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::Row;
-use sea_orm::{
-    ActiveValue::Set, ConnectionTrait, DbBackend, DbErr, EntityTrait, SqlErr, Statement,
-};
+use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
 use uuid::Uuid;
 
 use super::idempotency::{Lease, SealedAnswer, store_answer};
-use super::outbox::queue_events;
+use super::outbox::log_event;
 use super::reused::{Reused, decode_error};
-use super::{CaseStore, StoreError, bounded, event, new_row_id};
+use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submission_row};
 use crate::domain::Enquiry;
-use crate::entity::{case, case_event, submission};
+use crate::entity::{case, submission};
 
 /// Whether a submission made a new case or updated one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -174,7 +172,6 @@ impl CaseStore {
         } else {
             self.timing.activation_delay
         };
-        let delay = chrono::Duration::from_std(delay).unwrap_or(chrono::Duration::MAX);
         let new = NewSubmission {
             case_id: new_row_id(),
             reference: new_reference(),
@@ -183,9 +180,7 @@ impl CaseStore {
             client_id,
             sandbox,
             now,
-            activates_at: now
-                .checked_add_signed(delay)
-                .unwrap_or(DateTime::<Utc>::MAX_UTC),
+            activates_at: later(now, delay),
         };
         let (case_id, reference) = match (self.reused(), keyed) {
             (Some(reused), None) => Self::submit_in_one_statement(reused, &new).await?,
@@ -275,27 +270,22 @@ impl CaseStore {
         )
         .exec_with_returning(&txn)
         .await?;
-        submission::Entity::insert(submission::ActiveModel {
-            id: Set(new_row_id()),
-            case_id: Set(upserted.id),
-            client_id: Set(new.client_id.to_owned()),
-            received_at: Set(new.now),
-            payload: Set(new.raw_body.to_owned()),
-            kind: Set(submission::KIND_ENQUIRY.to_owned()),
-        })
-        .exec_without_returning(&txn)
-        .await?;
-        let kind = if upserted.id == new.case_id {
-            "created"
-        } else {
-            "updated"
-        };
-        let logged = event(upserted.id, kind, Some(new.client_id), None, new.now);
-        let event_id = logged.id.clone().unwrap();
-        case_event::Entity::insert(logged)
+        let enquiry = submission_row(
+            upserted.id,
+            new.client_id,
+            new.now,
+            new.raw_body,
+            submission::KIND_ENQUIRY,
+        );
+        submission::Entity::insert(enquiry)
             .exec_without_returning(&txn)
             .await?;
-        txn.execute(&queue_events(&[event_id])).await?;
+        let kind = match outcome_of(new.case_id, upserted.id) {
+            Outcome::Created => "created",
+            Outcome::Updated => "updated",
+        };
+        let logged = event(upserted.id, kind, Some(new.client_id), None, new.now);
+        log_event(&txn, logged).await?;
         if let Some((lease, answer)) = keyed {
             let done = submitted(new, upserted.id, upserted.reference.clone());
             store_answer(&txn, lease, &answer(lease, &done)?, upserted.id).await?;
