@@ -303,6 +303,8 @@ impl Example for RedeemedLink {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeSet;
+
     use poem_openapi::{registry::Registry, validation::Pattern, validation::Validator};
 
     use super::*;
@@ -348,6 +350,68 @@ mod tests {
         assert_eq!(
             schema::<AttachRequestBody>().required,
             ["email", "product_uuid"]
+        );
+    }
+
+    /// The names a schema documents, and the keys serde gives `values`, all together.
+    fn documented<T: Type>() -> BTreeSet<&'static str> {
+        schema::<T>()
+            .properties
+            .iter()
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    fn keys_of<T: serde::Serialize>(values: &[T]) -> BTreeSet<String> {
+        values
+            .iter()
+            .flat_map(|v| match serde_json::to_value(v) {
+                Ok(Value::Object(map)) => map.keys().cloned().collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn as_strs(keys: &BTreeSet<String>) -> BTreeSet<&str> {
+        keys.iter().map(String::as_str).collect()
+    }
+
+    #[test]
+    fn the_document_has_the_fields_of_the_enquiry_partners_build() {
+        use shared::intake as built;
+        let wire = |v: Value| serde_json::from_value::<built::Enquiry>(v).expect("an enquiry");
+        let mut purchase = wire(crate::examples::purchase_enquiry("brand_a", "a@b.co"));
+        let mut remortgage = wire(crate::examples::remortgage_enquiry("brand_a", "a@b.co"));
+        if let built::Purpose::Remortgage(r) = &mut remortgage.purpose {
+            r.release_borrowing_amount = Some(1.0);
+        }
+        remortgage.product_uuid = purchase.product_uuid;
+        let mut address = purchase.addresses.clone().unwrap_or_default().remove(0);
+        for line in [
+            &mut address.line_2,
+            &mut address.line_3,
+            &mut address.county,
+            &mut address.country,
+        ] {
+            *line = Some("x".into());
+        }
+        purchase.addresses = Some(vec![address.clone()]);
+
+        assert_eq!(
+            documented::<EnquiryRequest>(),
+            as_strs(&keys_of(&[purchase, remortgage]))
+        );
+        assert_eq!(
+            documented::<AddressRequest>(),
+            as_strs(&keys_of(&[address]))
+        );
+        let attach = built::AttachRequest {
+            email: "a@b.co".into(),
+            product_uuid: Uuid::nil(),
+        };
+        assert_eq!(
+            documented::<AttachRequestBody>(),
+            as_strs(&keys_of(&[attach]))
         );
     }
 
