@@ -33,11 +33,10 @@ WITH logged AS (
     RETURNING "id"
 )
 SELECT coalesce(array_agg("id"), '{}')::text AS event_ids FROM logged \gset
--- The events queued for partners' webhooks, as queue_events (store/webhooks.rs) does.
+-- The events queued for partners' webhooks, as queue_events (intake-api/src/store/outbox.rs) does.
 INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
     "next_attempt_at", "attempts")
-SELECT "ev"."id", "ep"."client_id", "ev"."case_id", CASE "ev"."kind" WHEN 'created' THEN 'case.created' WHEN 'updated' THEN 'case.updated' WHEN 'activated' THEN 'case.activated' WHEN 'product_attached' THEN 'product.attached' END, "ev"."created_at", "ev"."created_at", 0
-FROM "case_events" AS "ev" INNER JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL
-WHERE "ev"."id" = ANY(:event_ids::uuid[]) AND EXISTS (SELECT 1 FROM "submissions"
-    WHERE "submissions"."case_id" = "ev"."case_id" AND "submissions"."client_id" = "ep"."client_id");
+SELECT "ev"."id", "ep"."client_id", "ev"."case_id", CASE "ev"."kind" WHEN 'created' THEN 'case.created' WHEN 'referred' THEN 'case.referred' WHEN 'updated' THEN 'case.updated' WHEN 'activated' THEN 'case.activated' WHEN 'product_attached' THEN 'product.attached' END, "ev"."created_at", "ev"."created_at", 0
+FROM "case_events" AS "ev" INNER JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "ev"."case_id" AND "submissions"."client_id" = "ep"."client_id")
+WHERE "ev"."id" = ANY(:event_ids::uuid[]);
 ROLLBACK;

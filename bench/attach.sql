@@ -28,5 +28,4 @@ INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "c
     "next_attempt_at", "attempts")
 SELECT (SELECT "id" FROM "logged"), "ep"."client_id", :found_id, 'product.attached', now(), now(), 0
 FROM "webhook_endpoints" AS "ep"
-WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions"
-    WHERE "submissions"."case_id" = :found_id AND "submissions"."client_id" = "ep"."client_id");
+WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = :found_id AND "submissions"."client_id" = "ep"."client_id");

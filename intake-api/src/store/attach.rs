@@ -10,8 +10,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
-use super::idempotency::{Lease, SealedAnswer, store_answer};
-use super::outbox::log_event;
+use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
+use super::outbox::{hears_of, log_event};
 use super::reused::decode_error;
 use super::submit::case_key;
 use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submitted_by};
@@ -59,7 +59,8 @@ pub type KeyedAttach<'a> = (&'a Lease, &'a SealedAnswer);
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
 /// hash, the product and the newest link on the case, the event, and the event queued for every partner with a
 /// webhook endpoint and a submission on the case. `bench/attach.sql` runs the same statement.
-pub(super) const ATTACH_POSTGRES: &str = r#"WITH token AS (
+pub(super) const ATTACH_POSTGRES: &str = concat!(
+    r#"WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")
     VALUES ($1, $2, $3, $4, $5, $6, NULL)
@@ -74,8 +75,9 @@ INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "c
     "next_attempt_at", "attempts")
 SELECT $7, "ep"."client_id", $2, 'product.attached', $5, $5, 0
 FROM "webhook_endpoints" AS "ep"
-WHERE "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions"
-    WHERE "submissions"."case_id" = $2 AND "submissions"."client_id" = "ep"."client_id")"#;
+WHERE "#,
+    hears_of!(case: "$2")
+);
 
 /// The query [`CaseStore::find_for_attach`] runs, of an e-mail address and a partner's client
 /// id, for `backend`. `bench/attach.sql` runs the same query in pgbench.
@@ -172,7 +174,7 @@ impl CaseStore {
             detail: serde_json::json!({"product_uuid": link.product_uuid}),
             keyed,
         };
-        if let (Some(reused), None) = (self.reused(), keyed) {
+        if let Some(reused) = self.reused() {
             let statement = Statement::from_sql_and_values(
                 DbBackend::Postgres,
                 ATTACH_POSTGRES,
@@ -188,15 +190,23 @@ impl CaseStore {
                     new.detail.to_string().into(),
                 ],
             );
-            reused.execute(statement).await?;
-            return Ok(());
+            let Some((lease, answer)) = new.keyed else {
+                return Ok(reused.execute(statement).await?);
+            };
+            // A keyed attach's answer, after the change in its transaction.
+            let stored = reused
+                .fetch_then(statement, |_| {
+                    Ok::<_, StoreError>(answer_statement(lease, answer, new.case_id))
+                })
+                .await?;
+            return stored.map(drop).ok_or(StoreError::LeaseLost);
         }
         // Boxed, as in `submit`: the ORM's futures are large.
         Box::pin(self.attach_in_transaction(new)).await
     }
 
-    /// The same writes through the ORM, for SQLite and keyed attaches, in one transaction
-    /// with a keyed attach's answer.
+    /// The same writes through the ORM, on SQLite, in one transaction with a keyed
+    /// attach's answer.
     async fn attach_in_transaction(&self, new: NewAttachment<'_>) -> Result<(), StoreError> {
         let txn = self.begin_write().await?;
         redirect_token::Entity::insert(redirect_token::ActiveModel {

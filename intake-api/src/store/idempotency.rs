@@ -15,8 +15,11 @@ use aws_lc_rs::{digest, hmac};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
-use sea_orm::{ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, QueryFilter};
+use sea_orm::sea_query::{Expr, ExprTrait, OnConflict, UpdateStatement};
+use sea_orm::{
+    ActiveValue::Set, ColumnTrait, ConnectionTrait, DatabaseTransaction, DbBackend, EntityTrait,
+    QueryFilter, QueryTrait, Statement,
+};
 use service_kit::kek::KeyEncryptionKey;
 use uuid::Uuid;
 
@@ -383,7 +386,25 @@ pub(super) async fn store_answer(
     answer: &SealedAnswer,
     case_id: Uuid,
 ) -> Result<(), StoreError> {
-    let stored = idempotency_key::Entity::update_many()
+    let stored = txn.execute(&answer_update(lease, answer, case_id)).await?;
+    if stored.rows_affected() == 1 {
+        Ok(())
+    } else {
+        Err(StoreError::LeaseLost)
+    }
+}
+
+/// [`store_answer`]'s statement on PostgreSQL, to run after the statement of the change in
+/// its transaction: it returns a row if and only if the attempt still held the key.
+pub(super) fn answer_statement(lease: &Lease, answer: &SealedAnswer, case_id: Uuid) -> Statement {
+    let mut update = answer_update(lease, answer, case_id);
+    update.returning_col(Column::Attempt);
+    DbBackend::Postgres.build(&update)
+}
+
+/// The update that stores `answer` under the key `lease` holds, if it still holds it.
+fn answer_update(lease: &Lease, answer: &SealedAnswer, case_id: Uuid) -> UpdateStatement {
+    idempotency_key::Entity::update_many()
         .col_expr(Column::Status, Expr::value(answer.status as i16))
         .col_expr(Column::SealedResponse, Expr::value(answer.sealed.as_str()))
         .col_expr(Column::CaseId, Expr::value(case_id))
@@ -392,20 +413,14 @@ pub(super) async fn store_answer(
         .filter(Column::IdemKey.eq(lease.key.as_str()))
         .filter(Column::Attempt.eq(lease.attempt))
         .filter(Column::Status.is_null())
-        .exec(txn)
-        .await?;
-    if stored.rows_affected == 1 {
-        Ok(())
-    } else {
-        Err(StoreError::LeaseLost)
-    }
+        .into_query()
 }
 
 #[cfg(test)]
 mod tests {
     use sea_orm::{ConnectionTrait, Statement};
 
-    use super::super::{Submitted, Timing};
+    use super::super::{NewLink, Submitted, Timing};
     use super::*;
 
     use test_support::{Backend, TestDb};
@@ -505,6 +520,9 @@ mod tests {
         lease(store.claim(&request("k2", "h")).await.unwrap());
     }
 
+    /// An attempt whose key was taken over (it was thought dead) cannot store its answer:
+    /// its change is rolled back with it, on the path each backend writes by, and the
+    /// successor's change and answer go through.
     #[tokio::test]
     async fn a_dead_attempt_loses_its_key_and_cannot_store_over_its_successor() {
         for backend in [Backend::Sqlite, Backend::Postgres] {
@@ -514,28 +532,80 @@ mod tests {
 
     async fn a_dead_attempt_loses_its_key_and_cannot_store_over_its_successor_on(backend: Backend) {
         let (store, _db) = store(backend).await;
+        let expire = "UPDATE idempotency_keys SET locked_until = '2000-01-01 00:00:00+00:00'";
+        let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+        let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
+        let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
+        let answer = |_: &Lease, s: &Submitted| Ok(sealed(&s.reference));
+        let cases = |store: &CaseStore| {
+            let db = store.db.clone();
+            async move {
+                crate::entity::case::Entity::find()
+                    .all(&db)
+                    .await
+                    .unwrap()
+                    .len()
+            }
+        };
+
         let dead = lease(store.claim(&request("k", "h")).await.unwrap());
-        set(
-            &store,
-            "UPDATE idempotency_keys SET locked_until = '2000-01-01 00:00:00+00:00'",
-        )
-        .await;
+        set(&store, expire).await;
         let successor = lease(store.claim(&request("k", "h")).await.unwrap());
-        let answer = sealed("{}");
-        let case_id = new_row_id();
-        let txn = store.begin_write().await.unwrap();
         assert!(matches!(
-            store_answer(&txn, &dead, &answer, case_id).await,
+            store
+                .submit(&enquiry, "{}", "partner", false, Some((&dead, &answer)))
+                .await,
             Err(StoreError::LeaseLost)
         ));
-        txn.rollback().await.unwrap();
-        let txn = store.begin_write().await.unwrap();
-        store_answer(&txn, &successor, &answer, case_id)
+        assert_eq!(cases(&store).await, 0, "the dead attempt's case was kept");
+        let submitted = store
+            .submit(
+                &enquiry,
+                "{}",
+                "partner",
+                false,
+                Some((&successor, &answer)),
+            )
             .await
             .unwrap();
-        txn.commit().await.unwrap();
+        match store.claim(&request("k", "h")).await.unwrap() {
+            Claim::Replay(Replayed::Sealed(stored)) => {
+                assert_eq!(stored.sealed, submitted.reference)
+            }
+            other => panic!("not replayed: {other:?}"),
+        }
+
+        let email = crate::domain::Email::parse("a@example.com").unwrap();
+        let case = store
+            .find_for_attach(&email, "partner")
+            .await
+            .unwrap()
+            .expect("the case");
+        let dead = lease(store.claim(&request("a", "h")).await.unwrap());
+        set(&store, expire).await;
+        let successor = lease(store.claim(&request("a", "h")).await.unwrap());
+        let link = |hash| NewLink {
+            product_uuid: Uuid::nil(),
+            token_hash: hash,
+        };
+        let answer = sealed("link");
         assert!(matches!(
-            store.claim(&request("k", "h")).await.unwrap(),
+            store
+                .attach(&case, link("dead"), "partner", Some((&dead, &answer)))
+                .await,
+            Err(StoreError::LeaseLost)
+        ));
+        let links = crate::entity::redirect_token::Entity::find()
+            .all(&store.db)
+            .await
+            .unwrap();
+        assert!(links.is_empty(), "the dead attempt's link was kept");
+        store
+            .attach(&case, link("live"), "partner", Some((&successor, &answer)))
+            .await
+            .unwrap();
+        assert!(matches!(
+            store.claim(&request("a", "h")).await.unwrap(),
             Claim::Replay(_)
         ));
     }

@@ -3,8 +3,9 @@
 //!
 //! Each change and the event describing it are written in one transaction. On PostgreSQL the
 //! hot writes are single statements (one round trip, one implicit transaction) on connections
-//! reused between requests ([`reused`]); on SQLite, which has no data-modifying CTEs, the same
-//! rows go through the ORM in a transaction.
+//! reused between requests ([`reused`]); a keyed request's answer follows its statement in
+//! the same transaction, so keyed or not, an operation has one way of writing. On SQLite,
+//! which has no data-modifying CTEs, the same rows go through the ORM in a transaction.
 
 mod activate;
 mod attach;
@@ -458,6 +459,31 @@ mod statement_tests {
             include_str!("../../../bench/activate.sql"),
         ] {
             assert_eq!(inserted_columns(sql, table), queued, "{sql}");
+        }
+    }
+
+    /// Who hears of an event is one rule: the benchmark's statements queue events for the
+    /// partners the service's do, by the same text with the benchmark's values.
+    #[test]
+    fn the_benchmark_queues_events_for_the_partners_the_service_does() {
+        use super::outbox::hears_of;
+        let submitter = hears_of!(case: r#""logged"."case_id""#, submitter: "$11");
+        assert!(SUBMIT_POSTGRES.contains(submitter));
+        for (bench, rule) in [
+            (
+                include_str!("../../../bench/intake.sql"),
+                hears_of!(case: r#""logged"."case_id""#, submitter: ":client"),
+            ),
+            (
+                include_str!("../../../bench/attach.sql"),
+                hears_of!(case: ":found_id"),
+            ),
+            (
+                include_str!("../../../bench/activate.sql"),
+                hears_of!(case: r#""ev"."case_id""#),
+            ),
+        ] {
+            assert!(bench.contains(rule), "{bench}");
         }
     }
 

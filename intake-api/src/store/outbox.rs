@@ -8,8 +8,43 @@
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, InsertStatement, JoinType, Query};
 use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait};
 
-use crate::entity::{case_event, submission, webhook_delivery, webhook_endpoint};
+use crate::entity::{case_event, webhook_delivery, webhook_endpoint};
 use uuid::Uuid;
+
+/// Who hears of an event on case `case` (an SQL expression): partners (`"ep"`, a row of
+/// `webhook_endpoints`) whose endpoint is active and who made a submission on the case, or
+/// who are `submitter`, making one in the very statement, which cannot see it yet. SQL text
+/// made at compile time, so the hand-written statements and the ORM's queue share the rule.
+macro_rules! hears_of {
+    (case: $case:literal) => {
+        concat!(
+            r#""ep"."disabled_at" IS NULL AND "#,
+            $crate::store::outbox::submitted_on!($case)
+        )
+    };
+    (case: $case:literal, submitter: $submitter:literal) => {
+        concat!(
+            r#""ep"."disabled_at" IS NULL AND ("ep"."client_id" = "#,
+            $submitter,
+            " OR ",
+            $crate::store::outbox::submitted_on!($case),
+            ")"
+        )
+    };
+}
+
+/// Whether partner `"ep"` made a submission on case `case`: [`hears_of`]'s condition.
+macro_rules! submitted_on {
+    ($case:literal) => {
+        concat!(
+            r#"EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "#,
+            $case,
+            r#" AND "submissions"."client_id" = "ep"."client_id")"#
+        )
+    };
+}
+
+pub(super) use {hears_of, submitted_on};
 
 /// The columns an event is queued with; the rest start empty. The hand-written statements
 /// that queue events list the same ones (a test checks).
@@ -73,24 +108,12 @@ pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
         .join_as(
             JoinType::InnerJoin,
             webhook_endpoint::Entity,
-            ep.clone(),
-            Expr::col((ep.clone(), webhook_endpoint::Column::DisabledAt)).is_null(),
+            ep,
+            Expr::cust(hears_of!(case: r#""ev"."case_id""#)),
         )
-        .and_where(Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()))
-        .and_where(Expr::exists(
-            Query::select()
-                .expr(Expr::val(1))
-                .from(submission::Entity)
-                .and_where(
-                    Expr::col((submission::Entity, submission::Column::CaseId))
-                        .equals((ev.clone(), case_event::Column::CaseId)),
-                )
-                .and_where(
-                    Expr::col((submission::Entity, submission::Column::ClientId))
-                        .equals((ep, webhook_endpoint::Column::ClientId)),
-                )
-                .to_owned(),
-        ));
+        .and_where(
+            Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()),
+        );
     Query::insert()
         .into_table(webhook_delivery::Entity)
         .columns(QUEUED_COLUMNS)

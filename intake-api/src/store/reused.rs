@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use sea_orm::sqlx::pool::PoolConnection;
 use sea_orm::sqlx::postgres::PgRow;
-use sea_orm::sqlx::{self, PgPool, Postgres};
+use sea_orm::sqlx::{self, Connection, PgPool, Postgres};
 use sea_orm::{ConnAcquireErr, DbErr, RuntimeErr, Statement, Values};
 use sea_query_sqlx::SqlxValues;
 
@@ -57,6 +57,38 @@ impl Reused {
             .map_err(query_error)?;
         self.put_back(conn, first_taken);
         Ok(row)
+    }
+
+    /// Runs `first`, then the statement `then` makes of `first`'s first row, in one
+    /// transaction: both take effect, or neither. `then`'s statement returns a row when it
+    /// did its part; when it returns none, the transaction is rolled back and the answer is
+    /// `None`, else it is `first`'s row.
+    pub async fn fetch_then<E: From<DbErr>>(
+        &self,
+        mut first: Statement,
+        then: impl FnOnce(Option<&PgRow>) -> Result<Statement, E>,
+    ) -> Result<Option<Option<PgRow>>, E> {
+        let (mut conn, first_taken) = self.take().await?;
+        let mut txn = conn.begin().await.map_err(query_error)?;
+        let row = query(&mut first)
+            .fetch_optional(&mut *txn)
+            .await
+            .map_err(query_error)?;
+        // On an error from here on the transaction is dropped, which rolls it back, and
+        // its connection goes back to sqlx, which tests it.
+        let mut second = then(row.as_ref())?;
+        let done = query(&mut second)
+            .fetch_optional(&mut *txn)
+            .await
+            .map_err(query_error)?
+            .is_some();
+        if done {
+            txn.commit().await.map_err(query_error)?;
+        } else {
+            txn.rollback().await.map_err(query_error)?;
+        }
+        self.put_back(conn, first_taken);
+        Ok(done.then_some(row))
     }
 
     /// Runs `statement` for its effect (any rows it returns are read and dropped).

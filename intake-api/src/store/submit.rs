@@ -3,11 +3,12 @@
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::Row;
+use sea_orm::sqlx::postgres::PgRow;
 use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
 use uuid::Uuid;
 
-use super::idempotency::{Lease, SealedAnswer, store_answer};
-use super::outbox::log_event;
+use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
+use super::outbox::{hears_of, log_event};
 use super::reused::{Reused, decode_error};
 use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submission_row};
 use crate::domain::Enquiry;
@@ -63,7 +64,8 @@ pub(super) fn new_reference() -> String {
 /// enquiry without a product leaves an attached one in place; the first enquiry on a
 /// referred case completes it, to activate after the delay as a new case would. `bench/intake.sql` runs this same
 /// statement in pgbench.
-pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
+pub(super) const SUBMIT_POSTGRES: &str = concat!(
+    r#"WITH upserted AS (
     INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
         "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
     VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL, $14)
@@ -88,11 +90,12 @@ pub(super) const SUBMIT_POSTGRES: &str = r#"WITH upserted AS (
     SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
         CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
         "logged"."created_at", "logged"."created_at", 0
-    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL
-    WHERE "ep"."client_id" = $11 OR EXISTS (SELECT 1 FROM "submissions"
-        WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id")
+    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "#,
+    hears_of!(case: r#""logged"."case_id""#, submitter: "$11"),
+    r#"
 )
-SELECT "id", "reference" FROM upserted"#;
+SELECT "id", "reference" FROM upserted"#
+);
 
 /// One submission's values, as both ways of writing it need them.
 struct NewSubmission<'a> {
@@ -182,20 +185,21 @@ impl CaseStore {
             now,
             activates_at: later(now, delay),
         };
-        let (case_id, reference) = match (self.reused(), keyed) {
-            (Some(reused), None) => Self::submit_in_one_statement(reused, &new).await?,
-            // A keyed submission's answer joins the change's transaction, which the one
-            // statement has no room for.
+        let (case_id, reference) = match self.reused() {
+            Some(reused) => Self::submit_in_one_statement(reused, &new, keyed).await?,
             // Boxed: the ORM's futures take kilobytes, which every layer of the request's
             // future above this one would otherwise hold and copy, on PostgreSQL too.
-            _ => Box::pin(self.submit_in_transaction(&new, keyed)).await?,
+            None => Box::pin(self.submit_in_transaction(&new, keyed)).await?,
         };
         Ok(submitted(&new, case_id, reference))
     }
 
+    /// The writes on PostgreSQL: [`SUBMIT_POSTGRES`], and a keyed submission's answer
+    /// after it in the same transaction.
     async fn submit_in_one_statement(
         reused: &Reused,
         new: &NewSubmission<'_>,
+        keyed: Option<KeyedSubmit<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
         // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which
         // spares building and encoding a `serde_json::Value` per request.
@@ -220,18 +224,29 @@ impl CaseStore {
                 new.sandbox.into(),
             ],
         );
+        let written = |row: Option<&PgRow>| -> Result<(Uuid, String), DbErr> {
+            let row = row.ok_or(DbErr::RecordNotInserted)?;
+            Ok((
+                row.try_get("id").map_err(decode_error)?,
+                row.try_get("reference").map_err(decode_error)?,
+            ))
+        };
+        let Some((lease, answer)) = keyed else {
+            return Ok(written(reused.fetch_optional(statement).await?.as_ref())?);
+        };
         let row = reused
-            .fetch_optional(statement)
+            .fetch_then(statement, |row| {
+                let (case_id, reference) = written(row)?;
+                let sealed = answer(lease, &submitted(new, case_id, reference))?;
+                Ok::<_, StoreError>(answer_statement(lease, &sealed, case_id))
+            })
             .await?
-            .ok_or(DbErr::RecordNotInserted)?;
-        Ok((
-            row.try_get("id").map_err(decode_error)?,
-            row.try_get("reference").map_err(decode_error)?,
-        ))
+            .ok_or(StoreError::LeaseLost)?;
+        Ok(written(row.as_ref())?)
     }
 
-    /// The same writes through the ORM, for SQLite and keyed submissions: the upsert, then
-    /// the submission, the event and a keyed submission's answer, in one transaction.
+    /// The same writes through the ORM, on SQLite: the upsert, then the submission, the
+    /// event and a keyed submission's answer, in one transaction.
     async fn submit_in_transaction(
         &self,
         new: &NewSubmission<'_>,
