@@ -49,7 +49,7 @@ const AUTH_METRICS: &[MetricHelp] = &[
 use crate::client_jwks::ClientJwks;
 use crate::config::Config;
 use crate::registry::Registry;
-use crate::routes::api_service;
+use crate::routes::{api_service, token};
 use crate::state::{AppState, TokenLimits};
 use crate::{audit, migration, store};
 
@@ -196,8 +196,12 @@ impl Application {
         // does): no cookies are involved, so any origin is safe.
         .with(Cors::new().allow_credentials(false))
         .with(
-            RequestTelemetry::new("auth-server", ROUTES)
-                .trusting(state.config.trusted_proxies.clone()),
+            RequestTelemetry::new(
+                "auth-server",
+                ROUTES,
+                service_kit::closing_line!(token::KID, token::JTI, token::SCOPE),
+            )
+            .trusting(state.config.trusted_proxies.clone()),
         );
         tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
         let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));

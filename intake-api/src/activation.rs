@@ -3,6 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::sandbox;
 use crate::state::AppState;
 use crate::store::ACTIVATION_BATCH;
 
@@ -18,12 +19,7 @@ pub async fn run(state: Arc<AppState>) {
         backlog = match state.cases.activate_due().await {
             Ok(activated) => {
                 for a in &activated {
-                    // Sandbox cases stay out of the production counts.
-                    let name = if a.sandbox {
-                        "intake_sandbox_cases_activated_total"
-                    } else {
-                        "intake_cases_activated_total"
-                    };
+                    let name = sandbox::CASES_ACTIVATED.name(a.sandbox);
                     metrics::counter!(name, "brand" => a.brand.clone()).increment(1);
                     metrics::histogram!("intake_activation_lag_seconds")
                         .record(a.lag.as_secs_f64());

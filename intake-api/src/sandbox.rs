@@ -10,6 +10,50 @@ use std::sync::Mutex;
 /// has one.
 pub const DOMAIN: &str = "sandbox.example";
 
+/// A count a sandbox client's traffic is kept out of: it has a sandbox twin, so the
+/// production counts (and the alerts and reports read from them) see only real partners.
+#[derive(Debug, Clone, Copy)]
+pub struct Counted {
+    real: &'static str,
+    sandbox: &'static str,
+}
+
+impl Counted {
+    /// The counter for a client that is, or is not, a sandbox client.
+    pub fn name(self, sandbox: bool) -> &'static str {
+        if sandbox { self.sandbox } else { self.real }
+    }
+
+    /// Both counters' names, the real one first.
+    pub fn names(self) -> [&'static str; 2] {
+        [self.real, self.sandbox]
+    }
+}
+
+/// Enquiries accepted.
+pub const CASES: Counted = Counted {
+    real: "intake_cases_total",
+    sandbox: "intake_sandbox_cases_total",
+};
+
+/// Referrals accepted.
+pub const REFERRALS: Counted = Counted {
+    real: "intake_referrals_total",
+    sandbox: "intake_sandbox_referrals_total",
+};
+
+/// Products attached.
+pub const PRODUCTS_ATTACHED: Counted = Counted {
+    real: "intake_products_attached_total",
+    sandbox: "intake_sandbox_products_attached_total",
+};
+
+/// Cases activated.
+pub const CASES_ACTIVATED: Counted = Counted {
+    real: "intake_cases_activated_total",
+    sandbox: "intake_sandbox_cases_activated_total",
+};
+
 /// A failure a sandbox client asks for by its customer's e-mail address: `LOCAL@DOMAIN`, or
 /// `LOCAL+anything@DOMAIN` for as many cases of each as a partner needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -28,6 +28,16 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Sandbox clients' enquiries accepted, by brand and outcome: kept out of intake_cases_total.",
     },
     MetricHelp {
+        name: "intake_referrals_total",
+        kind: MetricKind::Counter,
+        help: "Referrals accepted, by brand and outcome (`created`: a new referred case; `added`: joined an existing case).",
+    },
+    MetricHelp {
+        name: "intake_sandbox_referrals_total",
+        kind: MetricKind::Counter,
+        help: "Sandbox clients' referrals accepted, by brand and outcome: kept out of intake_referrals_total.",
+    },
+    MetricHelp {
         name: "intake_sandbox_cases_activated_total",
         kind: MetricKind::Counter,
         help: "Sandbox cases activated, by brand: kept out of intake_cases_activated_total.",
@@ -243,8 +253,12 @@ impl Application {
         )
         .data(state.clone())
         .with(
-            RequestTelemetry::new("intake-api", ROUTES)
-                .trusting(state.config.trusted_proxies.clone()),
+            RequestTelemetry::new(
+                "intake-api",
+                ROUTES,
+                service_kit::closing_line!(routes::REFERENCE, routes::BRAND),
+            )
+            .trusting(state.config.trusted_proxies.clone()),
         );
         tracing::info!(port = self.port, "intake-api listening");
         let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));
@@ -264,5 +278,25 @@ impl Application {
         state.cases.close().await;
         tracing::info!("intake-api stopped");
         result.context("server failed")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::sandbox;
+
+    #[test]
+    fn every_count_and_its_sandbox_twin_have_help() {
+        let described: Vec<&str> = super::INTAKE_METRICS.iter().map(|m| m.name).collect();
+        for counted in [
+            sandbox::CASES,
+            sandbox::REFERRALS,
+            sandbox::PRODUCTS_ATTACHED,
+            sandbox::CASES_ACTIVATED,
+        ] {
+            for name in counted.names() {
+                assert!(described.contains(&name), "{name} has no help");
+            }
+        }
     }
 }

@@ -286,16 +286,19 @@ pub struct RequestTelemetry {
     service: &'static str,
     routes: &'static [&'static str],
     proxies: TrustedProxies,
+    close: CloseLine,
 }
 
 impl RequestTelemetry {
     /// `routes` are the service's paths; anything else is counted as `other` so a scan of
-    /// random paths cannot blow up the metric label space.
-    pub fn new(service: &'static str, routes: &'static [&'static str]) -> Self {
+    /// random paths cannot blow up the metric label space. `close` writes each request's
+    /// closing line, with the service's own fields.
+    pub fn new(service: &'static str, routes: &'static [&'static str], close: CloseLine) -> Self {
         Self {
             service,
             routes,
             proxies: TrustedProxies::default(),
+            close,
         }
     }
 
@@ -315,6 +318,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
             routes: self.routes,
             proxies: self.proxies.clone(),
             metrics: HttpMetricsCache::new(self.service),
+            close: self.close,
         }
     }
 }
@@ -326,6 +330,7 @@ pub struct RequestTelemetryEndpoint<E> {
     routes: &'static [&'static str],
     proxies: TrustedProxies,
     metrics: HttpMetricsCache,
+    close: CloseLine,
 }
 
 /// The HTTP metrics of one route, method and status.
@@ -409,31 +414,81 @@ fn valid_request_id(value: &HeaderValue) -> Option<String> {
     ok.then(|| s.to_owned())
 }
 
-/// What a handler says happened, for its request's closing log line.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Field {
-    /// What happened: `token_issued`, `refused`, `created`, ...
-    Outcome,
-    /// Why a request was refused.
-    Reason,
-    /// The key an issued token was signed with.
-    Kid,
-    /// An issued token's `jti`.
-    Jti,
-    /// An issued token's scopes.
-    Scope,
-    /// The case reference.
-    Reference,
-    /// The case's brand.
-    Brand,
+/// The closing line's field saying what happened: `token_issued`, `refused`, `created`...
+pub const OUTCOME: &str = "outcome";
+
+/// The closing line's field saying why a request was refused.
+pub const REASON: &str = "reason";
+
+/// The most fields a request's closing line carries, `outcome` and `reason` among them.
+const FIELDS: usize = 8;
+
+/// What a request's handlers said happened, for its closing line: values under the names
+/// the service gives its fields.
+#[derive(Debug, Default)]
+pub struct Recorded([Option<(&'static str, String)>; FIELDS]);
+
+impl Recorded {
+    /// The value recorded under `name`, if any.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .flatten()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// `value` under `name`, replacing an earlier one; past the last free place, a new
+    /// name is dropped (a service names fewer fields than there are places).
+    fn set(&mut self, name: &'static str, value: &str) {
+        let place = self
+            .0
+            .iter_mut()
+            .find(|slot| slot.as_ref().is_none_or(|(n, _)| *n == name));
+        if let Some(place) = place {
+            *place = Some((name, value.to_owned()));
+        }
+    }
 }
 
-const FIELDS: usize = 7;
+/// A request's closing line, for the service's [`CloseLine`] to write.
+#[derive(Debug)]
+pub struct Closing<'a> {
+    /// The answer's status.
+    pub status: u16,
+    /// How long the answer took, in milliseconds.
+    pub latency_ms: f64,
+    /// What the handlers recorded.
+    pub fields: &'a Recorded,
+}
+
+/// How a service writes its requests' closing lines, inside the request's span: made by
+/// [`closing_line!`](crate::closing_line) with the names of the service's own fields.
+pub type CloseLine = fn(&Closing<'_>);
+
+/// A [`CloseLine`] writing `status`, `latency_ms`, `outcome`, `reason` and the fields named
+/// (constant `&str` expressions, the same the service records under), where recorded.
+#[macro_export]
+macro_rules! closing_line {
+    ($($name:expr),* $(,)?) => {{
+        fn close(line: &$crate::telemetry::Closing<'_>) {
+            ::tracing::info!(
+                status = line.status,
+                latency_ms = line.latency_ms,
+                { $crate::telemetry::OUTCOME } = line.fields.get($crate::telemetry::OUTCOME),
+                { $crate::telemetry::REASON } = line.fields.get($crate::telemetry::REASON),
+                $({ $name } = line.fields.get($name),)*
+                "request finished"
+            )
+        }
+        close as $crate::telemetry::CloseLine
+    }};
+}
 
 tokio::task_local! {
     // The closing line's fields wait here rather than on the span: a span's fields are
     // copied into every line of the request, and these belong on the last one only.
-    static OUTCOME: RefCell<[Option<String>; FIELDS]>;
+    static RECORDED: RefCell<Recorded>;
 }
 
 /// The outcome of an answer a client asked for on purpose (a sandbox's rehearsed failure):
@@ -441,9 +496,11 @@ tokio::task_local! {
 /// faults.
 pub const REHEARSED: &str = "rehearsed";
 
-/// Puts a field on the current request's closing log line; outside a request, does nothing.
-pub fn record(field: Field, value: &str) {
-    let _ = OUTCOME.try_with(|f| f.borrow_mut()[field as usize] = Some(value.to_owned()));
+/// Puts a field on the current request's closing log line, under the name the service
+/// gives it (and names to its [`closing_line!`](crate::closing_line)); outside a request,
+/// does nothing.
+pub fn record(name: &'static str, value: &str) {
+    let _ = RECORDED.try_with(|f| f.borrow_mut().set(name, value));
 }
 
 /// Names the authenticated client on the current request's span, so every line the request
@@ -506,10 +563,10 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
                 Err(e) => e.into_response(),
             }
         };
-        let (mut resp, fields) = OUTCOME
+        let (mut resp, fields) = RECORDED
             .scope(RefCell::default(), async {
                 let resp = served.instrument(span.clone()).await;
-                (resp, OUTCOME.with(|f| f.take()))
+                (resp, RECORDED.with(|f| f.take()))
             })
             .await;
         let status = resp.status().as_u16();
@@ -517,25 +574,15 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
         if let Ok(v) = HeaderValue::from_str(&request_id) {
             resp.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
-        let [outcome, reason, kid, jti, scope, reference, brand] =
-            fields.each_ref().map(Option::as_deref);
-        if outcome != Some(REHEARSED) {
+        if fields.get(OUTCOME) != Some(REHEARSED) {
             self.metrics.record((route, method, status), elapsed);
         }
-        span.in_scope(|| {
-            tracing::info!(
-                status,
-                latency_ms = elapsed.as_secs_f64() * 1000.0,
-                outcome,
-                reason,
-                kid,
-                jti,
-                scope,
-                reference,
-                brand,
-                "request finished"
-            )
-        });
+        let closing = Closing {
+            status,
+            latency_ms: elapsed.as_secs_f64() * 1000.0,
+            fields: &fields,
+        };
+        span.in_scope(|| (self.close)(&closing));
         Ok(resp)
     }
 }
@@ -620,11 +667,16 @@ mod tests {
         request_span("svc", "req-1", "POST", "/cases", "10.1.2.3".parse().ok())
     }
 
+    /// A field of the service's own, as a service names one.
+    const NOTE: &str = "note";
+
     #[handler]
     fn refuse() -> &'static str {
         record_client_id("client-7");
         tracing::warn!("something the operator should see");
-        record(Field::Outcome, "refused");
+        record(OUTCOME, "refused");
+        record(NOTE, "first");
+        record(NOTE, "noted");
         "done"
     }
 
@@ -632,7 +684,11 @@ mod tests {
     async fn every_line_of_a_request_carries_its_span_and_the_last_its_outcome() {
         let captured = Captured::default();
         let _default = captured.json();
-        let app = refuse.with(RequestTelemetry::new("svc", &["/"]));
+        let app = refuse.with(RequestTelemetry::new(
+            "svc",
+            &["/"],
+            crate::closing_line!(NOTE),
+        ));
         let resp = TestClient::new(app)
             .get("/")
             .header(REQUEST_ID_HEADER, "req-1")
@@ -652,12 +708,27 @@ mod tests {
         assert_eq!(lines[0]["level"], "WARN");
         assert_eq!(lines[1]["message"], "request finished");
         assert_eq!(lines[1]["outcome"], "refused");
+        assert_eq!(lines[1]["note"], "noted");
         assert_eq!(lines[1]["status"], 200);
+        assert!(lines[1].get("reason").is_none(), "{}", lines[1]);
+    }
+
+    #[test]
+    fn a_field_recorded_again_replaces_its_value_and_one_too_many_is_dropped() {
+        const NAMES: [&str; FIELDS + 1] = ["a", "b", "c", "d", "e", "f", "g", "h", "i"];
+        let mut recorded = Recorded::default();
+        for name in NAMES {
+            recorded.set(name, name);
+        }
+        recorded.set("a", "again");
+        assert_eq!(recorded.get("a"), Some("again"));
+        assert_eq!(recorded.get("h"), Some("h"));
+        assert_eq!(recorded.get("i"), None);
     }
 
     #[handler]
     fn rehearse() -> poem::http::StatusCode {
-        record(Field::Outcome, REHEARSED);
+        record(OUTCOME, REHEARSED);
         poem::http::StatusCode::INTERNAL_SERVER_ERROR
     }
 
@@ -674,7 +745,8 @@ mod tests {
     async fn a_rehearsed_answer_is_logged_but_left_out_of_the_http_metrics() {
         let captured = Captured::default();
         let _default = captured.json();
-        let rehearsed = RequestTelemetry::new("svc", &["/"]).transform(rehearse);
+        let rehearsed =
+            RequestTelemetry::new("svc", &["/"], crate::closing_line!()).transform(rehearse);
         let resp = rehearsed.call(Request::default()).await.expect("answered");
         assert_eq!(resp.status(), 500);
         assert_eq!(counted(&rehearsed), 0, "a rehearsal was counted");
@@ -682,7 +754,7 @@ mod tests {
         assert_eq!(last["outcome"], REHEARSED, "{last}");
         assert_eq!(last["status"], 500);
         // Any other answer is counted.
-        let real = RequestTelemetry::new("svc", &["/"]).transform(refuse);
+        let real = RequestTelemetry::new("svc", &["/"], crate::closing_line!()).transform(refuse);
         real.call(Request::default()).await.expect("answered");
         assert_eq!(counted(&real), 1);
     }

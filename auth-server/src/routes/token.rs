@@ -10,7 +10,7 @@ use poem_openapi::types::{Example, Type};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
 };
-use service_kit::telemetry::{Field, record};
+use service_kit::telemetry::{OUTCOME, REASON, record};
 use shared::error::OAuthErrorBody;
 
 use crate::assertion::{ClientAssertion, SpentAssertion};
@@ -18,6 +18,16 @@ use crate::error::{ClientFailure, OAuthError};
 use crate::registry::{ClientAuth, Snapshot};
 use crate::state::AppState;
 use crate::token::{self, BodyKind};
+
+/// The closing line's field naming the key an issued token was signed with.
+pub const KID: &str = "kid";
+
+/// The closing line's field holding an issued token's `jti`: with the line's client id, the
+/// audit record of the issuance.
+pub const JTI: &str = "jti";
+
+/// The closing line's field holding an issued token's scopes.
+pub const SCOPE: &str = "scope";
 
 /// Largest token request body accepted.
 pub const MAX_BODY_BYTES: usize = 8 * 1024;
@@ -341,8 +351,8 @@ fn refuse(e: OAuthError, client: Option<&str>) -> TokenResponse {
             metrics::counter!("auth_token_requests_failed_total", "reason" => reason).increment(1)
         }
     }
-    record(Field::Outcome, "refused");
-    record(Field::Reason, reason);
+    record(OUTCOME, "refused");
+    record(REASON, reason);
     e.into()
 }
 
@@ -543,10 +553,10 @@ impl TokenApi {
             .increment(1);
         // The audit record of the issuance is the request's own log line.
         for (field, value) in [
-            (Field::Outcome, "token_issued"),
-            (Field::Kid, key.kid.as_str()),
-            (Field::Jti, claims.jti.as_str()),
-            (Field::Scope, claims.scope.as_str()),
+            (OUTCOME, "token_issued"),
+            (KID, key.kid.as_str()),
+            (JTI, claims.jti.as_str()),
+            (SCOPE, claims.scope.as_str()),
         ] {
             record(field, value);
         }

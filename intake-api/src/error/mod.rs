@@ -290,7 +290,7 @@ impl IntakeError {
             // metrics: nothing failed.
             Self::Triggered(trigger) => {
                 service_kit::telemetry::record(
-                    service_kit::telemetry::Field::Outcome,
+                    service_kit::telemetry::OUTCOME,
                     service_kit::telemetry::REHEARSED,
                 );
                 metrics::counter!("intake_sandbox_rehearsals_total", "trigger" => trigger.name())

@@ -2,7 +2,10 @@
 //! a retried request with the same key and body gets the first answer again and changes
 //! nothing.
 
+use poem_openapi::payload::Json;
+use poem_openapi::types::{ParseFromJSON, ToJSON};
 use serde_json::Value;
+use service_kit::telemetry::{OUTCOME, record};
 
 use super::partner::Caller;
 use crate::error::IntakeError;
@@ -18,28 +21,110 @@ pub const REPLAYED_HEADER: &str = "Idempotent-Replayed";
 /// Longest key accepted, in characters.
 pub const MAX_KEY_CHARS: usize = 255;
 
-/// How a request goes on once its key, if any, is looked at.
-pub enum Begun {
-    /// No key was sent: process it as usual.
-    Unkeyed,
-    /// The key is this attempt's: process it, storing the answer with the change.
-    Keyed(Lease),
-    /// The same request succeeded before: answer with this.
-    Replay(StoredAnswer),
+/// A response of an operation that takes a key: its status and body are what the key
+/// stores, and a replay answers with them again.
+pub trait Replayable: Sized {
+    /// The body it carries.
+    type Body: ToJSON + ParseFromJSON;
+
+    /// The response `status` stands for, with `body`; `replayed` marks a stored answer sent
+    /// again.
+    fn respond(status: u16, body: Json<Self::Body>, replayed: Option<bool>) -> Self;
+
+    /// A first answer, as the operation's answer function makes it.
+    fn fresh((status, body): (u16, Self::Body)) -> Self {
+        Self::respond(status, Json(body), None)
+    }
 }
 
-/// Looks at the request's key: claims it for this attempt, or finds its stored answer, or
-/// refuses the request (400 for a malformed key, 409 while another attempt with it is in
-/// flight, 422 for a key used with a different request).
-pub async fn begin<S>(
-    state: &AppState,
+/// How a request goes on once its key, if any, is looked at.
+pub enum Begun<'a, R> {
+    /// The same request succeeded before: answer with this again.
+    Replay(R),
+    /// A first attempt, keyed or not: process it.
+    Attempt(Attempt<'a>),
+}
+
+/// One attempt at an operation: with a key, its hold on the key, whose answer is stored
+/// with the change, and which a failure gives back.
+pub struct Attempt<'a> {
+    state: &'a AppState,
+    lease: Option<Lease>,
+}
+
+/// How a keyed operation's store call seals its answer once it knows what it did.
+pub type Sealer<'s, T> = dyn Fn(&Lease, &T) -> Result<SealedAnswer, StoreError> + Sync + 's;
+
+impl Attempt<'_> {
+    /// For the store: the key's hold and `seal`, which the store calls inside its
+    /// transaction; `None` without a key.
+    pub fn keyed<'s, T>(
+        &'s self,
+        seal: &'s Sealer<'s, T>,
+    ) -> Option<(&'s Lease, &'s Sealer<'s, T>)> {
+        self.lease.as_ref().map(|lease| (lease, seal))
+    }
+
+    /// `answer` sealed for storage under the key this attempt holds.
+    pub fn seal<B: ToJSON>(
+        &self,
+        lease: &Lease,
+        (status, body): (u16, &B),
+    ) -> Result<SealedAnswer, StoreError> {
+        let answer = StoredAnswer {
+            status,
+            body: body.to_json_string(),
+        };
+        self.state
+            .answer_keys
+            .seal(lease.client_id(), lease.key(), &answer)
+            .map_err(StoreError::Sealing)
+    }
+
+    /// An answer known before the change, sealed for a keyed attempt: the key's hold and
+    /// the sealed answer, `None` without a key.
+    pub fn sealed_now<B: ToJSON>(
+        &self,
+        answer: (u16, &B),
+    ) -> Result<Option<(&Lease, SealedAnswer)>, StoreError> {
+        self.lease
+            .as_ref()
+            .map(|lease| Ok((lease, self.seal(lease, answer)?)))
+            .transpose()
+    }
+
+    /// What the operation did, passed on; a failure first gives the key back, so a retry is
+    /// processed afresh.
+    pub async fn settle<T, E: Into<IntakeError>>(
+        &self,
+        done: Result<T, E>,
+    ) -> Result<T, IntakeError> {
+        match done {
+            Ok(done) => Ok(done),
+            Err(error) => {
+                if let Some(lease) = &self.lease {
+                    // Boxed: a rare path, whose database future would otherwise be part of
+                    // every request's.
+                    Box::pin(self.state.cases.release(lease)).await;
+                }
+                Err(error.into())
+            }
+        }
+    }
+}
+
+/// Looks at the request's key: claims it for this attempt, or finds its stored answer and
+/// makes it the response again, or refuses the request (400 for a malformed key, 409 while
+/// another attempt with it is in flight, 422 for a key used with a different request).
+pub async fn begin<'a, S, R: Replayable>(
+    state: &'a AppState,
     partner: &Caller<S>,
     operation: &'static str,
     key: Option<&str>,
     body: &Value,
-) -> Result<Begun, IntakeError> {
+) -> Result<Begun<'a, R>, IntakeError> {
     let Some(key) = key else {
-        return Ok(Begun::Unkeyed);
+        return Ok(Begun::Attempt(Attempt { state, lease: None }));
     };
     if key.is_empty() || key.chars().count() > MAX_KEY_CHARS {
         return Err(IntakeError::BadIdempotencyKey);
@@ -53,50 +138,37 @@ pub async fn begin<S>(
         request_hash: state.answer_keys.request_hash(canonical.as_bytes()),
         body: &canonical,
     };
-    match state.cases.claim(&request).await? {
-        Claim::Granted(lease) => Ok(Begun::Keyed(lease)),
-        Claim::Replay(replayed) => {
-            let answer = match replayed {
-                Replayed::Sealed(sealed) => state
-                    .answer_keys
-                    .open(partner.client_id(), key, &sealed)
-                    .map_err(IntakeError::Internal)?,
-                Replayed::Clear(answer) => answer,
-            };
-            metrics::counter!("intake_idempotent_replays_total", "operation" => operation)
-                .increment(1);
-            Ok(Begun::Replay(answer))
+    let replayed = match state.cases.claim(&request).await? {
+        Claim::Granted(lease) => {
+            let lease = Some(lease);
+            return Ok(Begun::Attempt(Attempt { state, lease }));
         }
-        Claim::Erased => Err(IntakeError::AnswerErased),
-        Claim::InFlight => Err(IntakeError::KeyInFlight),
-        Claim::Mismatch => Err(IntakeError::KeyReused),
-    }
-}
-
-/// `answer` sealed for storage under the key `lease` holds.
-pub fn seal(
-    state: &AppState,
-    lease: &Lease,
-    answer: &StoredAnswer,
-) -> Result<SealedAnswer, StoreError> {
-    state
-        .answer_keys
-        .seal(lease.client_id(), lease.key(), answer)
-        .map_err(StoreError::Sealing)
-}
-
-/// Ends a keyed attempt that failed: its key is given back, so a retry is processed afresh.
-pub async fn fail<T>(
-    state: &AppState,
-    begun: &Begun,
-    error: IntakeError,
-) -> Result<T, IntakeError> {
-    if let Begun::Keyed(lease) = begun {
-        // Boxed: a rare path, whose database future would otherwise be part of every
-        // request's.
-        Box::pin(state.cases.release(lease)).await;
-    }
-    Err(error)
+        Claim::Replay(replayed) => replayed,
+        Claim::Erased => return Err(IntakeError::AnswerErased),
+        Claim::InFlight => return Err(IntakeError::KeyInFlight),
+        Claim::Mismatch => return Err(IntakeError::KeyReused),
+    };
+    let answer = match replayed {
+        Replayed::Sealed(sealed) => state
+            .answer_keys
+            .open(partner.client_id(), key, &sealed)
+            .map_err(IntakeError::Internal)?,
+        Replayed::Clear(answer) => answer,
+    };
+    let value = serde_json::from_str(&answer.body).ok();
+    let body = R::Body::parse_from_json(value).map_err(|e| {
+        IntakeError::Internal(anyhow::anyhow!(
+            "a stored answer is unreadable: {}",
+            e.into_message()
+        ))
+    })?;
+    metrics::counter!("intake_idempotent_replays_total", "operation" => operation).increment(1);
+    record(OUTCOME, "replayed");
+    Ok(Begun::Replay(R::respond(
+        answer.status,
+        Json(body),
+        Some(true),
+    )))
 }
 
 #[cfg(test)]

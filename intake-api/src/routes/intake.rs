@@ -5,22 +5,22 @@ use std::sync::Arc;
 
 use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
-use poem_openapi::types::{ParseFromJSON, ToJSON};
 use poem_openapi::{ApiResponse, OpenApi, Tags};
-use service_kit::telemetry::{Field, record};
+use service_kit::telemetry::{OUTCOME, record};
 
 use super::body::LenientJson;
-use super::idempotency::{self, Begun};
+use super::idempotency::{self, Attempt, Begun, Replayable};
 use super::partner::Partner;
 use super::wire::{
     AttachRequestBody, CaseResponse, CaseState, CaseStatusBody, EnquiryRequest, RedirectResponse,
 };
+use super::{BRAND, REFERENCE};
 use crate::domain::{AttachRequest, RedirectToken, parse_attach, parse_enquiry};
 use crate::entity::case;
 use crate::error::IntakeError;
-use crate::sandbox::Trigger;
+use crate::sandbox::{self, Trigger};
 use crate::state::AppState;
-use crate::store::{Lease, NewLink, Outcome, StoreError, StoredAnswer, Submitted};
+use crate::store::{Lease, NewLink, Outcome, StoreError, Submitted};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -58,6 +58,25 @@ pub enum AttachResponse {
     ),
 }
 
+impl Replayable for IntakeResponse {
+    type Body = CaseResponse;
+
+    fn respond(status: u16, body: Json<CaseResponse>, replayed: Option<bool>) -> Self {
+        match status {
+            201 => Self::Created(body, replayed),
+            _ => Self::Updated(body, replayed),
+        }
+    }
+}
+
+impl Replayable for AttachResponse {
+    type Body = RedirectResponse;
+
+    fn respond(_: u16, body: Json<RedirectResponse>, replayed: Option<bool>) -> Self {
+        Self::Ok(body, replayed)
+    }
+}
+
 /// The answer to an accepted enquiry, as sent and as stored for its key.
 fn case_answer(submitted: &Submitted) -> (u16, CaseResponse) {
     let (status, message) = match submitted.outcome {
@@ -71,25 +90,6 @@ fn case_answer(submitted: &Submitted) -> (u16, CaseResponse) {
     (status, body)
 }
 
-/// `body` as stored for an `Idempotency-Key`.
-pub(super) fn stored<T: ToJSON>(status: u16, body: &T) -> StoredAnswer {
-    StoredAnswer {
-        status,
-        body: body.to_json_string(),
-    }
-}
-
-/// A stored answer's body read back.
-pub(super) fn replayed<T: ParseFromJSON>(answer: &StoredAnswer) -> Result<Json<T>, IntakeError> {
-    let value = serde_json::from_str(&answer.body).ok();
-    T::parse_from_json(value).map(Json).map_err(|e| {
-        IntakeError::Internal(anyhow::anyhow!(
-            "a stored answer is unreadable: {}",
-            e.into_message()
-        ))
-    })
-}
-
 /// Successful answer of the case status endpoint.
 #[derive(ApiResponse)]
 pub enum CaseStatusResponse {
@@ -100,9 +100,9 @@ pub enum CaseStatusResponse {
 
 /// What happened to a case, on the request's log line.
 pub(super) fn record_case(outcome: &str, reference: &str, brand: &str) {
-    record(Field::Outcome, outcome);
-    record(Field::Reference, reference);
-    record(Field::Brand, brand);
+    record(OUTCOME, outcome);
+    record(REFERENCE, reference);
+    record(BRAND, brand);
 }
 
 /// The failure a sandbox client asks for by its customer's address; never one for a real
@@ -178,48 +178,35 @@ impl IntakeApi {
             return Err(IntakeError::Triggered(Trigger::UnavailableBeforeStoring));
         }
         let key = idempotency_key.0.as_deref();
-        let begun = idempotency::begin(state, &partner, "submitEnquiry", key, &body.value).await?;
-        let lease = match &begun {
-            Begun::Replay(answer) => {
-                record(Field::Outcome, "replayed");
-                let body = replayed(answer)?;
-                return Ok(match answer.status {
-                    201 => IntakeResponse::Created(body, Some(true)),
-                    _ => IntakeResponse::Updated(body, Some(true)),
-                });
-            }
-            Begun::Keyed(lease) => Some(lease),
-            Begun::Unkeyed => None,
-        };
-        let answer = |lease: &Lease, s: &Submitted| {
+        let attempt =
+            match idempotency::begin(state, &partner, "submitEnquiry", key, &body.value).await? {
+                Begun::Replay(response) => return Ok(response),
+                Begun::Attempt(attempt) => attempt,
+            };
+        let seal = |lease: &Lease, s: &Submitted| {
             let (status, body) = case_answer(s);
-            idempotency::seal(state, lease, &stored(status, &body))
+            attempt.seal(lease, (status, &body))
         };
-        let submitted = match state
-            .cases
-            .submit(
-                &enquiry,
-                &body.raw,
-                partner.client_id(),
-                partner.claims.sandbox,
-                lease.map(|l| (l, &answer as _)),
+        let submitted = attempt
+            .settle(
+                state
+                    .cases
+                    .submit(
+                        &enquiry,
+                        &body.raw,
+                        partner.client_id(),
+                        partner.claims.sandbox,
+                        attempt.keyed(&seal),
+                    )
+                    .await,
             )
-            .await
-        {
-            Ok(submitted) => submitted,
-            Err(e) => return idempotency::fail(state, &begun, e.into()).await,
-        };
+            .await?;
         let label = match submitted.outcome {
             Outcome::Created => "created",
             Outcome::Updated => "updated",
         };
         let brand = enquiry.brand.as_str();
-        // Sandbox cases stay out of the production counts.
-        let counter = if partner.claims.sandbox {
-            "intake_sandbox_cases_total"
-        } else {
-            "intake_cases_total"
-        };
+        let counter = sandbox::CASES.name(partner.claims.sandbox);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(label, &submitted.reference, brand);
         if trigger == Some(Trigger::UnavailableAfterStoring)
@@ -227,11 +214,7 @@ impl IntakeApi {
         {
             return Err(IntakeError::Triggered(Trigger::UnavailableAfterStoring));
         }
-        let (_, body) = case_answer(&submitted);
-        Ok(match submitted.outcome {
-            Outcome::Created => IntakeResponse::Created(Json(body), None),
-            Outcome::Updated => IntakeResponse::Updated(Json(body), None),
-        })
+        Ok(IntakeResponse::fresh(case_answer(&submitted)))
     }
 
     /// Attach an eligibility-engine product to a case.
@@ -265,19 +248,13 @@ impl IntakeApi {
             return Err(IntakeError::Triggered(trigger));
         }
         let key = idempotency_key.0.as_deref();
-        let begun = idempotency::begin(state, &partner, "attachProduct", key, &body.value).await?;
-        let lease = match &begun {
-            Begun::Replay(answer) => {
-                record(Field::Outcome, "replayed");
-                return Ok(AttachResponse::Ok(replayed(answer)?, Some(true)));
-            }
-            Begun::Keyed(lease) => Some(lease),
-            Begun::Unkeyed => None,
-        };
-        match self.attach_now(&partner, &request, lease).await {
-            Ok(answer) => Ok(answer),
-            Err(e) => idempotency::fail(state, &begun, e).await,
-        }
+        let attempt =
+            match idempotency::begin(state, &partner, "attachProduct", key, &body.value).await? {
+                Begun::Replay(response) => return Ok(response),
+                Begun::Attempt(attempt) => attempt,
+            };
+        let done = self.attach_now(&partner, &request, &attempt).await;
+        attempt.settle(done).await
     }
 
     /// Read a case back.
@@ -306,7 +283,7 @@ impl IntakeApi {
             .status_for_partner(&reference.0, partner.client_id())
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
-        record(Field::Reference, &found.reference);
+        record(REFERENCE, &found.reference);
         let status = match found.status.as_str() {
             case::STATUS_ACTIVE => CaseState::Active,
             case::STATUS_REFERRED => CaseState::Referred,
@@ -331,7 +308,7 @@ impl IntakeApi {
         &self,
         partner: &Partner,
         request: &AttachRequest,
-        lease: Option<&Lease>,
+        attempt: &Attempt<'_>,
     ) -> Result<AttachResponse, IntakeError> {
         let state = &self.state;
         let case = state
@@ -339,33 +316,29 @@ impl IntakeApi {
             .find_for_attach(&request.email, partner.client_id())
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
-        record(Field::Reference, &case.reference);
-        record(Field::Brand, &case.brand);
+        record(REFERENCE, &case.reference);
+        record(BRAND, &case.brand);
         let (token, redirect) = new_link(state, &case.brand)?;
         let link = NewLink {
             product_uuid: request.product_uuid,
             token_hash: &token.hash(),
         };
         let response = RedirectResponse { redirect };
-        let answer = lease
-            .map(|lease| idempotency::seal(state, lease, &stored(200, &response)))
-            .transpose()
+        let keyed = attempt
+            .sealed_now((200, &response))
             .map_err(|e| IntakeError::RedirectFailed(e.into()))?;
+        let keyed = keyed.as_ref().map(|(lease, sealed)| (*lease, sealed));
         state
             .cases
-            .attach(&case, link, partner.client_id(), lease.zip(answer.as_ref()))
+            .attach(&case, link, partner.client_id(), keyed)
             .await
             .map_err(|e| match e {
                 StoreError::LeaseLost => IntakeError::from(e),
                 e => IntakeError::RedirectFailed(e.into()),
             })?;
-        let counter = if partner.claims.sandbox {
-            "intake_sandbox_products_attached_total"
-        } else {
-            "intake_products_attached_total"
-        };
+        let counter = sandbox::PRODUCTS_ATTACHED.name(partner.claims.sandbox);
         metrics::counter!(counter, "brand" => case.brand.clone()).increment(1);
         record_case("product_attached", &case.reference, &case.brand);
-        Ok(AttachResponse::Ok(Json(response), None))
+        Ok(AttachResponse::fresh((200, response)))
     }
 }

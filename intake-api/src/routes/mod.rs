@@ -18,6 +18,12 @@ use poem_openapi::OpenApiService;
 use service_kit::openapi::{ApiDocuments, Deprecation, DeprecationHeaders};
 
 use crate::state::AppState;
+
+/// The closing log line's field holding the case a request was about.
+pub const REFERENCE: &str = "reference";
+
+/// The closing log line's field holding that case's brand.
+pub const BRAND: &str = "brand";
 use intake::IntakeApi;
 use partner::Authenticate;
 use portal::PortalApi;

@@ -10,7 +10,7 @@ use poem_openapi::registry::{
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
 use service_kit::ratelimit::{Decision, Limit};
-use service_kit::telemetry::{Field, record, record_client_id};
+use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 
 use crate::auth::AuthError;
@@ -227,8 +227,8 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
         })
         .map_err(|(e, reason)| {
             metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
-            record(Field::Outcome, "unauthenticated");
-            record(Field::Reason, reason);
+            record(OUTCOME, "unauthenticated");
+            record(REASON, reason);
             e.into()
         })
 }

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
-use service_kit::telemetry::{Field, record};
+use service_kit::telemetry::{OUTCOME, REASON, record};
 
 use super::body::LenientJson;
 use super::partner::Portal;
 use super::wire::{LinkContinuation, RedeemRequestBody, RedeemedLink};
+use super::{BRAND, REFERENCE};
 use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
 use crate::error::IntakeError;
@@ -39,8 +40,8 @@ pub enum RedeemResponse {
 /// The 410 every link the portal may not redeem gets, counted by why.
 fn gone(outcome: &'static str) -> RedeemResponse {
     metrics::counter!("intake_redirects_redeemed_total", "outcome" => outcome).increment(1);
-    record(Field::Outcome, "link_gone");
-    record(Field::Reason, outcome);
+    record(OUTCOME, "link_gone");
+    record(REASON, outcome);
     RedeemResponse::Gone(Json(LinkGone::default()))
 }
 
@@ -102,9 +103,9 @@ impl PortalApi {
             Redemption::OtherBrand => return Ok(gone("other_brand")),
         };
         metrics::counter!("intake_redirects_redeemed_total", "outcome" => "redeemed").increment(1);
-        record(Field::Outcome, "link_redeemed");
-        record(Field::Reference, &redeemed.reference);
-        record(Field::Brand, &redeemed.brand);
+        record(OUTCOME, "link_redeemed");
+        record(REFERENCE, &redeemed.reference);
+        record(BRAND, &redeemed.brand);
         Ok(RedeemResponse::Redeemed(Json(RedeemedLink {
             reference: redeemed.reference,
             brand: redeemed.brand,

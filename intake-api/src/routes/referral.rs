@@ -11,15 +11,15 @@ use std::sync::Arc;
 use poem_openapi::param::Header;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
-use service_kit::telemetry::{Field, record};
 use shared::intake::{ReferralRequest, ReferralResponse};
 
 use super::body::LenientJson;
-use super::idempotency::{self, Begun};
-use super::intake::{new_link, record_case, replayed, stored};
+use super::idempotency::{self, Begun, Replayable};
+use super::intake::{new_link, record_case};
 use super::partner::Referrer;
 use crate::domain::parse_referral;
 use crate::error::IntakeError;
+use crate::sandbox;
 use crate::state::AppState;
 use crate::store::{Lease, Outcome, Submitted};
 
@@ -46,6 +46,17 @@ pub enum ReferResponse {
         Json<ReferralResponse>,
         #[oai(header = "Idempotent-Replayed")] Option<bool>,
     ),
+}
+
+impl Replayable for ReferResponse {
+    type Body = ReferralResponse;
+
+    fn respond(status: u16, body: Json<ReferralResponse>, replayed: Option<bool>) -> Self {
+        match status {
+            201 => Self::Created(body, replayed),
+            _ => Self::Added(body, replayed),
+        }
+    }
 }
 
 /// The answer to an accepted referral, as sent and as stored for its key.
@@ -100,61 +111,40 @@ impl ReferralApi {
         let state = &self.state;
         let referral = parse_referral(&body.value, &state.brand_ids())?;
         let key = idempotency_key.0.as_deref();
-        let begun = idempotency::begin(state, &partner, "referCustomer", key, &body.value).await?;
-        let lease = match &begun {
-            Begun::Replay(answer) => {
-                record(Field::Outcome, "replayed");
-                let body = replayed(answer)?;
-                return Ok(match answer.status {
-                    201 => ReferResponse::Created(body, Some(true)),
-                    _ => ReferResponse::Added(body, Some(true)),
-                });
-            }
-            Begun::Keyed(lease) => Some(lease),
-            Begun::Unkeyed => None,
-        };
+        let attempt =
+            match idempotency::begin(state, &partner, "referCustomer", key, &body.value).await? {
+                Begun::Replay(response) => return Ok(response),
+                Begun::Attempt(attempt) => attempt,
+            };
         // Made once the request is known to be new: a replay answers the link first made.
-        let (token, redirect) = match new_link(state, referral.brand.as_str()) {
-            Ok(link) => link,
-            Err(e) => return idempotency::fail(state, &begun, e).await,
-        };
-        let answer = |lease: &Lease, done: &Submitted| {
+        let (token, redirect) = attempt
+            .settle(new_link(state, referral.brand.as_str()))
+            .await?;
+        let seal = |lease: &Lease, done: &Submitted| {
             let (status, body) = referral_answer(done, &redirect);
-            idempotency::seal(state, lease, &stored(status, &body))
+            attempt.seal(lease, (status, &body))
         };
-        let sandbox = partner.claims.sandbox;
-        let done = match state
+        let in_sandbox = partner.claims.sandbox;
+        let stored = state
             .cases
             .refer(
                 &referral,
                 &body.raw,
                 partner.client_id(),
-                sandbox,
+                in_sandbox,
                 &token.hash(),
-                lease.map(|l| (l, &answer as _)),
+                attempt.keyed(&seal),
             )
-            .await
-        {
-            Ok(done) => done,
-            Err(e) => return idempotency::fail(state, &begun, e.into()).await,
-        };
+            .await;
+        let done = attempt.settle(stored).await?;
         let label = match done.outcome {
             Outcome::Created => "created",
             Outcome::Updated => "added",
         };
         let brand = referral.brand.as_str();
-        // Sandbox referrals stay out of the production counts.
-        let counter = if sandbox {
-            "intake_sandbox_referrals_total"
-        } else {
-            "intake_referrals_total"
-        };
+        let counter = sandbox::REFERRALS.name(in_sandbox);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(&format!("referral_{label}"), &done.reference, brand);
-        let (_, body) = referral_answer(&done, &redirect);
-        Ok(match done.outcome {
-            Outcome::Created => ReferResponse::Created(Json(body), None),
-            Outcome::Updated => ReferResponse::Added(Json(body), None),
-        })
+        Ok(ReferResponse::fresh(referral_answer(&done, &redirect)))
     }
 }
