@@ -4,7 +4,7 @@
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
-use service_kit::cli::{OutputFormat, View};
+use service_kit::cli::Report;
 
 use crate::audit;
 use crate::config::{
@@ -14,35 +14,6 @@ use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::AuthMethod;
 use crate::{client_jwks, migration, store};
-
-/// What a command did: the JSON it prints, how that reads as a table, and remarks for the
-/// operator on stderr: a note always, a hint only beside a table (a person reading it).
-struct Report {
-    json: Value,
-    view: View,
-    note: Option<String>,
-    hint: Option<&'static str>,
-}
-
-impl Report {
-    fn record(json: Value) -> Self {
-        Self {
-            json,
-            view: View::Record,
-            note: None,
-            hint: None,
-        }
-    }
-
-    fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
-        Self {
-            json,
-            view: View::List { columns, empty },
-            note: None,
-            hint: None,
-        }
-    }
-}
 
 /// Runs an operator command as the binary does: logs only warnings, and prints what it
 /// did in the format asked for.
@@ -59,15 +30,7 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
         OperatorCommand::Key(k) => key_report(&settings, k).await?,
         OperatorCommand::Audit(a) => audit_report(&settings, a).await?,
     };
-    let output = OutputFormat::or_default(output);
-    if let Some(note) = &report.note {
-        eprintln!("{note}");
-    }
-    service_kit::cli::print(&report.json, Some(output), report.view)?;
-    if let (Some(hint), OutputFormat::Table) = (report.hint, output) {
-        eprintln!("{hint}");
-    }
-    Ok(())
+    report.print(output)
 }
 
 /// Who makes a change, sealing its audit entry when the key was given.

@@ -9,7 +9,7 @@ use anyhow::Context;
 use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use service_kit::http::{self as ops, readiness, shutdown_signal};
+use service_kit::http::{self as ops, Background, Listeners, readiness, shutdown_signal};
 use service_kit::telemetry::{BuildInfo, MetricHelp, MetricKind, RequestTelemetry};
 
 /// The auth-server's own metrics.
@@ -83,10 +83,7 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 
 /// A built server, bound to its port, not yet serving.
 pub struct Application {
-    listener: tokio::net::TcpListener,
-    port: u16,
-    /// The admin listener for `/metrics`, when one is configured, and its port.
-    admin: Option<(tokio::net::TcpListener, u16)>,
+    listeners: Listeners,
     state: Arc<AppState>,
 }
 
@@ -130,15 +127,10 @@ impl Application {
             );
         }
         let client_jwks = ClientJwks::new(config.client_jwks_fetch, config.client_jwks_reach())?;
-        let (listener, port) = ops::bind(&config.listen.bind).await?;
-        let admin = match &config.listen.admin_bind {
-            Some(addr) => Some(ops::bind(addr).await?),
-            None => None,
-        };
+        let listeners =
+            Listeners::bind(&config.listen.bind, config.listen.admin_bind.as_deref()).await?;
         Ok(Self {
-            listener,
-            port,
-            admin,
+            listeners,
             state: Arc::new(AppState {
                 bearer: crate::bearer::BearerCheck::new(config.issuer(), &config.audience),
                 assertion_audiences: [
@@ -155,12 +147,12 @@ impl Application {
 
     /// The port actually bound (useful with port 0).
     pub fn port(&self) -> u16 {
-        self.port
+        self.listeners.port()
     }
 
     /// The admin listener's port, when one is configured.
     pub fn admin_port(&self) -> Option<u16> {
-        self.admin.as_ref().map(|(_, port)| *port)
+        self.listeners.admin_port()
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -178,18 +170,19 @@ impl Application {
         // What changed since build (the launcher's demo client, made in between) is served
         // from the first request on, not from the watcher's first poll.
         state.registry.catch_up().await?;
-        let watcher = tokio::spawn(state.registry.clone().watch());
-        let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
+        let mut background = Background::default();
+        background.spawn(state.registry.clone().watch());
+        background.spawn(service_kit::db::report_pool_use(
             "auth-server",
             state.registry.db().clone(),
         ));
-        let pruner = tokio::spawn(prune_spent_assertions(state.registry.db().clone()));
+        background.spawn(prune_spent_assertions(state.registry.db().clone()));
         let documents = crate::routes::documents(state.clone());
         let app = ops::service_routes(
             api_service(state.clone()),
             documents,
             readyz,
-            self.admin.is_none(),
+            self.listeners.metrics_on_service(),
         )
         .data(state.clone())
         // Browsers may call the token endpoint cross-origin (the intake-api's docs page
@@ -203,15 +196,11 @@ impl Application {
             )
             .trusting(state.config.trusted_proxies.clone()),
         );
-        tracing::info!(port = self.port, issuer = %state.config.issuer(), "auth-server listening");
-        let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));
-        let result = ops::serve(self.listener, app, shutdown).await;
-        if let Some(admin) = admin {
-            admin.abort();
-        }
-        watcher.abort();
-        pool_gauges.abort();
-        pruner.abort();
+        let port = self.listeners.port();
+        tracing::info!(port, issuer = %state.config.issuer(), "auth-server listening");
+        let admin = ops::admin_routes(readyz).data(state.clone());
+        let result = self.listeners.serve(app, admin, shutdown).await;
+        drop(background);
         let _ = state.registry.db().clone().close().await;
         tracing::info!("auth-server stopped");
         result.context("server failed")

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use service_kit::http::{self as ops, readiness, shutdown_signal};
+use service_kit::http::{self as ops, Background, Listeners, readiness, shutdown_signal};
 use service_kit::telemetry::{BuildInfo, MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
@@ -171,10 +171,7 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
 
 /// A built service, bound to its port, not yet serving.
 pub struct Application {
-    listener: tokio::net::TcpListener,
-    port: u16,
-    /// The admin listener for `/metrics`, when one is configured, and its port.
-    admin: Option<(tokio::net::TcpListener, u16)>,
+    listeners: Listeners,
     state: Arc<AppState>,
 }
 
@@ -194,28 +191,20 @@ impl Application {
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);
         ops::warn_if_plain_http("INTAKE_JWKS_URL", &config.jwks_url);
         ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", &config.revocations_url()?);
-        let (listener, port) = ops::bind(&config.listen.bind).await?;
-        let admin = match &config.listen.admin_bind {
-            Some(addr) => Some(ops::bind(addr).await?),
-            None => None,
-        };
+        let listeners =
+            Listeners::bind(&config.listen.bind, config.listen.admin_bind.as_deref()).await?;
         let state = Arc::new(AppState::build(config).await?);
-        Ok(Self {
-            listener,
-            port,
-            admin,
-            state,
-        })
+        Ok(Self { listeners, state })
     }
 
     /// The port actually bound (useful with port 0).
     pub fn port(&self) -> u16 {
-        self.port
+        self.listeners.port()
     }
 
     /// The admin listener's port, when one is configured.
     pub fn admin_port(&self) -> Option<u16> {
-        self.admin.as_ref().map(|(_, port)| *port)
+        self.listeners.admin_port()
     }
 
     /// Serves until Ctrl-C or SIGTERM.
@@ -231,17 +220,16 @@ impl Application {
     ) -> anyhow::Result<()> {
         let state = self.state;
         let poll = Duration::from_millis(state.config.keys_poll_ms);
-        let refresher = tokio::spawn(state.verifier.jwks().clone().run_refresher(poll));
-        let revocations = state
-            .verifier
-            .revocations()
-            .cloned()
-            .map(|r| tokio::spawn(r.run_refresher(poll)));
-        let activator = tokio::spawn(activation::run(state.clone()));
-        let housekeeper = tokio::spawn(housekeeping::run(state.clone()));
-        let backlog = tokio::spawn(activation::watch_backlog(state.clone()));
-        let webhooks = tokio::spawn(webhooks::run(state.clone()));
-        let pool_gauges = tokio::spawn(service_kit::db::report_pool_use(
+        let mut background = Background::default();
+        background.spawn(state.verifier.jwks().clone().run_refresher(poll));
+        if let Some(revocations) = state.verifier.revocations().cloned() {
+            background.spawn(revocations.run_refresher(poll));
+        }
+        background.spawn(activation::run(state.clone()));
+        background.spawn(housekeeping::run(state.clone()));
+        background.spawn(activation::watch_backlog(state.clone()));
+        background.spawn(webhooks::run(state.clone()));
+        background.spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
         ));
@@ -249,7 +237,7 @@ impl Application {
             routes::api(&state),
             routes::documents(&state),
             readyz,
-            self.admin.is_none(),
+            self.listeners.metrics_on_service(),
         )
         .data(state.clone())
         .with(
@@ -260,21 +248,10 @@ impl Application {
             )
             .trusting(state.config.trusted_proxies.clone()),
         );
-        tracing::info!(port = self.port, "intake-api listening");
-        let admin = ops::spawn_admin(self.admin, ops::admin_routes(readyz).data(state.clone()));
-        let result = ops::serve(self.listener, app, shutdown).await;
-        if let Some(admin) = admin {
-            admin.abort();
-        }
-        refresher.abort();
-        if let Some(r) = revocations {
-            r.abort();
-        }
-        activator.abort();
-        housekeeper.abort();
-        backlog.abort();
-        webhooks.abort();
-        pool_gauges.abort();
+        tracing::info!(port = self.listeners.port(), "intake-api listening");
+        let admin = ops::admin_routes(readyz).data(state.clone());
+        let result = self.listeners.serve(app, admin, shutdown).await;
+        drop(background);
         state.cases.close().await;
         tracing::info!("intake-api stopped");
         result.context("server failed")

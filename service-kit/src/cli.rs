@@ -126,6 +126,56 @@ pub enum View {
     Record,
 }
 
+/// What an operator command did: the JSON it prints, how that reads as a table, and remarks
+/// for the operator on stderr: a note always, a hint only beside a table (a person reading
+/// it; a script reading JSON has no use for it).
+#[derive(Debug)]
+pub struct Report {
+    /// What the command prints.
+    pub json: Value,
+    /// How that reads as a table.
+    pub view: View,
+    /// Said on stderr before the output, whatever its format.
+    pub note: Option<String>,
+    /// Said on stderr after a table.
+    pub hint: Option<&'static str>,
+}
+
+impl Report {
+    /// One record.
+    pub fn record(json: Value) -> Self {
+        Self {
+            json,
+            view: View::Record,
+            note: None,
+            hint: None,
+        }
+    }
+
+    /// A list, as `columns`; `empty` is said when it has no element.
+    pub fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
+        Self {
+            json,
+            view: View::List { columns, empty },
+            note: None,
+            hint: None,
+        }
+    }
+
+    /// Prints the report in `format` (see [`OutputFormat::or_default`]), with its remarks.
+    pub fn print(&self, format: Option<OutputFormat>) -> anyhow::Result<()> {
+        let format = OutputFormat::or_default(format);
+        if let Some(note) = &self.note {
+            eprintln!("{note}");
+        }
+        print(&self.json, Some(format), self.view)?;
+        if let (Some(hint), OutputFormat::Table) = (self.hint, format) {
+            eprintln!("{hint}");
+        }
+        Ok(())
+    }
+}
+
 /// A command line that parses but cannot be carried out as given (a flag it needs for
 /// this case is missing); the binaries exit with status 2 for it, as for any usage error.
 #[derive(Debug, thiserror::Error)]

@@ -79,14 +79,88 @@ pub fn readiness(checks: &[(&'static str, bool)]) -> Response {
     (status, poem::web::Json(body)).into_response()
 }
 
-/// Binds the listening socket; returns it with the port actually bound (for port 0).
-pub async fn bind(addr: &str) -> anyhow::Result<(TcpListener, u16)> {
+/// A service's listening sockets, bound before it serves (so a port in use fails the start,
+/// and port 0 is known): its own, and the admin one for `/metrics` when configured.
+pub struct Listeners {
+    service: (TcpListener, u16),
+    admin: Option<(TcpListener, u16)>,
+}
+
+impl Listeners {
+    /// Binds `bind` and, when given, `admin_bind`.
+    pub async fn bind(bind: &str, admin_bind: Option<&str>) -> anyhow::Result<Self> {
+        let service = bind_one(bind).await?;
+        let admin = match admin_bind {
+            Some(addr) => Some(bind_one(addr).await?),
+            None => None,
+        };
+        Ok(Self { service, admin })
+    }
+
+    /// The service's port, as bound.
+    pub fn port(&self) -> u16 {
+        self.service.1
+    }
+
+    /// The admin listener's port, when one is configured.
+    pub fn admin_port(&self) -> Option<u16> {
+        self.admin.as_ref().map(|(_, port)| *port)
+    }
+
+    /// Whether the service's own routes serve `/metrics`: they do unless an admin listener
+    /// does ([`service_routes`]' `with_metrics`).
+    pub fn metrics_on_service(&self) -> bool {
+        self.admin.is_none()
+    }
+
+    /// Serves `app` until `shutdown` resolves, and `admin` (made by [`admin_routes`]) on the
+    /// admin listener meanwhile; the admin listener has nothing to finish and stops with it.
+    pub async fn serve(
+        self,
+        app: impl Endpoint + 'static,
+        admin: impl Endpoint + 'static,
+        shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let mut admin_task = Background::default();
+        if let Some((listener, port)) = self.admin {
+            tracing::info!(port, "admin listener (metrics) up");
+            admin_task.spawn(serve(listener, admin, std::future::pending()));
+        }
+        serve(self.service.0, app, shutdown).await
+    }
+}
+
+async fn bind_one(addr: &str) -> anyhow::Result<(TcpListener, u16)> {
     use anyhow::Context;
     let listener = TcpListener::bind(addr)
         .await
         .with_context(|| format!("cannot listen on {addr}"))?;
     let port = listener.local_addr()?.port();
     Ok((listener, port))
+}
+
+/// The tasks a server runs beside its requests (refreshers, workers, gauges): they stop,
+/// aborted, when this is dropped, so none outlives the server however it ends.
+#[derive(Default)]
+pub struct Background(Vec<tokio::task::AbortHandle>);
+
+impl Background {
+    /// Runs `task` until this is dropped (or it ends by itself).
+    pub fn spawn<F>(&mut self, task: F)
+    where
+        F: std::future::Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        self.0.push(tokio::spawn(task).abort_handle());
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
 }
 
 /// A service's routes: its API, `/openapi.json`, `/docs`, `/healthz`, `/readyz`, and
@@ -135,17 +209,6 @@ pub fn admin_routes<R: Endpoint + 'static>(readyz: R) -> Route {
         .at("/metrics", get(metrics))
         .at("/healthz", get(healthz))
         .at("/readyz", get(readyz))
-}
-
-/// Serves `app` (built by [`admin_routes`]) on the admin listener, if one is bound, in a
-/// task of its own. The listener has nothing to finish on shutdown: abort the task.
-pub fn spawn_admin(
-    admin: Option<(TcpListener, u16)>,
-    app: impl Endpoint + 'static,
-) -> Option<tokio::task::JoinHandle<std::io::Result<()>>> {
-    let (listener, port) = admin?;
-    tracing::info!(port, "admin listener (metrics) up");
-    Some(tokio::spawn(serve(listener, app, std::future::pending())))
 }
 
 /// Warns when `url` (the setting `name`) is plain HTTP to a host other than this one:

@@ -6,10 +6,11 @@ use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
 use super::settings::changes;
-use super::{Report, Settings, open};
+use super::{Settings, open};
 use crate::config::IntakeApi;
 use crate::domain::Email;
 use crate::entity::case;
+use service_kit::cli::Report;
 
 /// The columns of a list of cases.
 const CASE_COLUMNS: &[&str] = &[

@@ -8,8 +8,6 @@ mod webhooks;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-use serde_json::Value;
-use service_kit::cli::View;
 
 use clap::Subcommand;
 
@@ -48,28 +46,6 @@ pub enum OperatorCommand {
     Webhook(WebhookCommand),
 }
 
-/// What a command did: the JSON it prints, and how that reads as a table.
-struct Report {
-    json: Value,
-    view: View,
-}
-
-impl Report {
-    fn record(json: Value) -> Self {
-        Self {
-            json,
-            view: View::Record,
-        }
-    }
-
-    fn list(json: Value, columns: &'static [&'static str], empty: &'static str) -> Self {
-        Self {
-            json,
-            view: View::List { columns, empty },
-        }
-    }
-}
-
 /// Runs an operator command as the binary does: logs only warnings, and prints what it
 /// did in the format asked for.
 pub async fn run(operation: Operation) -> anyhow::Result<()> {
@@ -87,7 +63,7 @@ pub async fn run(operation: Operation) -> anyhow::Result<()> {
             webhooks::webhook_report(&settings, w, terminal).await?
         }
     };
-    service_kit::cli::print(&report.json, output, report.view)
+    report.print(output)
 }
 
 /// The store on the existing database. Commands make neither cases nor links, so the

@@ -6,8 +6,9 @@ use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
 use super::settings::{webhook_secret, webhook_target};
-use super::{Report, Settings, open};
+use super::{Settings, open};
 use crate::config::IntakeApi;
+use service_kit::cli::Report;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
 pub async fn webhook(
