@@ -8,7 +8,6 @@ mod webhooks;
 use std::io::IsTerminal;
 use std::time::Duration;
 
-
 use clap::Subcommand;
 
 use crate::config::{Config, IntakeApi};
