@@ -196,10 +196,10 @@ impl CaseStore {
             // A keyed attach's answer, after the change in its transaction.
             let stored = reused
                 .fetch_then(statement, |_| {
-                    Ok::<_, StoreError>(answer_statement(lease, answer, new.case_id))
+                    Ok::<_, StoreError>((answer_statement(lease, answer, new.case_id), ()))
                 })
                 .await?;
-            return stored.map(drop).ok_or(StoreError::LeaseLost);
+            return stored.ok_or(StoreError::LeaseLost);
         }
         // Boxed, as in `submit`: the ORM's futures are large.
         Box::pin(self.attach_in_transaction(new)).await

@@ -60,14 +60,14 @@ impl Reused {
     }
 
     /// Runs `first`, then the statement `then` makes of `first`'s first row, in one
-    /// transaction: both take effect, or neither. `then`'s statement returns a row when it
-    /// did its part; when it returns none, the transaction is rolled back and the answer is
-    /// `None`, else it is `first`'s row.
-    pub async fn fetch_then<E: From<DbErr>>(
+    /// transaction: both take effect, or neither. `then` also reads what its caller wants of
+    /// that row; its statement returns a row when it did its part. When it returns none, the
+    /// transaction is rolled back and the answer is `None`, else it is what `then` read.
+    pub async fn fetch_then<T, E: From<DbErr>>(
         &self,
         mut first: Statement,
-        then: impl FnOnce(Option<&PgRow>) -> Result<Statement, E>,
-    ) -> Result<Option<Option<PgRow>>, E> {
+        then: impl FnOnce(Option<&PgRow>) -> Result<(Statement, T), E>,
+    ) -> Result<Option<T>, E> {
         let (mut conn, first_taken) = self.take().await?;
         let mut txn = conn.begin().await.map_err(query_error)?;
         let row = query(&mut first)
@@ -76,7 +76,7 @@ impl Reused {
             .map_err(query_error)?;
         // On an error from here on the transaction is dropped, which rolls it back, and
         // its connection goes back to sqlx, which tests it.
-        let mut second = then(row.as_ref())?;
+        let (mut second, read) = then(row.as_ref())?;
         let done = query(&mut second)
             .fetch_optional(&mut *txn)
             .await
@@ -88,7 +88,7 @@ impl Reused {
             txn.rollback().await.map_err(query_error)?;
         }
         self.put_back(conn, first_taken);
-        Ok(done.then_some(row))
+        Ok(done.then_some(read))
     }
 
     /// Runs `statement` for its effect (any rows it returns are read and dropped).

@@ -234,15 +234,15 @@ impl CaseStore {
         let Some((lease, answer)) = keyed else {
             return Ok(written(reused.fetch_optional(statement).await?.as_ref())?);
         };
-        let row = reused
+        reused
             .fetch_then(statement, |row| {
                 let (case_id, reference) = written(row)?;
-                let sealed = answer(lease, &submitted(new, case_id, reference))?;
-                Ok::<_, StoreError>(answer_statement(lease, &sealed, case_id))
+                let sealed = answer(lease, &submitted(new, case_id, reference.clone()))?;
+                let store = answer_statement(lease, &sealed, case_id);
+                Ok::<_, StoreError>((store, (case_id, reference)))
             })
             .await?
-            .ok_or(StoreError::LeaseLost)?;
-        Ok(written(row.as_ref())?)
+            .ok_or(StoreError::LeaseLost)
     }
 
     /// The same writes through the ORM, on SQLite: the upsert, then the submission, the
