@@ -10,7 +10,7 @@ use service_kit::telemetry::{OUTCOME, record};
 use super::partner::Caller;
 use crate::error::IntakeError;
 use crate::state::AppState;
-use crate::store::{Claim, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError, StoredAnswer};
+use crate::store::{Claim, Keyed, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError};
 
 /// The request header partners send their key in.
 pub const HEADER: &str = "Idempotency-Key";
@@ -52,44 +52,24 @@ pub struct Attempt<'a> {
     lease: Option<Lease>,
 }
 
-/// How a keyed operation's store call seals its answer once it knows what it did.
-pub type Sealer<'s, T> = dyn Fn(&Lease, &T) -> Result<SealedAnswer, StoreError> + Sync + 's;
-
 impl Attempt<'_> {
-    /// For the store: the key's hold and `seal`, which the store calls inside its
-    /// transaction; `None` without a key.
-    pub fn keyed<'s, T>(
-        &'s self,
-        seal: &'s Sealer<'s, T>,
-    ) -> Option<(&'s Lease, &'s Sealer<'s, T>)> {
-        self.lease.as_ref().map(|lease| (lease, seal))
-    }
-
-    /// `answer` sealed for storage under the key this attempt holds.
-    pub fn seal<B: ToJSON>(
-        &self,
-        lease: &Lease,
-        (status, body): (u16, &B),
-    ) -> Result<SealedAnswer, StoreError> {
-        let answer = StoredAnswer {
-            status,
-            body: body.to_json_string(),
-        };
-        self.state
-            .answer_keys
-            .seal(lease.client_id(), lease.key(), &answer)
-            .map_err(StoreError::Sealing)
+    /// For the store: the key's hold and the keys its answer is sealed with; `None`
+    /// without a key.
+    pub fn keyed(&self) -> Option<Keyed<'_>> {
+        self.lease.as_ref().map(|lease| Keyed {
+            lease,
+            keys: &self.state.answer_keys,
+        })
     }
 
     /// An answer known before the change, sealed for a keyed attempt: the key's hold and
     /// the sealed answer, `None` without a key.
-    pub fn sealed_now<B: ToJSON>(
+    pub fn sealed_now<B: serde::Serialize>(
         &self,
         answer: (u16, &B),
     ) -> Result<Option<(&Lease, SealedAnswer)>, StoreError> {
-        self.lease
-            .as_ref()
-            .map(|lease| Ok((lease, self.seal(lease, answer)?)))
+        self.keyed()
+            .map(|keyed| Ok((keyed.lease, keyed.seal(answer)?)))
             .transpose()
     }
 
@@ -178,7 +158,7 @@ mod tests {
     use service_kit::Secret;
     use service_kit::kek::KeyEncryptionKey;
 
-    use crate::store::AnswerKeys;
+    use crate::store::{AnswerKeys, StoredAnswer};
 
     use super::*;
 

@@ -20,7 +20,7 @@ use crate::entity::case;
 use crate::error::IntakeError;
 use crate::sandbox::{self, Trigger};
 use crate::state::AppState;
-use crate::store::{Lease, NewLink, Outcome, StoreError, Submitted};
+use crate::store::{NewLink, Outcome, StoreError};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -75,19 +75,6 @@ impl Replayable for AttachResponse {
     fn respond(_: u16, body: Json<RedirectResponse>, replayed: Option<bool>) -> Self {
         Self::Ok(body, replayed)
     }
-}
-
-/// The answer to an accepted enquiry, as sent and as stored for its key.
-fn case_answer(submitted: &Submitted) -> (u16, CaseResponse) {
-    let (status, message) = match submitted.outcome {
-        Outcome::Created => (201, "Case created"),
-        Outcome::Updated => (200, "Case updated"),
-    };
-    let body = CaseResponse {
-        message: message.into(),
-        reference: submitted.reference.clone(),
-    };
-    (status, body)
 }
 
 /// Successful answer of the case status endpoint.
@@ -183,10 +170,6 @@ impl IntakeApi {
                 Begun::Replay(response) => return Ok(response),
                 Begun::Attempt(attempt) => attempt,
             };
-        let seal = |lease: &Lease, s: &Submitted| {
-            let (status, body) = case_answer(s);
-            attempt.seal(lease, (status, &body))
-        };
         let submitted = attempt
             .settle(
                 state
@@ -196,7 +179,7 @@ impl IntakeApi {
                         &body.raw,
                         partner.client_id(),
                         partner.claims.sandbox,
-                        attempt.keyed(&seal),
+                        attempt.keyed(),
                     )
                     .await,
             )
@@ -214,7 +197,7 @@ impl IntakeApi {
         {
             return Err(IntakeError::Triggered(Trigger::UnavailableAfterStoring));
         }
-        Ok(IntakeResponse::fresh(case_answer(&submitted)))
+        Ok(IntakeResponse::fresh(submitted.answer()))
     }
 
     /// Attach an eligibility-engine product to a case.

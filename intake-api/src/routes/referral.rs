@@ -21,7 +21,7 @@ use crate::domain::parse_referral;
 use crate::error::IntakeError;
 use crate::sandbox;
 use crate::state::AppState;
-use crate::store::{Lease, Outcome, Submitted};
+use crate::store::{Outcome, ReferralLink};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -57,20 +57,6 @@ impl Replayable for ReferResponse {
             _ => Self::Added(body, replayed),
         }
     }
-}
-
-/// The answer to an accepted referral, as sent and as stored for its key.
-fn referral_answer(done: &Submitted, redirect: &str) -> (u16, ReferralResponse) {
-    let (status, message) = match done.outcome {
-        Outcome::Created => (201, "Referral created"),
-        Outcome::Updated => (200, "Referral added"),
-    };
-    let body = ReferralResponse {
-        message: message.into(),
-        reference: done.reference.clone(),
-        redirect: redirect.to_owned(),
-    };
-    (status, body)
 }
 
 /// The partners' referral endpoint.
@@ -120,10 +106,6 @@ impl ReferralApi {
         let (token, redirect) = attempt
             .settle(new_link(state, referral.brand.as_str()))
             .await?;
-        let seal = |lease: &Lease, done: &Submitted| {
-            let (status, body) = referral_answer(done, &redirect);
-            attempt.seal(lease, (status, &body))
-        };
         let in_sandbox = partner.claims.sandbox;
         let stored = state
             .cases
@@ -132,8 +114,11 @@ impl ReferralApi {
                 &body.raw,
                 partner.client_id(),
                 in_sandbox,
-                &token.hash(),
-                attempt.keyed(&seal),
+                ReferralLink {
+                    token_hash: &token.hash(),
+                    redirect: &redirect,
+                },
+                attempt.keyed(),
             )
             .await;
         let done = attempt.settle(stored).await?;
@@ -145,6 +130,6 @@ impl ReferralApi {
         let counter = sandbox::REFERRALS.name(in_sandbox);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(&format!("referral_{label}"), &done.reference, brand);
-        Ok(ReferResponse::fresh(referral_answer(&done, &redirect)))
+        Ok(ReferResponse::fresh(done.referral_answer(&redirect)))
     }
 }

@@ -195,6 +195,37 @@ impl Lease {
     }
 }
 
+/// A keyed attempt as a write needs it: the hold on the key its answer is stored under,
+/// and the keys that seal the answer. The write builds the answer from what it did and
+/// seals it itself, inside its transaction.
+#[derive(Debug, Clone, Copy)]
+pub struct Keyed<'a> {
+    /// The attempt's hold on its key.
+    pub lease: &'a Lease,
+    /// The keys its answer is sealed with.
+    pub keys: &'a AnswerKeys,
+}
+
+impl Keyed<'_> {
+    /// The answer `(status, body)` sealed for storage under this attempt's key. The body is
+    /// encoded as the response's is, through a JSON value, so a replay sends the same bytes.
+    pub fn seal<B: serde::Serialize>(
+        &self,
+        (status, body): (u16, B),
+    ) -> Result<SealedAnswer, StoreError> {
+        let body = serde_json::to_value(&body)
+            .map_err(StoreError::Encoding)?
+            .to_string();
+        self.keys
+            .seal(
+                self.lease.client_id(),
+                self.lease.key(),
+                &StoredAnswer { status, body },
+            )
+            .map_err(StoreError::Sealing)
+    }
+}
+
 /// What claiming a key found.
 #[derive(Debug)]
 pub enum Claim {
@@ -420,7 +451,7 @@ fn answer_update(lease: &Lease, answer: &SealedAnswer, case_id: Uuid) -> UpdateS
 mod tests {
     use sea_orm::{ConnectionTrait, Statement};
 
-    use super::super::{NewLink, Submitted, Timing};
+    use super::super::{NewLink, Timing};
     use super::*;
 
     use test_support::{Backend, TestDb};
@@ -458,6 +489,17 @@ mod tests {
         }
     }
 
+    fn answer_keys() -> AnswerKeys {
+        let encoded =
+            service_kit::Secret::new("a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2V5a2U=".to_owned());
+        AnswerKeys::new(&KeyEncryptionKey::from_base64("TEST_KEK", &encoded).unwrap()).unwrap()
+    }
+
+    /// The answer stored for `lease`, opened.
+    fn opened(keys: &AnswerKeys, lease: &Lease, stored: &SealedAnswer) -> StoredAnswer {
+        keys.open(lease.client_id(), lease.key(), stored).unwrap()
+    }
+
     async fn set(store: &CaseStore, sql: &str) {
         store
             .db
@@ -487,26 +529,31 @@ mod tests {
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
         let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
         let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
-        let answer = |_: &Lease, s: &Submitted| {
-            Ok(SealedAnswer {
-                status: 201,
-                sealed: s.reference.clone(),
-            })
-        };
+        let keys = answer_keys();
 
         let held = lease(store.claim(&request("k", "h")).await.unwrap());
         assert!(matches!(
             store.claim(&request("k", "h")).await.unwrap(),
             Claim::InFlight
         ));
+        let keyed = Keyed {
+            lease: &held,
+            keys: &keys,
+        };
         let submitted = store
-            .submit(&enquiry, "{}", "partner", false, Some((&held, &answer)))
+            .submit(&enquiry, "{}", "partner", false, Some(keyed))
             .await
             .unwrap();
         store.release(&held).await;
         match store.claim(&request("k", "h")).await.unwrap() {
             Claim::Replay(Replayed::Sealed(stored)) => {
-                assert_eq!(stored.sealed, submitted.reference)
+                let (status, body) = submitted.answer();
+                let expected = StoredAnswer {
+                    status,
+                    body: serde_json::to_string(&body).unwrap(),
+                };
+                assert_eq!(status, 201);
+                assert_eq!(opened(&keys, &held, &stored), expected);
             }
             other => panic!("not replayed: {other:?}"),
         }
@@ -536,7 +583,8 @@ mod tests {
         let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
         let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
         let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
-        let answer = |_: &Lease, s: &Submitted| Ok(sealed(&s.reference));
+        let keys = answer_keys();
+        let keyed = |lease| Keyed { lease, keys: &keys };
         let cases = |store: &CaseStore| {
             let db = store.db.clone();
             async move {
@@ -553,24 +601,19 @@ mod tests {
         let successor = lease(store.claim(&request("k", "h")).await.unwrap());
         assert!(matches!(
             store
-                .submit(&enquiry, "{}", "partner", false, Some((&dead, &answer)))
+                .submit(&enquiry, "{}", "partner", false, Some(keyed(&dead)))
                 .await,
             Err(StoreError::LeaseLost)
         ));
         assert_eq!(cases(&store).await, 0, "the dead attempt's case was kept");
         let submitted = store
-            .submit(
-                &enquiry,
-                "{}",
-                "partner",
-                false,
-                Some((&successor, &answer)),
-            )
+            .submit(&enquiry, "{}", "partner", false, Some(keyed(&successor)))
             .await
             .unwrap();
         match store.claim(&request("k", "h")).await.unwrap() {
             Claim::Replay(Replayed::Sealed(stored)) => {
-                assert_eq!(stored.sealed, submitted.reference)
+                let answer = opened(&keys, &successor, &stored);
+                assert!(answer.body.contains(&submitted.reference), "{answer:?}");
             }
             other => panic!("not replayed: {other:?}"),
         }

@@ -4,10 +4,13 @@
 use chrono::Utc;
 use sea_orm::{ActiveValue::Set, EntityTrait};
 
+use super::idempotency::Keyed;
 use super::idempotency::store_answer;
 use super::outbox::log_event;
-use super::submit::{KeyedSubmit, Submitted, case_key, new_reference, on_case_key, outcome_of};
+use super::submit::{Outcome, Submitted, case_key, new_reference, on_case_key, outcome_of};
 use super::{CaseStore, StoreError, event, later, new_row_id, submission_row};
+use shared::intake::ReferralResponse;
+
 use crate::domain::Referral;
 use crate::entity::{case, redirect_token, submission};
 
@@ -20,31 +23,57 @@ struct NewReferral<'a> {
     raw_body: &'a str,
     client_id: &'a str,
     sandbox: bool,
-    token_hash: &'a str,
+    link: ReferralLink<'a>,
+}
+
+/// The link a referral makes, on which the customer completes the enquiry.
+#[derive(Debug, Clone, Copy)]
+pub struct ReferralLink<'a> {
+    /// The hash of its token, as stored.
+    pub token_hash: &'a str,
+    /// The link itself, for the answer.
+    pub redirect: &'a str,
+}
+
+impl Submitted {
+    /// The answer to the referral, as sent and as stored for its key: 201 for a new case,
+    /// 200 for one the referral was added to.
+    pub fn referral_answer(&self, redirect: &str) -> (u16, ReferralResponse) {
+        let (status, message) = match self.outcome {
+            Outcome::Created => (201, "Referral created"),
+            Outcome::Updated => (200, "Referral added"),
+        };
+        let body = ReferralResponse {
+            message: message.into(),
+            reference: self.reference.clone(),
+            redirect: redirect.to_owned(),
+        };
+        (status, body)
+    }
 }
 
 impl CaseStore {
     /// Creates the case for the referral's brand and e-mail with status `referred`, or
     /// finds the existing one (a sandbox client's, among sandbox cases only), and in the
-    /// same transaction keeps the referral as sent, makes the case's newest link the one
-    /// whose token hashes to `token_hash`, and queues `case.referred`. A case found keeps
-    /// its status: a referral never undoes an enquiry. Writes to one case wait in line as
-    /// submissions do.
+    /// same transaction keeps the referral as sent, makes `link` the case's newest and
+    /// queues `case.referred`; a keyed referral stores its answer,
+    /// [`Submitted::referral_answer`], with them. A case found keeps its status: a referral
+    /// never undoes an enquiry. Writes to one case wait in line as submissions do.
     pub async fn refer(
         &self,
         referral: &Referral,
         raw_body: &str,
         client_id: &str,
         sandbox: bool,
-        token_hash: &str,
-        keyed: Option<KeyedSubmit<'_>>,
+        link: ReferralLink<'_>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let new = NewReferral {
             referral,
             raw_body,
             client_id,
             sandbox,
-            token_hash,
+            link,
         };
         let key = case_key(referral.brand.as_str(), referral.email.as_str());
         // Boxed, as the ORM's futures are large.
@@ -55,7 +84,7 @@ impl CaseStore {
     async fn refer_in_transaction(
         &self,
         new: &NewReferral<'_>,
-        keyed: Option<KeyedSubmit<'_>>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
         let case_id = new_row_id();
@@ -98,7 +127,7 @@ impl CaseStore {
         redirect_token::Entity::insert(redirect_token::ActiveModel {
             id: Set(token_id),
             case_id: Set(upserted.id),
-            token_hash: Set(new.token_hash.to_owned()),
+            token_hash: Set(new.link.token_hash.to_owned()),
             product_uuid: Set(None),
             created_at: Set(now),
             expires_at: Set(later(now, self.timing.redirect_ttl)),
@@ -112,8 +141,9 @@ impl CaseStore {
             outcome: outcome_of(case_id, upserted.id),
             reference: upserted.reference,
         };
-        if let Some((lease, answer)) = keyed {
-            store_answer(&txn, lease, &answer(lease, &done)?, upserted.id).await?;
+        if let Some(keyed) = keyed {
+            let answer = keyed.seal(done.referral_answer(new.link.redirect))?;
+            store_answer(&txn, keyed.lease, &answer, upserted.id).await?;
         }
         txn.commit().await?;
         Ok(done)

@@ -5,9 +5,10 @@ use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::Row;
 use sea_orm::sqlx::postgres::PgRow;
 use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
+use shared::intake::CaseResponse;
 use uuid::Uuid;
 
-use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
+use super::idempotency::{Keyed, answer_statement, store_answer};
 use super::outbox::{hears_of, log_event};
 use super::reused::{Reused, decode_error};
 use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submission_row};
@@ -32,12 +33,21 @@ pub struct Submitted {
     pub reference: String,
 }
 
-/// A keyed submission's hold on its key, and how it answers: the answer is stored with the
-/// change.
-pub type KeyedSubmit<'a> = (
-    &'a Lease,
-    &'a (dyn Fn(&Lease, &Submitted) -> Result<SealedAnswer, StoreError> + Sync),
-);
+impl Submitted {
+    /// The answer to the enquiry, as sent and as stored for its key: 201 for a new case,
+    /// 200 for one updated.
+    pub fn answer(&self) -> (u16, CaseResponse) {
+        let (status, message) = match self.outcome {
+            Outcome::Created => (201, "Case created"),
+            Outcome::Updated => (200, "Case updated"),
+        };
+        let body = CaseResponse {
+            message: message.into(),
+            reference: self.reference.clone(),
+        };
+        (status, body)
+    }
+}
 
 /// How many references a new case may draw before giving up: a collision has a chance of
 /// the number of cases in 9 x 10^11, so a third draw means something else is wrong.
@@ -114,14 +124,15 @@ impl CaseStore {
     /// existing one (a sandbox client's, among sandbox cases only); the submission is
     /// stored as sent either way. Writes to one case wait
     /// in line before they take a connection ([`super::WriteQueue`]), within the same
-    /// time bound as the work. A keyed submission stores its answer in the same transaction.
+    /// time bound as the work. A keyed submission stores its answer, [`Submitted::answer`], in
+    /// the same transaction.
     pub async fn submit(
         &self,
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
         sandbox: bool,
-        keyed: Option<KeyedSubmit<'_>>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let key = case_key(enquiry.brand.as_str(), enquiry.email.as_str());
         self.drawing_references(key, || {
@@ -167,7 +178,7 @@ impl CaseStore {
         raw_body: &str,
         client_id: &str,
         sandbox: bool,
-        keyed: Option<KeyedSubmit<'_>>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
         let delay = if sandbox {
@@ -199,7 +210,7 @@ impl CaseStore {
     async fn submit_in_one_statement(
         reused: &Reused,
         new: &NewSubmission<'_>,
-        keyed: Option<KeyedSubmit<'_>>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
         // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which
         // spares building and encoding a `serde_json::Value` per request.
@@ -231,14 +242,14 @@ impl CaseStore {
                 row.try_get("reference").map_err(decode_error)?,
             ))
         };
-        let Some((lease, answer)) = keyed else {
+        let Some(keyed) = keyed else {
             return Ok(written(reused.fetch_optional(statement).await?.as_ref())?);
         };
         reused
             .fetch_then(statement, |row| {
                 let (case_id, reference) = written(row)?;
-                let sealed = answer(lease, &submitted(new, case_id, reference.clone()))?;
-                let store = answer_statement(lease, &sealed, case_id);
+                let sealed = keyed.seal(submitted(new, case_id, reference.clone()).answer())?;
+                let store = answer_statement(keyed.lease, &sealed, case_id);
                 Ok::<_, StoreError>((store, (case_id, reference)))
             })
             .await?
@@ -250,7 +261,7 @@ impl CaseStore {
     async fn submit_in_transaction(
         &self,
         new: &NewSubmission<'_>,
-        keyed: Option<KeyedSubmit<'_>>,
+        keyed: Option<Keyed<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
         let enquiry_json = serde_json::to_value(new.enquiry).map_err(StoreError::Encoding)?;
         let txn = self.begin_write().await?;
@@ -301,9 +312,9 @@ impl CaseStore {
         };
         let logged = event(upserted.id, kind, Some(new.client_id), None, new.now);
         log_event(&txn, logged).await?;
-        if let Some((lease, answer)) = keyed {
+        if let Some(keyed) = keyed {
             let done = submitted(new, upserted.id, upserted.reference.clone());
-            store_answer(&txn, lease, &answer(lease, &done)?, upserted.id).await?;
+            store_answer(&txn, keyed.lease, &keyed.seal(done.answer())?, upserted.id).await?;
         }
         txn.commit().await?;
         Ok((upserted.id, upserted.reference))
