@@ -13,6 +13,7 @@ use anyhow::Context;
 use auth_server::config::ClientCommand;
 use base64::Engine;
 use serde_json::{Value, json};
+use service_kit::http::Server;
 
 const DEMO_FILE: &str = "data/demo-client.json";
 const RESOURCE_CLIENT_FILE: &str = "data/intake-revocations-client.json";

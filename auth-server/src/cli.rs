@@ -7,30 +7,20 @@ use serde_json::{Value, json};
 use service_kit::cli::Report;
 
 use crate::audit;
-use crate::config::{
-    AuditCommand, ClientCommand, KeyCommand, Operation, OperatorCommand, Settings,
-};
+use crate::config::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand, Settings};
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::AuthMethod;
 use crate::{client_jwks, migration, store};
 
-/// Runs an operator command as the binary does: logs only warnings, and prints what it
-/// did in the format asked for.
-pub async fn run(operation: Operation) -> anyhow::Result<()> {
-    service_kit::cli::init_logs();
-    let Operation {
-        command,
-        output,
-        given,
-    } = operation;
-    let settings = Settings::from(&given);
-    let report = match command {
-        OperatorCommand::Client(c) => client_report(&settings, c).await?,
-        OperatorCommand::Key(k) => key_report(&settings, k).await?,
-        OperatorCommand::Audit(a) => audit_report(&settings, a).await?,
-    };
-    report.print(output)
+/// Runs an operator command with the settings it was given, for the report the binary
+/// prints.
+pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Result<Report> {
+    match command {
+        OperatorCommand::Client(c) => client_report(&settings, c).await,
+        OperatorCommand::Key(k) => key_report(&settings, k).await,
+        OperatorCommand::Audit(a) => audit_report(&settings, a).await,
+    }
 }
 
 /// Who makes a change, sealing its audit entry when the key was given.

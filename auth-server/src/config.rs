@@ -270,9 +270,6 @@ fn key_changes() -> Vec<clap::Arg> {
 /// A parsed command line: the server, the migrations or an operator command.
 pub type Cli = service_kit::command_line::Cli<AuthServer, Config, OperatorCommand>;
 
-/// An operator command as given: what to do, with what, and how to print it.
-pub type Operation = service_kit::command_line::Operation<OperatorCommand>;
-
 /// The operator commands.
 #[derive(Debug, Subcommand)]
 pub enum OperatorCommand {

@@ -23,19 +23,12 @@ pub mod store;
 pub mod token;
 
 use config::Cli;
+use service_kit::http::Server;
+use startup::Application;
 
 /// Runs the binary's command line: `serve` (the default), `migrate`, `client ...`,
 /// `key ...`, `audit ...`.
 pub async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli {
-        Cli::Serve(config) => {
-            let _logs = service_kit::telemetry::init_tracing(config.logs.log_format);
-            startup::Application::build(*config)
-                .await?
-                .run_until_stopped()
-                .await
-        }
-        Cli::Migrate(migrate) => migrate.run(&migration::SCHEMA).await,
-        Cli::Operate(operation) => cli::run(*operation).await,
-    }
+    cli.run(Application::serve, &migration::SCHEMA, cli::report)
+        .await
 }

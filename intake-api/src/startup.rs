@@ -8,8 +8,8 @@ use std::time::Duration;
 use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use service_kit::http::{self as ops, Background, Listeners, readiness, shutdown_signal};
-use service_kit::telemetry::{BuildInfo, MetricHelp, MetricKind, RequestTelemetry};
+use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
+use service_kit::telemetry::{BuildInfo, LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -175,10 +175,16 @@ pub struct Application {
     state: Arc<AppState>,
 }
 
-impl Application {
+impl Server for Application {
+    type Config = Config;
+
+    fn log_format(config: &Config) -> LogFormat {
+        config.logs.log_format
+    }
+
     /// Connects to the database (migrating it when told) and binds the listening socket.
     /// The JWKS is fetched once serving starts; until it is, `/readyz` says not ready.
-    pub async fn build(config: Config) -> anyhow::Result<Self> {
+    async fn build(config: Config) -> anyhow::Result<Self> {
         service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
             "intake-api",
@@ -197,24 +203,13 @@ impl Application {
         Ok(Self { listeners, state })
     }
 
-    /// The port actually bound (useful with port 0).
-    pub fn port(&self) -> u16 {
-        self.listeners.port()
-    }
-
-    /// The admin listener's port, when one is configured.
-    pub fn admin_port(&self) -> Option<u16> {
-        self.listeners.admin_port()
-    }
-
-    /// Serves until Ctrl-C or SIGTERM.
-    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        self.run_until(shutdown_signal()).await
+    fn listeners(&self) -> &Listeners {
+        &self.listeners
     }
 
     /// Serves until `shutdown` resolves, then finishes in-flight requests (bounded) and
     /// closes the database pool.
-    pub async fn run_until(
+    async fn run_until(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {

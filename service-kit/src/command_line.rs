@@ -298,6 +298,37 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
         })
     }
 
+    /// Runs what the line asks for: `serve` (the service's [`crate::http::Server::serve`]),
+    /// the migrations of `schema`, or an operator command, which `operate` runs with the
+    /// settings `T` it was given and whose report is printed as asked (logging only
+    /// warnings, as a command's output is its report).
+    pub async fn run<M, T, Serving, Reporting>(
+        self,
+        serve: impl FnOnce(C) -> Serving,
+        schema: &Schema<M>,
+        operate: impl FnOnce(O, T) -> Reporting,
+    ) -> anyhow::Result<()>
+    where
+        M: sea_orm_migration::MigratorTrait,
+        T: for<'g> From<&'g Given>,
+        Serving: Future<Output = anyhow::Result<()>>,
+        Reporting: Future<Output = anyhow::Result<crate::cli::Report>>,
+    {
+        match self {
+            Self::Serve(config) => serve(*config).await,
+            Self::Migrate(migrate) => migrate.run(schema).await,
+            Self::Operate(operation) => {
+                crate::cli::init_logs();
+                let Operation {
+                    command,
+                    output,
+                    given,
+                } = *operation;
+                operate(command, T::from(&given)).await?.print(output)
+            }
+        }
+    }
+
     /// The command line's definition, for its help.
     pub fn command() -> clap::Command {
         let examples = |c: clap::Command| {

@@ -19,6 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::openapi::ApiDocuments;
+use crate::telemetry::LogFormat;
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -77,6 +78,53 @@ pub fn readiness(checks: &[(&'static str, bool)]) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (status, poem::web::Json(body)).into_response()
+}
+
+/// A service's server: built from its settings with its sockets bound, then served. What
+/// `serve` runs, and what tests and the launcher start on port 0.
+pub trait Server: Sized + Send + 'static {
+    /// The settings it is built from.
+    type Config: Send + 'static;
+
+    /// The log format its settings ask for.
+    fn log_format(config: &Self::Config) -> LogFormat;
+
+    /// Binds its sockets and readies what its requests share.
+    fn build(config: Self::Config) -> impl Future<Output = anyhow::Result<Self>> + Send;
+
+    /// Its sockets, as bound.
+    fn listeners(&self) -> &Listeners;
+
+    /// Serves until `shutdown` resolves, then finishes in-flight requests (bounded) and
+    /// closes the database pool.
+    fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> impl Future<Output = anyhow::Result<()>> + Send;
+
+    /// The port actually bound (useful with port 0).
+    fn port(&self) -> u16 {
+        self.listeners().port()
+    }
+
+    /// The admin listener's port, when one is configured.
+    fn admin_port(&self) -> Option<u16> {
+        self.listeners().admin_port()
+    }
+
+    /// Serves until Ctrl-C or SIGTERM.
+    fn run_until_stopped(self) -> impl Future<Output = anyhow::Result<()>> + Send {
+        self.run_until(shutdown_signal())
+    }
+
+    /// What `serve` runs: logs as configured (kept until the server stops), the server
+    /// built, and served until Ctrl-C or SIGTERM.
+    fn serve(config: Self::Config) -> impl Future<Output = anyhow::Result<()>> + Send {
+        async move {
+            let _logs = crate::telemetry::init_tracing(Self::log_format(&config));
+            Self::build(config).await?.run_until_stopped().await
+        }
+    }
 }
 
 /// A service's listening sockets, bound before it serves (so a port in use fails the start,

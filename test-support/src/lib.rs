@@ -7,6 +7,7 @@ pub mod proxy;
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use service_kit::http::Server;
 use tokio::sync::oneshot;
 
 pub use db::{Backend, Schema, TestDb, postgres_admin_url};

@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use auth_server::config::{AuditCommand, ClientCommand};
+use service_kit::http::Server;
 
 use crate::helpers::{Backend, INTAKE, TestApp, TestDb, eventually};
 use test_support::on_both_backends;

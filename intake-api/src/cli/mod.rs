@@ -9,6 +9,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 use clap::Subcommand;
+use service_kit::cli::Report;
 
 use crate::config::{Config, IntakeApi};
 use crate::migration;
@@ -20,9 +21,6 @@ pub use webhooks::{WebhookCommand, webhook};
 
 /// A parsed command line: the server, the migrations or an operator command.
 pub type Cli = service_kit::command_line::Cli<IntakeApi, Config, OperatorCommand>;
-
-/// An operator command as given: what to do, with what, and how to print it.
-pub type Operation = service_kit::command_line::Operation<OperatorCommand>;
 
 /// The operator commands.
 #[derive(Debug, Subcommand)]
@@ -45,24 +43,16 @@ pub enum OperatorCommand {
     Webhook(WebhookCommand),
 }
 
-/// Runs an operator command as the binary does: logs only warnings, and prints what it
-/// did in the format asked for.
-pub async fn run(operation: Operation) -> anyhow::Result<()> {
-    service_kit::cli::init_logs();
-    let Operation {
-        command,
-        output,
-        given,
-    } = operation;
-    let settings = Settings::from(&given);
-    let report = match command {
-        OperatorCommand::Case(c) => cases::case_report(&settings, c).await?,
+/// Runs an operator command with the settings it was given, for the report the binary
+/// prints.
+pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Result<Report> {
+    match command {
+        OperatorCommand::Case(c) => cases::case_report(&settings, c).await,
         OperatorCommand::Webhook(w) => {
             let terminal = std::io::stdout().is_terminal();
-            webhooks::webhook_report(&settings, w, terminal).await?
+            webhooks::webhook_report(&settings, w, terminal).await
         }
-    };
-    report.print(output)
+    }
 }
 
 /// The store on the existing database. Commands make neither cases nor links, so the

@@ -11,6 +11,7 @@ use intake_api::startup::Application;
 use sea_orm::ActiveValue::Set;
 use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter};
 use sea_orm_migration::MigratorTrait;
+use service_kit::http::Server;
 use test_support::on_both_backends;
 
 use crate::helpers::{Backend, TestDb};
