@@ -1,5 +1,5 @@
-//! The operator commands: clients, keys and the audit trail. Each returns the JSON document
-//! it prints; [`run`] prints it as a table or as JSON.
+//! The operator commands: clients, keys and the audit trail. Each makes the report the
+//! binary prints, as a table or as JSON ([`report`]).
 
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;

@@ -5,9 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use super::settings::changes;
-use super::{Settings, open};
-use crate::config::IntakeApi;
+use crate::config::{IntakeApi, Settings, changes};
 use crate::domain::Email;
 use crate::entity::case;
 use service_kit::cli::Report;
@@ -36,7 +34,7 @@ pub(super) async fn case_report(
     settings: &Settings,
     command: CaseCommand,
 ) -> anyhow::Result<Report> {
-    let cases = open(settings).await?;
+    let cases = settings.open().await?;
     Ok(match command {
         CaseCommand::Show { reference } => {
             let view = cases

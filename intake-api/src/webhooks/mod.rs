@@ -10,11 +10,15 @@
 //! A partner's task claims the next events while the last ones are out and records
 //! outcomes in batches, so one partner gets as many events a second as its endpoint
 //! answers; a change on this replica wakes the worker, the poll finding the rest.
+//!
+//! Operators manage endpoints, secrets and deliveries with `intake-api webhook ...` (`cli`).
 
+mod cli;
 mod delivery;
 mod signing;
 mod store;
 
+pub use cli::{WebhookCommand, webhook, webhook_report};
 pub use delivery::*;
 pub use signing::*;
 pub use store::*;

@@ -5,9 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use super::settings::{webhook_secret, webhook_target};
-use super::{Settings, open};
-use crate::config::IntakeApi;
+use crate::config::{IntakeApi, Settings, webhook_secret, webhook_target};
 use service_kit::cli::Report;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
@@ -29,12 +27,12 @@ fn secret_to_pipe(what: &str) -> anyhow::Error {
 
 /// Runs a webhook command; `terminal` says whether stdout is one, where a new secret may be
 /// printed without `--show-secret`.
-pub(super) async fn webhook_report(
+pub async fn webhook_report(
     settings: &Settings,
     command: WebhookCommand,
     terminal: bool,
 ) -> anyhow::Result<Report> {
-    let cases = open(settings).await?;
+    let cases = settings.open().await?;
     let missing = |client_id: &str| anyhow::anyhow!("client {client_id} has no webhook endpoint");
     Ok(match command {
         WebhookCommand::Set {
@@ -44,7 +42,7 @@ pub(super) async fn webhook_report(
         } => {
             let url = service_kit::outbound::check_target(&url, settings.webhook_reach()).await?;
             let seal = settings.webhook_seal()?;
-            let secret = crate::webhooks::new_secret()?;
+            let secret = super::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
             let (view, made) = cases
                 .set_webhook(&client_id, url.as_str(), offered, &seal)
@@ -87,7 +85,7 @@ pub(super) async fn webhook_report(
                 return Err(secret_to_pipe("rotate-secret"));
             }
             let seal = settings.webhook_seal()?;
-            let secret = crate::webhooks::new_secret()?;
+            let secret = super::new_secret()?;
             let grace = chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX));
             let until = chrono::Utc::now()
                 .checked_add_signed(grace)

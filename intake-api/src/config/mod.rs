@@ -12,6 +12,10 @@ use url::Url;
 
 use crate::store::Timing;
 
+mod operator;
+
+pub use operator::{Settings, changes, webhook_secret, webhook_target};
+
 /// The setting the key-encryption key is read from.
 pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";
 

@@ -7,7 +7,11 @@ use service_kit::cli::OutputArg;
 use service_kit::command_line::{Actor, Database, Given, KeyEncryptionKeyArg, args_of};
 use service_kit::kek::KeyEncryptionKey;
 
-use crate::config::{Config, IntakeApi, KEK_VARIABLE};
+use std::time::Duration;
+
+use super::{Config, IntakeApi, KEK_VARIABLE};
+use crate::migration;
+use crate::store::{CaseStore, Timing};
 
 /// What an operator command (`case`, `webhook`) runs with besides its own arguments. On
 /// the command line each subcommand takes only the ones it uses.
@@ -25,6 +29,21 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// The store on the existing database. Commands make neither cases nor links, so the
+    /// timing of those never applies.
+    pub async fn open(&self) -> anyhow::Result<CaseStore> {
+        const POOL: u32 = 2;
+        let db = migration::SCHEMA
+            .open_existing(self.database.url.expose(), POOL)
+            .await?;
+        let unused = Timing {
+            activation_delay: Duration::ZERO,
+            redirect_ttl: Duration::ZERO,
+            sandbox_activation_delay: Duration::ZERO,
+        };
+        Ok(CaseStore::new(db, POOL, unused))
+    }
+
     /// Where `webhook set` may point a partner's endpoint.
     pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
         service_kit::outbound::Reach {
@@ -73,7 +92,7 @@ impl From<&Config> for Settings {
 }
 
 /// What a command that changes cases takes besides its own arguments.
-pub(super) fn changes() -> Vec<clap::Arg> {
+pub fn changes() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<Actor<IntakeApi>>(),
@@ -97,7 +116,7 @@ struct AllowInsecureArg {
 }
 
 /// What `webhook set` takes besides its own arguments.
-pub(super) fn webhook_target() -> Vec<clap::Arg> {
+pub fn webhook_target() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<AllowInsecureArg>(),
@@ -108,7 +127,7 @@ pub(super) fn webhook_target() -> Vec<clap::Arg> {
 }
 
 /// What `webhook rotate-secret` takes besides its own arguments.
-pub(super) fn webhook_secret() -> Vec<clap::Arg> {
+pub fn webhook_secret() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
