@@ -5,8 +5,8 @@
 
 use chrono::NaiveDate;
 use intake_api::domain::{
-    Enquiry, Mortgage, PurchaseType, RemortgageReason, ValidationErrors, parse_attach,
-    parse_enquiry,
+    ADDRESS_FIELDS, ENQUIRY_FIELDS, Enquiry, Mortgage, PurchaseType, RemortgageReason,
+    ValidationErrors, parse_attach, parse_enquiry,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -14,48 +14,6 @@ use serde_json::Value;
 const BRANDS: &[&str] = &["brand_a", "brand_b"];
 /// Mirrors the parser's own cap on arrays; an error path with a larger index means it read past it.
 const MAX_ITEMS: usize = 20;
-
-/// Every field name an enquiry error may be reported under (spec 2.2).
-const ENQUIRY_FIELDS: &[&str] = &[
-    "brand",
-    "first_name",
-    "last_name",
-    "email",
-    "mobile_number",
-    "date_of_birth",
-    "terms_agreement",
-    "stage",
-    "application_type",
-    "employment_status",
-    "total_annual_income",
-    "mortgage_purpose",
-    "has_credit_issues",
-    "credit_issues",
-    "purchase_type",
-    "mortgage_scheme",
-    "new_property_value",
-    "deposit_amount",
-    "remortgage_reason",
-    "current_property_value",
-    "outstanding_mortgage_amount",
-    "additional_borrowing_amount",
-    "release_borrowing_amount",
-    "product_uuid",
-    "credit_check_consent",
-    "addresses",
-];
-
-const ADDRESS_FIELDS: &[&str] = &[
-    "line_1",
-    "line_2",
-    "line_3",
-    "town_city",
-    "county",
-    "country",
-    "postcode",
-    "date_moved_in",
-    "date_moved_out",
-];
 
 fuzz_target!(|data: &[u8]| {
     // Bytes that are not JSON never reach the parsers: the HTTP layer refuses them first.

@@ -12,8 +12,8 @@ pub use enquiry::{
 };
 pub use errors::ValidationErrors;
 pub use parse::{
-    MAX_PARTNER_REFERENCE, MAX_REFERRAL_NOTE, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS,
-    REMORTGAGE_FIELDS, parse_attach, parse_enquiry, parse_redeem, parse_referral,
+    ADDRESS_FIELDS, ENQUIRY_FIELDS, MAX_PARTNER_REFERENCE, MAX_REFERRAL_NOTE, OLDEST_BIRTH_YEAR,
+    PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach, parse_enquiry, parse_redeem, parse_referral,
 };
 pub use redirect::{RedirectToken, hash_token};
 pub use shared::intake::{

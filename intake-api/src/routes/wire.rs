@@ -402,8 +402,17 @@ mod tests {
             as_strs(&keys_of(&[purchase, remortgage]))
         );
         assert_eq!(
+            documented::<EnquiryRequest>(),
+            BTreeSet::from(crate::domain::ENQUIRY_FIELDS),
+            "the fields the parser names"
+        );
+        assert_eq!(
             documented::<AddressRequest>(),
             as_strs(&keys_of(&[address]))
+        );
+        assert_eq!(
+            documented::<AddressRequest>(),
+            BTreeSet::from(crate::domain::ADDRESS_FIELDS)
         );
         let attach = built::AttachRequest {
             email: "a@b.co".into(),

@@ -22,19 +22,10 @@ fn brands() -> Vec<String> {
     BRANDS.iter().map(|b| (*b).to_owned()).collect()
 }
 
-/// Fields whose presence depends on another field's value.
-const CONDITIONAL: &[&str] = &[
-    "credit_issues",
-    "purchase_type",
-    "mortgage_scheme",
-    "new_property_value",
-    "deposit_amount",
-    "remortgage_reason",
-    "current_property_value",
-    "outstanding_mortgage_amount",
-    "additional_borrowing_amount",
-    "release_borrowing_amount",
-];
+/// The fields of one purpose or the other: an enquiry of one purpose ignores the other's.
+fn purpose_fields() -> impl Iterator<Item = &'static str> {
+    PURCHASE_FIELDS.into_iter().chain(REMORTGAGE_FIELDS)
+}
 
 /// What kind of JSON value a required field takes, to know what the wrong type is.
 #[derive(Debug, Clone, Copy)]
@@ -256,7 +247,7 @@ fn valid_enquiry() -> impl Strategy<Value = Value> {
         })),
         optional(any::<bool>().prop_map(Value::from)),
         optional(prop::collection::vec(address(), 1..=6).prop_map(Value::from)),
-        prop::collection::vec(prop::option::of(garbage()), CONDITIONAL.len()),
+        prop::collection::vec(prop::option::of(garbage()), purpose_fields().count()),
         prop::option::of("\\PC{0,20}"),
     );
     (applicant, mortgage(), credit, extras).prop_map(|(applicant, mortgage, credit, extras)| {
@@ -300,11 +291,11 @@ fn valid_enquiry() -> impl Strategy<Value = Value> {
         } else {
             PURCHASE_FIELDS.as_slice()
         };
-        for (key, noise) in CONDITIONAL.iter().zip(noise) {
+        for (key, noise) in purpose_fields().zip(noise) {
             if let Some(noise) = noise
-                && others.contains(key)
+                && others.contains(&key)
             {
-                body.insert((*key).into(), noise);
+                body.insert(key.into(), noise);
             }
         }
         Value::Object(body)

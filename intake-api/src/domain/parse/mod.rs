@@ -24,6 +24,50 @@ use shared::intake::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReaso
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;
 
+/// Every field an enquiry reads, as partners name them (spec 2.2): an error is reported
+/// under one of these, or under a path below `credit_issues` or `addresses`.
+pub const ENQUIRY_FIELDS: [&str; 26] = [
+    "brand",
+    "first_name",
+    "last_name",
+    "email",
+    "mobile_number",
+    "date_of_birth",
+    "terms_agreement",
+    "stage",
+    "application_type",
+    "employment_status",
+    "total_annual_income",
+    "mortgage_purpose",
+    "has_credit_issues",
+    "credit_issues",
+    "purchase_type",
+    "mortgage_scheme",
+    "new_property_value",
+    "deposit_amount",
+    "remortgage_reason",
+    "current_property_value",
+    "outstanding_mortgage_amount",
+    "additional_borrowing_amount",
+    "release_borrowing_amount",
+    "product_uuid",
+    "credit_check_consent",
+    "addresses",
+];
+
+/// Every field an address reads.
+pub const ADDRESS_FIELDS: [&str; 9] = [
+    "line_1",
+    "line_2",
+    "line_3",
+    "town_city",
+    "county",
+    "country",
+    "postcode",
+    "date_moved_in",
+    "date_moved_out",
+];
+
 /// Fields only a purchase reads; a remortgage ignores them.
 pub const PURCHASE_FIELDS: [&str; 4] = [
     "purchase_type",
