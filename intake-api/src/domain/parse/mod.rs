@@ -24,8 +24,9 @@ use shared::intake::{CreditIssue, MortgagePurpose, PurchaseType, RemortgageReaso
 /// Longest accepted postcode: room for any country's format, not for free text.
 const MAX_POSTCODE: usize = 16;
 
-/// Every field an enquiry reads, as partners name them (spec 2.2): an error is reported
-/// under one of these, or under a path below `credit_issues` or `addresses`.
+/// Every field an enquiry reads, as partners name them (spec 2.2), those every enquiry must
+/// send first: an error is reported under one of these, or under a path below
+/// `credit_issues` or `addresses`.
 pub const ENQUIRY_FIELDS: [&str; 26] = [
     "brand",
     "first_name",
