@@ -11,7 +11,7 @@
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
 \set r random(1, 1000000000000)
-SELECT "cases"."id", "cases"."reference", "cases"."brand" FROM "cases" WHERE "cases"."email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' AND "cases"."status" <> 'referred' AND EXISTS(SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "cases"."id" AND "submissions"."client_id" = :client) ORDER BY "cases"."updated_at" DESC LIMIT 1 \gset found_
+SELECT "cases"."id", "cases"."reference", "cases"."brand" FROM "cases" WHERE "cases"."email" = 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' AND "cases"."status" <> 'referred' AND (EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "cases"."id" AND "submissions"."client_id" = :client)) ORDER BY "cases"."updated_at" DESC LIMIT 1 \gset found_
 WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
         "expires_at", "used_at")

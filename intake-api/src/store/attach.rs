@@ -94,7 +94,7 @@ pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
         // A referred case has no enquiry yet: attach answers as the spec says for a customer
         // without one, and the partner falls back to the enquiry form.
         .filter(case::Column::Status.ne(case::STATUS_REFERRED))
-        .filter(submitted_by(client_id))
+        .filter(submitted_by(client_id, backend))
         .order_by_desc(case::Column::UpdatedAt)
         .limit(1);
     query.build(backend)

@@ -47,7 +47,7 @@ pub(crate) use webhook_secrets::SEALED_PREFIX;
 pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;
 
-use crate::entity::{case, case_event, submission};
+use crate::entity::{case_event, submission};
 
 /// The longest one unit of database work may take, waiting for its turn included: past it
 /// the request answers 503 instead of hanging on a database that stopped answering.
@@ -144,19 +144,13 @@ fn new_row_id() -> Uuid {
 }
 
 /// Cases partner `client_id` has made at least one submission on: the cases it may see.
-fn submitted_by(client_id: &str) -> sea_orm::sea_query::SimpleExpr {
-    use sea_orm::sea_query::{Expr, ExprTrait, Query};
-    Expr::exists(
-        Query::select()
-            .expr(Expr::val(1))
-            .from(submission::Entity)
-            .and_where(
-                Expr::col((submission::Entity, submission::Column::CaseId))
-                    .equals((case::Entity, case::Column::Id)),
-            )
-            .and_where(Expr::col((submission::Entity, submission::Column::ClientId)).eq(client_id))
-            .to_owned(),
-    )
+/// The same rule as who hears of a case's events, in `backend`'s placeholder.
+fn submitted_by(client_id: &str, backend: DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
+    let rule = match backend {
+        DatabaseBackend::Postgres => outbox::submitted_on!(case: r#""cases"."id""#, client: "$1"),
+        _ => outbox::submitted_on!(case: r#""cases"."id""#, client: "?"),
+    };
+    sea_orm::sea_query::Expr::cust_with_values(rule, [client_id])
 }
 
 /// `by` after `now`; the end of time when that is past what a timestamp holds.

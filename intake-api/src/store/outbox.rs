@@ -19,7 +19,7 @@ macro_rules! hears_of {
     (case: $case:literal) => {
         concat!(
             r#""ep"."disabled_at" IS NULL AND "#,
-            $crate::store::outbox::submitted_on!($case)
+            $crate::store::outbox::submitted_on!(case: $case, client: r#""ep"."client_id""#)
         )
     };
     (case: $case:literal, submitter: $submitter:literal) => {
@@ -27,19 +27,23 @@ macro_rules! hears_of {
             r#""ep"."disabled_at" IS NULL AND ("ep"."client_id" = "#,
             $submitter,
             " OR ",
-            $crate::store::outbox::submitted_on!($case),
+            $crate::store::outbox::submitted_on!(case: $case, client: r#""ep"."client_id""#),
             ")"
         )
     };
 }
 
-/// Whether partner `"ep"` made a submission on case `case`: [`hears_of`]'s condition.
+/// Whether partner `client` made a submission on case `case` (SQL expressions): who hears
+/// of a case's events ([`hears_of`]), and which cases a partner may see and attach to
+/// (`super::submitted_by`).
 macro_rules! submitted_on {
-    ($case:literal) => {
+    (case: $case:literal, client: $client:literal) => {
         concat!(
             r#"EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "#,
             $case,
-            r#" AND "submissions"."client_id" = "ep"."client_id")"#
+            r#" AND "submissions"."client_id" = "#,
+            $client,
+            ")"
         )
     };
 }

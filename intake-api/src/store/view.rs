@@ -161,7 +161,7 @@ impl CaseStore {
             Ok(Box::pin(
                 case::Entity::find()
                     .filter(case::Column::Reference.eq(reference))
-                    .filter(submitted_by(client_id))
+                    .filter(submitted_by(client_id, self.db.get_database_backend()))
                     .into_partial_model::<CaseStatus>()
                     .one(&self.db),
             )
