@@ -5,7 +5,7 @@
 
 use chrono::NaiveDate;
 use intake_api::domain::{
-    ADDRESS_FIELDS, ENQUIRY_FIELDS, Enquiry, Mortgage, PurchaseType, RemortgageReason,
+    ADDRESS_FIELDS, ENQUIRY_FIELDS, Enquiry, Purpose, PurchaseType, RemortgageReason,
     ValidationErrors, parse_attach, parse_enquiry,
 };
 use libfuzzer_sys::fuzz_target;
@@ -52,12 +52,12 @@ fn check_enquiry(enquiry: &Enquiry, body: &Value, today: NaiveDate) {
     }
     let mut amounts = vec![enquiry.total_annual_income];
     match &enquiry.mortgage {
-        Mortgage::Purchase(p) => {
+        Purpose::Purchase(p) => {
             let first_time = p.purchase_type == PurchaseType::FirstTimeBuyer;
             assert_eq!(p.mortgage_scheme.is_some(), first_time);
             amounts.extend([p.new_property_value, p.deposit_amount]);
         }
-        Mortgage::Remortgage(r) => {
+        Purpose::Remortgage(r) => {
             let borrowing = r.remortgage_reason == RemortgageReason::BorrowMoreMoney;
             let releasing = r.remortgage_reason == RemortgageReason::ReleaseMoney;
             assert_eq!(r.additional_borrowing_amount.is_some(), borrowing);

@@ -302,6 +302,16 @@ pub enum Purpose {
     Remortgage(Remortgage),
 }
 
+impl Purpose {
+    /// The purpose as sent (`mortgage_purpose`).
+    pub fn purpose(&self) -> MortgagePurpose {
+        match self {
+            Self::Purchase(_) => MortgagePurpose::Purchase,
+            Self::Remortgage(_) => MortgagePurpose::Remortgage,
+        }
+    }
+}
+
 /// The fields of a purchase.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Purchase {

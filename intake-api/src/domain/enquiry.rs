@@ -6,10 +6,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::contact::{Email, MobileNumber};
-use shared::intake::{
-    ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
-    RemortgageReason, Stage,
-};
+pub use shared::intake::{Address, Purchase, Purpose, Remortgage};
+use shared::intake::{ApplicationType, CreditIssue, EmploymentStatus, Stage};
 
 /// A brand identifier; brands are configuration, so only `parse` checks membership.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,16 +51,18 @@ pub struct Enquiry {
     pub employment_status: EmploymentStatus,
     /// Combined estimated income of all applicants.
     pub total_annual_income: f64,
-    /// The purpose with the fields only it needs (flattened: `mortgage_purpose` is the tag).
+    /// The purpose with the fields only it needs (flattened: `mortgage_purpose` is the tag);
+    /// a conditional field is `Some` exactly when its condition holds.
     #[serde(flatten)]
-    pub mortgage: Mortgage,
+    pub mortgage: Purpose,
     /// `Some` and non-empty exactly when the applicant declared credit issues.
     pub credit_issues: Option<Vec<CreditIssue>>,
     /// Product chosen in the eligibility engine.
     pub product_uuid: Option<Uuid>,
     /// Consent to a credit check; an omitted value means no consent.
     pub credit_check_consent: bool,
-    /// `None` when none were sent, so an update leaves the case's addresses alone.
+    /// `None` when none were sent, so an update leaves the case's addresses alone. Their
+    /// text is trimmed, and blank optional lines are `None`.
     pub addresses: Option<Vec<Address>>,
 }
 
@@ -71,77 +71,6 @@ impl Enquiry {
     pub fn has_credit_issues(&self) -> bool {
         self.credit_issues.is_some()
     }
-}
-
-/// The mortgage purpose together with the fields only that purpose needs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "mortgage_purpose", rename_all = "snake_case")]
-pub enum Mortgage {
-    /// Buying a property.
-    Purchase(Purchase),
-    /// Replacing the mortgage on a property already owned.
-    Remortgage(Remortgage),
-}
-
-impl Mortgage {
-    /// The purpose as sent on the wire.
-    pub fn purpose(&self) -> MortgagePurpose {
-        match self {
-            Self::Purchase(_) => MortgagePurpose::Purchase,
-            Self::Remortgage(_) => MortgagePurpose::Remortgage,
-        }
-    }
-}
-
-/// The fields of a purchase enquiry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Purchase {
-    /// The buyer's situation.
-    pub purchase_type: PurchaseType,
-    /// `Some` exactly when `purchase_type` is `first_time_buyer`.
-    pub mortgage_scheme: Option<MortgageScheme>,
-    /// Approximate value of the new property or estimated budget.
-    pub new_property_value: f64,
-    /// Approximate combined deposit of the applicants.
-    pub deposit_amount: f64,
-}
-
-/// The fields of a remortgage enquiry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Remortgage {
-    /// Why the applicant is remortgaging.
-    pub remortgage_reason: RemortgageReason,
-    /// Approximate value of the remortgaged property.
-    pub current_property_value: f64,
-    /// Approximate amount left on the existing mortgage.
-    pub outstanding_mortgage_amount: f64,
-    /// `Some` exactly when the reason is `borrow_more_money`.
-    pub additional_borrowing_amount: Option<f64>,
-    /// `Some` exactly when the reason is `release_money`.
-    pub release_borrowing_amount: Option<f64>,
-}
-
-/// One applicant address; text is trimmed and blank optional lines are `None`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Address {
-    /// First address line.
-    pub line_1: String,
-    /// Second address line.
-    pub line_2: Option<String>,
-    /// Third address line.
-    pub line_3: Option<String>,
-    /// Town or city.
-    pub town_city: Option<String>,
-    /// County.
-    pub county: Option<String>,
-    /// Country.
-    pub country: Option<String>,
-    /// Postcode, as sent (trimmed).
-    pub postcode: String,
-    /// When the applicant moved in.
-    pub date_moved_in: Option<NaiveDate>,
-    /// When the applicant moved out; never before `date_moved_in`.
-    pub date_moved_out: Option<NaiveDate>,
 }
 
 /// A parsed referral: what a partner knows of a customer before their enquiry.

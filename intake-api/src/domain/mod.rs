@@ -8,7 +8,7 @@ pub mod redirect;
 
 pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
 pub use enquiry::{
-    Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Referral, Remortgage,
+    Address, AttachRequest, Brand, Enquiry, Purchase, Purpose, Referral, Remortgage,
 };
 pub use errors::ValidationErrors;
 pub use parse::{

@@ -6,9 +6,9 @@
 
 use chrono::{Duration, NaiveDate};
 use intake_api::domain::{
-    ApplicationType, CreditIssue, EmploymentStatus, Mortgage, MortgagePurpose, MortgageScheme,
-    PURCHASE_FIELDS, PurchaseType, REMORTGAGE_FIELDS, RemortgageReason, Stage, parse_enquiry,
-    wire_names,
+    ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme,
+    PURCHASE_FIELDS, PurchaseType, Purpose, REMORTGAGE_FIELDS, RemortgageReason, Stage,
+    parse_enquiry, wire_names,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -676,8 +676,8 @@ proptest! {
         prop_assert!(enquiry.is_ok(), "{body:#}\nwas refused: {:?}", enquiry.err());
         let enquiry = enquiry.expect("checked above");
         let purpose = match enquiry.mortgage {
-            Mortgage::Purchase(_) => "purchase",
-            Mortgage::Remortgage(_) => "remortgage",
+            Purpose::Purchase(_) => "purchase",
+            Purpose::Remortgage(_) => "remortgage",
         };
         prop_assert_eq!(&body["mortgage_purpose"], purpose);
         prop_assert_eq!(

@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use super::contact::{Email, MAX_MOBILE_CHARS, MobileNumber};
 use super::enquiry::{
-    Address, AttachRequest, Brand, Enquiry, Mortgage, Purchase, Referral, Remortgage,
+    Address, AttachRequest, Brand, Enquiry, Purchase, Purpose, Referral, Remortgage,
 };
 use super::errors::ValidationErrors;
 use fields::{
@@ -118,8 +118,8 @@ pub fn parse_enquiry(
     let employment_status = f.required("employment_status", choice);
     let total_annual_income = f.required("total_annual_income", amount);
     let mortgage = match f.required("mortgage_purpose", choice) {
-        Some(MortgagePurpose::Purchase) => purchase(f).map(Mortgage::Purchase),
-        Some(MortgagePurpose::Remortgage) => remortgage(f).map(Mortgage::Remortgage),
+        Some(MortgagePurpose::Purchase) => purchase(f).map(Purpose::Purchase),
+        Some(MortgagePurpose::Remortgage) => remortgage(f).map(Purpose::Remortgage),
         None => None,
     };
     let has_credit_issues = f.required("has_credit_issues", flag);

@@ -126,7 +126,7 @@ fn purchase_enquiry() -> Enquiry {
         application_type: ApplicationType::Single,
         employment_status: EmploymentStatus::CisWorker,
         total_annual_income: 52000.5,
-        mortgage: Mortgage::Purchase(Purchase {
+        mortgage: Purpose::Purchase(Purchase {
             purchase_type: PurchaseType::FirstTimeBuyer,
             mortgage_scheme: Some(MortgageScheme::SharedOwnership),
             new_property_value: 250000.0,
@@ -370,7 +370,7 @@ fn valid_remortgage_enquiry_parses_into_typed_values() {
         application_type: ApplicationType::MultiApplicant,
         employment_status: EmploymentStatus::SelfEmployed,
         total_annual_income: 0.0,
-        mortgage: Mortgage::Remortgage(Remortgage {
+        mortgage: Purpose::Remortgage(Remortgage {
             remortgage_reason: RemortgageReason::BorrowMoreMoney,
             current_property_value: 400000.0,
             outstanding_mortgage_amount: 150000.75,
@@ -527,7 +527,7 @@ fn the_other_purposes_fields_are_ignored() {
         "deposit_amount": "none",
     });
     let enquiry = parse(&with(remortgage_body(), garbage));
-    let expected = Mortgage::Remortgage(Remortgage {
+    let expected = Purpose::Remortgage(Remortgage {
         remortgage_reason: RemortgageReason::GetBetterRate,
         current_property_value: 400000.0,
         outstanding_mortgage_amount: 150000.75,
@@ -549,7 +549,7 @@ fn conditional_fields_are_checked_when_sent_and_kept_only_when_their_condition_h
         "credit_issues": ["ccj"],
     });
     let enquiry = parse(&with(remortgage_body(), valid_but_moot)).map(|e| {
-        let Mortgage::Remortgage(r) = e.mortgage else {
+        let Purpose::Remortgage(r) = e.mortgage else {
             return (None, None, e.credit_issues);
         };
         (
@@ -582,8 +582,8 @@ fn conditional_fields_are_checked_when_sent_and_kept_only_when_their_condition_h
 
     let not_first_time = json!({"purchase_type": "home_mover", "mortgage_scheme": "no"});
     let scheme = parse(&with(purchase_body(), not_first_time)).map(|e| match e.mortgage {
-        Mortgage::Purchase(purchase) => (purchase.purchase_type, purchase.mortgage_scheme),
-        Mortgage::Remortgage(_) => (PurchaseType::AdditionalProperty, None),
+        Purpose::Purchase(purchase) => (purchase.purchase_type, purchase.mortgage_scheme),
+        Purpose::Remortgage(_) => (PurchaseType::AdditionalProperty, None),
     });
     assert_eq!(scheme, Ok((PurchaseType::HomeMover, None)));
     let bogus = json!({"purchase_type": "home_mover", "mortgage_scheme": "bogus"});
@@ -711,6 +711,32 @@ fn enquiry_serializes_in_the_wire_shape_and_round_trips() {
     assert_eq!(wire["email"], json!("jane.doe@example.com"));
     assert_eq!(wire["date_of_birth"], json!("1990-05-17"));
     assert_eq!(serde_json::from_value::<Enquiry>(wire).ok(), Some(enquiry));
+}
+
+/// What an enquiry keeps leaves out what was not sent, as partners send it; an enquiry kept
+/// with `null`s for those (as stored before) reads the same.
+#[test]
+fn a_kept_enquiry_leaves_out_what_was_not_sent_and_reads_nulls_as_before() {
+    let body = with(
+        examples::remortgage_enquiry("brand_a", "john@example.com"),
+        json!({"addresses": [{"line_1": "1 High Street", "postcode": "LS1 1AA"}]}),
+    );
+    let enquiry = parse(&body).expect("a valid enquiry");
+    let kept = serde_json::to_value(&enquiry).unwrap_or_default();
+    assert_eq!(kept["additional_borrowing_amount"], json!(30000.0));
+    assert!(kept.get("release_borrowing_amount").is_none(), "{kept}");
+    assert_eq!(
+        kept["addresses"],
+        json!([{"line_1": "1 High Street", "postcode": "LS1 1AA"}])
+    );
+
+    let mut with_nulls = kept.clone();
+    with_nulls["release_borrowing_amount"] = Value::Null;
+    with_nulls["addresses"][0]["county"] = Value::Null;
+    assert_eq!(
+        serde_json::from_value::<Enquiry>(with_nulls).ok(),
+        Some(enquiry)
+    );
 }
 
 #[test]
