@@ -10,7 +10,7 @@ use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
-use service_kit::telemetry::{BuildInfo, LogFormat, MetricHelp, MetricKind, RequestTelemetry};
+use service_kit::telemetry::{LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
 /// The auth-server's own metrics.
 const AUTH_METRICS: &[MetricHelp] = &[
@@ -97,13 +97,9 @@ impl Server for Application {
     /// Connects to the database (migrating it when told), makes sure a signing key exists,
     /// loads the clients and keys, and binds the listening socket.
     async fn build(config: Config) -> anyhow::Result<Self> {
-        service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
             "auth-server",
-            BuildInfo {
-                version: env!("CARGO_PKG_VERSION"),
-                commit: env!("BUILD_COMMIT"),
-            },
+            service_kit::build_info!(),
             AUTH_METRICS,
         );
         ops::warn_if_plain_http("AUTH_ISSUER", &config.issuer);

@@ -9,7 +9,7 @@ use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
-use service_kit::telemetry::{BuildInfo, LogFormat, MetricHelp, MetricKind, RequestTelemetry};
+use service_kit::telemetry::{LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
 use crate::state::AppState;
@@ -185,13 +185,9 @@ impl Server for Application {
     /// Connects to the database (migrating it when told) and binds the listening socket.
     /// The JWKS is fetched once serving starts; until it is, `/readyz` says not ready.
     async fn build(config: Config) -> anyhow::Result<Self> {
-        service_kit::telemetry::metrics_handle();
         service_kit::telemetry::describe_metrics(
             "intake-api",
-            BuildInfo {
-                version: env!("CARGO_PKG_VERSION"),
-                commit: env!("BUILD_COMMIT"),
-            },
+            service_kit::build_info!(),
             INTAKE_METRICS,
         );
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);

@@ -258,9 +258,23 @@ pub struct BuildInfo {
     pub commit: &'static str,
 }
 
-/// Gives the recorder each metric's help text and sets `build_info` for `service`. Call
-/// once at start, after [`metrics_handle`]; a metric is listed on `/metrics` once recorded.
+/// The [`BuildInfo`] of the crate it is written in: its version, and the commit its build
+/// script found (`BUILD_COMMIT`).
+#[macro_export]
+macro_rules! build_info {
+    () => {
+        $crate::telemetry::BuildInfo {
+            version: env!("CARGO_PKG_VERSION"),
+            commit: env!("BUILD_COMMIT"),
+        }
+    };
+}
+
+/// Installs the recorder ([`metrics_handle`]), gives it each metric's help text and sets
+/// `build_info` for `service`. Call once at start; a metric is listed on `/metrics` once
+/// recorded.
 pub fn describe_metrics(service: &'static str, build: BuildInfo, own: &[MetricHelp]) {
+    metrics_handle();
     for m in COMMON_METRICS.iter().chain(own) {
         match m.kind {
             MetricKind::Counter => metrics::describe_counter!(m.name, m.help),
