@@ -14,7 +14,8 @@ use crate::store::Timing;
 
 mod operator;
 
-pub use operator::{Settings, changes, webhook_secret, webhook_target};
+pub use operator::Settings;
+pub(crate) use operator::{changes, webhook_secret, webhook_target};
 
 /// The setting the key-encryption key is read from.
 pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";

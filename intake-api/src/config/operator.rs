@@ -31,7 +31,7 @@ pub struct Settings {
 impl Settings {
     /// The store on the existing database. Commands make neither cases nor links, so the
     /// timing of those never applies.
-    pub async fn open(&self) -> anyhow::Result<CaseStore> {
+    pub(crate) async fn open(&self) -> anyhow::Result<CaseStore> {
         const POOL: u32 = 2;
         let db = migration::SCHEMA
             .open_existing(self.database.url.expose(), POOL)
@@ -92,7 +92,7 @@ impl From<&Config> for Settings {
 }
 
 /// What a command that changes cases takes besides its own arguments.
-pub fn changes() -> Vec<clap::Arg> {
+pub(crate) fn changes() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<Actor<IntakeApi>>(),
@@ -116,7 +116,7 @@ struct AllowInsecureArg {
 }
 
 /// What `webhook set` takes besides its own arguments.
-pub fn webhook_target() -> Vec<clap::Arg> {
+pub(crate) fn webhook_target() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<AllowInsecureArg>(),
@@ -127,7 +127,7 @@ pub fn webhook_target() -> Vec<clap::Arg> {
 }
 
 /// What `webhook rotate-secret` takes besides its own arguments.
-pub fn webhook_secret() -> Vec<clap::Arg> {
+pub(crate) fn webhook_secret() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApi>>(),
         args_of::<KeyEncryptionKeyArg<IntakeApi>>(),

@@ -27,7 +27,7 @@ fn secret_to_pipe(what: &str) -> anyhow::Error {
 
 /// Runs a webhook command; `terminal` says whether stdout is one, where a new secret may be
 /// printed without `--show-secret`.
-pub async fn webhook_report(
+pub(crate) async fn webhook_report(
     settings: &Settings,
     command: WebhookCommand,
     terminal: bool,

@@ -18,7 +18,8 @@ mod delivery;
 mod signing;
 mod store;
 
-pub use cli::{WebhookCommand, webhook, webhook_report};
+pub(crate) use cli::webhook_report;
+pub use cli::{WebhookCommand, webhook};
 pub use delivery::*;
 pub use signing::*;
 pub use store::*;
