@@ -4,6 +4,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use serde::de::DeserializeOwned;
 
@@ -11,7 +12,8 @@ use crate::dpop::DpopKey;
 use crate::error::{BuildError, Error, retry_after};
 use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
 use crate::wire::{
-    AttachRequest, CaseResponse, Enquiry, RedirectResponse, ReferralRequest, ReferralResponse,
+    AttachRequest, CaseResponse, CaseStatusBody, Enquiry, RedirectResponse, ReferralRequest,
+    ReferralResponse,
 };
 
 /// The scope partners' calls need.
@@ -34,6 +36,7 @@ struct Inner {
     submit_url: reqwest::Url,
     attach_url: reqwest::Url,
     referral_url: reqwest::Url,
+    cases_url: reqwest::Url,
     tokens: TokenSource,
 }
 
@@ -163,10 +166,11 @@ impl ClientBuilder {
             let url = format!("{}{path}", base.as_str().trim_end_matches('/'));
             parse_url("intake", &url)
         };
-        let (submit_url, attach_url, referral_url) = (
+        let (submit_url, attach_url, referral_url, cases_url) = (
             endpoint("/partners/external/intake")?,
             endpoint("/partners/external/intake/attach")?,
             endpoint("/partners/external/referrals")?,
+            endpoint("/partners/external/cases")?,
         );
         let http = match self.http {
             Some(http) => http,
@@ -195,6 +199,7 @@ impl ClientBuilder {
                 submit_url,
                 attach_url,
                 referral_url,
+                cases_url,
                 tokens,
             }),
         })
@@ -265,6 +270,20 @@ impl Client {
         self.post(url, referral, idempotency_key, &[200, 201]).await
     }
 
+    /// Reads a case back (`GET /partners/external/cases/{reference}`): its status, when it
+    /// activates and the product attached last. A reference this partner has not submitted
+    /// an enquiry on is [`Error::CaseNotFound`].
+    pub async fn case(&self, reference: &str) -> Result<CaseStatusBody, Error> {
+        let mut url = self.inner.cases_url.clone();
+        // Pushed as one segment, so whatever the reference holds stays in it, encoded. The
+        // base was checked to be one when the client was built, so there are segments.
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.push(reference);
+        }
+        let answer = self.call(Method::GET, &url, None, None, &[200]).await?;
+        Ok(answer.body)
+    }
+
     async fn post<B: serde::Serialize, T: DeserializeOwned>(
         &self,
         url: &reqwest::Url,
@@ -274,33 +293,53 @@ impl Client {
     ) -> Result<Answer<T>, Error> {
         // Serialised once: the retry sends the very same bytes, as an idempotent retry must.
         let body = serde_json::to_vec(body).expect("the wire types always serialise");
+        self.call(Method::POST, url, Some(&body), key, success)
+            .await
+    }
+
+    async fn call<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        url: &reqwest::Url,
+        body: Option<&[u8]>,
+        key: Option<&IdempotencyKey>,
+        success: &[u16],
+    ) -> Result<Answer<T>, Error> {
         let token = self.inner.tokens.current().await?;
-        let mut resp = self.send(url, &body, key, &token).await?;
+        let mut resp = self.send(&method, url, body, key, &token).await?;
         if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
             // Revoked key, disabled and re-enabled client, clock skew: a new token may pass.
             // Once only: a second 401 will not be cured by a third token.
             let fresh = self.inner.tokens.replace(&token).await?;
-            resp = self.send(url, &body, key, &fresh).await?;
+            resp = self.send(&method, url, body, key, &fresh).await?;
         }
         read(resp, success).await
     }
 
     async fn send(
         &self,
+        method: &Method,
         url: &reqwest::Url,
-        body: &[u8],
+        body: Option<&[u8]>,
         key: Option<&IdempotencyKey>,
         token: &AccessToken,
     ) -> Result<reqwest::Response, Error> {
         let mut req = self
             .inner
             .http
-            .post(url.clone())
-            .header(AUTHORIZATION, token.header())
-            .header(CONTENT_TYPE, "application/json")
-            .body(body.to_vec());
+            .request(method.clone(), url.clone())
+            .header(AUTHORIZATION, token.header());
+        if let Some(body) = body {
+            req = req
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
+        }
         // A new proof for each send, the retry's too: a proof is good once.
-        if let Some(proof) = self.inner.tokens.proof("POST", url.as_str(), token)? {
+        if let Some(proof) = self
+            .inner
+            .tokens
+            .proof(method.as_str(), url.as_str(), token)?
+        {
             req = req.header("DPoP", proof);
         }
         if let Some(key) = key {

@@ -3,8 +3,9 @@
 //! It gets access tokens with the partner's client credentials, caches each one and renews
 //! it 30 seconds before it expires (spec 5.4), with a single token request in flight however
 //! many tasks call at once, and retries a call once with a fresh token when the API answers
-//! 401. [`Client::submit`], [`Client::attach`] and [`Client::refer`] take and return the types of
-//! `openapi/intake-api.yaml`; every documented error is an [`Error`] variant.
+//! 401. [`Client::submit`], [`Client::attach`], [`Client::refer`] and [`Client::case`] take and
+//! return the types of `openapi/intake-api.yaml`; every documented error is an [`Error`]
+//! variant.
 //!
 //! ```no_run
 //! # async fn run(enquiry: partner_client::Enquiry) -> Result<(), Box<dyn std::error::Error>> {
@@ -48,7 +49,8 @@ pub use token::{
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;
 pub use wire::{
-    Address, ApplicationType, AttachRequest, CaseResponse, CreditIssue, EmploymentStatus, Enquiry,
-    MessageBody, MortgageScheme, OAuthErrorBody, Purchase, PurchaseType, Purpose, RedirectResponse,
-    ReferralRequest, ReferralResponse, Remortgage, RemortgageReason, Stage, ValidationErrorBody,
+    Address, ApplicationType, AttachRequest, CaseResponse, CaseState, CaseStatusBody, CreditIssue,
+    EmploymentStatus, Enquiry, MessageBody, MortgageScheme, OAuthErrorBody, Purchase, PurchaseType,
+    Purpose, RedirectResponse, ReferralRequest, ReferralResponse, Remortgage, RemortgageReason,
+    Stage, ValidationErrorBody,
 };

@@ -5,8 +5,9 @@ use serde::Deserialize;
 
 pub use shared::error::OAuthErrorBody;
 pub use shared::intake::{
-    Address, AttachRequest, CaseResponse, Enquiry, MessageBody, Purchase, Purpose,
-    RedirectResponse, ReferralRequest, ReferralResponse, Remortgage, ValidationErrorBody,
+    Address, AttachRequest, CaseResponse, CaseState, CaseStatusBody, Enquiry, MessageBody,
+    Purchase, Purpose, RedirectResponse, ReferralRequest, ReferralResponse, Remortgage,
+    ValidationErrorBody,
 };
 pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgageScheme, PurchaseType, RemortgageReason,

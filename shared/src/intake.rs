@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use chrono::NaiveDate;
+use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
@@ -373,13 +373,208 @@ pub struct Address {
     pub date_moved_out: Option<NaiveDate>,
 }
 
-/// The body of the attach call (`AttachRequest`, spec 4.3).
+/// The body of the attach endpoint (spec 4.3).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
 pub struct AttachRequest {
-    /// The applicant's e-mail address, from an enquiry this partner submitted.
+    /// Applicant e-mail address; it must already have been added by a successful enquiry.
     pub email: String,
-    /// Product identifier from the eligibility engine.
+    /// Product identifier obtained from the eligibility engine.
     pub product_uuid: Uuid,
+}
+
+/// The enquiry a partner submits (spec 2.2).
+// Its flat shape for the OpenAPI document: every field of both purposes, the conditional
+// ones optional. `Enquiry` is the same body as partners build it; the intake-api parses the
+// raw body itself and refines this schema into one per purpose.
+#[cfg(feature = "openapi")]
+#[derive(Debug, Clone, poem_openapi::Object)]
+pub struct EnquiryRequest {
+    /// One of the configured brand identifiers (lower case).
+    pub brand: String,
+    /// Applicant first name.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub first_name: String,
+    /// Applicant last name.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub last_name: String,
+    /// Applicant e-mail address; compared trimmed and case-insensitively.
+    pub email: String,
+    /// Applicant mobile phone number: an optional leading `+` and 7 to 15 digits; spaces,
+    /// hyphens and brackets are ignored.
+    pub mobile_number: String,
+    /// Applicant date of birth, `YYYY-MM-DD`, before today.
+    pub date_of_birth: String,
+    /// Applicant accepts the terms of submission; must be `true`.
+    pub terms_agreement: bool,
+    /// How far the applicant has got with finding a property.
+    pub stage: Stage,
+    /// Whether there is one applicant or several.
+    pub application_type: ApplicationType,
+    /// Status of the primary applicant.
+    pub employment_status: EmploymentStatus,
+    /// Combined estimated income of all applicants.
+    #[oai(validator(minimum(value = "0")))]
+    pub total_annual_income: f64,
+    /// What the mortgage is for; decides which conditional fields are required.
+    pub mortgage_purpose: MortgagePurpose,
+    /// Whether the applicants have any adverse credit history.
+    pub has_credit_issues: bool,
+    /// Required when `has_credit_issues` is true: the kinds of adverse credit history.
+    #[oai(validator(min_items = 1, max_items = 20))]
+    pub credit_issues: Option<Vec<CreditIssue>>,
+    /// Required when `mortgage_purpose` is `purchase`.
+    pub purchase_type: Option<PurchaseType>,
+    /// Required when `purchase_type` is `first_time_buyer`.
+    pub mortgage_scheme: Option<MortgageScheme>,
+    /// Required when `mortgage_purpose` is `purchase`: approximate value of the new property or
+    /// estimated budget.
+    #[oai(validator(minimum(value = "0")))]
+    pub new_property_value: Option<f64>,
+    /// Required when `mortgage_purpose` is `purchase`: approximate combined deposit of the
+    /// applicants.
+    #[oai(validator(minimum(value = "0")))]
+    pub deposit_amount: Option<f64>,
+    /// Required when `mortgage_purpose` is `remortgage`.
+    pub remortgage_reason: Option<RemortgageReason>,
+    /// Required when `mortgage_purpose` is `remortgage`: approximate value of the remortgaged
+    /// property.
+    #[oai(validator(minimum(value = "0")))]
+    pub current_property_value: Option<f64>,
+    /// Required when `mortgage_purpose` is `remortgage`: approximate amount left on the existing
+    /// mortgage.
+    #[oai(validator(minimum(value = "0")))]
+    pub outstanding_mortgage_amount: Option<f64>,
+    /// Required when `remortgage_reason` is `borrow_more_money`: approximate extra amount to
+    /// borrow.
+    #[oai(validator(minimum(value = "0")))]
+    pub additional_borrowing_amount: Option<f64>,
+    /// Required when `remortgage_reason` is `release_money`: approximate amount to release.
+    #[oai(validator(minimum(value = "0")))]
+    pub release_borrowing_amount: Option<f64>,
+    /// Product identifier obtained from the eligibility engine.
+    pub product_uuid: Option<Uuid>,
+    /// Consent to a credit check by a credit reference agency.
+    #[oai(default)]
+    pub credit_check_consent: bool,
+    /// Applicant addresses; when present, at least one.
+    #[oai(validator(min_items = 1, max_items = 20))]
+    pub addresses: Option<Vec<AddressRequest>>,
+}
+
+/// One applicant address.
+// The document's shape of `Address`, which partners build.
+#[cfg(feature = "openapi")]
+#[derive(Debug, Clone, poem_openapi::Object)]
+pub struct AddressRequest {
+    /// First address line.
+    #[oai(validator(min_length = 1, max_length = 255))]
+    pub line_1: String,
+    /// Second address line.
+    #[oai(validator(max_length = 255))]
+    pub line_2: Option<String>,
+    /// Third address line.
+    #[oai(validator(max_length = 255))]
+    pub line_3: Option<String>,
+    /// Town or city.
+    #[oai(validator(max_length = 255))]
+    pub town_city: Option<String>,
+    /// County.
+    #[oai(validator(max_length = 255))]
+    pub county: Option<String>,
+    /// Country.
+    #[oai(validator(max_length = 255))]
+    pub country: Option<String>,
+    /// Postcode.
+    #[oai(validator(min_length = 1, max_length = 16))]
+    pub postcode: String,
+    /// Date the applicant moved in, `YYYY-MM-DD`.
+    pub date_moved_in: Option<String>,
+    /// Date the applicant moved out, `YYYY-MM-DD`, not before `date_moved_in`.
+    pub date_moved_out: Option<String>,
+}
+
+/// Where a case stands in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
+pub enum CaseState {
+    /// Referred by a partner; waiting for the customer's enquiry, which makes it
+    /// `pending_activation`.
+    Referred,
+    /// Accepted; it becomes active at `activates_at`.
+    PendingActivation,
+    /// Active.
+    Active,
+}
+
+/// A case as its partner may read it back: `GET /partners/external/cases/{reference}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct CaseStatusBody {
+    /// The case reference number.
+    pub reference: String,
+    /// The brand the case is with.
+    pub brand: String,
+    /// `pending_activation` until `activates_at`, then `active`; `referred` before the
+    /// customer's enquiry.
+    pub status: CaseState,
+    /// When the case was created.
+    pub created_at: DateTime<Utc>,
+    /// When an enquiry or product last changed it.
+    pub updated_at: DateTime<Utc>,
+    /// When it becomes (or became) active; null while it is referred, waiting for the
+    /// enquiry that starts the delay.
+    #[cfg_attr(feature = "openapi", oai(nullable))]
+    pub activates_at: Option<DateTime<Utc>>,
+    /// When it became active; null until then.
+    #[cfg_attr(feature = "openapi", oai(nullable))]
+    pub activated_at: Option<DateTime<Utc>>,
+    /// The eligibility-engine product attached last; null until one is.
+    #[cfg_attr(feature = "openapi", oai(nullable))]
+    pub product_uuid: Option<Uuid>,
+}
+
+/// The body of the portal's redeem call (`POST /portal/redirect-tokens/redeem`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct RedeemRequest {
+    /// The `token` parameter of the customer's redirect link, as it arrived.
+    #[cfg_attr(feature = "openapi", oai(validator(max_length = 128)))]
+    pub token: String,
+}
+
+/// What a redeemed link continues with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
+#[serde(rename_all = "snake_case")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
+pub enum LinkContinuation {
+    /// A link attach made: the customer goes on with `product_uuid`.
+    Product,
+    /// A referral's link: the customer completes their enquiry (the portal's form, with
+    /// what the partner referred).
+    Enquiry,
+}
+
+/// What a redeemed link continues with: the case, and the product the partner attached or
+/// the enquiry a referral waits for.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
+pub struct RedeemedLink {
+    /// The case reference number.
+    pub reference: String,
+    /// The brand the case is with.
+    pub brand: String,
+    /// `product` for a link attach made, `enquiry` for a referral's.
+    pub continue_with: LinkContinuation,
+    /// The product attached when the link was made; absent for a referral's link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", oai(skip_serializing_if_is_none))]
+    pub product_uuid: Option<Uuid>,
+    /// The customer's e-mail address.
+    pub email: String,
 }
 
 /// The intake-api's other error bodies (`Unauthenticated`, `CaseNotFound`, `TooManyAttempts`...):
@@ -436,6 +631,58 @@ impl poem_openapi::types::Example for ReferralResponse {
     }
 }
 
+/// The example case's creation time.
+#[cfg(feature = "openapi")]
+fn example_time() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-26T09:30:00Z")
+        .map(|t| t.with_timezone(&Utc))
+        .unwrap_or_default()
+}
+
+/// The examples' product.
+#[cfg(feature = "openapi")]
+const EXAMPLE_PRODUCT: Uuid = Uuid::from_u128(0x3f1c2a9e_5b7d_4e21_9c3a_8d4f6b2e1a07);
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for CaseStatusBody {
+    fn example() -> Self {
+        let created = example_time();
+        let activates = created + chrono::Duration::minutes(15);
+        Self {
+            reference: "418290357116".into(),
+            brand: "brand_a".into(),
+            status: CaseState::Active,
+            created_at: created,
+            updated_at: created + chrono::Duration::minutes(2),
+            activates_at: Some(activates),
+            activated_at: Some(activates + chrono::Duration::seconds(1)),
+            product_uuid: Some(EXAMPLE_PRODUCT),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for RedeemRequest {
+    fn example() -> Self {
+        Self {
+            token: "q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM".into(),
+        }
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl poem_openapi::types::Example for RedeemedLink {
+    fn example() -> Self {
+        Self {
+            reference: "418290357116".into(),
+            brand: "brand_a".into(),
+            continue_with: LinkContinuation::Product,
+            product_uuid: Some(EXAMPLE_PRODUCT),
+            email: "jane.doe@example.com".into(),
+        }
+    }
+}
+
 #[cfg(feature = "openapi")]
 impl poem_openapi::types::Example for ValidationErrorBody {
     fn example() -> Self {
@@ -484,6 +731,83 @@ mod tests {
             );
         }
         names
+    }
+
+    /// The names a schema documents.
+    fn documented<T: poem_openapi::types::Type>() -> std::collections::BTreeSet<String> {
+        let mut registry = poem_openapi::registry::Registry::new();
+        T::register(&mut registry);
+        registry.schemas[&*T::name()]
+            .properties
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .collect()
+    }
+
+    /// The keys serde gives `values`, all together.
+    fn keys_of<T: Serialize>(values: &[T]) -> std::collections::BTreeSet<String> {
+        values
+            .iter()
+            .flat_map(|v| match serde_json::to_value(v) {
+                Ok(serde_json::Value::Object(map)) => map.keys().cloned().collect(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_documented_enquiry_has_the_fields_partners_build() {
+        let date = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap();
+        let address = Address {
+            line_1: "1 High Street".into(),
+            line_2: Some("x".into()),
+            line_3: Some("x".into()),
+            town_city: Some("x".into()),
+            county: Some("x".into()),
+            country: Some("x".into()),
+            postcode: "LS1 1AA".into(),
+            date_moved_in: Some(date),
+            date_moved_out: Some(date),
+        };
+        let purchase = Enquiry {
+            brand: "brand_a".into(),
+            first_name: "Jane".into(),
+            last_name: "Doe".into(),
+            email: "a@b.co".into(),
+            mobile_number: "07700900123".into(),
+            date_of_birth: date,
+            terms_agreement: true,
+            stage: Stage::Researching,
+            application_type: ApplicationType::Single,
+            employment_status: EmploymentStatus::Employed,
+            total_annual_income: 1.0,
+            purpose: Purpose::Purchase(Purchase {
+                purchase_type: PurchaseType::FirstTimeBuyer,
+                mortgage_scheme: Some(MortgageScheme::No),
+                new_property_value: 1.0,
+                deposit_amount: 1.0,
+            }),
+            has_credit_issues: true,
+            credit_issues: Some(vec![CreditIssue::Ccj]),
+            product_uuid: Some(Uuid::nil()),
+            credit_check_consent: Some(true),
+            addresses: Some(vec![address.clone()]),
+        };
+        let remortgage = Enquiry {
+            purpose: Purpose::Remortgage(Remortgage {
+                remortgage_reason: RemortgageReason::Other,
+                current_property_value: 1.0,
+                outstanding_mortgage_amount: 1.0,
+                additional_borrowing_amount: Some(1.0),
+                release_borrowing_amount: Some(1.0),
+            }),
+            ..purchase.clone()
+        };
+        assert_eq!(
+            documented::<EnquiryRequest>(),
+            keys_of(&[purchase, remortgage])
+        );
+        assert_eq!(documented::<AddressRequest>(), keys_of(&[address]));
     }
 
     /// Spec 2.2's lists, written out once: renaming a variant fails here instead of changing

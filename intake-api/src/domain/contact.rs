@@ -68,6 +68,10 @@ impl fmt::Display for Email {
 /// 15 digits, not for padding.
 pub const MAX_MOBILE_CHARS: usize = 32;
 
+/// [`MobileNumber::parse`]'s rule as a regular expression, for the document: separators
+/// anywhere, an optional leading `+`, and 7 to 15 digits.
+pub const MOBILE_PATTERN: &str = r"^[ ()-]*\+?(?:[ ()-]*[0-9]){7,15}[ ()-]*$";
+
 /// A mobile number reduced to an optional leading `+` and its digits, so formatting never matters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(try_from = "String")]

@@ -6,7 +6,10 @@ pub mod errors;
 pub mod parse;
 pub mod redirect;
 
-pub use contact::{Email, InvalidEmail, InvalidMobileNumber, MAX_MOBILE_CHARS, MobileNumber};
+pub use contact::{
+    Email, InvalidEmail, InvalidMobileNumber, MAX_EMAIL, MAX_MOBILE_CHARS, MOBILE_PATTERN,
+    MobileNumber,
+};
 pub use enquiry::{
     Address, AttachRequest, Brand, Enquiry, Purchase, Purpose, Referral, Remortgage,
 };

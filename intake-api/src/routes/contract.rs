@@ -16,7 +16,10 @@ use service_kit::openapi::{
 use super::idempotency::{self, MAX_KEY_CHARS};
 use super::intake::MAX_REFERENCE_CHARS;
 use super::partner::SECURITY_SCHEME;
-use crate::domain::{MAX_MOBILE_CHARS, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS};
+use crate::domain::{
+    MAX_EMAIL, MAX_MOBILE_CHARS, MOBILE_PATTERN, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS,
+    REMORTGAGE_FIELDS,
+};
 
 /// A calendar date as `YYYY-MM-DD`, with months and days in range (the format rules out
 /// the rest, such as 31 April).
@@ -50,6 +53,7 @@ pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
             }),
         );
     }
+    refine_contacts(doc);
     refine_address(doc);
     refine_referral(doc);
     refine_enquiry(doc);
@@ -109,33 +113,28 @@ fn brand_ref(schema: &mut Map<String, Value>) {
     }
 }
 
-/// The referral's contact fields say what the enquiry's say, read from the enquiry's
-/// schema before it is split by purpose.
+/// Every request's contact fields as the domain reads them: an e-mail address's format and
+/// length, a mobile number's pattern and length.
+fn refine_contacts(doc: &mut Value) {
+    for name in ["EnquiryRequest", "ReferralRequest", "AttachRequest"] {
+        let Some(schema) = schema_mut(doc, name) else {
+            continue;
+        };
+        if let Some(email) = property_mut(schema, "email") {
+            email.insert("format".into(), json!("email"));
+            email.insert("maxLength".into(), json!(MAX_EMAIL));
+        }
+        if let Some(mobile) = property_mut(schema, "mobile_number") {
+            mobile.insert("pattern".into(), json!(MOBILE_PATTERN));
+            mobile.insert("maxLength".into(), json!(MAX_MOBILE_CHARS));
+        }
+    }
+}
+
 fn refine_referral(doc: &mut Value) {
-    let enquiry = |field: &str| {
-        doc.pointer(&format!(
-            "/components/schemas/EnquiryRequest/properties/{field}"
-        ))
-        .cloned()
-    };
-    let (Some(email), Some(mobile)) = (enquiry("email"), enquiry("mobile_number")) else {
-        return;
-    };
     let Some(referral) = schema_mut(doc, "ReferralRequest") else {
         return;
     };
-    for (field, from) in [("email", email), ("mobile_number", mobile)] {
-        if let (Some(property), Value::Object(from)) = (property_mut(referral, field), from) {
-            for (key, value) in from {
-                if key != "description" {
-                    property.insert(key, value);
-                }
-            }
-        }
-    }
-    if let Some(property) = property_mut(referral, "mobile_number") {
-        property.insert("maxLength".into(), json!(MAX_MOBILE_CHARS));
-    }
     brand_ref(referral);
     if let Some(consent) = property_mut(referral, "contact_consent") {
         consent.insert("enum".into(), json!([true]));
@@ -171,9 +170,6 @@ fn refine_enquiry(doc: &mut Value) {
                 "Applicant date of birth, `YYYY-MM-DD`: from {OLDEST_BIRTH_YEAR}-01-01, and before today (the pattern admits years up to 2025)."
             )),
         );
-    }
-    if let Some(mobile) = property_mut(&mut base, "mobile_number") {
-        mobile.insert("maxLength".into(), json!(MAX_MOBILE_CHARS));
     }
     for field in ["first_name", "last_name"] {
         if let Some(text) = property_mut(&mut base, field) {
@@ -483,4 +479,94 @@ fn enquiry_examples(brand: &str) -> Vec<(&'static str, &'static str, Value)> {
             ),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use poem_openapi::registry::{MetaSchema, Registry};
+    use poem_openapi::types::Type;
+    use poem_openapi::validation::{Pattern, Validator};
+    use shared::intake::{AddressRequest, AttachRequest, EnquiryRequest, ReferralRequest};
+
+    use super::*;
+    use crate::domain::{ADDRESS_FIELDS, ENQUIRY_FIELDS, MobileNumber};
+
+    fn schema<T: Type>() -> MetaSchema {
+        let mut registry = Registry::new();
+        T::register(&mut registry);
+        registry
+            .schemas
+            .remove(&*T::name())
+            .unwrap_or(MetaSchema::ANY)
+    }
+
+    fn documented<T: Type>() -> BTreeSet<&'static str> {
+        schema::<T>()
+            .properties
+            .iter()
+            .map(|(name, _)| *name)
+            .collect()
+    }
+
+    #[test]
+    fn the_document_names_the_fields_the_parser_reads_and_requires_those_always_required() {
+        assert_eq!(
+            documented::<EnquiryRequest>(),
+            BTreeSet::from(ENQUIRY_FIELDS)
+        );
+        assert_eq!(
+            documented::<AddressRequest>(),
+            BTreeSet::from(ADDRESS_FIELDS)
+        );
+        // The parser's list starts with them, up to the first that depends on another.
+        let always: Vec<&str> = ENQUIRY_FIELDS
+            .into_iter()
+            .take_while(|field| *field != "credit_issues")
+            .collect();
+        assert_eq!(always.len(), 13);
+        assert_eq!(schema::<EnquiryRequest>().required, always);
+        assert_eq!(schema::<AddressRequest>().required, ["line_1", "postcode"]);
+        assert_eq!(
+            schema::<AttachRequest>().required,
+            ["email", "product_uuid"]
+        );
+    }
+
+    #[test]
+    fn every_requests_contact_fields_are_documented_as_the_parser_reads_them() {
+        let mut doc = json!({"components": {"schemas": {
+            "EnquiryRequest": schema::<EnquiryRequest>(),
+            "ReferralRequest": schema::<ReferralRequest>(),
+            "AttachRequest": schema::<AttachRequest>(),
+        }}});
+        refine_contacts(&mut doc);
+        for name in ["EnquiryRequest", "ReferralRequest", "AttachRequest"] {
+            let email = &doc["components"]["schemas"][name]["properties"]["email"];
+            assert_eq!(email["format"], "email", "{name}");
+            assert_eq!(email["maxLength"], MAX_EMAIL, "{name}");
+        }
+        for name in ["EnquiryRequest", "ReferralRequest"] {
+            let mobile = &doc["components"]["schemas"][name]["properties"]["mobile_number"];
+            assert_eq!(mobile["pattern"], MOBILE_PATTERN, "{name}");
+            assert_eq!(mobile["maxLength"], MAX_MOBILE_CHARS, "{name}");
+        }
+
+        let pattern = Pattern::new(MOBILE_PATTERN);
+        for sample in [
+            "+44 (0)7700-900123",
+            "1234567",
+            "123456",
+            "+1234567890123456",
+            "44+7700900",
+            "07700 900123",
+        ] {
+            assert_eq!(
+                pattern.check(&sample.to_owned()),
+                MobileNumber::parse(sample).is_ok(),
+                "pattern and parser disagree on {sample:?}"
+            );
+        }
+    }
 }

@@ -7,13 +7,13 @@ use poem_openapi::param::{Header, Path};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use service_kit::telemetry::{OUTCOME, record};
+use shared::intake::{
+    self as wire, CaseResponse, CaseState, CaseStatusBody, EnquiryRequest, RedirectResponse,
+};
 
 use super::body::LenientJson;
 use super::idempotency::{self, Attempt, Begun, Replayable};
 use super::partner::Partner;
-use super::wire::{
-    AttachRequestBody, CaseResponse, CaseState, CaseStatusBody, EnquiryRequest, RedirectResponse,
-};
 use super::{BRAND, REFERENCE};
 use crate::domain::{AttachRequest, RedirectToken, parse_attach, parse_enquiry};
 use crate::entity::case;
@@ -221,7 +221,7 @@ impl IntakeApi {
         /// and changes nothing. Up to 255 characters.
         #[oai(name = "Idempotency-Key")]
         idempotency_key: Header<Option<String>>,
-        body: LenientJson<AttachRequestBody>,
+        body: LenientJson<wire::AttachRequest>,
     ) -> Result<AttachResponse, IntakeError> {
         let state = &self.state;
         let request = parse_attach(&body.value)?;

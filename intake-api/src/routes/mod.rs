@@ -1,5 +1,5 @@
-//! The intake-api's HTTP interface, built on the shared state: the operations, their wire
-//! types, who may call them and how often.
+//! The intake-api's HTTP interface, built on the shared state: the operations (their wire
+//! types are `shared::intake`'s), who may call them and how often.
 
 pub mod body;
 pub mod contract;
@@ -9,7 +9,6 @@ pub mod partner;
 pub mod portal;
 pub mod rate_limit;
 pub mod referral;
-pub mod wire;
 
 use std::sync::Arc;
 

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use service_kit::telemetry::{OUTCOME, REASON, record};
+use shared::intake::{LinkContinuation, RedeemRequest, RedeemedLink};
 
 use super::body::LenientJson;
 use super::partner::Portal;
-use super::wire::{LinkContinuation, RedeemRequestBody, RedeemedLink};
 use super::{BRAND, REFERENCE};
 use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
@@ -87,7 +87,7 @@ impl PortalApi {
     async fn redeem(
         &self,
         portal: Portal,
-        body: LenientJson<RedeemRequestBody>,
+        body: LenientJson<RedeemRequest>,
     ) -> Result<RedeemResponse, IntakeError> {
         let token = parse_redeem(&body.value)?;
         self.warn_of_unknown_brands(&portal);

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use partner_client::{AttachRequest, Error, IdempotencyKey, ReferralRequest};
+use partner_client::{AttachRequest, CaseState, Error, IdempotencyKey, ReferralRequest};
 use test_support::{on_both_backends, on_sqlite};
 
 use crate::helpers::{Backend, REFERRAL, RelaySettings, Stack, fresh_email, product, purchase};
@@ -20,6 +20,14 @@ async fn submit_creates_a_case_then_updates_it_and_attach_answers_with_a_link(ba
     assert_eq!(updated.body.message, "Case updated");
     assert_eq!(updated.body.reference, created.body.reference);
 
+    let case = client.case(&created.body.reference).await.expect("read");
+    assert_eq!(
+        (case.brand.as_str(), case.status, case.product_uuid),
+        ("brand_a", CaseState::PendingActivation, None),
+        "{case:?}"
+    );
+    assert!(case.activates_at > Some(case.created_at), "{case:?}");
+
     let attach = AttachRequest {
         email,
         product_uuid: product(),
@@ -32,6 +40,21 @@ async fn submit_creates_a_case_then_updates_it_and_attach_answers_with_a_link(ba
             .starts_with("https://portal.brand-a.example/continue?token="),
         "{link:?}"
     );
+    let case = client.case(&created.body.reference).await.expect("read");
+    assert_eq!(case.product_uuid, Some(attach.product_uuid), "{case:?}");
+}
+
+async fn reading_a_case_it_did_not_submit_is_case_not_found(backend: Backend) {
+    let stack = Stack::start(backend).await;
+    let client = stack.client();
+    let err = client.case("000000000000").await.expect_err("no such case");
+    assert!(
+        matches!(&err, Error::CaseNotFound { message } if message == "Case not found"),
+        "{err:?}"
+    );
+    // Whatever a reference holds stays one path segment.
+    let err = client.case("../intake").await.expect_err("no such case");
+    assert!(matches!(&err, Error::CaseNotFound { .. }), "{err:?}");
 }
 
 async fn a_repeated_idempotency_key_replays_the_first_answer(backend: Backend) {
@@ -195,6 +218,11 @@ async fn refer_makes_a_referred_case_that_an_enquiry_completes(backend: Backend)
     );
     let again = client.refer(&referral, Some(&key)).await.expect("replayed");
     assert!(again.replayed && again.body == referred.body, "{again:?}");
+    let case = client.case(&referred.body.reference).await.expect("read");
+    assert_eq!(
+        (case.status, case.activates_at),
+        (CaseState::Referred, None)
+    );
     let completed = client
         .submit(&purchase("brand_a", &email), None)
         .await
@@ -225,4 +253,5 @@ on_sqlite!(
     over_the_rate_limit_a_call_is_rate_limited_with_retry_after,
     a_token_without_the_intake_scope_is_forbidden_naming_the_scope,
     the_clients_debug_shows_neither_its_secret_nor_its_token,
+    reading_a_case_it_did_not_submit_is_case_not_found,
 );

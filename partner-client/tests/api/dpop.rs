@@ -110,13 +110,14 @@ async fn a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time(backen
     .expect("the client builds");
     let email = fresh_email();
     let enquiry = purchase("brand_a", &email);
-    assert!(
-        client
-            .submit(&enquiry, None)
-            .await
-            .expect("submitted")
-            .created()
-    );
+    let created = client.submit(&enquiry, None).await.expect("submitted");
+    assert!(created.created());
+    // A read is proved too, with its own method.
+    let case = client
+        .case(&created.body.reference)
+        .await
+        .expect("read back");
+    assert_eq!(case.reference, created.body.reference);
     assert!(
         !client
             .submit(&enquiry, None)

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 
 use partner_client::{
-    Address, AttachRequest, Enquiry, OAuthErrorBody, Purchase, PurchaseType, Purpose, Remortgage,
-    RemortgageReason,
+    Address, AttachRequest, CaseState, CaseStatusBody, Enquiry, OAuthErrorBody, Purchase,
+    PurchaseType, Purpose, Remortgage, RemortgageReason,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -81,9 +81,9 @@ fn full_address() -> Address {
     a
 }
 
-/// The request bodies are the client's own types (the answers, error bodies and enums are the
-/// service's, from `shared`): each names every property the document gives it. The auth-server's
-/// other error bodies have the keys of the one the client reads them as.
+/// The request bodies and the case read back each name every property the document gives
+/// them. The auth-server's other error bodies have the keys of the one the client reads them
+/// as.
 #[test]
 fn the_wire_types_name_every_property_of_the_documents() {
     let intake = document("intake-api.yaml");
@@ -98,6 +98,20 @@ fn the_wire_types_name_every_property_of_the_documents() {
             }]),
         ),
     ];
+    let now = partner_client::chrono::Utc::now();
+    let case = CaseStatusBody {
+        reference: "418290357116".into(),
+        brand: "brand_a".into(),
+        status: CaseState::Active,
+        created_at: now,
+        updated_at: now,
+        activates_at: Some(now),
+        activated_at: Some(now),
+        product_uuid: Some(product()),
+    };
+    let cases = cases
+        .into_iter()
+        .chain([("CaseStatusBody", keys_of(&[case]))]);
     for (schema, ours) in cases {
         assert_eq!(schema_properties(&intake, schema), ours, "{schema}");
     }
