@@ -1,16 +1,14 @@
-//! The intake API's wire types that the intake-api documents and answers with and the
-//! partner client sends and reads: the fixed lists of the enquiry (spec 2.2) and the answer
-//! bodies. Each enum's serde names are its wire names (with the `openapi` feature, its
+//! The intake API's wire types: every request and answer body the intake-api documents and
+//! answers with and the partner client sends and reads, and the fixed lists of the enquiry
+//! (spec 2.2). Each enum's serde names are its wire names (with the `openapi` feature, its
 //! OpenAPI names too), and this module's test is the only place they are written out.
 //!
-//! The enquiry is here as partners build it: types that cannot hold an invalid combination
-//! (the purpose carries exactly its own fields), which the partner client sends and the
-//! intake-api's tests and document check against. The intake-api documents the enquiry's
-//! flat wire shape for the OpenAPI document, which the derive cannot make of these types,
-//! and parses it in its domain, reporting every problem at once; its test holds the
-//! document's fields to the ones serde makes of these. The referral, flat and without
-//! conditions, is here once for everything: documented with these very types, parsed in the
-//! domain as the enquiry.
+//! The enquiry is here twice, as the derive cannot make one of the other: [`Enquiry`] as
+//! partners build it (the purpose carries exactly its own fields, so no invalid combination
+//! can be built), and, with the `openapi` feature, `EnquiryRequest`, its flat shape for the
+//! document (every field of both purposes). The test below holds their fields equal; the
+//! intake-api parses the raw body in its domain, reporting every problem at once, and refines
+//! the flat schema into one per purpose. The other bodies are one type each.
 
 use std::collections::BTreeMap;
 
