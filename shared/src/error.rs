@@ -21,32 +21,3 @@ pub struct OAuthErrorBody {
     #[serde(default)]
     pub message: String,
 }
-
-/// Defines a `{"message": ...}` body type for one kind of answer, with its fixed text as the
-/// OpenAPI example, so each documented status shows the body partners will really get.
-#[macro_export]
-macro_rules! message_body {
-    ($(#[$meta:meta])* $name:ident = $text:literal) => {
-        $(#[$meta])*
-        #[derive(Debug, Clone, PartialEq, Eq, poem_openapi::Object)]
-        #[oai(example)]
-        pub struct $name {
-            /// What happened, for people.
-            pub message: String,
-        }
-
-        impl poem_openapi::types::Example for $name {
-            fn example() -> Self {
-                Self {
-                    message: $text.to_owned(),
-                }
-            }
-        }
-
-        impl Default for $name {
-            fn default() -> Self {
-                <Self as poem_openapi::types::Example>::example()
-            }
-        }
-    };
-}

@@ -5,8 +5,6 @@
 //! our side (the database, randomness, configuration) go to the log with their chain, never
 //! to the partner.
 
-pub mod bodies;
-
 use std::fmt::Write as _;
 
 use poem::IntoResponse;
@@ -18,10 +16,20 @@ use crate::auth::AuthError;
 use crate::domain::ValidationErrors;
 use crate::sandbox::Trigger;
 use crate::store::StoreError;
-use bodies::{
+use shared::intake::ValidationErrorBody;
+use shared::intake::messages::{
     BadRequestBody, CaseNotFound, InvalidScope, RequestInFlight, ServerError, TooLarge,
-    TooManyAttempts, Unauthenticated, Unavailable, ValidationErrorBody,
+    TooManyAttempts, Unauthenticated, Unavailable,
 };
+
+impl From<ValidationErrors> for ValidationErrorBody {
+    fn from(errors: ValidationErrors) -> Self {
+        Self {
+            message: "The given data was invalid.".into(),
+            errors: errors.into_map(),
+        }
+    }
+}
 
 /// Seconds a partner is asked to wait after a passing outage.
 pub const RETRY_AFTER_SECS: u32 = 5;

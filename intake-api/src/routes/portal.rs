@@ -5,6 +5,7 @@ use std::sync::Arc;
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use service_kit::telemetry::{OUTCOME, REASON, record};
+use shared::intake::messages::LinkGone;
 use shared::intake::{LinkContinuation, RedeemRequest, RedeemedLink};
 
 use super::body::LenientJson;
@@ -13,7 +14,6 @@ use super::{BRAND, REFERENCE};
 use crate::domain::parse_redeem;
 use crate::domain::redirect::hash_token;
 use crate::error::IntakeError;
-use crate::error::bodies::LinkGone;
 use crate::state::AppState;
 use crate::store::Redemption;
 
