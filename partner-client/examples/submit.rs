@@ -1,4 +1,5 @@
-//! Submits one enquiry, attaches a product to its case, and prints the customer's link.
+//! Submits one enquiry, attaches a product to its case, prints the customer's link, and reads
+//! the case back.
 //!
 //! ```sh
 //! PARTNER_CLIENT_ID=... PARTNER_CLIENT_SECRET=... \
@@ -124,5 +125,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(Error::Server { .. }) => println!("no link: send the customer to the dashboard"),
         Err(e) => return Err(e.into()),
     }
+
+    let read = client.case(&case.body.reference).await?;
+    let activates = read.activates_at.map(|t| t.to_rfc3339());
+    let product = read.product_uuid.map(|p| p.to_string());
+    println!(
+        "case {}: {:?}, active from {}, product {}",
+        read.reference,
+        read.status,
+        activates.as_deref().unwrap_or("(once the enquiry comes)"),
+        product.as_deref().unwrap_or("none")
+    );
     Ok(())
 }
