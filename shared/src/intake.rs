@@ -16,23 +16,27 @@ use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-/// The wire names of one of these lists, in declaration order, as its OpenAPI schema gives
-/// them (serde's are the same: the test below holds them equal).
+/// The schema `T` registers under its own name, before the services refine their documents
+/// (`MetaSchema::ANY` for a type that registers none).
 #[cfg(feature = "openapi")]
-pub fn wire_names<T: poem_openapi::types::Type>() -> Vec<String> {
+pub fn schema_of<T: poem_openapi::types::Type>() -> poem_openapi::registry::MetaSchema {
     let mut registry = poem_openapi::registry::Registry::new();
     T::register(&mut registry);
     registry
         .schemas
-        .get(&*T::name())
-        .map(|schema| {
-            schema
-                .enum_items
-                .iter()
-                .filter_map(|item| item.as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
+        .remove(&*T::name())
+        .unwrap_or(poem_openapi::registry::MetaSchema::ANY)
+}
+
+/// The wire names of one of these lists, in declaration order, as its OpenAPI schema gives
+/// them (serde's are the same: the test below holds them equal).
+#[cfg(feature = "openapi")]
+pub fn wire_names<T: poem_openapi::types::Type>() -> Vec<String> {
+    schema_of::<T>()
+        .enum_items
+        .iter()
+        .filter_map(|item| item.as_str().map(str::to_owned))
+        .collect()
 }
 
 /// How far the applicant has got with finding a property.
@@ -243,6 +247,11 @@ pub struct ValidationErrorBody {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[cfg_attr(feature = "openapi", oai(default, skip_serializing_if_is_empty))]
     pub errors: BTreeMap<String, Vec<String>>,
+}
+
+impl ValidationErrorBody {
+    /// The body's `message`, whatever the problems.
+    pub const MESSAGE: &str = "The given data was invalid.";
 }
 
 /// A customer's mortgage enquiry (`EnquiryRequest`, spec 2.2).
@@ -771,7 +780,7 @@ impl poem_openapi::types::Example for ValidationErrorBody {
             ),
         ];
         Self {
-            message: "The given data was invalid.".into(),
+            message: Self::MESSAGE.into(),
             errors: errors
                 .into_iter()
                 .map(|(field, problem)| (field.to_owned(), vec![problem.to_owned()]))
@@ -808,9 +817,7 @@ mod tests {
 
     /// The names a schema documents.
     fn documented<T: poem_openapi::types::Type>() -> std::collections::BTreeSet<String> {
-        let mut registry = poem_openapi::registry::Registry::new();
-        T::register(&mut registry);
-        registry.schemas[&*T::name()]
+        schema_of::<T>()
             .properties
             .iter()
             .map(|(name, _)| (*name).to_owned())

@@ -25,7 +25,7 @@ use shared::intake::messages::{
 impl From<ValidationErrors> for ValidationErrorBody {
     fn from(errors: ValidationErrors) -> Self {
         Self {
-            message: "The given data was invalid.".into(),
+            message: ValidationErrorBody::MESSAGE.into(),
             errors: errors.into_map(),
         }
     }

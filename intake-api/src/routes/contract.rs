@@ -485,22 +485,14 @@ fn enquiry_examples(brand: &str) -> Vec<(&'static str, &'static str, Value)> {
 mod tests {
     use std::collections::BTreeSet;
 
-    use poem_openapi::registry::{MetaSchema, Registry};
     use poem_openapi::types::Type;
     use poem_openapi::validation::{Pattern, Validator};
-    use shared::intake::{AddressRequest, AttachRequest, EnquiryRequest, ReferralRequest};
+    use shared::intake::{
+        AddressRequest, AttachRequest, EnquiryRequest, ReferralRequest, schema_of as schema,
+    };
 
     use super::*;
     use crate::domain::{ADDRESS_FIELDS, ENQUIRY_FIELDS, MobileNumber};
-
-    fn schema<T: Type>() -> MetaSchema {
-        let mut registry = Registry::new();
-        T::register(&mut registry);
-        registry
-            .schemas
-            .remove(&*T::name())
-            .unwrap_or(MetaSchema::ANY)
-    }
 
     fn documented<T: Type>() -> BTreeSet<&'static str> {
         schema::<T>()
