@@ -57,6 +57,6 @@ WITH upserted AS (
     SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
         CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
         "logged"."created_at", "logged"."created_at", 0
-    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND ("ep"."client_id" = :client OR EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id"))
+    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND ("ep"."client_id" = :client OR EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id" AND "submissions"."kind" = 'enquiry'))
 )
 SELECT "id", "reference" FROM upserted;

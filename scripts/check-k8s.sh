@@ -250,7 +250,7 @@ via_ingress() {
         --resolve "$auth_host:443:$ingress_ip" --resolve "$intake_host:443:$ingress_ip" "$@"
 }
 auth_db_url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["auth-database"]["url"])' "$work/secrets.json")
-AUTH_DATABASE_URL=$auth_db_url "$BIN_DIR/auth-server" client create --name check-k8s \
+AUTH_DATABASE_URL=$auth_db_url AUTH_KEY_ENCRYPTION_KEY=$kek "$BIN_DIR/auth-server" client create --name check-k8s \
     --scopes enquiry:case:intake:create -o json >"$work/client.json"
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 status=$(via_ingress "https://$auth_host/oauth/token" -d grant_type=client_credentials \

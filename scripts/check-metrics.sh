@@ -55,7 +55,8 @@ id=$(field client_id <"$work/data/demo-client.json")
 secret=$(field client_secret <"$work/data/demo-client.json")
 cli_env=(env RUST_LOG=warn AUTH_DATABASE_URL="sqlite://$work/data/auth.db?mode=rwc"
     INTAKE_DATABASE_URL="sqlite://$work/data/intake.db?mode=rwc" INTAKE_WEBHOOK_ALLOW_INSECURE=true
-    INTAKE_KEY_ENCRYPTION_KEY="$(cat "$work/data/intake-key-encryption-key")")
+    INTAKE_KEY_ENCRYPTION_KEY="$(cat "$work/data/intake-key-encryption-key")"
+    AUTH_KEY_ENCRYPTION_KEY="$(cat "$work/data/key-encryption-key")")
 "${cli_env[@]}" "$bin/intake-api" webhook set "$id" "http://127.0.0.1:$receiver_port/hooks" \
     --show-secret >/dev/null
 portal=$("${cli_env[@]}" "$bin/auth-server" client create --name "Metrics portal" --scopes portal:redirect:redeem --brands brand_a)

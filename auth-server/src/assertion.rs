@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use jsonwebtoken::{Algorithm, Validation};
 use serde::Deserialize;
 use service_kit::Secret;
+use shared::claims::CLOCK_AHEAD_SECS;
 
 use crate::client_keys::{ClientKeys, SIGNING_ALGORITHMS};
 use crate::error::ClientFailure;
@@ -23,7 +24,8 @@ pub const MAX_ASSERTION_CHARS: usize = 4096;
 /// and every `jti` is remembered until its assertion expires.
 pub const MAX_LIFETIME_SECS: i64 = 3600;
 
-/// Clock difference tolerated between the client and us, in seconds.
+/// Clock difference tolerated on `exp` between the client and us, in seconds; `iat` and
+/// `nbf` may be ahead by [`CLOCK_AHEAD_SECS`].
 pub const LEEWAY_SECS: i64 = 5;
 
 /// Longest `jti` kept.
@@ -126,21 +128,22 @@ impl ClientAssertion {
         if !aud.contains_any(audiences) {
             return Err(ClientFailure::AssertionAudience);
         }
+        // Saturating: the claims are the client's numbers, any i64 at all.
         let now_secs = now.timestamp();
-        if exp + LEEWAY_SECS <= now_secs {
+        if exp.saturating_add(LEEWAY_SECS) <= now_secs {
             return Err(ClientFailure::AssertionExpired);
         }
-        if exp > now_secs + MAX_LIFETIME_SECS + LEEWAY_SECS {
+        if exp > now_secs.saturating_add(MAX_LIFETIME_SECS + LEEWAY_SECS) {
             return Err(ClientFailure::AssertionLifetime);
         }
         if [c.iat, c.nbf]
             .into_iter()
             .flatten()
-            .any(|t| t > now_secs + LEEWAY_SECS)
+            .any(|t| t > now_secs.saturating_add(CLOCK_AHEAD_SECS))
         {
             return Err(ClientFailure::AssertionNotYetValid);
         }
-        let expires_at = DateTime::from_timestamp(exp + LEEWAY_SECS, 0)
+        let expires_at = DateTime::from_timestamp(exp.saturating_add(LEEWAY_SECS), 0)
             .ok_or(ClientFailure::AssertionMalformed)?;
         Ok(SpentAssertion {
             jti: jti.to_owned(),
@@ -353,18 +356,61 @@ mod tests {
                 Err(AssertionLifetime),
             ),
             (
-                "iat ahead",
-                sign(&key, None, &with("iat", json!(t + 30))),
+                "iat over a minute ahead",
+                sign(&key, None, &with("iat", json!(t + 61))),
                 Err(AssertionNotYetValid),
             ),
             (
-                "nbf ahead",
-                sign(&key, None, &with("nbf", json!(t + 30))),
+                "nbf over a minute ahead",
+                sign(&key, None, &with("nbf", json!(t + 61))),
                 Err(AssertionNotYetValid),
             ),
             (
-                "iat within leeway",
-                sign(&key, None, &with("iat", json!(t + 3))),
+                "iat a clock 10 s fast",
+                sign(&key, None, &with("iat", json!(t + 10))),
+                Ok(()),
+            ),
+            (
+                "nbf a clock 10 s fast",
+                sign(&key, None, &with("nbf", json!(t + 10))),
+                Ok(()),
+            ),
+            (
+                "iat and nbf a minute ahead",
+                sign(
+                    &key,
+                    None,
+                    &json!({"iss": ID, "sub": ID, "aud": ISSUER, "exp": t + 120, "iat": t + 60, "nbf": t + 60, "jti": "j1"}),
+                ),
+                Ok(()),
+            ),
+            (
+                "exp the largest number",
+                sign(&key, None, &with("exp", json!(i64::MAX))),
+                Err(AssertionLifetime),
+            ),
+            (
+                "exp the smallest number",
+                sign(&key, None, &with("exp", json!(i64::MIN))),
+                Err(AssertionExpired),
+            ),
+            (
+                "iat the largest number",
+                sign(&key, None, &with("iat", json!(i64::MAX))),
+                Err(AssertionNotYetValid),
+            ),
+            (
+                "nbf the largest number",
+                sign(&key, None, &with("nbf", json!(i64::MAX))),
+                Err(AssertionNotYetValid),
+            ),
+            (
+                "iat and nbf the smallest number",
+                sign(
+                    &key,
+                    None,
+                    &json!({"iss": ID, "sub": ID, "aud": ISSUER, "exp": t + 60, "iat": i64::MIN, "nbf": i64::MIN, "jti": "j1"}),
+                ),
                 Ok(()),
             ),
         ];

@@ -86,6 +86,11 @@ impl BearerCheck {
             Some(client) if !client.disabled => {}
             _ => return Err(Refusal::Invalid("client_disabled")),
         }
+        // A token bound to a key is good only beside a proof made with it, as at the
+        // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
+        if claims.cnf.is_some() {
+            return Err(Refusal::Invalid("bound_token_as_bearer"));
+        }
         if !claims.has_scope(scope) {
             return Err(Refusal::InsufficientScope);
         }

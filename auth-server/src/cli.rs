@@ -23,11 +23,13 @@ pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Res
     }
 }
 
-/// Who makes a change, sealing its audit entry when the key was given.
-fn author(settings: &Settings) -> anyhow::Result<audit::Author> {
+/// Who makes a change, and the key its audit entry is sealed with: a change is refused
+/// without it, before anything is written, since an entry left without a seal could not be
+/// told from one whose seal was removed.
+fn author(settings: &Settings, doing: &str) -> anyhow::Result<audit::Author> {
     Ok(audit::Author::new(
         audit::actor(settings.actor.as_deref()),
-        settings.audit_key()?,
+        audit_key(settings, doing)?,
     ))
 }
 
@@ -85,7 +87,7 @@ pub async fn client(
 
 async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::Result<Report> {
     let db = open(settings).await?;
-    let actor = author(settings)?;
+    let actor = || author(settings, "a change to a client");
     let report = match command {
         ClientCommand::Create {
             name,
@@ -122,7 +124,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 brands.as_deref(),
                 credentials,
                 sandbox,
-                &actor,
+                &actor()?,
             )
             .await?;
             propagated().await;
@@ -161,7 +163,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 .ok_or_else(|| {
                     anyhow::anyhow!("set-keys needs --jwks-file FILE or --jwks-uri URL")
                 })?;
-            let set = store::set_client_keys(&db, &client_id, keys, &actor).await?;
+            let set = store::set_client_keys(&db, &client_id, keys, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
@@ -169,12 +171,12 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             client_id,
             require_dpop,
         } => {
-            let set = store::set_client_dpop(&db, &client_id, require_dpop, &actor).await?;
+            let set = store::set_client_dpop(&db, &client_id, require_dpop, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::SetBrands { client_id, brands } => {
-            let set = store::set_client_brands(&db, &client_id, &brands, &actor).await?;
+            let set = store::set_client_brands(&db, &client_id, &brands, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
@@ -201,7 +203,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             grace_secs,
         } => {
             let grace = Duration::seconds(i64::try_from(grace_secs)?);
-            let rotated = store::rotate_secret(&db, &client_id, grace, &actor).await?;
+            let rotated = store::rotate_secret(&db, &client_id, grace, &actor()?).await?;
             propagated().await;
             Report::record(json!({
                 "client_id": rotated.client_id,
@@ -210,7 +212,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             }))
         }
         ClientCommand::Disable { client_id } => {
-            let (c, changed) = store::set_client_disabled(&db, &client_id, true, &actor).await?;
+            let (c, changed) = store::set_client_disabled(&db, &client_id, true, &actor()?).await?;
             if changed {
                 propagated().await;
             }
@@ -233,7 +235,8 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             }
         }
         ClientCommand::Enable { client_id } => {
-            let (c, changed) = store::set_client_disabled(&db, &client_id, false, &actor).await?;
+            let (c, changed) =
+                store::set_client_disabled(&db, &client_id, false, &actor()?).await?;
             if changed {
                 propagated().await;
             }
@@ -256,7 +259,7 @@ pub async fn key(settings: impl Into<Settings>, command: KeyCommand) -> anyhow::
 
 async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<Report> {
     let db = open(settings).await?;
-    let actor = author(settings)?;
+    let actor = || author(settings, "a change to the signing keys");
     let report = match command {
         KeyCommand::Rotate {
             alg,
@@ -268,7 +271,8 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
             let rotated =
-                store::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor).await?;
+                store::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor()?)
+                    .await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
@@ -299,7 +303,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             "No keys: `auth-server serve` makes the first ones.",
         ),
         KeyCommand::Revoke { kid } => {
-            let revoked = store::revoke_key(&db, &settings.kek()?, &kid, &actor).await?;
+            let revoked = store::revoke_key(&db, &settings.kek()?, &kid, &actor()?).await?;
             propagated().await;
             Report::record(json!({
                 "kid": kid,
@@ -332,15 +336,26 @@ async fn audit_report(settings: &Settings, command: AuditCommand) -> anyhow::Res
             )?)
         }
         AuditCommand::Seal => {
-            let key = audit_key(settings, "audit seal")?;
-            let sealer = audit::Author::new(audit::actor(settings.actor.as_deref()), Some(key));
+            let sealer = author(settings, "audit seal")?;
             match store::seal_audit_trail(&db, &sealer).await? {
-                Some((from, to)) => {
+                store::Sealing::Accepted { to } => {
                     propagated().await;
-                    Report::record(json!({"sealed": to - from + 1, "from": from, "to": to}))
+                    Report::record(json!({"sealed": to, "from": 1, "to": to}))
                 }
-                None => Report {
-                    note: Some("every audit entry is sealed: nothing changed".into()),
+                store::Sealing::NothingUnsealed => {
+                    propagated().await;
+                    Report {
+                        note: Some(
+                            "every audit entry is sealed: the trail is marked, nothing accepted"
+                                .into(),
+                        ),
+                        ..Report::record(json!({"sealed": 0}))
+                    }
+                }
+                store::Sealing::AlreadyMarked { marker } => Report {
+                    note: Some(format!(
+                        "the audit trail was marked at entry {marker}: nothing changed"
+                    )),
                     ..Report::record(json!({"sealed": 0}))
                 },
             }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use service_kit::outbound::{self, Reach, TargetError};
+use tokio::sync::watch;
 use url::Url;
 
 use crate::client_keys::{ClientKeys, KeysRefused, MAX_JWKS_BYTES};
@@ -221,23 +222,40 @@ struct Entry {
     next_fetch: Instant,
     /// When a fetch was last made for an unknown `kid`.
     kid_fetch: Option<Instant>,
+    /// The fetch under way, if any: it says `true` when done (or is dropped).
+    fetching: Option<watch::Receiver<bool>>,
+}
+
+/// One client's entry: locked only to read or update it, never across a fetch.
+type Slot = Arc<Mutex<Entry>>;
+
+/// What a fetch needs, cloned into the task that makes it.
+#[derive(Clone)]
+struct Fetcher {
+    http: reqwest::Client,
+    reach: Reach,
+    policy: FetchPolicy,
 }
 
 /// Every `jwks_uri` client's keys as this process last fetched them.
 pub struct ClientJwks {
-    http: reqwest::Client,
-    reach: Reach,
-    policy: FetchPolicy,
-    entries: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Entry>>>>,
+    fetcher: Fetcher,
+    entries: Mutex<HashMap<String, Slot>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl ClientJwks {
     /// An empty cache fetching as `policy` says, where `reach` allows.
     pub fn new(policy: FetchPolicy, reach: Reach) -> anyhow::Result<Self> {
         Ok(Self {
-            http: http_client(&policy, reach)?,
-            reach,
-            policy,
+            fetcher: Fetcher {
+                http: http_client(&policy, reach)?,
+                reach,
+                policy,
+            },
             entries: Mutex::new(HashMap::new()),
         })
     }
@@ -247,81 +265,133 @@ impl ClientJwks {
     /// early when `kid` is unknown (once per [`FetchPolicy::retry_interval`]). The last good
     /// keys stay in use while the partner's server fails; without any, the client's
     /// assertions are refused (`jwks_unavailable`).
+    ///
+    /// A fetch runs on its own, one at a time per client, and only the requests the cache
+    /// cannot answer (no keys yet, or a `kid` they do not have) wait for it: an assertion by
+    /// a cached key is answered at once, whatever the partner's server is doing. Stale keys
+    /// serve meanwhile, so a withdrawn key stops working within
+    /// [`FetchPolicy::max_cache`] and one fetch's [`FetchPolicy::timeout`].
     pub async fn keys_for(
         &self,
         client_id: &str,
         url: &Url,
         kid: Option<&str>,
     ) -> Result<Arc<ClientKeys>, ClientFailure> {
-        let slot = {
-            let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries
-                .entry(client_id.to_owned())
-                .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(Entry::empty(url))))
-                .clone()
+        let slot = lock(&self.entries)
+            .entry(client_id.to_owned())
+            .or_insert_with(|| Arc::new(Mutex::new(Entry::empty(url))))
+            .clone();
+        let wait = {
+            let mut entry = lock(&slot);
+            if entry.url != *url {
+                *entry = Entry::empty(url);
+            }
+            if entry.fetching.is_none()
+                && let Some(trigger) = self.trigger(&mut entry, kid)
+            {
+                entry.fetching = Some(self.start_fetch(client_id, &slot, &entry.url, trigger));
+            }
+            match &entry.keys {
+                Some(keys) if kid.is_none_or(|kid| keys.has_kid(kid)) => {
+                    return Ok(keys.clone());
+                }
+                _ => entry.fetching.clone(),
+            }
         };
-        // One fetch at a time per client: the requests that arrive meanwhile use its result.
-        let mut entry = slot.lock().await;
-        if entry.url != *url {
-            *entry = Entry::empty(url);
+        if let Some(mut done) = wait {
+            // Err only when the fetch's task is gone: then its keys are whatever it left.
+            let _ = done.wait_for(|done| *done).await;
         }
+        let entry = lock(&slot);
+        match &entry.keys {
+            Some(keys) if entry.url == *url => Ok(keys.clone()),
+            _ => Err(ClientFailure::JwksUnavailable),
+        }
+    }
+
+    /// Why `entry` should be fetched now, if it should.
+    fn trigger(&self, entry: &mut Entry, kid: Option<&str>) -> Option<&'static str> {
         let now = Instant::now();
-        let stale = now >= entry.next_fetch;
+        if now >= entry.next_fetch {
+            return Some(if entry.keys.is_some() {
+                "expired"
+            } else {
+                "first"
+            });
+        }
         let unknown_kid = match (kid, &entry.keys) {
             (Some(kid), Some(keys)) => !keys.has_kid(kid),
             _ => false,
         };
         let kid_fetch_allowed = entry
             .kid_fetch
-            .is_none_or(|at| now.duration_since(at) >= self.policy.retry_interval);
-        let trigger = if stale {
-            Some(if entry.keys.is_some() {
-                "expired"
-            } else {
-                "first"
-            })
-        } else if unknown_kid && kid_fetch_allowed {
+            .is_none_or(|at| now.duration_since(at) >= self.fetcher.policy.retry_interval);
+        (unknown_kid && kid_fetch_allowed).then(|| {
             entry.kid_fetch = Some(now);
-            Some("unknown_kid")
-        } else {
-            None
-        };
-        if let Some(trigger) = trigger {
-            self.refresh(client_id, &mut entry, trigger).await;
-        }
-        entry.keys.clone().ok_or(ClientFailure::JwksUnavailable)
+            "unknown_kid"
+        })
     }
 
-    /// Fetches `entry`'s JWKS; keeps the keys it had when that fails.
-    async fn refresh(&self, client_id: &str, entry: &mut Entry, trigger: &'static str) {
-        let outcome = fetch(&self.http, &entry.url, self.reach).await;
-        let now = Instant::now();
-        let label = match outcome {
-            Ok(fetched) => {
-                entry.next_fetch = now + self.policy.cache_for(fetched.cache_control.as_deref());
-                entry.keys = Some(Arc::new(fetched.keys));
-                "ok"
+    /// Starts fetching `url` for `slot` in a task of its own, which finishes even when the
+    /// request that started it goes away; returns what says when it is done.
+    fn start_fetch(
+        &self,
+        client_id: &str,
+        slot: &Slot,
+        url: &Url,
+        trigger: &'static str,
+    ) -> watch::Receiver<bool> {
+        let (done, fetching) = watch::channel(false);
+        let (fetcher, slot, url) = (self.fetcher.clone(), slot.clone(), url.clone());
+        let (client_id, mine) = (client_id.to_owned(), fetching.clone());
+        tokio::spawn(async move {
+            let outcome = fetch(&fetcher.http, &url, fetcher.reach).await;
+            let now = Instant::now();
+            let mut entry = lock(&slot);
+            // The client's URL may have changed meanwhile: then this is not its fetch.
+            let current = entry
+                .fetching
+                .as_ref()
+                .is_some_and(|f| f.same_channel(&mine));
+            let kept = entry.keys.is_some();
+            let label = match outcome {
+                Ok(fetched) => {
+                    if current {
+                        let fresh = fetcher.policy.cache_for(fetched.cache_control.as_deref());
+                        entry.next_fetch = now + fresh;
+                        entry.keys = Some(Arc::new(fetched.keys));
+                    }
+                    "ok"
+                }
+                Err(e) => {
+                    if current {
+                        entry.next_fetch = now + fetcher.policy.retry_interval;
+                    }
+                    tracing::warn!(
+                        client_id,
+                        jwks_uri = %url,
+                        trigger,
+                        error = %e,
+                        keeping_last_good_keys = kept,
+                        "a client's JWKS could not be fetched"
+                    );
+                    "error"
+                }
+            };
+            if current {
+                entry.fetching = None;
             }
-            Err(e) => {
-                entry.next_fetch = now + self.policy.retry_interval;
-                tracing::warn!(
-                    client_id,
-                    jwks_uri = %entry.url,
-                    trigger,
-                    error = %e,
-                    keeping_last_good_keys = entry.keys.is_some(),
-                    "a client's JWKS could not be fetched"
-                );
-                "error"
-            }
-        };
-        metrics::counter!(
-            "auth_client_jwks_fetches_total",
-            "client_id" => client_id.to_owned(),
-            "trigger" => trigger,
-            "outcome" => label
-        )
-        .increment(1);
+            drop(entry);
+            metrics::counter!(
+                "auth_client_jwks_fetches_total",
+                "client_id" => client_id,
+                "trigger" => trigger,
+                "outcome" => label
+            )
+            .increment(1);
+            let _ = done.send(true);
+        });
+        fetching
     }
 }
 
@@ -332,6 +402,7 @@ impl Entry {
             keys: None,
             next_fetch: Instant::now(),
             kid_fetch: None,
+            fetching: None,
         }
     }
 }

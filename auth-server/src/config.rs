@@ -67,7 +67,8 @@ pub struct Config {
     pub jwks_max_age_secs: u64,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
     /// encrypted with at rest, and the audit trail sealed with (a key derived from it).
-    /// Required by `serve`, `key rotate`, `key revoke`, `audit verify` and `audit seal`.
+    /// Required by `serve`, every command that changes a client or key, `audit verify` and
+    /// `audit seal`.
     #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
@@ -163,8 +164,8 @@ pub struct Settings {
     pub database: Database<AuthServer>,
     /// Who makes a change, for the audit trail; the operating-system user when unset.
     pub actor: Option<String>,
-    /// What signing keys are sealed with, and audit entries (a key derived from it); `key`
-    /// changes and `audit verify` need it, `client` changes seal their entries with it.
+    /// What signing keys are sealed with, and audit entries (a key derived from it): every
+    /// change needs it (its entry is sealed as it is written), and so does `audit verify`.
     pub key_encryption_key: Option<Secret<String>>,
     /// How long resource servers cache the JWKS: how far ahead of its first signature
     /// `key rotate` publishes a key unless told otherwise.
@@ -316,7 +317,7 @@ pub enum AuditCommand {
         since: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Check every entry's seal (needs the servers' key): exits 1 naming the first entry
-    /// altered, removed or reordered, or not yet sealed.
+    /// altered, removed or reordered, or without its seal.
     #[command(
         args = keyed_reads(),
         after_help = "Examples:
@@ -329,8 +330,9 @@ pub enum AuditCommand {
         #[arg(long)]
         head: Option<Head>,
     },
-    /// Seal the entries written without the key (by the previous release, a migration or a
-    /// command run without it), as they stand now: check them with `audit list` first.
+    /// Once, upgrading a database from before entries were sealed: accept the entries its
+    /// migrations wrote without the key, as they stand now, with a sealed marker (check
+    /// them with `audit list` first). Refuses any other entry without a seal.
     #[command(
         args = changes(),
         after_help = "Examples:

@@ -2,13 +2,15 @@
 //! bound to the proof's key, good only beside proofs made with that key.
 
 use poem::Request;
+use service_kit::replay::DPOP_PROOFS;
 
 use crate::error::OAuthError;
 use crate::state::AppState;
 
 /// The thumbprint of the key the request proves it holds, when it carries a `DPoP` proof for
-/// `POST` on the token endpoint's URL; `None` when it carries none. A proof is good once, on
-/// every replica sharing the Redis.
+/// `POST` on the token endpoint's URL; `None` when it carries none. A proof is good once, at
+/// every replica, for as long as it could be accepted; when that cannot be recorded, the
+/// request is refused as the server's to retry (503).
 pub async fn proof_key(
     req: &Request,
     state: &AppState,
@@ -27,11 +29,14 @@ pub async fn proof_key(
         now,
     };
     let proof = shared::dpop::verify(proof, expected).map_err(refuse)?;
-    if !state
-        .limits
-        .first_use(&proof.replay_key(), shared::dpop::JTI_RETENTION_SECS)
+    let keep_until =
+        chrono::DateTime::from_timestamp(proof.keep_until(), 0).ok_or(refuse("proof_iat"))?;
+    let first = state
+        .replay
+        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
         .await
-    {
+        .map_err(|_| OAuthError::TemporarilyUnavailable)?;
+    if !first {
         return Err(refuse("proof_replayed"));
     }
     Ok(Some(proof.jkt))

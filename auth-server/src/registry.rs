@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
 
-use crate::audit::{self, AuditKey, Author, Head};
+use crate::audit::{self, Head};
 use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret, signing_key};
 use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
@@ -155,13 +155,8 @@ pub struct Snapshot {
     pub standby: Option<Arc<LoadedKey>>,
     /// The place of the audit trail's last entry.
     pub audit_seq: i64,
-    /// Whether the last entry is not sealed yet (written without the key).
-    pub audit_unsealed: bool,
     /// The head this server last logged.
     pub audit_head: Option<Head>,
-    /// Once the trail stopped holding a head this server logged, it seals nothing more
-    /// itself: sealing would vouch for what replaced it.
-    pub audit_rewritten: bool,
 }
 
 impl Snapshot {
@@ -194,7 +189,6 @@ pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
     kek: KeyEncryptionKey,
-    audit: Author,
 }
 
 impl Registry {
@@ -207,7 +201,6 @@ impl Registry {
         let registry = Self {
             current: RwLock::new(Arc::new(Snapshot::default())),
             db,
-            audit: Author::server(AuditKey::derive(&kek)?),
             kek,
         };
         registry.reload().await?;
@@ -293,7 +286,6 @@ impl Registry {
         let last = audit::last_entry(&self.db).await?;
         let audit_seq = last.as_ref().map_or(0, |e| e.seq);
         let observed = last.as_ref().and_then(|e| e.as_head());
-        let mut audit_rewritten = previous.audit_rewritten;
         if observed != previous.audit_head {
             if let Some(kept) = &previous.audit_head
                 && !audit::holds(&self.db, kept).await?
@@ -304,14 +296,23 @@ impl Registry {
                     "the audit trail no longer holds the head this server logged: entries were \
                      removed or rewritten; `auth-server audit verify --head` with that head fails"
                 );
-                audit_rewritten = true;
             }
             // The log stream keeps every head, beyond the reach of the database.
             if let Some(head) = &observed {
                 tracing::info!(head = %head, seq = head.seq, "audit trail head");
             }
         }
-        let audit_unsealed = last.is_some_and(|e| e.mac.is_none());
+        if let Some(e) = last.as_ref().filter(|e| e.mac.is_none())
+            && e.seq != previous.audit_seq
+        {
+            // Nothing writes an entry without its seal any more: release 0.2.0 without the
+            // key, or a removed seal. This server seals nothing; `audit verify` names it.
+            tracing::error!(
+                seq = e.seq,
+                "the audit trail's last entry has no seal: its seal was removed, or release \
+                 0.2.0 wrote it without AUTH_KEY_ENCRYPTION_KEY; `auth-server audit verify` fails"
+            );
+        }
         let audit_head = observed.or_else(|| previous.audit_head.clone());
         metrics::gauge!("auth_audit_head_seq").set(audit_seq as f64);
         *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(Snapshot {
@@ -320,21 +321,8 @@ impl Registry {
             keys: loaded,
             standby,
             audit_seq,
-            audit_unsealed,
             audit_head,
-            audit_rewritten,
         });
-        Ok(())
-    }
-
-    /// Seals entries written without the key (the previous release's during a rolling
-    /// upgrade, a keyless command's) soon after they appear, unless the trail was rewritten.
-    async fn seal_audit_trail(&self) -> anyhow::Result<()> {
-        let snapshot = self.snapshot();
-        if snapshot.audit_rewritten || !snapshot.audit_unsealed {
-            return Ok(());
-        }
-        store::seal_audit_trail(&self.db, &self.audit).await?;
         Ok(())
     }
 
@@ -352,15 +340,8 @@ impl Registry {
         let mut failing = false;
         loop {
             tokio::time::sleep(REVISION_POLL).await;
-            let check = async {
-                let reloaded = self.catch_up().await?;
-                if reloaded {
-                    self.seal_audit_trail().await?;
-                }
-                Ok::<_, anyhow::Error>(reloaded)
-            };
             // The whole check is bounded: a database that stops answering must not stall it.
-            let outcome = tokio::time::timeout(Duration::from_secs(5), check)
+            let outcome = tokio::time::timeout(Duration::from_secs(5), self.catch_up())
                 .await
                 .unwrap_or_else(|_| Err(anyhow::anyhow!("timed out")));
             match outcome {

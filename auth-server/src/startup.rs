@@ -10,6 +10,7 @@ use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
 use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
+use service_kit::replay::ReplayStore;
 use service_kit::telemetry::{LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
 /// The auth-server's own metrics.
@@ -117,9 +118,16 @@ impl Server for Application {
         for kid in store::ensure_keys(&db, &kek).await? {
             tracing::info!(%kid, "created a signing key");
         }
-        // Entries from before the trail was sealed, or written since without the key.
+        // Servers seal no entry they did not write: they only mark a trail that needs no
+        // accepting, so a seal removed later can never be accepted.
         let server = audit::Author::server(audit::AuditKey::derive(&kek)?);
-        store::seal_audit_trail(&db, &server).await?;
+        if let Some(seq) = store::mark_audit_trail(&db, &server).await? {
+            tracing::info!(
+                seq,
+                "audit trail marked: every entry from here on is sealed"
+            );
+        }
+        let replay = ReplayStore::new("auth-server", db.clone(), config.redis_url.as_ref())?;
         let registry = Arc::new(Registry::load(db, kek).await?);
         let limits = TokenLimits::new(&config)?;
         if config.client_jwks_allow_insecure {
@@ -143,6 +151,7 @@ impl Server for Application {
                 registry,
                 limits,
                 client_jwks,
+                replay,
             }),
         })
     }
@@ -167,7 +176,7 @@ impl Server for Application {
             "auth-server",
             state.registry.db().clone(),
         ));
-        background.spawn(prune_spent_assertions(state.registry.db().clone()));
+        background.spawn(prune_spent_ids(state.clone()));
         let documents = crate::routes::documents(state.clone());
         let app = ops::service_routes(
             api_service(state.clone()),
@@ -198,27 +207,35 @@ impl Server for Application {
     }
 }
 
-/// How often spent client assertions past their expiry are forgotten.
+/// How often spent client assertions and DPoP proofs past their expiry are forgotten.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// Forgets spent client assertions once they have expired, so the table holds at most an
-/// hour of them; runs until the task is aborted. Every replica prunes: a delete that finds
-/// nothing costs little, and no replica is special.
-async fn prune_spent_assertions(db: sea_orm::DatabaseConnection) {
+/// Forgets spent client assertions and DPoP proofs once they could no longer be accepted,
+/// so the tables hold at most an hour of them; runs until the task is aborted. Every
+/// replica prunes: a delete that finds nothing costs little, and no replica is special.
+async fn prune_spent_ids(state: Arc<AppState>) {
     loop {
         tokio::time::sleep(PRUNE_EVERY).await;
-        let pruned = tokio::time::timeout(
-            Duration::from_secs(5),
-            crate::store::prune_assertions(&db, chrono::Utc::now()),
-        )
-        .await;
-        match pruned {
-            Ok(Ok(n)) if n > 0 => {
-                tracing::debug!(pruned = n, "expired client assertions forgotten")
+        for ledger in [store::CLIENT_ASSERTIONS, service_kit::replay::DPOP_PROOFS] {
+            let pruned = tokio::time::timeout(
+                Duration::from_secs(5),
+                state.replay.prune(&ledger, chrono::Utc::now()),
+            )
+            .await;
+            match pruned {
+                Ok(Ok(n)) if n > 0 => {
+                    tracing::debug!(
+                        pruned = n,
+                        table = ledger.table,
+                        "expired single-use ids forgotten"
+                    )
+                }
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, table = ledger.table, "cannot prune single-use ids")
+                }
+                Err(_) => tracing::debug!(table = ledger.table, "pruning single-use ids timed out"),
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "cannot prune spent client assertions"),
-            Err(_) => tracing::debug!("pruning spent client assertions timed out"),
         }
     }
 }

@@ -21,6 +21,8 @@ pub struct AppState {
     pub assertion_audiences: [String; 2],
     /// The keys of clients registered by JWKS URL, as this process fetched them.
     pub client_jwks: crate::client_jwks::ClientJwks,
+    /// The DPoP proofs and client assertions already used, shared by every replica.
+    pub replay: service_kit::replay::ReplayStore,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more
@@ -61,15 +63,6 @@ impl TokenLimits {
     /// Counts a failed authentication.
     pub async fn hit_failure(&self, key: &str) {
         self.limiter.hit(key, self.failures).await;
-    }
-
-    /// Whether `key` is new: counted once, it is refused for `secs` after, on every replica
-    /// sharing the Redis (single-use proofs).
-    pub async fn first_use(&self, key: &str, secs: u64) -> bool {
-        matches!(
-            self.limiter.hit(key, Limit::per(1, secs)).await,
-            Decision::Allowed
-        )
     }
 
     /// Turns a refusal into the endpoint's error.

@@ -31,7 +31,8 @@ pub enum AuthError {
     #[error("insufficient scope: {0} needed")]
     InsufficientScope(&'static str),
     /// The token verifies, but this replica cannot tell whether its client was disabled
-    /// (the revocation list is missing or too old): refused, for now, rather than admitted.
+    /// (the revocation list is missing or too old) or whether its DPoP proof was used
+    /// before (the replay store cannot be reached): refused, for now, rather than admitted.
     #[error("cannot vet the token: {0}")]
     Unvetted(&'static str),
     /// The DPoP proof is missing or not acceptable; the reason is for logs and metrics.

@@ -7,6 +7,8 @@ use std::time::Duration;
 use chrono::Utc;
 use uuid::Uuid;
 
+use service_kit::replay::DPOP_PROOFS;
+
 use crate::state::AppState;
 use crate::store::PURGE_BATCH;
 
@@ -16,8 +18,9 @@ use crate::store::PURGE_BATCH;
 const PURGE_PERIOD: Duration = Duration::from_secs(60);
 
 /// Purges expired idempotency keys, submission bodies older than
-/// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, and sandbox cases older than
-/// `INTAKE_SANDBOX_RETENTION_DAYS`, every [`PURGE_PERIOD`] until aborted.
+/// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, sandbox cases older than
+/// `INTAKE_SANDBOX_RETENTION_DAYS`, and DPoP proofs too old to be accepted again, every
+/// [`PURGE_PERIOD`] until aborted.
 /// Replicas doing it at once only empty the same rows.
 pub async fn run(state: Arc<AppState>) {
     let retention = state
@@ -39,6 +42,9 @@ pub async fn run(state: Arc<AppState>) {
             purged_up_to = purge_submissions(&state, retention, purged_up_to).await;
         }
         purge_sandbox(&state).await;
+        if let Err(e) = state.replay.prune(&DPOP_PROOFS, Utc::now()).await {
+            tracing::warn!(error = %e, "forgetting expired DPoP proofs failed");
+        }
     }
 }
 

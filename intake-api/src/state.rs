@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 use partner_client::{AuthMethod, TokenSource};
 use service_kit::ratelimit::{Limit, RateLimiter};
+use service_kit::replay::ReplayStore;
 use shared::claims::scopes;
 use url::Url;
 
@@ -32,6 +33,8 @@ pub struct AppState {
     pub verifier: Verifier,
     /// Per-partner request limits.
     pub limiter: RateLimiter,
+    /// The DPoP proofs already used, shared by every replica.
+    pub replay: ReplayStore,
     /// Sandbox submissions whose first try failed on purpose.
     pub sandbox_tries: crate::sandbox::FirstTries,
 }
@@ -89,6 +92,7 @@ impl AppState {
         let verifier =
             Verifier::new(jwks, config.issuer(), &config.audience).with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
+        let replay = ReplayStore::new("intake-api", cases.db().clone(), config.redis_url.as_ref())?;
         Ok(Self {
             config,
             brands,
@@ -97,6 +101,7 @@ impl AppState {
             webhook_secrets,
             verifier,
             limiter,
+            replay,
             sandbox_tries: Default::default(),
         })
     }

@@ -257,9 +257,10 @@ impl Client {
     }
 
     /// Refers a customer before their enquiry exists (`POST /partners/external/referrals`):
-    /// a new case with status `referred` (201) or the referral added to the customer's case
-    /// (200); the answer holds the case reference and the link where the customer completes
-    /// the enquiry. The token must carry [`REFERRAL_SCOPE`]: ask for it with
+    /// 201 for the partner's first referral of the customer, 200 for a customer it referred
+    /// or sent an enquiry for before; the answer holds the referral's reference and the link
+    /// where the customer completes the enquiry. A referral grants nothing: the case is
+    /// read back ([`Client::case`]) only after an enquiry of the partner's own. The token must carry [`REFERRAL_SCOPE`]: ask for it with
     /// [`ClientBuilder::scope`] (both scopes, space-separated, to submit as well).
     pub async fn refer(
         &self,

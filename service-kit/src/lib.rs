@@ -1,7 +1,7 @@
 //! The plumbing the auth-server and the intake-api both run on: database connections and
-//! migrations, the HTTP server and its operational endpoints, rate limits, logs and metrics,
-//! a wrapper that keeps secrets out of them, the key-encryption keys they hold, and the
-//! guard on the addresses they call partners at.
+//! migrations, the HTTP server and its operational endpoints, rate limits, the store of
+//! single-use ids, logs and metrics, a wrapper that keeps secrets out of them, the
+//! key-encryption keys they hold, and the guard on the addresses they call partners at.
 
 pub mod cli;
 pub mod command_line;
@@ -11,6 +11,7 @@ pub mod kek;
 pub mod openapi;
 pub mod outbound;
 pub mod ratelimit;
+pub mod replay;
 pub mod secret;
 pub mod source;
 pub mod telemetry;

@@ -124,6 +124,25 @@ impl LocalCounters {
     }
 }
 
+/// A connection to Redis whose every connect and command gives up after `timeout`; `None`
+/// when it cannot be made within twice that.
+pub(crate) async fn connect(
+    client: &redis::Client,
+    timeout: Duration,
+) -> Option<ConnectionManager> {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(1);
+    tokio::time::timeout(
+        timeout * 2,
+        ConnectionManager::new_with_config(client.clone(), config),
+    )
+    .await
+    .ok()?
+    .ok()
+}
+
 struct RedisState {
     conn: Option<ConnectionManager>,
     down_since: Option<Instant>,
@@ -197,18 +216,9 @@ impl RateLimiter {
             return None;
         }
         if state.conn.is_none() {
-            let config = redis::aio::ConnectionManagerConfig::new()
-                .set_connection_timeout(Some(REDIS_TIMEOUT))
-                .set_response_timeout(Some(REDIS_TIMEOUT))
-                .set_number_of_retries(1);
-            match tokio::time::timeout(
-                REDIS_TIMEOUT * 2,
-                ConnectionManager::new_with_config(client.clone(), config),
-            )
-            .await
-            {
-                Ok(Ok(c)) => state.conn = Some(c),
-                _ => {
+            match connect(client, REDIS_TIMEOUT).await {
+                Some(c) => state.conn = Some(c),
+                None => {
                     self.redis_failed(&mut state, "connect");
                     return None;
                 }

@@ -238,6 +238,11 @@ pub const COMMON_METRICS: &[MetricHelp] = &[
         help: "Redis failures of the rate limiter, which then counts in this process alone, by service and stage.",
     },
     MetricHelp {
+        name: "replay_store_errors_total",
+        kind: MetricKind::Counter,
+        help: "Single-use checks of DPoP proofs and client assertions that the replay store could not answer, by service and store (`database` or `redis`): each such request was refused with 503.",
+    },
+    MetricHelp {
         name: "ratelimit_local_keys",
         kind: MetricKind::Gauge,
         help: "Keys the in-process rate limiter holds counts for (bounded), by service.",

@@ -58,6 +58,11 @@ fn scheme_token<'a>(value: &'a str, wanted: &str) -> Result<&'a str, BearerFault
 /// Leeway on `exp` and `nbf` a resource server may allow for clock skew.
 pub const CLOCK_LEEWAY_SECS: u64 = 30;
 
+/// How far ahead of ours a partner's clock may run: a client assertion's or a DPoP proof's
+/// `iat` or `nbf` up to this many seconds in the future is accepted, one further refused.
+/// FAPI 2.0 (5.3.2.1) asks for at least 10 and at most 60.
+pub const CLOCK_AHEAD_SECS: i64 = 60;
+
 /// Scope names partners can be granted (spec section 5.3).
 pub mod scopes {
     /// Creating case referral data.

@@ -3,8 +3,9 @@
 //!
 //! A proof is a JWT the client signs with its own key for one request: its header carries the
 //! public key, its claims the request's method and URL, when it was made, a unique `jti`
-//! and, beside an access token, the token's hash. Single use is the caller's to enforce with
-//! [`VerifiedProof::replay_key`]: only it knows where used ones are kept.
+//! and, beside an access token, the token's hash. Single use is the caller's to enforce,
+//! keeping the `jti` until [`VerifiedProof::keep_until`]: only it knows where used ones are
+//! kept.
 
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
@@ -26,14 +27,12 @@ pub const MAX_PROOF_BYTES: usize = 4096;
 /// How old a proof may be: it is made for one request and sent at once.
 pub const MAX_AGE_SECS: i64 = 300;
 
-/// How far in the future a proof's `iat` may be, for clocks that run ahead.
-pub const MAX_AHEAD_SECS: i64 = 30;
+/// How far in the future a proof's `iat` may be, for clocks that run ahead: the same as a
+/// client assertion's.
+pub const MAX_AHEAD_SECS: i64 = crate::claims::CLOCK_AHEAD_SECS;
 
 /// The longest `jti` kept: a UUID or 128 random bits need far less.
 pub const MAX_JTI_CHARS: usize = 128;
-
-/// A proof's `jti` is remembered at least this long: past it, the proof is too old anyway.
-pub const JTI_RETENTION_SECS: u64 = (MAX_AGE_SECS + MAX_AHEAD_SECS) as u64;
 
 /// The request a proof must be for.
 #[derive(Debug, Clone, Copy)]
@@ -56,15 +55,17 @@ pub struct VerifiedProof {
     /// The JWK SHA-256 thumbprint (RFC 7638) of the proof's key: what a bound token's
     /// `cnf.jkt` names.
     pub jkt: String,
-    /// The proof's unique id, to be refused if seen again within [`JTI_RETENTION_SECS`].
+    /// The proof's unique id, to be refused if seen again until [`Self::keep_until`].
     pub jti: String,
+    /// When the proof says it was made, in seconds since the epoch.
+    pub iat: i64,
 }
 
 impl VerifiedProof {
-    /// The key under which this proof is remembered as used: the same on every replica and
-    /// in both services, so a proof spent at one is spent everywhere that shares the store.
-    pub fn replay_key(&self) -> String {
-        format!("dpop-jti:{}:{}", self.jkt, self.jti)
+    /// The first second, since the epoch, at which this proof is refused as too old: its
+    /// `jti` must be remembered until then, and need not be after.
+    pub fn keep_until(&self) -> i64 {
+        self.iat.saturating_add(MAX_AGE_SECS + 1)
     }
 }
 
@@ -159,7 +160,7 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
         .claims;
     let jti = claims
         .jti
-        .filter(|j| !j.is_empty() && j.len() <= MAX_JTI_CHARS)
+        .filter(|j| !j.is_empty() && j.len() <= MAX_JTI_CHARS && !j.chars().any(char::is_control))
         .ok_or("proof_jti")?;
     if claims.htm.as_deref() != Some(expected.method) {
         return Err("proof_htm");
@@ -168,7 +169,8 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
         return Err("proof_htu");
     }
     let iat = claims.iat.ok_or("proof_iat")?;
-    if iat > expected.now + MAX_AHEAD_SECS || iat < expected.now - MAX_AGE_SECS {
+    let now = expected.now;
+    if iat > now.saturating_add(MAX_AHEAD_SECS) || iat < now.saturating_sub(MAX_AGE_SECS) {
         return Err("proof_iat");
     }
     if let Some(token) = expected.access_token
@@ -179,7 +181,7 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     let jkt = jwk
         .thumbprint(ThumbprintHash::SHA256)
         .map_err(|_| "proof_jwk")?;
-    Ok(VerifiedProof { jkt, jti })
+    Ok(VerifiedProof { jkt, jti, iat })
 }
 
 /// The proof's JOSE header as JSON, read without trusting anything in it yet.
@@ -326,12 +328,22 @@ mod tests {
     }
 
     #[test]
-    fn a_proofs_replay_key_names_its_key_and_its_id() {
-        let proof = VerifiedProof {
-            jkt: "thumb".to_owned(),
-            jti: "id-1".to_owned(),
+    fn a_proofs_id_is_kept_until_the_proof_is_too_old_to_be_accepted() {
+        let key = p256();
+        let checked = verify(&proof(&key, &claims(None)), expected(None)).unwrap();
+        assert_eq!(checked.iat, NOW);
+        // The last second it is accepted at, then the first it is refused at.
+        let at = |now| {
+            verify(
+                &proof(&key, &claims(None)),
+                Expected {
+                    now,
+                    ..expected(None)
+                },
+            )
         };
-        assert_eq!(proof.replay_key(), "dpop-jti:thumb:id-1");
+        assert!(at(checked.keep_until() - 1).is_ok());
+        assert_eq!(at(checked.keep_until()), Err("proof_iat"));
     }
 
     #[test]
@@ -348,6 +360,17 @@ mod tests {
         let mut c = claims(None);
         c["htu"] = json!("https://INTAKE.example:443/partners/external/intake?x=1");
         assert!(verify(&proof(&key, &c), expected(None)).is_ok());
+    }
+
+    #[test]
+    fn a_proof_from_a_clock_up_to_a_minute_fast_is_accepted() {
+        let key = p256();
+        for ahead in [10, MAX_AHEAD_SECS] {
+            let mut c = claims(None);
+            c["iat"] = json!(NOW + ahead);
+            assert!(verify(&proof(&key, &c), expected(None)).is_ok(), "{ahead}");
+        }
+        assert_eq!(MAX_AHEAD_SECS, crate::claims::CLOCK_AHEAD_SECS);
     }
 
     #[test]
@@ -393,11 +416,31 @@ mod tests {
                 "proof_iat",
             ),
             (
+                "a minute and a second ahead",
+                edit(&|c| c["iat"] = json!(NOW + 61)),
+                "proof_iat",
+            ),
+            (
+                "iat the largest number",
+                edit(&|c| c["iat"] = json!(i64::MAX)),
+                "proof_iat",
+            ),
+            (
+                "iat the smallest number",
+                edit(&|c| c["iat"] = json!(i64::MIN)),
+                "proof_iat",
+            ),
+            (
                 "no iat",
                 edit(&|c| {
                     c.as_object_mut().unwrap().remove("iat");
                 }),
                 "proof_iat",
+            ),
+            (
+                "a jti with a NUL, which no database keeps alike",
+                edit(&|c| c["jti"] = json!("id\u{0}1")),
+                "proof_jti",
             ),
             (
                 "no jti",

@@ -227,9 +227,11 @@ pub struct ReferralRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(poem_openapi::Object), oai(example))]
 pub struct ReferralResponse {
-    /// `Referral created` (a new case) or `Referral added` (to the existing case).
+    /// `Referral created` (your first referral of the customer) or `Referral added` (a
+    /// customer you referred or sent an enquiry for before).
     pub message: String,
-    /// The case reference number: a later enquiry for the brand and e-mail answers with it.
+    /// The referral's reference: the case's when the referral made it or you sent its
+    /// enquiry, and otherwise one of the referral's own (another partner's case is not told).
     pub reference: String,
     /// Link to send the customer to: the brand's portal, with a single-use, expiring token,
     /// where they complete their enquiry.
@@ -508,7 +510,8 @@ pub struct AddressRequest {
 #[cfg_attr(feature = "openapi", oai(rename_all = "snake_case"))]
 pub enum CaseState {
     /// Referred by a partner; waiting for the customer's enquiry, which makes it
-    /// `pending_activation`.
+    /// `pending_activation`. A referral opens a case to no partner, so a partner reading
+    /// its own cases back no longer meets this status; kept for clients built against it.
     Referred,
     /// Accepted; it becomes active at `activates_at`.
     PendingActivation,
@@ -524,8 +527,9 @@ pub struct CaseStatusBody {
     pub reference: String,
     /// The brand the case is with.
     pub brand: String,
-    /// `pending_activation` until `activates_at`, then `active`; `referred` before the
-    /// customer's enquiry.
+    /// `pending_activation` until `activates_at`, then `active` (`referred`, before the
+    /// customer's enquiry, is not answered: a partner reads only cases it sent an enquiry
+    /// for).
     pub status: CaseState,
     /// When the case was created.
     pub created_at: DateTime<Utc>,
@@ -582,6 +586,11 @@ pub struct RedeemedLink {
     pub product_uuid: Option<Uuid>,
     /// The customer's e-mail address.
     pub email: String,
+    /// `true` when the case is a sandbox client's, made for practice (with any address,
+    /// a real customer's too): not a real customer's. Show a test page instead of the
+    /// real journey, contact no one and keep it out of real records.
+    #[serde(default)]
+    pub sandbox: bool,
 }
 
 /// The intake-api's other error bodies (`Unauthenticated`, `CaseNotFound`, `TooManyAttempts`...):
@@ -761,6 +770,7 @@ impl poem_openapi::types::Example for RedeemedLink {
             continue_with: LinkContinuation::Product,
             product_uuid: Some(EXAMPLE_PRODUCT),
             email: "jane.doe@example.com".into(),
+            sandbox: false,
         }
     }
 }

@@ -58,9 +58,8 @@ impl MigrationTrait for Migration {
                 .await
                 .map_err(|e| DbErr::Migration(format!("{e:#}")))?;
             let detail = json!({"name": renamed, "previous_name": name});
-            // A migration runs without the key: the next server or keyed command seals it.
-            let server = audit::Author::new(audit::SERVER_ACTOR, None);
-            audit::append(db, &server, "client.rename", &client_id, detail)
+            // A migration runs without the key: `audit seal` accepts these entries once.
+            audit::append_before_sealing(db, "client.rename", &client_id, detail)
                 .await
                 .map_err(|e| DbErr::Migration(format!("{e:#}")))?;
             tracing::warn!(

@@ -31,6 +31,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261203_000002_add_client_dpop_required::Migration),
             Box::new(m20261204_000001_add_signing_key_alg::Migration),
             Box::new(m20261205_000001_add_client_sandbox::Migration),
+            Box::new(service_kit::replay::CreateDpopProofs),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

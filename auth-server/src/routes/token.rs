@@ -245,16 +245,21 @@ pub enum TokenResponse {
         Json<ServerErrorBody>,
         #[oai(header = "Cache-Control")] String,
     ),
-    /// `temporarily_unavailable`: a client assertion could not be recorded as used, as the
-    /// database cannot be reached; the same request may be sent again.
+    /// `temporarily_unavailable`: a client assertion or DPoP proof could not be recorded as
+    /// used, as the store of used ones cannot be reached; send the request again (with a new
+    /// proof) after `Retry-After` seconds.
     #[oai(status = 503)]
     Unavailable(
         Json<UnavailableBody>,
         #[oai(header = "Cache-Control")] String,
+        #[oai(header = "Retry-After")] u64,
     ),
 }
 
 const NO_STORE: &str = "no-store";
+
+/// Seconds a client is asked to wait after a 503.
+const UNAVAILABLE_RETRY_AFTER_SECS: u64 = 5;
 
 impl From<OAuthError> for TokenResponse {
     fn from(e: OAuthError) -> Self {
@@ -271,7 +276,9 @@ impl From<OAuthError> for TokenResponse {
             ),
             OAuthError::BodyTooLarge => Self::PayloadTooLarge(Json(body.into()), cc),
             OAuthError::ServerError => Self::ServerError(Json(body.into()), cc),
-            OAuthError::TemporarilyUnavailable => Self::Unavailable(Json(body.into()), cc),
+            OAuthError::TemporarilyUnavailable => {
+                Self::Unavailable(Json(body.into()), cc, UNAVAILABLE_RETRY_AFTER_SECS)
+            }
             OAuthError::TooManyRequests { retry_after_secs } => {
                 Self::TooManyRequests(Json(body.into()), cc, retry_after_secs)
             }
@@ -382,38 +389,29 @@ fn read_request(
     Ok((params, basic))
 }
 
-/// How long recording a spent assertion may take before the request is answered 503.
-const SPEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
-
 impl TokenApi {
-    /// Records a client's assertion as spent, at every replica at once (the database is
-    /// theirs in common); refuses one spent before.
-    async fn spend(
-        &self,
-        client_id: &str,
-        spent: &SpentAssertion,
-        now: chrono::DateTime<Utc>,
-    ) -> Result<(), OAuthError> {
-        let db = self.state.registry.db();
-        let recorded = tokio::time::timeout(
-            SPEND_TIMEOUT,
-            crate::store::spend_assertion(db, client_id, spent, now),
-        )
-        .await;
-        match recorded {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(OAuthError::InvalidClient {
+    /// Records a client's assertion as spent, at every replica at once (the replay store is
+    /// theirs in common); refuses one spent before, and answers 503 when the store cannot
+    /// say.
+    async fn spend(&self, client_id: &str, spent: &SpentAssertion) -> Result<(), OAuthError> {
+        let first = self
+            .state
+            .replay
+            .first_use(
+                &crate::store::CLIENT_ASSERTIONS,
+                client_id,
+                &spent.jti,
+                spent.expires_at,
+            )
+            .await
+            .map_err(|_| OAuthError::TemporarilyUnavailable)?;
+        if first {
+            Ok(())
+        } else {
+            Err(OAuthError::InvalidClient {
                 used_authorization_header: false,
                 failure: ClientFailure::AssertionReplayed,
-            }),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot record a client assertion as used");
-                Err(OAuthError::TemporarilyUnavailable)
-            }
-            Err(_) => {
-                tracing::warn!("recording a client assertion as used timed out");
-                Err(OAuthError::TemporarilyUnavailable)
-            }
+            })
         }
     }
 
@@ -520,7 +518,7 @@ impl TokenApi {
         // Spent last, by the token it earns: a request refused for anything else leaves it
         // unused. Boxed for the same reason as the proof.
         if let Some(spent) = &grant.assertion {
-            match Box::pin(self.spend(&grant.client_id, spent, now)).await {
+            match Box::pin(self.spend(&grant.client_id, spent)).await {
                 Err(e @ OAuthError::InvalidClient { .. }) => {
                     limits.hit_failure(&failures_key).await;
                     return Err(e);

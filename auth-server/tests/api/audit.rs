@@ -105,12 +105,16 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
     let by_alice = |action: &str| ("alice".to_owned(), action.to_owned());
     let by_server = |action: &str| ("auth-server".to_owned(), action.to_owned());
     assert_eq!(
-        summary[..2],
-        [by_server("key.create"), by_server("key.create")]
+        summary[..3],
+        [
+            by_server("key.create"),
+            by_server("key.create"),
+            by_server("audit.upgrade")
+        ]
     );
-    assert_eq!(summary[2].1, "client.create", "{summary:?}");
+    assert_eq!(summary[3].1, "client.create", "{summary:?}");
     assert_eq!(
-        summary[3..],
+        summary[4..],
         [
             by_alice("client.rotate_secret"),
             by_alice("client.disable"),
@@ -123,8 +127,12 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
         assert_eq!(e["seq"], i as i64 + 1);
         assert!(e["at"].is_string());
     }
-    assert_eq!(entries[3]["subject"], app.client_id.as_str());
-    assert_eq!(entries[6]["subject"], key["kid"]);
+    assert_eq!(
+        entries[2]["detail"],
+        serde_json::json!({"unsealed_through": 0})
+    );
+    assert_eq!(entries[4]["subject"], app.client_id.as_str());
+    assert_eq!(entries[7]["subject"], key["kid"]);
     let everything = Value::Array(entries.clone()).to_string();
     for secret in [
         app.client_secret.as_str(),
@@ -381,8 +389,9 @@ async fn rewrite(db: &DatabaseConnection, rows: &[Row]) {
     .expect("revision");
 }
 
-/// A server with a trail of eight entries whose last is alice disabling the client, and
-/// the head `audit verify` printed for it.
+/// A server with a trail of nine entries (its first keys, its marker, two clients and
+/// alice's changes) whose last is alice disabling the client, and the head `audit verify`
+/// printed for it.
 async fn a_trail_ending_in_a_disable(backend: Backend) -> (TestApp, String) {
     let app = TestApp::spawn(backend).await;
     let alice = Settings {
@@ -407,9 +416,9 @@ async fn a_trail_ending_in_a_disable(backend: Backend) -> (TestApp, String) {
     }
     let verified = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
     assert_eq!(verified.code, Some(0), "{}", verified.stderr);
-    assert_eq!(verified.json["entries"], 8);
+    assert_eq!(verified.json["entries"], 9);
     let head = verified.json["head"].as_str().expect("a head").to_owned();
-    assert!(head.starts_with("8:"), "{head}");
+    assert!(head.starts_with("9:"), "{head}");
     (app, head)
 }
 
@@ -429,14 +438,14 @@ async fn the_reviews_rewrite_of_the_trail_fails_verification(backend: Backend) {
     }
     assert_eq!(rows.last().unwrap().action, "client.disable");
     rows.pop();
-    assert_eq!(rows[4].actor, "alice");
-    rows[4].actor = "mallory".into();
+    assert_eq!(rows[5].actor, "alice");
+    rows[5].actor = "mallory".into();
     rechain(&mut rows);
     rewrite(&db, &rows).await;
 
     let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
-    assert!(run.stderr.contains("audit entry 5"), "{}", run.stderr);
+    assert!(run.stderr.contains("audit entry 6"), "{}", run.stderr);
     let run = auth_server(
         &app.db.url,
         Some(KEY),
@@ -523,7 +532,7 @@ async fn a_trail_cut_short_fails_verification_against_the_head_kept(backend: Bac
     );
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(run.stderr.contains("head you kept"), "{}", run.stderr);
-    assert_eq!(seq, "8");
+    assert_eq!(seq, "9");
     let run = auth_server(
         &app.db.url,
         Some(KEY),
@@ -560,10 +569,110 @@ async fn verification_needs_the_servers_key(backend: Backend) {
     assert_eq!(run.json["head"], head.as_str());
 }
 
-/// A trail written before entries were sealed (plain SHA-256 only) verifies once sealed
-/// by `audit seal`, which says so in the trail; until then `audit verify` names the
-/// entries it cannot vouch for.
-async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
+/// Runs `statement` on the database at `url`.
+async fn sql_at(url: &str, statement: &str) {
+    let db = connect(url).await;
+    db.execute_unprepared(statement).await.expect("statement");
+    let _ = db.close().await;
+}
+
+/// Starts one more server on `url`'s database, as a routine restart or deploy does.
+async fn restart(url: &str) -> test_support::AuthServer {
+    test_support::AuthServer::start(url, |_| {})
+        .await
+        .expect("auth-server starts")
+}
+
+/// The entries' actions, oldest first, as `audit list` prints them.
+fn actions(url: &str) -> Vec<String> {
+    let listed = auth_server(url, None, &["audit", "list"]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    listed
+        .json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The review's attack: entry 2 edited, the seals of entries 2 to the last removed, the
+/// plain chain recomputed; a server restarted, and an ordinary change made since. Nothing
+/// seals the forgery again, and `audit verify` names entry 2.
+async fn the_reviews_rewrite_with_its_seals_removed_stays_unsealed_across_a_restart(
+    backend: Backend,
+) {
+    let (app, _) = a_trail_ending_in_a_disable(backend).await;
+    let db = connect(&app.db.url).await;
+    let mut rows = read_rows(&db).await;
+    assert_eq!(rows[1].action, "key.create");
+    rows[1].actor = "mallory".into();
+    rows[1].detail = r#"{"role":"signing","alg":"RS256","scopes":"everything"}"#.into();
+    rechain(&mut rows);
+    rewrite(&db, &rows).await;
+    db.execute_unprepared(r#"UPDATE "audit_log" SET "mac" = NULL WHERE "seq" >= 2"#)
+        .await
+        .unwrap();
+    let _ = db.close().await;
+
+    let restarted = restart(&app.db.url).await;
+    let changed = auth_server(
+        &app.db.url,
+        Some(KEY),
+        &["client", "enable", &app.client_id, "--actor", "alice"],
+    );
+    assert_eq!(changed.code, Some(0), "{}", changed.stderr);
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("audit entry 2 (and every entry after it to 9) is not sealed"),
+        "{}",
+        run.stderr
+    );
+    // Nor does `audit seal` accept it: sealed entries come before the stripped ones.
+    let sealed = auth_server(&app.db.url, Some(KEY), &["audit", "seal"]);
+    assert_eq!(sealed.code, Some(1), "{}", sealed.stderr);
+    assert!(
+        sealed.stderr.contains("nothing is sealed"),
+        "{}",
+        sealed.stderr
+    );
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(run.stderr.contains("audit entry 2"), "{}", run.stderr);
+    drop(restarted);
+}
+
+/// A seal removed from one entry, nothing else touched: `audit verify` names that entry,
+/// and neither a running server nor a restart seals it again.
+async fn a_seal_removed_alone_fails_verification_naming_the_entry(backend: Backend) {
+    let (app, _) = a_trail_ending_in_a_disable(backend).await;
+    sql_at(
+        &app.db.url,
+        r#"UPDATE "audit_log" SET "mac" = NULL WHERE "seq" = 5"#,
+    )
+    .await;
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 5 is not sealed"),
+        "{}",
+        run.stderr
+    );
+    let _restarted = restart(&app.db.url).await;
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 5 is not sealed"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A database as the migrations that upgrade one from before sealing leave it: three
+/// entries with the plain SHA-256 only, the revision row at the last's.
+async fn a_trail_from_before_sealing(backend: Backend) -> TestDb {
     use sea_orm_migration::MigratorTrait;
 
     let test_db = TestDb::new(backend, "authseal").await;
@@ -576,15 +685,15 @@ async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
         .await
         .unwrap();
     let at = Utc::now().trunc_subsecs(6);
-    let mut rows: Vec<Row> = ["client.create", "client.disable", "client.enable"]
+    let mut rows: Vec<Row> = ["client.rename", "client.rename", "client.rename"]
         .iter()
         .enumerate()
         .map(|(i, action)| Row {
             seq: 0,
             at,
-            actor: "alice".into(),
+            actor: "auth-server".into(),
             action: (*action).into(),
-            subject: "c1".into(),
+            subject: format!("c{i}"),
             detail: "{}".into(),
             revision: i as i64 + 2,
             prev_hash: String::new(),
@@ -599,16 +708,41 @@ async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
         .await
         .unwrap();
     let _ = db.close().await;
-
     let migrated = auth_server(&test_db.url, None, &["migrate"]);
     assert_eq!(migrated.code, Some(0), "{}", migrated.stderr);
+    test_db
+}
+
+/// The entries written without the key before sealing (what upgrading a database from
+/// before it leaves) fail verification, are not sealed by a server's start, and verify
+/// once `audit seal` has accepted them with its sealed marker; it does that once, and the
+/// marker's seal covers them, so an edit to them after it fails.
+async fn a_trail_from_before_sealing_verifies_once_audit_seal_has_accepted_it(backend: Backend) {
+    let test_db = a_trail_from_before_sealing(backend).await;
     let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
     assert!(
-        run.stderr.contains("audit entries 1 to 3 are not sealed"),
+        run.stderr
+            .contains("audit entry 1 (and every entry after it to 3) is not sealed")
+            && run.stderr.contains("auth-server audit seal"),
         "{}",
         run.stderr
     );
+    // A server's start seals nothing of it, and writes no marker: its own keys only.
+    let server = restart(&test_db.url).await;
+    assert_eq!(
+        actions(&test_db.url),
+        [
+            "client.rename",
+            "client.rename",
+            "client.rename",
+            "key.create",
+            "key.create"
+        ]
+    );
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+
     let sealed = auth_server(
         &test_db.url,
         Some(KEY),
@@ -618,29 +752,130 @@ async fn a_plain_trail_from_before_is_sealed_in_place(backend: Backend) {
     assert_eq!(sealed.json["sealed"], 3);
     let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert_eq!(run.json["entries"], 4);
+    assert_eq!(run.json["entries"], 6);
     let listed = auth_server(&test_db.url, None, &["audit", "list"]);
-    assert_eq!(listed.json[3]["action"], "audit.seal");
-    assert_eq!(listed.json[3]["actor"], "bob");
+    assert_eq!(listed.json[5]["action"], "audit.upgrade");
+    assert_eq!(listed.json[5]["actor"], "bob");
     assert_eq!(
-        listed.json[3]["detail"],
-        serde_json::json!({"from": 1, "to": 3})
+        listed.json[5]["detail"],
+        serde_json::json!({"unsealed_through": 3})
     );
+    // Once: a second run, or a later start, changes nothing; ordinary changes verify.
+    let again = auth_server(&test_db.url, Some(KEY), &["audit", "seal"]);
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_eq!(again.json["sealed"], 0);
+    drop(server);
+    let server = restart(&test_db.url).await;
+    let created = auth_server(
+        &test_db.url,
+        Some(KEY),
+        &[
+            "client",
+            "create",
+            "--name",
+            "Acme",
+            "--scopes",
+            crate::helpers::INTAKE,
+        ],
+    );
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.json["entries"], 7);
+    drop(server);
 
-    // Sealed, the trail shows an edit to the entries it had before like any other.
+    // Accepted, the entries from before are covered by the marker's seal.
     let db = connect(&test_db.url).await;
     let mut rows = read_rows(&db).await;
-    rows[1].actor = "mallory".into();
+    rows[1].subject = "c9".into();
     rechain(&mut rows);
     rewrite(&db, &rows).await;
     let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
     assert_eq!(run.code, Some(1), "{}", run.stderr);
-    assert!(run.stderr.contains("audit entry 2"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 4 does not match its seal"),
+        "{}",
+        run.stderr
+    );
 }
 
-/// During a rolling upgrade the previous release appends entries without a seal; a running
-/// server seals them at once, and says so in the trail.
-async fn entries_appended_without_a_seal_are_sealed_by_the_running_server(backend: Backend) {
+/// A marker written without the key, unsealed or with a made-up seal, accepts nothing.
+async fn a_marker_forged_without_the_key_fails_verification(backend: Backend) {
+    let test_db = a_trail_from_before_sealing(backend).await;
+    let db = connect(&test_db.url).await;
+    let mut rows = read_rows(&db).await;
+    let mut marker = rows.last().unwrap().clone();
+    marker.action = "audit.upgrade".into();
+    marker.subject = "audit_log".into();
+    marker.detail = r#"{"unsealed_through":3}"#.into();
+    rows.push(marker);
+    rechain(&mut rows);
+    db.execute(&insert_plain(rows.last().unwrap()))
+        .await
+        .unwrap();
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("audit entry 1 (and every entry after it to 4) is not sealed"),
+        "{}",
+        run.stderr
+    );
+    db.execute_unprepared(r#"UPDATE "audit_log" SET "mac" = 'q83vEjRWeJA' WHERE "seq" = 4"#)
+        .await
+        .unwrap();
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 4") && run.stderr.contains("does not match its seal"),
+        "{}",
+        run.stderr
+    );
+    let _ = db.close().await;
+}
+
+/// A trail sealed entry by entry with no marker (as release 0.2.0 leaves it) verifies as it
+/// is; the first start marks it, accepting nothing, and from then on `audit seal` accepts
+/// no seal removed.
+async fn a_trail_sealed_as_written_verifies_and_the_first_start_marks_it(backend: Backend) {
+    let test_db = TestDb::auth(backend).await;
+    test_support::create_client_offline(&test_db.url, crate::helpers::INTAKE).await;
+    assert_eq!(actions(&test_db.url), ["client.create"]);
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+
+    let _server = restart(&test_db.url).await;
+    assert_eq!(
+        actions(&test_db.url),
+        ["client.create", "key.create", "key.create", "audit.upgrade"]
+    );
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let sealed = auth_server(&test_db.url, Some(KEY), &["audit", "seal"]);
+    assert_eq!(sealed.code, Some(0), "{}", sealed.stderr);
+    assert_eq!(sealed.json["sealed"], 0);
+
+    sql_at(
+        &test_db.url,
+        r#"UPDATE "audit_log" SET "mac" = NULL WHERE "seq" = 1"#,
+    )
+    .await;
+    let sealed = auth_server(&test_db.url, Some(KEY), &["audit", "seal"]);
+    assert_eq!(sealed.code, Some(1), "{}", sealed.stderr);
+    let run = auth_server(&test_db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 1 is not sealed")
+            && run.stderr.contains("seal was removed"),
+        "{}",
+        run.stderr
+    );
+}
+
+/// An entry appended without a seal (release 0.2.0 run without the key, or a seal
+/// removed) stays so: the running server picks it up and seals nothing, and nor does a
+/// restart; `audit verify` names it.
+async fn an_entry_appended_without_a_seal_is_sealed_by_no_server(backend: Backend) {
     let (app, _) = a_trail_ending_in_a_disable(backend).await;
     let db = connect(&app.db.url).await;
     let mut rows = read_rows(&db).await;
@@ -650,28 +885,67 @@ async fn entries_appended_without_a_seal_are_sealed_by_the_running_server(backen
     rows.push(next.clone());
     rechain(&mut rows);
     let next = rows.last().unwrap();
-    // As the previous release appends: the entry, and the revision bump the servers notice.
+    // As release 0.2.0 appends without the key: the entry, and the revision bump the
+    // servers notice.
     let txn = db.begin().await.unwrap();
     txn.execute(&insert_plain(next)).await.unwrap();
     txn.execute_unprepared(r#"UPDATE "revision" SET "value" = "value" + 1 WHERE "id" = 1"#)
         .await
         .unwrap();
     txn.commit().await.unwrap();
-    let verified = eventually(Duration::from_secs(5), || async {
-        let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
-        (run.code == Some(0)).then_some(run.json)
+    let _ = db.close().await;
+    let base = app.auth.base_url();
+    let picked_up = eventually(Duration::from_secs(5), || async {
+        let text = crate::helpers::metrics_text(&base).await;
+        text.lines()
+            .any(|l| l == "auth_audit_head_seq 10")
+            .then_some(())
     })
     .await;
-    let last = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
-    let verified = verified.unwrap_or_else(|| panic!("not sealed: {}", last.stderr));
-    assert_eq!(verified["entries"], 10);
-    let listed = auth_server(&app.db.url, None, &["audit", "list"]);
-    assert_eq!(listed.json[9]["action"], "audit.seal");
-    assert_eq!(listed.json[9]["actor"], "auth-server");
-    assert_eq!(
-        listed.json[9]["detail"],
-        serde_json::json!({"from": 9, "to": 9})
+    assert!(picked_up.is_some(), "the running server never saw entry 10");
+    let _restarted = restart(&app.db.url).await;
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(1), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("audit entry 10 is not sealed"),
+        "{}",
+        run.stderr
     );
+    assert_eq!(actions(&app.db.url).len(), 10, "nothing was appended");
+}
+
+/// A change asked for without the key is refused before anything is written: it could
+/// leave only an entry without a seal, which nothing tells from one whose seal was removed.
+async fn a_client_change_without_the_key_is_refused_and_writes_no_entry(backend: Backend) {
+    let (app, _) = a_trail_ending_in_a_disable(backend).await;
+    let before = actions(&app.db.url);
+    for args in [
+        &["client", "enable", app.client_id.as_str()][..],
+        &[
+            "client",
+            "create",
+            "--name",
+            "Keyless",
+            "--scopes",
+            crate::helpers::INTAKE,
+        ],
+        &["client", "rotate-secret", app.client_id.as_str()],
+        &["audit", "seal"],
+    ] {
+        let run = auth_server(&app.db.url, None, args);
+        assert_eq!(run.code, Some(1), "{args:?}: {}", run.stderr);
+        assert!(
+            run.stderr.contains("AUTH_KEY_ENCRYPTION_KEY"),
+            "{args:?}: {}",
+            run.stderr
+        );
+    }
+    assert_eq!(actions(&app.db.url), before);
+    let shown = auth_server(&app.db.url, None, &["client", "show", &app.client_id]);
+    assert_eq!(shown.code, Some(0), "reads need no key: {}", shown.stderr);
+    assert!(shown.json["disabled_at"].is_string(), "{}", shown.json);
+    let run = auth_server(&app.db.url, Some(KEY), &["audit", "verify"]);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
 }
 
 /// The head of the trail is published where the database cannot reach: a gauge on
@@ -695,8 +969,13 @@ on_both_backends!(
     reordered_or_edited_entries_fail_verification_whatever_hashes_are_recomputed,
     a_trail_cut_short_fails_verification_against_the_head_kept,
     verification_needs_the_servers_key,
-    a_plain_trail_from_before_is_sealed_in_place,
-    entries_appended_without_a_seal_are_sealed_by_the_running_server,
+    the_reviews_rewrite_with_its_seals_removed_stays_unsealed_across_a_restart,
+    a_seal_removed_alone_fails_verification_naming_the_entry,
+    a_trail_from_before_sealing_verifies_once_audit_seal_has_accepted_it,
+    a_marker_forged_without_the_key_fails_verification,
+    a_trail_sealed_as_written_verifies_and_the_first_start_marks_it,
+    an_entry_appended_without_a_seal_is_sealed_by_no_server,
+    a_client_change_without_the_key_is_refused_and_writes_no_entry,
 );
 on_sqlite!(the_head_is_a_gauge_on_metrics);
 
@@ -761,7 +1040,7 @@ async fn the_server_logs_the_head_after_every_change() {
     let _ = std::fs::remove_file(&log);
     assert_eq!(created.code, Some(0), "{}", created.stderr);
     assert!(started.is_some(), "no head logged at start:\n{text}");
-    assert!(head.starts_with("3:"), "{head}");
+    assert!(head.starts_with("4:"), "{head}");
     assert!(after_change.is_some(), "head {head} not logged:\n{text}");
 }
 

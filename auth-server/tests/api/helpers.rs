@@ -206,3 +206,84 @@ fn parse_labels(text: &str) -> BTreeMap<String, String> {
     }
     labels
 }
+
+/// A partner's DPoP key (P-256), making proofs as a client library would, with the `iat`
+/// the test chooses.
+pub struct ProofKey {
+    encoding: jsonwebtoken::EncodingKey,
+    jwk: Value,
+}
+
+impl ProofKey {
+    /// A fresh key.
+    pub fn generate() -> Self {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).expect("a key");
+        let point = pair.public_key().as_ref();
+        Self {
+            jwk: serde_json::json!({
+                "kty": "EC",
+                "crv": "P-256",
+                "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+                "y": URL_SAFE_NO_PAD.encode(&point[33..]),
+            }),
+            encoding: jsonwebtoken::EncodingKey::from_ec_der(
+                pair.to_pkcs8v1().expect("pkcs8").as_ref(),
+            ),
+        }
+    }
+
+    /// A proof for `method` on `url` made `ahead_secs` after now (negative: before), beside
+    /// `access_token` when one is sent.
+    pub fn proof(
+        &self,
+        method: &str,
+        url: &str,
+        access_token: Option<&str>,
+        ahead_secs: i64,
+    ) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
+        header.jwk = Some(serde_json::from_value(self.jwk.clone()).expect("a JWK"));
+        let mut claims = serde_json::json!({
+            "jti": uuid::Uuid::new_v4().to_string(),
+            "htm": method,
+            "htu": url,
+            "iat": chrono::Utc::now().timestamp() + ahead_secs,
+        });
+        if let Some(token) = access_token {
+            claims["ath"] = serde_json::json!(shared::dpop::token_hash(token));
+        }
+        jsonwebtoken::encode(&header, &claims, &self.encoding).expect("a proof")
+    }
+}
+
+impl TestApp {
+    /// Asks for a token for `client_id` with `proof` as its `DPoP` header: status and body.
+    pub async fn token_with_proof(
+        &self,
+        client_id: &str,
+        client_secret: &str,
+        scope: &str,
+        proof: &str,
+    ) -> (u16, Value) {
+        let resp = self
+            .http
+            .post(self.url("/oauth/token"))
+            .header("dpop", proof)
+            .json(&serde_json::json!({
+                "grant_type": "client_credentials",
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "scope": scope,
+            }))
+            .send()
+            .await
+            .expect("token request");
+        let status = resp.status().as_u16();
+        (status, resp.json().await.expect("a JSON body"))
+    }
+}

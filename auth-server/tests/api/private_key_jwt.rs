@@ -14,7 +14,7 @@ use test_support::{on_both_backends, on_sqlite};
 
 use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, metrics_text, sample};
 
-const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
+pub(crate) const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
 /// A partner's RSA key (2048 bits, PKCS#1): aws-lc-rs makes RSA keys only as PKCS#8,
 /// which jsonwebtoken does not sign with.
@@ -592,7 +592,63 @@ async fn failed_assertions_trip_the_failure_limit(backend: Backend) {
     assert_eq!(status, 429, "{body}");
 }
 
+/// A partner's clock may run ahead of ours by up to a minute (FAPI 2.0 asks for 10 s at
+/// least, 60 s at most): an assertion whose `iat` and `nbf` are 10 s ahead gets a token, as
+/// does a DPoP proof 10 s ahead; 70 s ahead (past the minute, with room for the
+/// seconds a slow test machine takes between making it and the server reading it), either is
+/// refused with its reason.
+async fn a_partner_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute_is_not(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let key = PartnerKey::p256("ec");
+    let id = register(&app.auth, &[&key]).await;
+    let ahead = |secs: i64| {
+        let mut c = claims(&app.auth, &id);
+        let now = chrono::Utc::now().timestamp();
+        c["iat"] = json!(now + secs);
+        c["nbf"] = json!(now + secs);
+        c["exp"] = json!(now + secs + 60);
+        key.sign(&c)
+    };
+    let (status, body) = token_with(&app.auth, &ahead(10)).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = token_with(&app.auth, &ahead(70)).await;
+    assert_eq!((status, body), (401, invalid_client()));
+    assert_eq!(
+        refused(&app.auth, &id, "assertion_not_yet_valid").await,
+        1.0
+    );
+
+    let proof_key = crate::helpers::ProofKey::generate();
+    let endpoint = format!(
+        "{}/oauth/token",
+        app.auth.config.issuer.trim_end_matches('/')
+    );
+    let proof = proof_key.proof("POST", &endpoint, None, 10);
+    let (status, body) = app
+        .token_with_proof(&app.client_id, &app.client_secret, INTAKE, &proof)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["token_type"], "DPoP", "{body}");
+    // A full minute ahead is the most tolerated, for proofs and assertions alike.
+    let proof = proof_key.proof("POST", &endpoint, None, 60);
+    let (status, body) = app
+        .token_with_proof(&app.client_id, &app.client_secret, INTAKE, &proof)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = token_with(&app.auth, &ahead(60)).await;
+    assert_eq!(status, 200, "{body}");
+    let proof = proof_key.proof("POST", &endpoint, None, 70);
+    let (status, body) = app
+        .token_with_proof(&app.client_id, &app.client_secret, INTAKE, &proof)
+        .await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "invalid_dpop_proof", "{body}");
+}
+
 on_both_backends!(
+    a_partner_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute_is_not,
     an_assertion_signed_with_any_registered_key_gets_a_token_like_a_secret_does,
     each_bad_assertion_is_refused_as_invalid_client_with_its_own_reason,
     a_client_uses_only_the_method_it_is_registered_for,
@@ -603,30 +659,40 @@ on_both_backends!(
 
 /// A `jti` is refused while its assertion could still be accepted, and forgotten after.
 async fn a_spent_jti_is_kept_until_its_assertion_expires_then_pruned(backend: Backend) {
-    use auth_server::assertion::SpentAssertion;
-    use auth_server::store::{prune_assertions, spend_assertion};
+    use auth_server::store::CLIENT_ASSERTIONS;
     use chrono::{Duration, Utc};
+    use service_kit::replay::ReplayStore;
     let db = crate::helpers::TestDb::auth(backend).await;
     let conn = sea_orm::Database::connect(&db.url).await.unwrap();
-    let now = Utc::now();
-    let spent = |expires_at| SpentAssertion {
-        jti: "j1".into(),
-        expires_at,
+    let store = ReplayStore::new("test", conn, None).unwrap();
+    let spend = |client: &'static str, until| {
+        let store = &store;
+        async move {
+            store
+                .first_use(&CLIENT_ASSERTIONS, client, "j1", until)
+                .await
+                .unwrap()
+        }
     };
-    let earlier = now - Duration::minutes(5);
-    let old = spent(now - Duration::minutes(1));
-    assert!(spend_assertion(&conn, "a", &old, earlier).await.unwrap());
-    assert!(!spend_assertion(&conn, "a", &old, earlier).await.unwrap());
+    let now = Utc::now();
+    let live = now + Duration::minutes(1);
+    assert!(spend("a", live).await);
+    assert!(!spend("a", live).await, "a live jti is refused");
     // Another client's jti is its own.
-    assert!(spend_assertion(&conn, "b", &old, earlier).await.unwrap());
-    // Once the first assertion has expired, its jti may name a new one, once.
-    let new = spent(now + Duration::minutes(1));
-    assert!(spend_assertion(&conn, "a", &new, now).await.unwrap());
-    assert!(!spend_assertion(&conn, "a", &new, now).await.unwrap());
-    // Only b's expired row goes; a's new one stays and still refuses.
-    assert_eq!(prune_assertions(&conn, now).await.unwrap(), 1);
-    assert!(!spend_assertion(&conn, "a", &new, now).await.unwrap());
-    assert!(spend_assertion(&conn, "b", &new, now).await.unwrap());
+    assert!(spend("b", live).await);
+    // Once an assertion has expired, its jti may name a new one, once.
+    let expired = now - Duration::minutes(1);
+    assert!(spend("c", expired).await);
+    assert!(spend("c", live).await);
+    assert!(!spend("c", live).await);
+    assert!(spend("d", expired).await);
+    // Only d's expired row goes; the live ones stay and still refuse.
+    assert_eq!(
+        store.prune(&CLIENT_ASSERTIONS, Utc::now()).await.unwrap(),
+        1
+    );
+    assert!(!spend("a", live).await);
+    assert!(!spend("c", live).await);
 }
 
 on_both_backends!(a_spent_jti_is_kept_until_its_assertion_expires_then_pruned);

@@ -135,3 +135,50 @@ async fn the_revocation_list_is_read_only_with_a_resource_servers_token(backend:
 }
 
 on_both_backends!(the_revocation_list_is_read_only_with_a_resource_servers_token,);
+
+/// A token bound to a DPoP key is no bearer token: a resource server's client holding a
+/// bound token gets 401 `invalid_token` sending it as `Bearer`, as at the intake-api, so a
+/// thief holding only the token cannot read the list.
+async fn a_dpop_bound_token_sent_as_bearer_is_refused(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
+    let key = crate::helpers::ProofKey::generate();
+    let endpoint = format!(
+        "{}/oauth/token",
+        app.auth.config.issuer.trim_end_matches('/')
+    );
+    let proof = key.proof("POST", &endpoint, None, 0);
+    let (status, body) = app
+        .token_with_proof(&reader_id, &reader_secret, REVOCATIONS_READ, &proof)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["token_type"], "DPoP", "{body}");
+    let bound = body["access_token"].as_str().expect("a token").to_owned();
+    assert!(claims_of(&bound)["cnf"]["jkt"].is_string());
+
+    let (status, challenge, body) = revocations(&app, Some(&format!("Bearer {bound}"))).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"], "invalid_token", "{body}");
+    assert!(
+        challenge.contains(r#"error="invalid_token""#),
+        "{challenge}"
+    );
+    assert!(body.get("disabled_clients").is_none(), "{body}");
+    let metrics = metrics_text(&app.auth.base_url()).await;
+    let counted = sample(
+        &metrics,
+        "auth_revocations_refused_total",
+        &[("reason", "bound_token_as_bearer")],
+    );
+    assert!(counted >= 1.0, "{metrics}");
+
+    // The same client's bearer token still reads it.
+    let reader = app
+        .auth
+        .token(&reader_id, &reader_secret, REVOCATIONS_READ)
+        .await;
+    let (status, _, body) = revocations(&app, Some(&format!("Bearer {reader}"))).await;
+    assert_eq!(status, 200, "{body}");
+}
+
+on_both_backends!(a_dpop_bound_token_sent_as_bearer_is_refused,);

@@ -24,7 +24,7 @@ impl Email {
         // Deliberately loose: only delivery proves an address, and a rejected enquiry is a lost
         // customer, so refuse just what cannot be an address.
         let plausible = email.chars().count() <= MAX_EMAIL
-            && !email.chars().any(char::is_whitespace)
+            && !email.chars().any(|c| c.is_whitespace() || c.is_control())
             && email.split_once('@').is_some_and(|(local, domain)| {
                 !local.is_empty()
                     && !domain.contains('@')

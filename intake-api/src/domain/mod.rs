@@ -5,6 +5,7 @@ pub mod enquiry;
 pub mod errors;
 pub mod parse;
 pub mod redirect;
+pub mod reference;
 
 pub use contact::{
     Email, InvalidEmail, InvalidMobileNumber, MAX_EMAIL, MAX_MOBILE_CHARS, MOBILE_PATTERN,
@@ -19,6 +20,7 @@ pub use parse::{
     PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach, parse_enquiry, parse_redeem, parse_referral,
 };
 pub use redirect::{RedirectToken, hash_token};
+pub use reference::CaseReference;
 pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgagePurpose, MortgageScheme, PurchaseType,
     RemortgageReason, Stage, wire_names,

@@ -23,6 +23,12 @@ pub struct Model {
     pub expires_at: DateTimeUtc,
     /// When the customer used it; a token works once.
     pub used_at: Option<DateTimeUtc>,
+    /// The partner whose referral made it; none for attach's links (and links made before
+    /// referrals named theirs), which only the case's newest redeems.
+    pub client_id: Option<String>,
+    /// The reference the referral was answered with, which redeeming it answers: the
+    /// case's, or the referral's own when the case was another partner's customer.
+    pub reference: Option<String>,
 }
 
 /// Relations of `redirect_tokens`.

@@ -13,6 +13,7 @@ mod m20261130_000002_sealed_idempotency_answers;
 mod m20261201_000001_webhooks_due_by_partner;
 mod m20261205_000001_sandbox_cases;
 mod m20261206_000001_referrals;
+mod m20261207_000002_referral_links;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -33,6 +34,8 @@ impl MigratorTrait for Migrator {
             Box::new(m20261201_000001_webhooks_due_by_partner::Migration),
             Box::new(m20261205_000001_sandbox_cases::Migration),
             Box::new(m20261206_000001_referrals::Migration),
+            Box::new(service_kit::replay::CreateDpopProofs),
+            Box::new(m20261207_000002_referral_links::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("cases")));

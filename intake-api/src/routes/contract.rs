@@ -58,6 +58,52 @@ pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
     refine_referral(doc);
     refine_enquiry(doc);
     refine_operations(doc, brands.first().copied().unwrap_or("brand_a"));
+    refine_text(doc);
+}
+
+/// No control character (C0, DEL, C1): what every text field of a request refuses.
+const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
+/// The same for free text, which may also hold tabs and line breaks.
+const NO_CONTROLS_BUT_LINES: &str = r"^[^\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f]*$";
+/// Something that is not a space, and no control character: a required text field.
+const NOT_BLANK_NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*[^\s\u0000-\u001f\u007f-\u009f][^\u0000-\u001f\u007f-\u009f]*$";
+
+/// Says in the document what the parser refuses in every text field of a request (control
+/// characters, `domain::parse::fields::string`), so partners' validators refuse it too.
+fn refine_text(doc: &mut Value) {
+    let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    for (name, schema) in schemas.iter_mut() {
+        if !(name.ends_with("Request") || name.ends_with("Enquiry")) {
+            continue;
+        }
+        let Some(properties) = schema.get_mut("properties").and_then(Value::as_object_mut) else {
+            continue;
+        };
+        for (field, property) in properties.iter_mut() {
+            let Some(property) = property.as_object_mut() else {
+                continue;
+            };
+            let text = property.get("type") == Some(&json!("string"))
+                && !property.contains_key("format")
+                && !property.contains_key("enum");
+            if !text {
+                continue;
+            }
+            let pattern = match property.get("pattern").and_then(Value::as_str) {
+                None if field == "note" => NO_CONTROLS_BUT_LINES,
+                None => NO_CONTROLS,
+                Some(r"\S") => NOT_BLANK_NO_CONTROLS,
+                // A pattern of its own (the mobile number's) admits no control character.
+                Some(_) => continue,
+            };
+            property.insert("pattern".into(), json!(pattern));
+        }
+    }
 }
 
 fn refine_address(doc: &mut Value) {

@@ -15,7 +15,7 @@ use super::body::LenientJson;
 use super::idempotency::{self, Attempt, Begun, Replayable};
 use super::partner::Partner;
 use super::{BRAND, REFERENCE};
-use crate::domain::{AttachRequest, RedirectToken, parse_attach, parse_enquiry};
+use crate::domain::{AttachRequest, CaseReference, RedirectToken, parse_attach, parse_enquiry};
 use crate::entity::case;
 use crate::error::IntakeError;
 use crate::sandbox::{self, Trigger};
@@ -117,8 +117,8 @@ pub(super) fn new_link(
     Ok((token, url))
 }
 
-/// Longest case reference looked up: ours are 12 digits; anything much longer is no
-/// reference of ours, and answers 404 without a query.
+/// Longest case reference the document lets through: ours are 12 digits, and anything else
+/// answers 404 without a query ([`CaseReference`]).
 pub const MAX_REFERENCE_CHARS: usize = 64;
 
 /// The partner intake endpoints.
@@ -242,9 +242,10 @@ impl IntakeApi {
 
     /// Read a case back.
     ///
-    /// The case's state for a reference from an earlier submission: whether it is active
-    /// yet and what is attached to it. Only cases the calling partner has submitted an
-    /// enquiry on are found; any other reference answers 404.
+    /// The case's state for a reference from an earlier enquiry: whether it is active
+    /// yet and what is attached to it. Only cases the calling partner has itself submitted
+    /// an enquiry on are found; any other reference (another partner's customer, or a
+    /// referral's, which grants nothing) answers 404.
     #[oai(
         path = "/partners/external/cases/:reference",
         method = "get",
@@ -257,13 +258,11 @@ impl IntakeApi {
         /// The case reference a submission answered with.
         reference: Path<String>,
     ) -> Result<CaseStatusResponse, IntakeError> {
-        if reference.0.chars().count() > MAX_REFERENCE_CHARS {
-            return Err(IntakeError::CaseNotFound);
-        }
+        let reference = CaseReference::parse(&reference.0).ok_or(IntakeError::CaseNotFound)?;
         let found = self
             .state
             .cases
-            .status_for_partner(&reference.0, partner.client_id())
+            .status_for_partner(reference.as_str(), partner.client_id())
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
         record(REFERENCE, &found.reference);

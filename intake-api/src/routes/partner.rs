@@ -9,7 +9,7 @@ use poem_openapi::registry::{
     MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
-use service_kit::ratelimit::{Decision, Limit};
+use service_kit::replay::DPOP_PROOFS;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 
@@ -79,7 +79,8 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
 }
 
 /// Checks a request made under the `DPoP` scheme: its token, its one proof, and that the
-/// proof was not used before, on any replica sharing the Redis.
+/// proof was not used before at any replica; when that cannot be told, the request is
+/// refused for now (503), never let through.
 async fn dpop(
     state: &AppState,
     req: &Request,
@@ -94,10 +95,17 @@ async fn dpop(
         .verifier
         .authenticate_dpop(token, proof, req.method().as_str(), &url)
         .await?;
-    let once = Limit::per(1, shared::dpop::JTI_RETENTION_SECS);
-    match state.limiter.hit(&proof.replay_key(), once).await {
-        Decision::Allowed => Ok(claims),
-        Decision::Limited { .. } => Err(AuthError::InvalidProof("proof_replayed")),
+    let keep_until = chrono::DateTime::from_timestamp(proof.keep_until(), 0)
+        .ok_or(AuthError::InvalidProof("proof_iat"))?;
+    let first = state
+        .replay
+        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
+        .await
+        .map_err(|_| AuthError::Unvetted("replay_store_unavailable"))?;
+    if first {
+        Ok(claims)
+    } else {
+        Err(AuthError::InvalidProof("proof_replayed"))
     }
 }
 

@@ -29,8 +29,9 @@ pub enum RedeemResponse {
     /// The link was good; it is now used.
     #[oai(status = 200)]
     Redeemed(Json<RedeemedLink>),
-    /// The link was used already, has expired, was replaced by a newer link for the same
-    /// case, never existed, or is of a brand the portal is not bound to:
+    /// The link was used already, has expired, was replaced by a newer link, its
+    /// customer's data was erased, it never existed, or is of a brand the portal is not
+    /// bound to:
     /// `{"message":"Link expired or already used"}`. Send the customer to the customer
     /// dashboard instead.
     #[oai(status = 410)]
@@ -74,7 +75,10 @@ impl PortalApi {
     ///
     /// The brand's customer portal calls this with the `token` parameter of the link the
     /// customer arrived on. A link works once, until it expires, and only while it is the
-    /// newest link made for its case. Needs a token with the `portal:redirect:redeem` scope
+    /// newest of its kind: attach's, the newest link attach made for its case; a
+    /// referral's, the newest its partner's referrals made for the customer. `sandbox:
+    /// true` says the case was made by a sandbox client, for practice: treat it as no real
+    /// customer's (a test page, no e-mail or call, nothing in real records). Needs a token with the `portal:redirect:redeem` scope
     /// whose client is bound to the link's brand (`auth-server client create --brands`): a
     /// link of another brand is answered as one that never existed, and stays usable by its
     /// own brand's portal. A client bound to no brand gets 403.
@@ -115,6 +119,7 @@ impl PortalApi {
             },
             product_uuid: redeemed.product_uuid,
             email: redeemed.email,
+            sandbox: redeemed.sandbox,
         })))
     }
 }

@@ -1,10 +1,12 @@
 //! `POST /partners/external/referrals`: a customer referred before their enquiry exists.
 //!
 //! A referral makes the case for its brand and e-mail (status `referred`, which no
-//! activation touches) or joins the existing one, and answers with a link on the brand's
-//! portal where the customer completes the enquiry: the kind of link attach makes,
+//! activation touches) or is kept on the existing one, and answers with a link on the
+//! brand's portal where the customer completes the enquiry: the kind of link attach makes,
 //! redeemed the same way. The enquiry that follows, from any partner, completes the case,
-//! which then activates as any case does.
+//! which then activates as any case does. A referral grants its partner nothing on the
+//! case and its answer tells nothing of other partners' customers (`crate::store`'s
+//! `refer`).
 
 use std::sync::Arc;
 
@@ -33,14 +35,16 @@ enum ApiTags {
 /// stored answer to an earlier request with the same `Idempotency-Key`.
 #[derive(ApiResponse)]
 pub enum ReferResponse {
-    /// A new case was made for the brand and e-mail address, as `referred`.
+    /// The partner's first referral of the customer (as far as its own requests go):
+    /// `Referral created`, with a new reference. Whether anyone else has the customer is
+    /// not told.
     #[oai(status = 201)]
     Created(
         Json<ReferralResponse>,
         #[oai(header = "Idempotent-Replayed")] Option<bool>,
     ),
-    /// The referral was added to the existing case for the brand and e-mail address,
-    /// whose status it leaves as it was.
+    /// A customer the partner referred or sent an enquiry for before: `Referral added`,
+    /// with the reference it had (its earlier referral's, or its enquiry's case's).
     #[oai(status = 200)]
     Added(
         Json<ReferralResponse>,
@@ -69,15 +73,19 @@ pub struct ReferralApi {
 impl ReferralApi {
     /// Refer a customer.
     ///
-    /// For a customer the partner refers before their enquiry exists: makes the case for
-    /// the brand and e-mail address with status `referred` (201), or adds the referral to
-    /// the existing case, whatever its status (200), and answers with the case reference
-    /// and a link on the brand's customer portal (single-use, expiring) where the customer
-    /// completes the enquiry. The referral is kept as sent, and `case.referred` is sent to
-    /// the webhooks of partners on the case. A later enquiry for the same brand and e-mail
-    /// address, by any partner, completes the case (200, the same reference), which then
-    /// activates as any case does; until then attach answers 404 for it. Every problem with
-    /// the referral is reported at once (422).
+    /// For a customer the partner refers before their enquiry exists: answers with a
+    /// reference and a link on the brand's customer portal (single-use, expiring) where the
+    /// customer completes the enquiry. The partner's first referral of a customer answers
+    /// 201, its later ones 200 with the same reference; after an enquiry of its own, 200
+    /// with that enquiry's reference. The answer is the same whether or not another
+    /// partner has the customer. A referral is kept as sent on the customer's case (made
+    /// with status `referred` if there is none) and grants nothing: the case is read,
+    /// attached to and heard of (webhooks) only by partners that sent an enquiry for it,
+    /// and the referral changes nothing they see (no event is sent for it). The link is
+    /// replaced only by the partner's next referral of the customer. An enquiry for the
+    /// same brand and e-mail address, by any partner, completes a referred case, which
+    /// then activates as any case does. Every problem with the referral is reported at
+    /// once (422).
     #[oai(
         path = "/partners/external/referrals",
         method = "post",

@@ -14,7 +14,7 @@ use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
 use super::outbox::{hears_of, log_event};
 use super::reused::decode_error;
 use super::submit::case_key;
-use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submitted_by};
+use super::{CaseStore, StoreError, bounded, enquired_by, event, later, new_row_id};
 use crate::domain::Email;
 use crate::entity::{case, redirect_token};
 
@@ -58,12 +58,12 @@ pub type KeyedAttach<'a> = (&'a Lease, &'a SealedAnswer);
 
 /// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
 /// hash, the product and the newest link on the case, the event, and the event queued for every partner with a
-/// webhook endpoint and a submission on the case. `bench/attach.sql` runs the same statement.
+/// webhook endpoint and an enquiry on the case. `bench/attach.sql` runs the same statement.
 pub(super) const ATTACH_POSTGRES: &str = concat!(
     r#"WITH token AS (
     INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
-        "expires_at", "used_at")
-    VALUES ($1, $2, $3, $4, $5, $6, NULL)
+        "expires_at", "used_at", "client_id", "reference")
+    VALUES ($1, $2, $3, $4, $5, $6, NULL, NULL, NULL)
 ), updated AS (
     UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5, "redirect_token_id" = $1
     WHERE "id" = $2
@@ -91,10 +91,10 @@ pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
             case::Column::Brand,
         ])
         .filter(case::Column::Email.eq(email))
-        // A referred case has no enquiry yet: attach answers as the spec says for a customer
-        // without one, and the partner falls back to the enquiry form.
-        .filter(case::Column::Status.ne(case::STATUS_REFERRED))
-        .filter(submitted_by(client_id, backend))
+        // Only the partner's own enquiry opens a case; a referred case has none yet, so
+        // attach answers as the spec says for a customer without one, and the partner
+        // falls back to the enquiry form.
+        .filter(enquired_by(client_id, backend))
         .order_by_desc(case::Column::UpdatedAt)
         .limit(1);
     query.build(backend)
@@ -103,8 +103,9 @@ pub(super) fn attach_lookup(args: [&str; 2], backend: DbBackend) -> Statement {
 impl CaseStore {
     /// The case a product for `email` from partner `client_id` is attached to, if any: the
     /// most recently updated of the e-mail's cases (any brand) that the partner has made at
-    /// least one submission on, and not still referred. Another partner's customer is not found, exactly as an
-    /// unknown e-mail is not, so attach tells a partner nothing about others' customers.
+    /// least one enquiry on (so none still referred). Another partner's customer, or one
+    /// the partner only referred, is not found, exactly as an unknown e-mail is not, so
+    /// attach tells a partner nothing about others' customers.
     pub async fn find_for_attach(
         &self,
         email: &Email,
@@ -217,6 +218,9 @@ impl CaseStore {
             created_at: Set(new.now),
             expires_at: Set(new.expires_at),
             used_at: Set(None),
+            // Attach's links are the case's: only its newest redeems.
+            client_id: Set(None),
+            reference: Set(None),
         })
         .exec_without_returning(&txn)
         .await?;

@@ -143,12 +143,12 @@ fn new_row_id() -> Uuid {
     Uuid::now_v7()
 }
 
-/// Cases partner `client_id` has made at least one submission on: the cases it may see.
-/// The same rule as who hears of a case's events, in `backend`'s placeholder.
-fn submitted_by(client_id: &str, backend: DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
+/// Cases partner `client_id` has made at least one enquiry on: the cases it may see and
+/// attach to. The same rule as who hears of a case's events, in `backend`'s placeholder.
+fn enquired_by(client_id: &str, backend: DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
     let rule = match backend {
-        DatabaseBackend::Postgres => outbox::submitted_on!(case: r#""cases"."id""#, client: "$1"),
-        _ => outbox::submitted_on!(case: r#""cases"."id""#, client: "?"),
+        DatabaseBackend::Postgres => outbox::enquired_on!(case: r#""cases"."id""#, client: "$1"),
+        _ => outbox::enquired_on!(case: r#""cases"."id""#, client: "?"),
     };
     sea_orm::sea_query::Expr::cust_with_values(rule, [client_id])
 }

@@ -1,7 +1,7 @@
 //! The webhook outbox's fan-out: which partners hear of a case event.
 //!
 //! An event is queued in the transaction of the change it reports, as one row per partner
-//! with an active endpoint and a submission on the case: an acknowledged change always has
+//! with an active endpoint and an enquiry on the case: an acknowledged change always has
 //! its events, and a rolled-back one never does. The rows are the delivery worker's queue
 //! (`crate::webhooks`).
 
@@ -12,14 +12,14 @@ use crate::entity::{case_event, webhook_delivery, webhook_endpoint};
 use uuid::Uuid;
 
 /// Who hears of an event on case `case` (an SQL expression): partners (`"ep"`, a row of
-/// `webhook_endpoints`) whose endpoint is active and who made a submission on the case, or
+/// `webhook_endpoints`) whose endpoint is active and who made an enquiry on the case, or
 /// who are `submitter`, making one in the very statement, which cannot see it yet. SQL text
 /// made at compile time, so the hand-written statements and the ORM's queue share the rule.
 macro_rules! hears_of {
     (case: $case:literal) => {
         concat!(
             r#""ep"."disabled_at" IS NULL AND "#,
-            $crate::store::outbox::submitted_on!(case: $case, client: r#""ep"."client_id""#)
+            $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#)
         )
     };
     (case: $case:literal, submitter: $submitter:literal) => {
@@ -27,28 +27,30 @@ macro_rules! hears_of {
             r#""ep"."disabled_at" IS NULL AND ("ep"."client_id" = "#,
             $submitter,
             " OR ",
-            $crate::store::outbox::submitted_on!(case: $case, client: r#""ep"."client_id""#),
+            $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#),
             ")"
         )
     };
 }
 
-/// Whether partner `client` made a submission on case `case` (SQL expressions): who hears
+/// Whether partner `client` made an enquiry on case `case` (SQL expressions): who hears
 /// of a case's events ([`hears_of`]), and which cases a partner may see and attach to
-/// (`super::submitted_by`).
-macro_rules! submitted_on {
+/// (`super::enquired_by`). Only an enquiry counts: a referral (or any other kind of
+/// submission) is kept as sent and grants its partner nothing on the case, so another
+/// partner's customer stays theirs.
+macro_rules! enquired_on {
     (case: $case:literal, client: $client:literal) => {
         concat!(
             r#"EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "#,
             $case,
             r#" AND "submissions"."client_id" = "#,
             $client,
-            ")"
+            r#" AND "submissions"."kind" = 'enquiry')"#
         )
     };
 }
 
-pub(super) use {hears_of, submitted_on};
+pub(super) use {enquired_on, hears_of};
 
 /// The columns an event is queued with; the rest start empty. The hand-written statements
 /// that queue events list the same ones (a test checks).
@@ -94,8 +96,8 @@ pub(super) async fn log_event(
     Ok(())
 }
 
-/// Queues the case events `event_ids` for every partner with an active endpoint that has a
-/// submission on the event's case; run it in the transaction that wrote the events.
+/// Queues the case events `event_ids` for every partner with an active endpoint that has an
+/// enquiry on the event's case; run it in the transaction that wrote the events.
 pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
     let ev = Alias::new("ev");
     let ep = Alias::new("ep");

@@ -6,6 +6,7 @@ use sea_orm::sea_query::Expr;
 use sea_orm::{ColumnTrait, EntityTrait, QueryFilter};
 use uuid::Uuid;
 
+use super::refer::newest_referral_link;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::entity::{case, case_event, redirect_token};
 
@@ -20,6 +21,8 @@ pub struct Redeemed {
     pub email: String,
     /// The product attached when the link was made; none for a referral's link.
     pub product_uuid: Option<Uuid>,
+    /// Whether the case is a sandbox client's, made for practice: not a real customer's.
+    pub sandbox: bool,
 }
 
 /// What a redeem did.
@@ -37,9 +40,12 @@ pub enum Redemption {
 impl CaseStore {
     /// Marks the link whose token hashes to `token_hash` used and answers what it continues
     /// with, if it can still be used, and by this portal: it exists, is of one of `brands`,
-    /// was never used, has not expired, and no newer link was made for its case. Of two
-    /// redeems of one link exactly one gets it: the mark is a conditional update, and the
-    /// loser's finds the token already used.
+    /// was never used, has not expired, its customer's data was not erased, and it is the
+    /// newest of its kind: for attach's links, the newest link made for its case; for a
+    /// referral's, the newest its partner's referrals made for the case, which is all a
+    /// referral's partner knows of (it redeems with the referral's reference, whoever else
+    /// is on the case). Of two redeems of one link exactly one gets it: the mark is a
+    /// conditional update, and the loser's finds the token already used.
     pub async fn redeem(
         &self,
         token_hash: &str,
@@ -78,8 +84,17 @@ impl CaseStore {
         if token.used_at.is_some() || token.expires_at <= now {
             return Ok(Redemption::Gone);
         }
-        if case.redirect_token_id != Some(token.id) {
-            // A newer link was made for the case since.
+        if case.email.starts_with(super::ERASED_EMAIL_PREFIX) {
+            return Ok(Redemption::Gone);
+        }
+        let newest = match &token.client_id {
+            Some(referrer) => newest_referral_link(&txn, case.id, referrer)
+                .await?
+                .is_some_and(|(id, _)| id == token.id),
+            None => case.redirect_token_id == Some(token.id),
+        };
+        if !newest {
+            // A newer link was made since.
             return Ok(Redemption::Gone);
         }
         let marked = redirect_token::Entity::update_many()
@@ -103,10 +118,13 @@ impl CaseStore {
         .await?;
         txn.commit().await?;
         Ok(Redemption::Redeemed(Redeemed {
-            reference: case.reference,
+            // A referral's own, which is not the case's when the customer was another
+            // partner's: the link tells nothing of their case.
+            reference: token.reference.unwrap_or(case.reference),
             brand: case.brand,
             email: case.email,
             product_uuid: token.product_uuid,
+            sandbox: case.sandbox,
         }))
     }
 }

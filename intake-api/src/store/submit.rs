@@ -341,7 +341,7 @@ fn submitted(new: &NewSubmission<'_>, case_id: Uuid, reference: String) -> Submi
 
 /// Whether a write that offered a new case `offered` made it, by the id of the case it
 /// wrote: a case keeps its id on update.
-pub(super) fn outcome_of(offered: Uuid, written: Uuid) -> Outcome {
+fn outcome_of(offered: Uuid, written: Uuid) -> Outcome {
     if written == offered {
         Outcome::Created
     } else {

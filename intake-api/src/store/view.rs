@@ -9,7 +9,7 @@ use sea_orm::{
 use serde::Serialize;
 use uuid::Uuid;
 
-use super::{CaseStore, StoreError, bounded, submitted_by};
+use super::{CaseStore, StoreError, bounded, enquired_by};
 use crate::entity::{case, case_event, submission};
 
 /// A case's state, as its partners may read it.
@@ -149,8 +149,9 @@ impl CaseStore {
             .await?)
     }
 
-    /// The case with `reference`, if partner `client_id` has made a submission on it: a
-    /// partner reads only its own customers' cases, and anyone else's answer as unknown.
+    /// The case with `reference`, if partner `client_id` has made an enquiry on it: a
+    /// partner reads only its own customers' cases, and anyone else's, or one it only
+    /// referred, answer as unknown.
     pub async fn status_for_partner(
         &self,
         reference: &str,
@@ -161,7 +162,7 @@ impl CaseStore {
             Ok(Box::pin(
                 case::Entity::find()
                     .filter(case::Column::Reference.eq(reference))
-                    .filter(submitted_by(client_id, self.db.get_database_backend()))
+                    .filter(enquired_by(client_id, self.db.get_database_backend()))
                     .into_partial_model::<CaseStatus>()
                     .one(&self.db),
             )

@@ -1,6 +1,6 @@
 //! DPoP-bound tokens at the intake-api: good only under the `DPoP` scheme, beside a fresh
-//! proof for the request made with the key the token is bound to, each proof once, on any
-//! replica sharing the Redis. The bound tokens are signed with the auth-server's real key
+//! proof for the request made with the key the token is bound to, each proof once, at every
+//! replica (through their database, or their Redis), failing closed when that cannot be told. The bound tokens are signed with the auth-server's real key
 //! (read from its database), and the proofs are made by the partner client's `DpopKey`.
 
 use partner_client::DpopKey;
@@ -172,18 +172,24 @@ async fn a_bound_token_works_only_with_a_fresh_proof_by_its_key(backend: Backend
     }
 }
 
-/// A proof used at one replica is refused at another sharing the Redis.
-async fn a_proof_is_used_once_across_replicas(backend: Backend) {
-    let redis = |c: &mut intake_api::config::Config| {
-        c.redis_url = Some(
-            std::env::var("TEST_REDIS_URL")
-                .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
-                .parse()
-                .unwrap(),
-        )
-    };
-    let app = TestApp::spawn_with(backend, redis).await;
-    let replica = app.second_intake(redis).await;
+/// Points a replica at the test Redis.
+fn with_redis(c: &mut intake_api::config::Config) {
+    c.redis_url = Some(
+        std::env::var("TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+            .parse()
+            .unwrap(),
+    )
+}
+
+/// A proof used at one replica is refused at another configured by `configure` (sharing the
+/// database, or the Redis too); a fresh proof there is not.
+async fn proof_spent_at_one_replica_is_refused_at_another(
+    backend: Backend,
+    configure: fn(&mut intake_api::config::Config),
+) {
+    let app = TestApp::spawn_with(backend, configure).await;
+    let replica = app.second_intake(configure).await;
     let key = DpopKey::generate().unwrap();
     let token = bound_token(&app, &key).await;
     let body = purchase_enquiry("brand_a", &fresh_email());
@@ -224,7 +230,168 @@ async fn a_proof_is_used_once_across_replicas(backend: Backend) {
     );
 }
 
+/// Without Redis the replicas' common database keeps the proofs used, not each process.
+async fn a_proof_is_used_once_across_replicas_sharing_the_database(backend: Backend) {
+    proof_spent_at_one_replica_is_refused_at_another(backend, |_| {}).await;
+}
+
+/// With Redis the proofs used are kept there, for every replica.
+async fn a_proof_is_used_once_across_replicas_sharing_the_redis(backend: Backend) {
+    proof_spent_at_one_replica_is_refused_at_another(backend, with_redis).await;
+}
+
+/// A proof's id is kept until the proof is too old to be accepted, and only then pruned:
+/// a proof made now is refused for all of its 300 s, not for a window that ends sooner.
+async fn a_used_proof_is_remembered_until_it_is_too_old_to_be_accepted(backend: Backend) {
+    use service_kit::replay::{DPOP_PROOFS, ReplayStore};
+    let app = TestApp::spawn(backend).await;
+    let key = DpopKey::generate().unwrap();
+    let token = bound_token(&app, &key).await;
+    let made = chrono::Utc::now().timestamp();
+    let proof = key.proof("POST", &app.url(ENQUIRY), Some(&token)).unwrap();
+    let dpop = format!("DPoP {token}");
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    assert_eq!(
+        post(&app, ENQUIRY, &dpop, &[&proof], &body).await.status,
+        201
+    );
+    let db = sea_orm::Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    let store = ReplayStore::new("test", db, None).unwrap();
+    let at = |secs| chrono::DateTime::from_timestamp(secs, 0).unwrap();
+    // Nothing is forgotten while the proof could still be sent (its iat is at most a
+    // second after `made`).
+    let max_age = shared::dpop::MAX_AGE_SECS;
+    assert_eq!(
+        store.prune(&DPOP_PROOFS, at(made + max_age)).await.unwrap(),
+        0
+    );
+    refused(
+        &post(&app, ENQUIRY, &dpop, &[&proof], &body).await,
+        "invalid_dpop_proof",
+        "replayed while it is kept",
+    );
+    assert_eq!(
+        store
+            .prune(&DPOP_PROOFS, at(made + max_age + 3))
+            .await
+            .unwrap(),
+        1
+    );
+}
+
+/// When the Redis that keeps used proofs cannot be reached, a DPoP request is refused for
+/// now (503 with Retry-After), never let through on one replica's word; bearer tokens go on.
+async fn dpop_requests_fail_closed_while_the_replay_store_is_down(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        let closed = crate::helpers::unused_port();
+        c.redis_url = Some(format!("redis://127.0.0.1:{closed}").parse().unwrap());
+    })
+    .await;
+    let key = DpopKey::generate().unwrap();
+    let token = bound_token(&app, &key).await;
+    let proof = key.proof("POST", &app.url(ENQUIRY), Some(&token)).unwrap();
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    let reply = post(&app, ENQUIRY, &format!("DPoP {token}"), &[&proof], &body).await;
+    assert_eq!(reply.status, 503, "{:?}", reply.body);
+    assert_eq!(reply.retry_after.as_deref(), Some("5"), "{:?}", reply.body);
+    let bearer = app
+        .enquiry(&purchase_enquiry("brand_a", &fresh_email()))
+        .await;
+    assert_eq!(bearer.status, 201, "{:?}", bearer.body);
+}
+
+/// A P-256 key making proofs with the `iat` a test chooses, as a partner whose clock runs
+/// ahead makes them; and its thumbprint, which a token bound to it names.
+struct SkewedKey {
+    encoding: jsonwebtoken::EncodingKey,
+    jwk: jsonwebtoken::jwk::Jwk,
+}
+
+impl SkewedKey {
+    fn generate() -> Self {
+        use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+
+        let pair = EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).unwrap();
+        let point = pair.public_key().as_ref();
+        let jwk = json!({
+            "kty": "EC",
+            "crv": "P-256",
+            "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+            "y": URL_SAFE_NO_PAD.encode(&point[33..]),
+        });
+        Self {
+            encoding: jsonwebtoken::EncodingKey::from_ec_der(pair.to_pkcs8v1().unwrap().as_ref()),
+            jwk: serde_json::from_value(jwk).unwrap(),
+        }
+    }
+
+    fn thumbprint(&self) -> String {
+        self.jwk
+            .thumbprint(jsonwebtoken::jwk::ThumbprintHash::SHA256)
+            .unwrap()
+    }
+
+    /// A proof for `POST` on `url` beside `token`, made `ahead_secs` from now.
+    fn proof(&self, url: &str, token: &str, ahead_secs: i64) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
+        header.jwk = Some(self.jwk.clone());
+        let claims = json!({
+            "jti": uuid::Uuid::new_v4().to_string(),
+            "htm": "POST",
+            "htu": url,
+            "iat": chrono::Utc::now().timestamp() + ahead_secs,
+            "ath": shared::dpop::token_hash(token),
+        });
+        jsonwebtoken::encode(&header, &claims, &self.encoding).unwrap()
+    }
+}
+
+/// A partner's clock may run ahead of ours by up to a minute, as at the token endpoint: a
+/// proof made 10 s or 60 s ahead is accepted, one 70 s ahead refused (past the minute, with
+/// room for the seconds a slow machine takes between making it and the server reading it).
+async fn a_proof_from_a_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute_is_not(
+    backend: Backend,
+) {
+    let app = TestApp::spawn(backend).await;
+    let key = SkewedKey::generate();
+    let signer = app.real_signer().await;
+    let mut claims = app.claims();
+    claims["cnf"] = json!({"jkt": key.thumbprint()});
+    let token = signer.sign(&signer.header(), &claims);
+    let dpop = format!("DPoP {token}");
+    let url = app.url(ENQUIRY);
+    let body = purchase_enquiry("brand_a", &fresh_email());
+
+    let accepted = post(&app, ENQUIRY, &dpop, &[&key.proof(&url, &token, 10)], &body).await;
+    assert_eq!(accepted.status, 201, "{:?}", accepted.body);
+    // A full minute ahead is the most tolerated.
+    let accepted = post(&app, ENQUIRY, &dpop, &[&key.proof(&url, &token, 60)], &body).await;
+    assert_eq!(accepted.status, 200, "{:?}", accepted.body);
+    refused(
+        &post(&app, ENQUIRY, &dpop, &[&key.proof(&url, &token, 70)], &body).await,
+        "invalid_dpop_proof",
+        "a proof 70 s ahead",
+    );
+    let counted = metric(
+        &app.http,
+        &app.intake.base_url(),
+        "intake_auth_failures_total",
+        "proof_iat",
+    )
+    .await;
+    assert!(counted >= 1.0, "proof_iat: {counted}");
+}
+
 on_both_backends!(
     a_bound_token_works_only_with_a_fresh_proof_by_its_key,
-    a_proof_is_used_once_across_replicas,
+    a_proof_is_used_once_across_replicas_sharing_the_database,
+    a_proof_is_used_once_across_replicas_sharing_the_redis,
+    a_used_proof_is_remembered_until_it_is_too_old_to_be_accepted,
+    dpop_requests_fail_closed_while_the_replay_store_is_down,
+    a_proof_from_a_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute_is_not,
 );

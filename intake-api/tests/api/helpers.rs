@@ -32,6 +32,10 @@ pub const ATTACH: &str = "/partners/external/intake/attach";
 pub const PORTAL: &str = "portal:redirect:redeem";
 /// The portal's redeem endpoint.
 pub const REDEEM: &str = "/portal/redirect-tokens/redeem";
+/// The referral endpoint.
+pub const REFERRALS: &str = "/partners/external/referrals";
+/// Brand A's portal, as the test apps configure it.
+pub const PORTAL_A: &str = "https://portal.brand-a.example/continue";
 /// A well-formed product identifier.
 pub const PRODUCT: &str = intake_api::examples::PRODUCT_UUID;
 
@@ -709,4 +713,18 @@ impl KeyServer {
     pub fn hits(&self) -> usize {
         self.state.hits.load(Ordering::SeqCst)
     }
+}
+
+/// A referral of `email` to brand A, with every field.
+pub fn referral(email: &str) -> Value {
+    json!({
+        "brand": "brand_a",
+        "first_name": "Jane",
+        "last_name": "Doe",
+        "email": email,
+        "mobile_number": "+44 7700 900123",
+        "contact_consent": true,
+        "partner_reference": "CRM-1",
+        "note": "Prefers a call after 6pm.",
+    })
 }

@@ -50,6 +50,7 @@ async fn a_link_redeems_once_for_its_case_and_product(backend: Backend) {
             "continue_with": "product",
             "product_uuid": OTHER_PRODUCT,
             "email": email,
+            "sandbox": false,
         })
     );
     let again = app.redeem(&portal, &token).await;

@@ -1,6 +1,7 @@
 //! Referrals over HTTP (`POST /partners/external/referrals`): a referred case made or
 //! joined, its link redeemed once, completed by a later enquiry and then activated;
-//! validation, scope, idempotency, webhooks, partner and sandbox isolation, and erasure.
+//! validation, scope, idempotency, webhooks, partner and sandbox isolation (a referral
+//! grants nothing and tells nothing of another partner's customer), and erasure.
 
 use std::time::Duration;
 
@@ -9,30 +10,10 @@ use serde_json::{Value, json};
 use test_support::on_both_backends;
 
 use crate::helpers::{
-    Backend, INTAKE, PRODUCT, REFERRAL, Reply, TestApp, event_kinds, eventually, fresh_email,
-    message, purchase_enquiry,
+    Backend, INTAKE, PORTAL_A, PRODUCT, REFERRAL, REFERRALS, Reply, TestApp, event_kinds,
+    eventually, fresh_email, message, purchase_enquiry, referral,
 };
 use crate::webhooks::Receiver;
-
-/// The referral endpoint.
-const REFERRALS: &str = "/partners/external/referrals";
-
-/// Brand A's portal, as the test apps configure it.
-const PORTAL_A: &str = "https://portal.brand-a.example/continue";
-
-/// A referral of `email` to brand A, with every field.
-fn referral(email: &str) -> Value {
-    json!({
-        "brand": "brand_a",
-        "first_name": "Jane",
-        "last_name": "Doe",
-        "email": email,
-        "mobile_number": "+44 7700 900123",
-        "contact_consent": true,
-        "partner_reference": "CRM-1",
-        "note": "Prefers a call after 6pm.",
-    })
-}
 
 /// A partner that refers (and may also submit and attach): `Bearer` of its token.
 async fn referrer(app: &TestApp, sandbox: bool) -> (String, String) {
@@ -86,11 +67,11 @@ async fn a_referral_is_redeemed_once_and_completed_by_an_enquiry(backend: Backen
     assert_eq!(reference.len(), 12, "{created:?}");
     let first_link = link_token(&created);
 
-    // Referred: no activation is due, and attach sends the partner to the enquiry form.
+    // A referral grants nothing: the case is not the referrer's to read, and attach
+    // sends the partner to the enquiry form.
     let status = app.case_status(&reference, Some(&partner)).await;
-    assert_eq!(status.status, 200, "{status:?}");
-    assert_eq!(status.body["status"], "referred", "{status:?}");
-    assert_eq!(status.body["activates_at"], Value::Null, "{status:?}");
+    assert_eq!(status.status, 404, "{status:?}");
+    assert_eq!(status.body, message("Case not found"));
     let body = json!({"email": email, "product_uuid": PRODUCT});
     let attach = app
         .post(crate::helpers::ATTACH, Some(&partner), &body)
@@ -115,6 +96,7 @@ async fn a_referral_is_redeemed_once_and_completed_by_an_enquiry(backend: Backen
             "brand": "brand_a",
             "continue_with": "enquiry",
             "email": email,
+            "sandbox": false,
         })
     );
     assert_eq!(app.redeem(&portal, &link).await.status, 410, "single use");
@@ -130,7 +112,24 @@ async fn a_referral_is_redeemed_once_and_completed_by_an_enquiry(backend: Backen
     .await
     .expect("the completed case activated");
     assert!(active.body["activates_at"].is_string(), "{active:?}");
-    // Now an enquiry exists, attach works for the referring partner too.
+    // Another partner's enquiry opens nothing to the referrer; its own does.
+    let attach = app
+        .post(crate::helpers::ATTACH, Some(&partner), &body)
+        .await;
+    assert_eq!(attach.status, 404, "{attach:?}");
+    assert_eq!(
+        app.case_status(&reference, Some(&partner)).await.status,
+        404
+    );
+    let own = app
+        .post(
+            crate::helpers::ENQUIRY,
+            Some(&partner),
+            &purchase_enquiry("brand_a", &email),
+        )
+        .await;
+    assert_eq!(own.status, 200, "{own:?}");
+    assert_eq!(reference_of(&own), reference);
     let attach = app
         .post(crate::helpers::ATTACH, Some(&partner), &body)
         .await;
@@ -148,7 +147,7 @@ async fn a_referral_is_redeemed_once_and_completed_by_an_enquiry(backend: Backen
         refer(&app, &partner, &referral(&email), None).await.status,
         200
     );
-    let status = app.case_status(&reference, Some(&partner)).await;
+    let status = app.case_status(&reference, Some(&app.bearer())).await;
     assert_eq!(status.body["status"], "active", "{status:?}");
 }
 
@@ -260,7 +259,7 @@ async fn a_keyed_referral_is_answered_once(backend: Backend) {
     assert_eq!(redeemed.status, 200, "{redeemed:?}");
 }
 
-async fn referrals_are_isolated_notified_and_erased(backend: Backend) {
+async fn referrals_are_isolated_unannounced_and_erased(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
         c.webhook_allow_insecure = true;
         c.webhook_poll_ms = 50;
@@ -273,7 +272,7 @@ async fn referrals_are_isolated_notified_and_erased(backend: Backend) {
     intake_api::cli::webhook(
         &app.intake.config,
         WebhookCommand::Set {
-            client_id: partner_id,
+            client_id: partner_id.clone(),
             url: receiver.url.clone(),
             show_secret: false,
         },
@@ -285,11 +284,16 @@ async fn referrals_are_isolated_notified_and_erased(backend: Backend) {
     let real = refer(&app, &partner, &referral(&email), None).await;
     assert_eq!(real.status, 201, "{real:?}");
     let reference = reference_of(&real);
-    let got = receiver.wait_for(1).await;
-    let event = got[0].event();
-    assert_eq!(event["type"], "case.referred", "{event}");
-    assert_eq!(event["data"]["reference"], reference.as_str(), "{event}");
-    assert_eq!(event["data"]["status"], "referred", "{event}");
+    // A referral is heard of by no one, its own partner included: nothing was queued.
+    let queued = app
+        .intake_column(
+            &format!(
+                "SELECT CAST(COUNT(*) AS TEXT) AS n FROM webhook_deliveries WHERE client_id = '{partner_id}'"
+            ),
+            "n",
+        )
+        .await;
+    assert_eq!(queued, ["0"]);
 
     // Another partner, and the sandbox, see nothing of it.
     assert_eq!(
@@ -314,6 +318,21 @@ async fn referrals_are_isolated_notified_and_erased(backend: Backend) {
             .status,
         404
     );
+
+    // The partner's own enquiry puts it on the case: its first event is that enquiry's.
+    let own = app
+        .post(
+            crate::helpers::ENQUIRY,
+            Some(&partner),
+            &purchase_enquiry("brand_a", &email),
+        )
+        .await;
+    assert_eq!(own.status, 200, "{own:?}");
+    let got = receiver.wait_for(1).await;
+    let event = got[0].event();
+    assert_eq!(event["type"], "case.updated", "{event}");
+    assert_eq!(event["data"]["reference"], reference.as_str(), "{event}");
+    assert_eq!(event["data"]["status"], "pending_activation", "{event}");
 
     // Erasure takes the referral as sent, and the link.
     let link = link_token(&real);
@@ -344,9 +363,163 @@ async fn referrals_are_isolated_notified_and_erased(backend: Backend) {
     assert_eq!(app.redeem(&portal, &link).await.status, 410);
 }
 
+/// The partners' webhook deliveries queued for `client_id`, by event type, oldest first.
+async fn queued_for(app: &TestApp, client_id: &str) -> Vec<String> {
+    app.intake_column(
+        &format!(
+            "SELECT event_type FROM webhook_deliveries WHERE client_id = '{client_id}' ORDER BY created_at, id"
+        ),
+        "event_type",
+    )
+    .await
+}
+
+/// Sets `client_id`'s webhook endpoint to `receiver`.
+async fn hear(app: &TestApp, client_id: &str, receiver: &Receiver) {
+    intake_api::cli::webhook(
+        &app.intake.config,
+        WebhookCommand::Set {
+            client_id: client_id.to_owned(),
+            url: receiver.url.clone(),
+            show_secret: false,
+        },
+    )
+    .await
+    .expect("webhook set");
+}
+
+async fn a_referral_of_another_partners_customer_opens_nothing_and_tells_nothing(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.webhook_allow_insecure = true;
+        c.webhook_poll_ms = 50;
+        c.webhook_backoff_ms = 100;
+    })
+    .await;
+    let (a_id, a) = (app.client_id.clone(), app.bearer());
+    let (b_id, b) = referrer(&app, false).await;
+    let (a_hears, b_hears) = (Receiver::start().await, Receiver::start().await);
+    hear(&app, &a_id, &a_hears).await;
+    hear(&app, &b_id, &b_hears).await;
+    let victim = fresh_email();
+    let attach = |email: &str| json!({"email": email, "product_uuid": PRODUCT});
+
+    // Partner A's customer, with a live link.
+    let a_case = app.enquiry(&purchase_enquiry("brand_a", &victim)).await;
+    assert_eq!(a_case.status, 201, "{a_case:?}");
+    let a_ref = reference_of(&a_case);
+    let a_link = app.attach(&victim, PRODUCT).await;
+    assert_eq!(a_link.status, 200, "{a_link:?}");
+    let a_token = crate::helpers::token_of(&a_link.body, PORTAL_A);
+    let a_before = app.case_status(&a_ref, Some(&a)).await;
+    assert_eq!(a_before.status, 200, "{a_before:?}");
+    // B knows nothing of it.
+    assert_eq!(app.case_status(&a_ref, Some(&b)).await.status, 404);
+    let b_attach = app
+        .post(crate::helpers::ATTACH, Some(&b), &attach(&victim))
+        .await;
+    assert_eq!(b_attach.status, 404, "{b_attach:?}");
+
+    // B refers the customer with the least a referral takes, the address in upper case,
+    // and a customer nobody has, the same way.
+    let least = |email: &str| {
+        json!({
+            "brand": "brand_a",
+            "first_name": "Eve",
+            "last_name": "Prober",
+            "email": email,
+            "mobile_number": "+44 7700 900999",
+            "contact_consent": true,
+        })
+    };
+    let stranger = fresh_email();
+    let probe = refer(&app, &b, &least(&victim.to_uppercase()), None).await;
+    let control = refer(&app, &b, &least(&stranger), None).await;
+    for reply in [&probe, &control] {
+        assert_eq!(reply.status, 201, "{reply:?}");
+        assert_eq!(reply.body["message"], "Referral created", "{reply:?}");
+        assert_eq!(reference_of(reply).len(), 12, "{reply:?}");
+    }
+    let b_ref = reference_of(&probe);
+    assert_ne!(b_ref, a_ref, "A's reference is not B's to know");
+    let (b_token, control_token) = (link_token(&probe), link_token(&control));
+
+    // Nothing of A's case opened to B, whose own referrals read as unknown alike.
+    for reference in [&a_ref, &b_ref, &reference_of(&control)] {
+        let read = app.case_status(reference, Some(&b)).await;
+        assert_eq!((read.status, read.body), (404, message("Case not found")));
+    }
+    for email in [&victim, &stranger] {
+        let attached = app
+            .post(crate::helpers::ATTACH, Some(&b), &attach(email))
+            .await;
+        assert_eq!(
+            (attached.status, attached.body),
+            (404, message("Case not found"))
+        );
+    }
+    // B's second referral of each answers alike: 200, its own reference again.
+    for (email, first) in [(&victim, &probe), (&stranger, &control)] {
+        let again = refer(&app, &b, &least(email), None).await;
+        assert_eq!(again.status, 200, "{again:?}");
+        assert_eq!(again.body["message"], "Referral added", "{again:?}");
+        assert_eq!(reference_of(&again), reference_of(first));
+    }
+
+    // A's case is as it was: its time, status and link untouched, and no event of B's.
+    let a_after = app.case_status(&a_ref, Some(&a)).await;
+    assert_eq!(a_after.body, a_before.body);
+    let portal = app.portal_bearer().await;
+    let redeemed = app.redeem(&portal, &a_token).await;
+    assert_eq!(redeemed.status, 200, "A's link still works: {redeemed:?}");
+    assert_eq!(redeemed.body["reference"], a_ref.as_str());
+    assert_eq!(redeemed.body["continue_with"], "product");
+    assert_eq!(
+        queued_for(&app, &a_id).await,
+        ["case.created", "product.attached"]
+    );
+    assert_eq!(queued_for(&app, &b_id).await, Vec::<String>::new());
+
+    // B's links were replaced by its second referrals, like any partner's; nothing about
+    // the customer's case reaches the portal through them.
+    assert_eq!(app.redeem(&portal, &b_token).await.status, 410);
+    assert_eq!(app.redeem(&portal, &control_token).await.status, 410);
+    let b_again = refer(&app, &b, &least(&victim), None).await;
+    let redeemed = app.redeem(&portal, &link_token(&b_again)).await;
+    assert_eq!(redeemed.status, 200, "{redeemed:?}");
+    assert_eq!(
+        redeemed.body,
+        json!({
+            "reference": b_ref,
+            "brand": "brand_a",
+            "continue_with": "enquiry",
+            "email": victim,
+            "sandbox": false,
+        })
+    );
+
+    // The referral is on the case's record, for the business, beside A's own history.
+    let shown = app.case_show(&a_ref).await;
+    assert_eq!(shown["status"], "pending_activation", "{shown}");
+    let kinds = event_kinds(&shown);
+    assert_eq!(
+        kinds,
+        [
+            "created",
+            "product_attached",
+            "referred",
+            "referred",
+            "redirect_redeemed",
+            "referred",
+            "redirect_redeemed"
+        ],
+        "{shown}"
+    );
+}
+
 on_both_backends!(
     a_referral_is_redeemed_once_and_completed_by_an_enquiry,
     referrals_are_validated_and_need_their_scope,
     a_keyed_referral_is_answered_once,
-    referrals_are_isolated_notified_and_erased,
+    referrals_are_isolated_unannounced_and_erased,
+    a_referral_of_another_partners_customer_opens_nothing_and_tells_nothing,
 );

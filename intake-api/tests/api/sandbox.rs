@@ -1,7 +1,7 @@
 //! Sandbox clients over HTTP: their cases live apart from real ones both ways, activate after
 //! their own short delay, stay out of operators' lists and production counts, and go after
 //! their retention; the trigger addresses make the failures the contract names, for sandbox
-//! clients only.
+//! clients only; a portal redeeming a sandbox case's link is told so.
 
 use std::time::Duration;
 
@@ -357,6 +357,29 @@ async fn a_webhook_fails_a_few_tries_on_request(backend: Backend) {
     assert_eq!(receiver.got().len(), 2);
 }
 
+async fn a_portal_is_told_a_sandbox_cases_link_is_sandbox_and_a_real_ones_is_not(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let sandbox = Sandbox::of(&app).await;
+    let portal = app.portal_bearer().await;
+    // A real customer's address, used from the sandbox as well.
+    let email = fresh_email();
+    let enquiry = purchase_enquiry("brand_a", &email);
+    assert_eq!(app.enquiry(&enquiry).await.status, 201);
+    assert_eq!(sandbox.enquiry(&app, &enquiry, None).await.status, 201);
+    let portal_url = "https://portal.brand-a.example/continue";
+    let real = app.attach(&email, PRODUCT).await;
+    let practice = sandbox.attach(&app, &email).await;
+    for (attached, expected) in [(&real, false), (&practice, true)] {
+        assert_eq!(attached.status, 200, "{attached:?}");
+        let redeemed = app
+            .redeem(&portal, &token_of(&attached.body, portal_url))
+            .await;
+        assert_eq!(redeemed.status, 200, "{redeemed:?}");
+        assert_eq!(redeemed.body["sandbox"], expected, "{redeemed:?}");
+        assert_eq!(redeemed.body["email"], email.as_str(), "{redeemed:?}");
+    }
+}
+
 on_both_backends!(
     sandbox_and_real_cases_live_apart,
     a_sandbox_case_activates_after_its_own_delay,
@@ -364,4 +387,5 @@ on_both_backends!(
     attach_triggers_answer_the_specs_404_and_500,
     a_submission_answers_503_before_or_after_storing_on_request,
     a_webhook_fails_a_few_tries_on_request,
+    a_portal_is_told_a_sandbox_cases_link_is_sandbox_and_a_real_ones_is_not,
 );

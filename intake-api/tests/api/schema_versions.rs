@@ -8,8 +8,10 @@ use intake_api::config::Config;
 use intake_api::entity::{case, redirect_token};
 use intake_api::migration::Migrator;
 use intake_api::startup::Application;
-use sea_orm::ActiveValue::Set;
-use sea_orm::{ActiveModelTrait, ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter};
+use sea_orm::ActiveValue::{NotSet, Set};
+use sea_orm::{
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, Database, EntityTrait, QueryFilter, QuerySelect,
+};
 use sea_orm_migration::MigratorTrait;
 use service_kit::http::Server;
 use test_support::on_both_backends;
@@ -195,14 +197,23 @@ async fn migrate_refuses_a_database_of_another_line_of_releases(backend: Backend
     assert!(!now.contains(&newest), "nothing was changed: {now:?}");
 }
 
-/// A link as the links' table holds it: the case's, with `product` or none.
-fn link(
-    case_id: uuid::Uuid,
-    hash: &str,
-    product: Option<uuid::Uuid>,
-) -> redirect_token::ActiveModel {
+/// A link as the links' table held it before referral links named their partner, written
+/// without reading back the columns later migrations add.
+#[derive(Clone)]
+struct Link(redirect_token::ActiveModel);
+
+impl Link {
+    async fn insert(self, conn: &sea_orm::DatabaseConnection) -> Result<u64, sea_orm::DbErr> {
+        redirect_token::Entity::insert(self.0)
+            .exec_without_returning(conn)
+            .await
+    }
+}
+
+/// A link of the case's, with `product` or none.
+fn link(case_id: uuid::Uuid, hash: &str, product: Option<uuid::Uuid>) -> Link {
     let now = chrono::Utc::now();
-    redirect_token::ActiveModel {
+    Link(redirect_token::ActiveModel {
         id: Set(uuid::Uuid::now_v7()),
         case_id: Set(case_id),
         token_hash: Set(hash.into()),
@@ -210,7 +221,10 @@ fn link(
         created_at: Set(now),
         expires_at: Set(now),
         used_at: Set(None),
-    }
+        // Columns of a later migration than the schemas this test makes.
+        client_id: NotSet,
+        reference: NotSet,
+    })
 }
 
 async fn links_survive_the_referral_migration_and_its_rollback(backend: Backend) {
@@ -258,13 +272,19 @@ async fn links_survive_the_referral_migration_and_its_rollback(backend: Backend)
     Migrator::up(&conn, Some(1))
         .await
         .expect("the referral migration");
-    let kept = redirect_token::Entity::find()
+    let kept: (uuid::Uuid, Option<uuid::Uuid>) = redirect_token::Entity::find()
+        .select_only()
+        .columns([
+            redirect_token::Column::CaseId,
+            redirect_token::Column::ProductUuid,
+        ])
         .filter(redirect_token::Column::TokenHash.eq("kept"))
+        .into_tuple()
         .one(&conn)
         .await
         .expect("read")
         .expect("the link survived the migration");
-    assert_eq!((kept.case_id, kept.product_uuid), (case_id, Some(product)));
+    assert_eq!(kept, (case_id, Some(product)));
     without
         .clone()
         .insert(&conn)
@@ -281,12 +301,12 @@ async fn links_survive_the_referral_migration_and_its_rollback(backend: Backend)
 
     Migrator::down(&conn, Some(1)).await.expect("rolled back");
     let hashes: Vec<String> = redirect_token::Entity::find()
+        .select_only()
+        .column(redirect_token::Column::TokenHash)
+        .into_tuple()
         .all(&conn)
         .await
-        .expect("read")
-        .into_iter()
-        .map(|l| l.token_hash)
-        .collect();
+        .expect("read");
     assert_eq!(hashes, ["kept"], "only the referral's link goes");
     assert!(link(case_id, "again", None).insert(&conn).await.is_err());
     Migrator::up(&conn, None).await.expect("migrated again");
@@ -302,8 +322,71 @@ async fn links_survive_the_referral_migration_and_its_rollback(backend: Backend)
     conn.close().await.expect("closes");
 }
 
+async fn referral_links_keep_their_partner_and_roll_back_to_plain_links(backend: Backend) {
+    let db = TestDb::new(backend, "intakeschema").await;
+    let conn = Database::connect(&db.url).await.expect("connects");
+    Migrator::up(&conn, None).await.expect("migrated");
+    let now = chrono::Utc::now();
+    let case_id = uuid::Uuid::now_v7();
+    case::ActiveModel {
+        id: Set(case_id),
+        reference: Set("100000000002".into()),
+        brand: Set("brand_a".into()),
+        email: Set("referred@example.com".into()),
+        status: Set(case::STATUS_REFERRED.into()),
+        enquiry: Set(serde_json::json!({})),
+        product_uuid: Set(None),
+        created_at: Set(now),
+        updated_at: Set(now),
+        activates_at: Set(now),
+        activated_at: Set(None),
+        redirect_token_id: Set(None),
+        sandbox: Set(false),
+    }
+    .insert(&conn)
+    .await
+    .expect("a case");
+    let mut referral = link(case_id, "referral", None).0;
+    referral.client_id = Set(Some("partner-b".into()));
+    referral.reference = Set(Some("200000000002".into()));
+    Link(referral).insert(&conn).await.expect("a referral link");
+    let kept: (Option<String>, Option<String>) = redirect_token::Entity::find()
+        .select_only()
+        .columns([
+            redirect_token::Column::ClientId,
+            redirect_token::Column::Reference,
+        ])
+        .into_tuple()
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("the link");
+    assert_eq!(
+        kept,
+        (Some("partner-b".into()), Some("200000000002".into()))
+    );
+
+    // Rolled back, the link stays, as a link of the case, and links are written as before.
+    Migrator::down(&conn, Some(1)).await.expect("rolled back");
+    let hashes: Vec<String> = redirect_token::Entity::find()
+        .select_only()
+        .column(redirect_token::Column::TokenHash)
+        .into_tuple()
+        .all(&conn)
+        .await
+        .expect("read");
+    assert_eq!(hashes, ["referral"]);
+    link(case_id, "plain", None)
+        .insert(&conn)
+        .await
+        .expect("a link as 0.2.0 writes it");
+    Migrator::up(&conn, None).await.expect("migrated again");
+    conn.close().await.expect("closes");
+}
+
 on_both_backends!(
     links_survive_the_referral_migration_and_its_rollback,
+    referral_links_keep_their_partner_and_roll_back_to_plain_links,
     a_server_migrates_by_default_only_on_sqlite,
     a_server_told_not_to_migrate_refuses_an_empty_database,
     a_server_runs_on_a_database_a_later_release_migrated,

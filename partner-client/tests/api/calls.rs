@@ -218,10 +218,11 @@ async fn refer_makes_a_referred_case_that_an_enquiry_completes(backend: Backend)
     );
     let again = client.refer(&referral, Some(&key)).await.expect("replayed");
     assert!(again.replayed && again.body == referred.body, "{again:?}");
-    let case = client.case(&referred.body.reference).await.expect("read");
-    assert_eq!(
-        (case.status, case.activates_at),
-        (CaseState::Referred, None)
+    // A referral grants nothing: the case opens to the partner with its own enquiry.
+    let unread = client.case(&referred.body.reference).await;
+    assert!(
+        matches!(unread, Err(Error::CaseNotFound { .. })),
+        "{unread:?}"
     );
     let completed = client
         .submit(&purchase("brand_a", &email), None)
@@ -229,6 +230,8 @@ async fn refer_makes_a_referred_case_that_an_enquiry_completes(backend: Backend)
         .expect("submitted");
     assert!(!completed.created(), "{completed:?}");
     assert_eq!(completed.body.reference, referred.body.reference);
+    let case = client.case(&referred.body.reference).await.expect("read");
+    assert_eq!(case.status, CaseState::PendingActivation);
 
     let refused = ReferralRequest {
         contact_consent: false,

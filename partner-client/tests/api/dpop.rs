@@ -253,6 +253,92 @@ async fn a_client_that_requires_dpop_is_refused_a_bearer_token(backend: Backend)
     );
 }
 
+/// A proof spent at one auth-server is refused at another on the same database (no Redis):
+/// the replicas share what was used, not each its own memory of it.
+async fn a_proof_spent_at_one_auth_server_is_refused_at_another(backend: Backend) {
+    let bound = Bound::start(backend).await;
+    let issuer = bound.auth.config.issuer.clone();
+    let replica = AuthServer::start(bound.auth.config.database.url(), |c| {
+        c.issuer = issuer;
+    })
+    .await
+    .expect("second auth-server starts");
+    let key = DpopKey::generate().unwrap();
+    let proof = key.proof("POST", &bound.token_url(), None).unwrap();
+    assert_eq!(bound.token_with(std::slice::from_ref(&proof)).await.0, 200);
+    let at_replica = |proof: String| {
+        reqwest::Client::new()
+            .post(format!("{}/oauth/token", replica.base_url()))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", bound.client_id.as_str()),
+                ("client_secret", bound.client_secret.as_str()),
+                ("scope", INTAKE),
+            ])
+            .header("dpop", proof)
+            .send()
+    };
+    let fresh = key.proof("POST", &bound.token_url(), None).unwrap();
+    let control = at_replica(fresh).await.expect("the replica answers");
+    assert_eq!(control.status(), 200, "a fresh proof at the replica");
+    let replayed = at_replica(proof).await.expect("the replica answers");
+    assert_eq!(replayed.status(), 400);
+    let body: Value = replayed.json().await.expect("JSON");
+    assert_eq!(body["error"], "invalid_dpop_proof", "{body}");
+}
+
+/// With the Redis that keeps used proofs unreachable, the token endpoint answers a DPoP
+/// request 503 with Retry-After instead of trusting its own memory; plain requests go on.
+async fn the_token_endpoint_fails_closed_while_its_replay_store_is_down(backend: Backend) {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let db = TestDb::auth(backend).await;
+    let auth = AuthServer::start(&db.url, |c| {
+        c.redis_url = Some(format!("redis://127.0.0.1:{closed}").parse().unwrap());
+    })
+    .await
+    .expect("auth-server starts");
+    let (id, secret) = auth.create_client(INTAKE).await;
+    let url = format!("{}/oauth/token", auth.config.issuer.trim_end_matches('/'));
+    let request = |proof: Option<String>| {
+        let mut request = reqwest::Client::new()
+            .post(format!("{}/oauth/token", auth.base_url()))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("client_id", id.as_str()),
+                ("client_secret", secret.as_str()),
+                ("scope", INTAKE),
+            ]);
+        if let Some(proof) = proof {
+            request = request.header("dpop", proof);
+        }
+        request.send()
+    };
+    let key = DpopKey::generate().unwrap();
+    let refused = request(Some(key.proof("POST", &url, None).unwrap()))
+        .await
+        .expect("the auth-server answers");
+    assert_eq!(refused.status(), 503);
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .map(|v| v.to_str().unwrap()),
+        Some("5")
+    );
+    let body: Value = refused.json().await.expect("JSON");
+    assert_eq!(body["error"], "temporarily_unavailable", "{body}");
+    let plain = request(None).await.expect("the auth-server answers");
+    assert_eq!(plain.status(), 200);
+}
+
+on_both_backends!(
+    a_proof_spent_at_one_auth_server_is_refused_at_another,
+    the_token_endpoint_fails_closed_while_its_replay_store_is_down,
+);
+
 on_both_backends!(
     a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time,
     the_token_endpoint_takes_each_proof_once_and_only_for_itself,

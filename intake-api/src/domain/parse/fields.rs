@@ -103,12 +103,29 @@ impl<'v> Fields<'v, '_> {
 
     /// [`Self::optional_text`] of at most `max` characters.
     pub(super) fn optional_text_within(&mut self, key: &str, max: usize) -> Option<String> {
+        self.optional_within(key, max, string)
+    }
+
+    /// [`Self::optional_text_within`] for free text, which may run over several lines.
+    pub(super) fn optional_lines_within(&mut self, key: &str, max: usize) -> Option<String> {
+        self.optional_within(key, max, lines)
+    }
+
+    fn optional_within(
+        &mut self,
+        key: &str,
+        max: usize,
+        read: for<'a> fn(&'a Value, Attr<'_>) -> Result<&'a str, String>,
+    ) -> Option<String> {
         let Some(value) = self.get(key) else {
             let sent = self.value(key)?;
             self.check(key, sent, |v, attr| within(v, attr, max));
             return None;
         };
-        self.check(key, value, |v, attr| bounded_text(v, attr, max))
+        self.check(key, value, |v, attr| {
+            within(v, attr, max)?;
+            Ok(read(v, attr)?.to_owned())
+        })
     }
 
     pub(super) fn required<T>(
@@ -226,11 +243,36 @@ pub(super) fn when_is<C: PartialEq, T>(
     when(choice.map(|choice| choice == expected), read)
 }
 
+/// A string, trimmed, without control characters (C0, DEL or C1): refused at the edge so
+/// both databases keep the same values (PostgreSQL cannot store U+0000 at all, SQLite would).
 pub(super) fn string<'v>(value: &'v Value, attr: Attr<'_>) -> Result<&'v str, String> {
-    value
+    text_without(value, attr, char::is_control)
+}
+
+/// [`string`] for free text, which may also hold line breaks and tabs.
+pub(super) fn lines<'v>(value: &'v Value, attr: Attr<'_>) -> Result<&'v str, String> {
+    text_without(value, attr, |c| {
+        c.is_control() && !matches!(c, '\n' | '\r' | '\t')
+    })
+}
+
+fn text_without<'v>(
+    value: &'v Value,
+    attr: Attr<'_>,
+    refused: impl Fn(char) -> bool,
+) -> Result<&'v str, String> {
+    let text = value
         .as_str()
         .map(str::trim)
-        .ok_or_else(|| format!("The {attr} field must be a string."))
+        .ok_or_else(|| format!("The {attr} field must be a string."))?;
+    if text.chars().any(refused) {
+        return Err(control_characters(attr));
+    }
+    Ok(text)
+}
+
+fn control_characters(attr: Attr<'_>) -> String {
+    format!("The {attr} field must not contain control characters.")
 }
 
 pub(super) fn too_long(attr: Attr<'_>, max: usize) -> String {

@@ -181,7 +181,7 @@ pub fn parse_referral(body: &Value, brands: &[&str]) -> Result<Referral, Validat
     let (brand, first_name, last_name, email, mobile_number) = contact(f, brands);
     f.required("contact_consent", accepted);
     let partner_reference = f.optional_text_within("partner_reference", MAX_PARTNER_REFERENCE);
-    let note = f.optional_text_within("note", MAX_REFERRAL_NOTE);
+    let note = f.optional_lines_within("note", MAX_REFERRAL_NOTE);
     let referral = (|| {
         Some(Referral {
             brand: brand?,

@@ -6,7 +6,7 @@ use chrono::NaiveDate;
 use serde_json::{Value, json};
 use uuid::Uuid;
 
-use super::{parse_attach, parse_enquiry};
+use super::{parse_attach, parse_enquiry, parse_redeem, parse_referral};
 use crate::domain::*;
 use crate::examples::{self, with};
 const BRANDS: &[&str] = &["brand_a", "brand_b"];
@@ -170,6 +170,18 @@ fn rule_cases() -> Vec<(&'static str, Value, &'static str, &'static str)> {
             "first_name", "The first name field must not be greater than 255 characters."),
         ("last_name_must_be_a_string", p(json!({"last_name": 42})),
             "last_name", "The last name field must be a string."),
+        ("last_name_with_a_nul_is_rejected", p(json!({"last_name": "a\u{0}b"})),
+            "last_name", "The last name field must not contain control characters."),
+        ("first_name_with_a_tab_is_rejected", p(json!({"first_name": "Ja\tne"})),
+            "first_name", "The first name field must not contain control characters."),
+        ("first_name_with_a_c1_control_is_rejected", p(json!({"first_name": "Ja\u{85}ne"})),
+            "first_name", "The first name field must not contain control characters."),
+        ("email_with_a_nul_is_rejected", p(json!({"email": "x\u{0}@example.com"})),
+            "email", "The email field must not contain control characters."),
+        ("address_line_1_with_delete_is_rejected", a(json!({"line_1": "1 High\u{7f} Street"})),
+            "addresses.0.line_1", "The addresses.0.line_1 field must not contain control characters."),
+        ("brand_with_a_nul_is_rejected", p(json!({"brand": "brand_a\u{0}"})),
+            "brand", "The brand field must not contain control characters."),
         ("email_is_required", p(json!({"email": ""})),
             "email", "The email field is required."),
         ("email_without_at_sign_is_rejected", p(json!({"email": "jane.example.com"})),
@@ -770,5 +782,53 @@ fn attach_request_reports_both_fields() {
                 "The product uuid field must be a valid UUID."
             ),
         ]))
+    );
+}
+
+#[test]
+fn control_characters_are_refused_in_every_request_and_line_breaks_only_in_a_note() {
+    let refused = |body: Value| {
+        parse_referral(&body, &["brand_a", "brand_b"])
+            .err()
+            .map(ValidationErrors::into_map)
+    };
+    let referral = json!({
+        "brand": "brand_a", "first_name": "Jane", "last_name": "Doe",
+        "email": "jane@example.com", "mobile_number": "07700900123", "contact_consent": true,
+        "note": "Call after six.\r\nPrefers e-mail.\tThanks",
+    });
+    let parsed = parse_referral(&referral, &["brand_a", "brand_b"]).expect("a valid referral");
+    assert_eq!(
+        parsed.note.as_deref(),
+        Some("Call after six.\r\nPrefers e-mail.\tThanks")
+    );
+    for (field, value) in [
+        ("note", "a\u{0}b"),
+        ("note", "bell\u{7}"),
+        ("partner_reference", "ref\n1"),
+        ("first_name", "Ja\u{0}ne"),
+    ] {
+        assert_eq!(
+            refused(with(referral.clone(), json!({ field: value }))),
+            Some(errors(&[(
+                field,
+                &format!(
+                    "The {} field must not contain control characters.",
+                    field.replace('_', " ")
+                )
+            )])),
+            "{field}: {value:?}"
+        );
+    }
+    assert_eq!(
+        parse_attach(&json!({"email": "x\u{0}@example.com", "product_uuid": "67e55044-10b1-426f-9247-bb680e5fe0c8"}))
+            .err()
+            .map(ValidationErrors::into_map),
+        Some(errors(&[("email", "The email field must not contain control characters.")]))
+    );
+    assert!(parse_redeem(&json!({"token": "abc\u{0}"})).is_err());
+    assert!(
+        Email::parse("x\u{0}@example.com").is_err(),
+        "the domain type refuses it too"
     );
 }
