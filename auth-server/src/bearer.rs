@@ -1,11 +1,14 @@
 //! Access tokens shown to the auth-server itself: a resource server reads `/revocations`
 //! with a token of its own client, verified here against the keys this server publishes,
-//! so the list of disabled clients is not open to anyone who can reach the port.
+//! so the list of disabled clients is not open to anyone who can reach the port. A token
+//! bound to a DPoP key is taken as the intake-api takes one: under the `DPoP` scheme,
+//! beside a fresh proof by its key, never as a bearer token.
 
 use chrono::{DateTime, Utc};
 use shared::claims::{
-    AccessTokenClaims, BearerFault, TokenValidation, bearer_token, is_access_token_typ,
+    AccessTokenClaims, BearerFault, TokenValidation, bearer_token, dpop_token, is_access_token_typ,
 };
+use shared::dpop::VerifiedProof;
 
 use crate::registry::Snapshot;
 
@@ -22,6 +25,14 @@ pub enum Refusal {
     /// A valid token without the scope the endpoint needs.
     #[error("insufficient scope")]
     InsufficientScope,
+    /// A bound token's proof is missing, or not one for this request; the reason is for
+    /// logs only.
+    #[error("invalid DPoP proof: {0}")]
+    InvalidProof(&'static str),
+    /// Whether the proof was used before could not be told (the replay store is down): the
+    /// client is to send the request again later, with a new proof.
+    #[error("the replay store cannot be reached")]
+    Unavailable,
 }
 
 impl Refusal {
@@ -31,6 +42,8 @@ impl Refusal {
             Self::Missing => "missing",
             Self::Invalid(reason) => reason,
             Self::InsufficientScope => "scope",
+            Self::InvalidProof(reason) => reason,
+            Self::Unavailable => "replay_store",
         }
     }
 }
@@ -49,8 +62,8 @@ impl BearerCheck {
         }
     }
 
-    /// The claims of the token in `authorization` when it verifies, grants `scope`, and its
-    /// client is registered and enabled in `snapshot`.
+    /// The claims of the bearer token in `authorization` when it verifies, is bound to no
+    /// key, grants `scope`, and its client is registered and enabled in `snapshot`.
     pub fn check(
         &self,
         snapshot: &Snapshot,
@@ -63,6 +76,71 @@ impl BearerCheck {
                 BearerFault::Missing => Refusal::Missing,
                 BearerFault::TooLong => Refusal::Invalid("too_long"),
             })?;
+        let claims = self.verified(snapshot, token, now)?;
+        // A token bound to a key is good only beside a proof made with it, as at the
+        // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
+        if claims.cnf.is_some() {
+            return Err(Refusal::Invalid("bound_token_as_bearer"));
+        }
+        if !claims.has_scope(scope) {
+            return Err(Refusal::InsufficientScope);
+        }
+        Ok(claims)
+    }
+
+    /// The claims of the `Authorization: DPoP` token in `authorization` and the request's
+    /// `proof` (the one `DPoP` header's value, see [`shared::dpop::single_proof`]) when
+    /// the token verifies as [`Self::check`] has it, is bound to the key that made the
+    /// proof, and the proof is for `method` on `url` beside this token. The proof's `jti`
+    /// is the caller's to spend.
+    #[allow(clippy::too_many_arguments)]
+    pub fn check_dpop(
+        &self,
+        snapshot: &Snapshot,
+        authorization: &str,
+        proof: Result<Option<&str>, &'static str>,
+        method: &str,
+        url: &str,
+        scope: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(AccessTokenClaims, VerifiedProof), Refusal> {
+        let token = dpop_token(authorization).map_err(|fault| match fault {
+            BearerFault::Missing => Refusal::Invalid("missing"),
+            BearerFault::TooLong => Refusal::Invalid("too_long"),
+        })?;
+        let claims = self.verified(snapshot, token, now)?;
+        let bound_to = claims
+            .cnf
+            .as_ref()
+            .map(|c| c.jkt.as_str())
+            .ok_or(Refusal::Invalid("token_not_bound"))?;
+        let proof = proof
+            .map_err(Refusal::InvalidProof)?
+            .ok_or(Refusal::InvalidProof("proof_missing"))?;
+        let expected = shared::dpop::Expected {
+            method,
+            url,
+            access_token: Some(token),
+            now: now.timestamp(),
+        };
+        let proof = shared::dpop::verify(proof, expected).map_err(Refusal::InvalidProof)?;
+        if proof.jkt != bound_to {
+            return Err(Refusal::Invalid("proof_key_mismatch"));
+        }
+        if !claims.has_scope(scope) {
+            return Err(Refusal::InsufficientScope);
+        }
+        Ok((claims, proof))
+    }
+
+    /// The claims of `token` when it verifies against a key published in `snapshot` and
+    /// its client is registered and enabled there; what it is bound to is the caller's.
+    fn verified(
+        &self,
+        snapshot: &Snapshot,
+        token: &str,
+        now: DateTime<Utc>,
+    ) -> Result<AccessTokenClaims, Refusal> {
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
         if !is_access_token_typ(header.typ.as_deref()) {
@@ -83,17 +161,8 @@ impl BearerCheck {
             .map_err(|_| Refusal::Invalid("verification"))?
             .claims;
         match snapshot.clients.get(&claims.client_id) {
-            Some(client) if !client.disabled => {}
-            _ => return Err(Refusal::Invalid("client_disabled")),
+            Some(client) if !client.disabled => Ok(claims),
+            _ => Err(Refusal::Invalid("client_disabled")),
         }
-        // A token bound to a key is good only beside a proof made with it, as at the
-        // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
-        if claims.cnf.is_some() {
-            return Err(Refusal::Invalid("bound_token_as_bearer"));
-        }
-        if !claims.has_scope(scope) {
-            return Err(Refusal::InsufficientScope);
-        }
-        Ok(claims)
     }
 }

@@ -335,16 +335,11 @@ fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, AuthError> {
 pub fn dpop_token(authorization: Option<&[u8]>) -> Option<Result<&str, AuthError>> {
     let value = std::str::from_utf8(authorization?).ok()?;
     match shared::claims::dpop_token(value) {
-        Err(BearerFault::Missing) if !has_scheme(value, "dpop") => None,
+        Err(BearerFault::Missing) if !shared::claims::names_scheme(value, "dpop") => None,
         Err(BearerFault::Missing) => Some(Err(AuthError::InvalidBoundToken("missing"))),
         Err(BearerFault::TooLong) => Some(Err(AuthError::InvalidBoundToken("too_long"))),
         Ok(token) => Some(Ok(token)),
     }
-}
-
-fn has_scheme(value: &str, scheme: &str) -> bool {
-    let first = value.trim_start().split(' ').next().unwrap_or_default();
-    first.eq_ignore_ascii_case(scheme)
 }
 
 fn jose_header(token: &str) -> Result<JoseHeader, AuthError> {

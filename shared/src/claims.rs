@@ -40,6 +40,13 @@ pub fn dpop_token(value: &str) -> Result<&str, BearerFault> {
     scheme_token(value, "dpop")
 }
 
+/// Whether an `Authorization` value is of `scheme` (its first word, in any case), whatever
+/// follows it.
+pub fn names_scheme(value: &str, scheme: &str) -> bool {
+    let first = value.trim_start().split(' ').next().unwrap_or_default();
+    first.eq_ignore_ascii_case(scheme)
+}
+
 fn scheme_token<'a>(value: &'a str, wanted: &str) -> Result<&'a str, BearerFault> {
     let (scheme, token) = value.trim().split_once(' ').ok_or(BearerFault::Missing)?;
     if !scheme.eq_ignore_ascii_case(wanted) {

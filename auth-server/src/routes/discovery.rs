@@ -16,6 +16,8 @@ use serde::Serialize;
 use shared::claims::scopes;
 use shared::error::OAuthErrorBody;
 
+use service_kit::replay::DPOP_PROOFS;
+
 use crate::bearer::Refusal;
 use crate::client_keys::SIGNING_ALGORITHMS;
 
@@ -76,8 +78,10 @@ pub enum RevocationsResponse {
         #[oai(header = "Cache-Control")] String,
         #[oai(header = "ETag")] String,
     ),
-    /// `invalid_token`: no bearer token, or one that does not verify, has expired, or
-    /// belongs to a disabled client.
+    /// `invalid_token`: no token, or one that does not verify, has expired, or belongs to
+    /// a disabled client, or a DPoP-bound one sent as a bearer token or with a proof by
+    /// another key; `invalid_dpop_proof`: a bound token's proof is missing, used before,
+    /// or not made for this request.
     #[oai(status = 401)]
     Unauthorized(
         Json<OAuthErrorBody>,
@@ -89,10 +93,16 @@ pub enum RevocationsResponse {
         Json<OAuthErrorBody>,
         #[oai(header = "WWW-Authenticate")] String,
     ),
+    /// `temporarily_unavailable`: whether a DPoP proof was used before cannot be told now;
+    /// send the request again after `Retry-After` seconds, with a new proof.
+    #[oai(status = 503)]
+    Unavailable(Json<OAuthErrorBody>, #[oai(header = "Retry-After")] u64),
 }
 
-impl From<Refusal> for RevocationsResponse {
-    fn from(refusal: Refusal) -> Self {
+impl RevocationsResponse {
+    /// The answer to a refused request; `dpop` when it came under the `DPoP` scheme, whose
+    /// challenge (RFC 9449 section 7.1) names the proof algorithms.
+    fn refused(refusal: Refusal, dpop: bool) -> Self {
         let (error, description) = match refusal {
             Refusal::Missing => (None, "A bearer token is required."),
             Refusal::Invalid(_) => (
@@ -103,13 +113,13 @@ impl From<Refusal> for RevocationsResponse {
                 Some("insufficient_scope"),
                 "The access token does not grant revocations:read.",
             ),
-        };
-        // RFC 6750 section 3: no error code when no token was sent at all.
-        let challenge = match error {
-            None => format!("Bearer scope=\"{}\"", scopes::REVOCATIONS_READ),
-            Some(code) => format!(
-                "Bearer error=\"{code}\", scope=\"{}\"",
-                scopes::REVOCATIONS_READ
+            Refusal::InvalidProof(_) => (
+                Some("invalid_dpop_proof"),
+                "The DPoP proof is missing, was used before, or was not made for this request.",
+            ),
+            Refusal::Unavailable => (
+                Some("temporarily_unavailable"),
+                "The DPoP proof cannot be checked now; send the request again later with a new proof.",
             ),
         };
         let body = Json(OAuthErrorBody {
@@ -118,16 +128,31 @@ impl From<Refusal> for RevocationsResponse {
             hint: None,
             message: description.to_owned(),
         });
+        let scope = scopes::REVOCATIONS_READ;
+        // RFC 6750 section 3: no error code when no token was sent at all.
+        let challenge = match (error, dpop) {
+            (None, _) => format!("Bearer scope=\"{scope}\""),
+            (Some(code), false) => format!("Bearer error=\"{code}\", scope=\"{scope}\""),
+            (Some(code), true) => format!(
+                "DPoP error=\"{code}\", scope=\"{scope}\", algs=\"{}\"",
+                shared::dpop::challenge_algs()
+            ),
+        };
         match refusal {
             Refusal::InsufficientScope => Self::Forbidden(body, challenge),
+            Refusal::Unavailable => Self::Unavailable(body, service_kit::replay::RETRY_AFTER_SECS),
             _ => Self::Unauthorized(body, challenge),
         }
     }
 }
 
 /// The `Authorization` header of a resource server's request, documented as the bearer
-/// scheme it must be; checked by the operation, which answers in OAuth's own terms.
-pub struct ResourceServerToken(Option<String>);
+/// scheme it is for most, and its `DPoP` proof (for a token bound to a key); checked by
+/// the operation, which answers in OAuth's own terms.
+pub struct ResourceServerToken {
+    authorization: Option<String>,
+    proof: Result<Option<String>, &'static str>,
+}
 
 const RESOURCE_SERVER_SCHEME: &str = "resourceServerToken";
 
@@ -142,7 +167,7 @@ impl<'a> ApiExtractor<'a> for ResourceServerToken {
             MetaSecurityScheme {
                 ty: "http",
                 description: Some(
-                    "An access token of a resource server's own client, granting `revocations:read` (client credentials at `/oauth/token`).",
+                    "An access token of a resource server's own client, granting `revocations:read` (client credentials at `/oauth/token`). A token bound to a DPoP key is sent as `Authorization: DPoP <token>` instead, with a `DPoP` proof for `GET` on the issuer's `/revocations` URL (RFC 9449 section 7).",
                 ),
                 name: None,
                 key_in: None,
@@ -168,7 +193,61 @@ impl<'a> ApiExtractor<'a> for ResourceServerToken {
             .get(poem::http::header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
             .map(str::to_owned);
-        Ok(Self(value))
+        let proof = shared::dpop::single_proof(request.headers().get_all("dpop"))
+            .map(|p| p.map(str::to_owned));
+        Ok(Self {
+            authorization: value,
+            proof,
+        })
+    }
+}
+
+impl DiscoveryApi {
+    /// Whether `token` may read the revocation list: a bearer token, or (`dpop`) a bound
+    /// token beside a proof by its key, which is then spent at every replica.
+    async fn authorize(
+        &self,
+        snapshot: &crate::registry::Snapshot,
+        token: &ResourceServerToken,
+        dpop: bool,
+    ) -> Result<(), Refusal> {
+        let now = Utc::now();
+        let scope = scopes::REVOCATIONS_READ;
+        let Some(authorization) = token.authorization.as_deref().filter(|_| dpop) else {
+            let bearer = token.authorization.as_deref();
+            return self
+                .state
+                .bearer
+                .check(snapshot, bearer, scope, now)
+                .map(drop);
+        };
+        let url = format!(
+            "{}/revocations",
+            self.state.config.issuer.trim_end_matches('/')
+        );
+        let proof = token.proof.as_ref().map(Option::as_deref).map_err(|r| *r);
+        let (_, proof) = self.state.bearer.check_dpop(
+            snapshot,
+            authorization,
+            proof,
+            "GET",
+            &url,
+            scope,
+            now,
+        )?;
+        let keep_until = chrono::DateTime::from_timestamp(proof.keep_until(), 0)
+            .ok_or(Refusal::InvalidProof("proof_iat"))?;
+        let first = self
+            .state
+            .replay
+            .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
+            .await
+            .map_err(|_| Refusal::Unavailable)?;
+        if first {
+            Ok(())
+        } else {
+            Err(Refusal::InvalidProof("proof_replayed"))
+        }
     }
 }
 
@@ -268,16 +347,15 @@ impl DiscoveryApi {
         #[oai(name = "If-None-Match")] if_none_match: Header<Option<String>>,
     ) -> RevocationsResponse {
         let snapshot = self.state.registry.snapshot();
-        if let Err(refusal) = self.state.bearer.check(
-            &snapshot,
-            token.0.as_deref(),
-            scopes::REVOCATIONS_READ,
-            Utc::now(),
-        ) {
+        let dpop = token
+            .authorization
+            .as_deref()
+            .is_some_and(|v| shared::claims::names_scheme(v, "dpop"));
+        if let Err(refusal) = self.authorize(&snapshot, &token, dpop).await {
             tracing::info!(reason = %refusal, "revocation list refused");
             metrics::counter!("auth_revocations_refused_total", "reason" => refusal.label())
                 .increment(1);
-            return refusal.into();
+            return RevocationsResponse::refused(refusal, dpop);
         }
         let mut disabled_clients: Vec<String> = snapshot
             .clients

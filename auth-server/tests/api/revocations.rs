@@ -182,3 +182,193 @@ async fn a_dpop_bound_token_sent_as_bearer_is_refused(backend: Backend) {
 }
 
 on_both_backends!(a_dpop_bound_token_sent_as_bearer_is_refused,);
+
+/// What `/revocations` answers to `Authorization: DPoP <token>` with `proofs` as the
+/// `DPoP` headers, at `base`: status, challenge, `Retry-After`, and the body.
+async fn revocations_dpop(
+    base: &str,
+    token: &str,
+    proofs: &[&str],
+) -> (u16, String, Option<String>, Value) {
+    let mut request = reqwest::Client::new()
+        .get(format!("{base}/revocations"))
+        .header("authorization", format!("DPoP {token}"));
+    for proof in proofs {
+        request = request.header("dpop", *proof);
+    }
+    let resp = request.send().await.expect("revocations");
+    let header = |name: &str| {
+        resp.headers()
+            .get(name)
+            .map(|v| v.to_str().expect("ascii").to_owned())
+    };
+    let (challenge, retry_after) = (header("www-authenticate"), header("retry-after"));
+    let status = resp.status().as_u16();
+    let body = resp.json().await.expect("a JSON body");
+    (status, challenge.unwrap_or_default(), retry_after, body)
+}
+
+/// A resource server's token bound to `key`, from `app`'s auth-server.
+async fn bound_reader_token(app: &TestApp, key: &crate::helpers::ProofKey) -> String {
+    let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
+    let endpoint = format!(
+        "{}/oauth/token",
+        app.auth.config.issuer.trim_end_matches('/')
+    );
+    let proof = key.proof("POST", &endpoint, None, 0);
+    let (status, body) = app
+        .token_with_proof(&reader_id, &reader_secret, REVOCATIONS_READ, &proof)
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body["access_token"].as_str().expect("a token").to_owned()
+}
+
+/// A DPoP-bound token reads the list as at the intake-api: under the `DPoP` scheme beside a
+/// proof by its key for `GET` on the issuer's `/revocations`, each proof once, at every
+/// replica. Every other way of sending it is refused, naming the proof or the token.
+async fn a_dpop_bound_token_reads_the_list_once_per_fresh_proof_by_its_key(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = crate::helpers::ProofKey::generate();
+    let bound = bound_reader_token(&app, &key).await;
+    let url = format!(
+        "{}/revocations",
+        app.auth.config.issuer.trim_end_matches('/')
+    );
+    let base = app.auth.base_url();
+
+    let proof = key.proof("GET", &url, Some(&bound), 0);
+    let (status, _, _, body) = revocations_dpop(&base, &bound, &[&proof]).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body["disabled_clients"].is_array(), "{body}");
+
+    // The same proof again, at this replica and at another on the same database.
+    let other = test_support::AuthServer::start(&app.db.url, |_| {})
+        .await
+        .expect("a second replica");
+    for at in [base.clone(), other.base_url()] {
+        let (status, challenge, _, body) = revocations_dpop(&at, &bound, &[&proof]).await;
+        assert_eq!(status, 401, "{body}");
+        assert_eq!(body["error"], "invalid_dpop_proof", "{body}");
+        assert!(
+            challenge.starts_with(r#"DPoP error="invalid_dpop_proof""#),
+            "{challenge}"
+        );
+        assert!(body.get("disabled_clients").is_none(), "{body}");
+    }
+    // A fresh one works at the other replica.
+    let fresh = key.proof("GET", &url, Some(&bound), 0);
+    let (status, _, _, body) = revocations_dpop(&other.base_url(), &bound, &[&fresh]).await;
+    assert_eq!(status, 200, "{body}");
+
+    let stranger = crate::helpers::ProofKey::generate();
+    let refused = [
+        ("proof_missing", vec![]),
+        (
+            "proof_multiple",
+            vec![
+                key.proof("GET", &url, Some(&bound), 0),
+                key.proof("GET", &url, Some(&bound), 0),
+            ],
+        ),
+        ("proof_htm", vec![key.proof("POST", &url, Some(&bound), 0)]),
+        (
+            "proof_htu",
+            vec![key.proof("GET", &format!("{url}/other"), Some(&bound), 0)],
+        ),
+        ("proof_ath", vec![key.proof("GET", &url, None, 0)]),
+        (
+            "proof_iat",
+            vec![key.proof("GET", &url, Some(&bound), -400)],
+        ),
+    ];
+    for (reason, proofs) in &refused {
+        let proofs: Vec<&str> = proofs.iter().map(String::as_str).collect();
+        let (status, challenge, _, body) = revocations_dpop(&base, &bound, &proofs).await;
+        assert_eq!(status, 401, "{reason}: {body}");
+        assert_eq!(body["error"], "invalid_dpop_proof", "{reason}: {body}");
+        assert!(challenge.contains("algs="), "{challenge}");
+    }
+    // Another key's proof: the token is not this key's.
+    let theirs = stranger.proof("GET", &url, Some(&bound), 0);
+    let (status, challenge, _, body) = revocations_dpop(&base, &bound, &[&theirs]).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"], "invalid_token", "{body}");
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_token""#),
+        "{challenge}"
+    );
+    // A bearer token is no bound token: sent as DPoP, even with a proof, it is refused.
+    let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
+    let bearer = app
+        .auth
+        .token(&reader_id, &reader_secret, REVOCATIONS_READ)
+        .await;
+    let proof = key.proof("GET", &url, Some(&bearer), 0);
+    let (status, _, _, body) = revocations_dpop(&base, &bearer, &[&proof]).await;
+    assert_eq!(status, 401, "{body}");
+    assert_eq!(body["error"], "invalid_token", "{body}");
+
+    let metrics = metrics_text(&base).await;
+    for (reason, _) in &refused {
+        let counted = sample(
+            &metrics,
+            "auth_revocations_refused_total",
+            &[("reason", reason)],
+        );
+        assert!(counted >= 1.0, "{reason} not counted: {metrics}");
+    }
+    for reason in ["proof_replayed", "proof_key_mismatch", "token_not_bound"] {
+        let counted = sample(
+            &metrics,
+            "auth_revocations_refused_total",
+            &[("reason", reason)],
+        );
+        assert!(counted >= 1.0, "{reason} not counted: {metrics}");
+    }
+}
+
+/// While the Redis keeping used proofs cannot be reached, a bound token's request is
+/// refused for now (503 with `Retry-After`), never served on one replica's word; a bearer
+/// token still reads the list.
+async fn a_dpop_request_fails_closed_while_the_replay_store_is_down(backend: Backend) {
+    let app = TestApp::spawn(backend).await;
+    let key = crate::helpers::ProofKey::generate();
+    let bound = bound_reader_token(&app, &key).await;
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a port")
+        .port();
+    let cut_off = test_support::AuthServer::start(&app.db.url, |c| {
+        c.redis_url = Some(format!("redis://127.0.0.1:{closed}").parse().unwrap());
+    })
+    .await
+    .expect("a replica");
+    let url = format!(
+        "{}/revocations",
+        app.auth.config.issuer.trim_end_matches('/')
+    );
+    let proof = key.proof("GET", &url, Some(&bound), 0);
+    let (status, _, retry_after, body) =
+        revocations_dpop(&cut_off.base_url(), &bound, &[&proof]).await;
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"], "temporarily_unavailable", "{body}");
+    assert_eq!(retry_after.as_deref(), Some("5"), "{body}");
+
+    let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
+    let bearer = app
+        .auth
+        .token(&reader_id, &reader_secret, REVOCATIONS_READ)
+        .await;
+    let resp = reqwest::Client::new()
+        .get(format!("{}/revocations", cut_off.base_url()))
+        .bearer_auth(&bearer)
+        .send()
+        .await
+        .expect("revocations");
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+on_both_backends!(
+    a_dpop_bound_token_reads_the_list_once_per_fresh_proof_by_its_key,
+    a_dpop_request_fails_closed_while_the_replay_store_is_down,
+);
