@@ -100,6 +100,17 @@ impl ClientAssertion {
         self.claims.iss.as_deref()
     }
 
+    /// The algorithm its header names (`RS256`...), if it can be read.
+    pub fn algorithm(&self) -> Option<&'static str> {
+        match self.header.as_ref().ok()?.0 {
+            Algorithm::RS256 => Some("RS256"),
+            Algorithm::PS256 => Some("PS256"),
+            Algorithm::ES256 => Some("ES256"),
+            Algorithm::EdDSA => Some("EdDSA"),
+            _ => None,
+        }
+    }
+
     /// The `kid` its header names, if it can be read.
     pub fn kid(&self) -> Option<&str> {
         self.header.as_ref().ok()?.1.as_deref()

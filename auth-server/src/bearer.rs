@@ -9,6 +9,7 @@ use shared::claims::{
     AccessTokenClaims, BearerFault, TokenValidation, bearer_token, dpop_token, is_access_token_typ,
 };
 use shared::dpop::VerifiedProof;
+use shared::profile::Profile;
 
 use crate::registry::Snapshot;
 
@@ -52,14 +53,22 @@ impl Refusal {
 /// that key's algorithm, typed `at+jwt`, from this issuer for this audience.
 pub struct BearerCheck {
     validation: TokenValidation,
+    profile: Profile,
 }
 
 impl BearerCheck {
-    /// Accepts the tokens this server issues as `issuer` for `audience`.
-    pub fn new(issuer: &str, audience: &str) -> Self {
+    /// Accepts the tokens this server issues as `issuer` for `audience`, as `profile` has
+    /// them sent.
+    pub fn new(issuer: &str, audience: &str, profile: Profile) -> Self {
         Self {
             validation: TokenValidation::new(issuer, audience),
+            profile,
         }
+    }
+
+    /// The algorithms a proof may be signed with, as a `DPoP` challenge lists them.
+    pub fn proof_algorithms(&self) -> &'static [&'static str] {
+        self.profile.algorithms()
     }
 
     /// The claims of the bearer token in `authorization` when it verifies, is bound to no
@@ -76,6 +85,10 @@ impl BearerCheck {
                 BearerFault::Missing => Refusal::Missing,
                 BearerFault::TooLong => Refusal::Invalid("too_long"),
             })?;
+        // Under FAPI 2.0 every token is sender-constrained: none is taken as a bearer one.
+        if !self.profile.allows_secrets_and_bearer() {
+            return Err(Refusal::Invalid("bearer_not_accepted"));
+        }
         let claims = self.verified(snapshot, token, now)?;
         // A token bound to a key is good only beside a proof made with it, as at the
         // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
@@ -122,6 +135,7 @@ impl BearerCheck {
             url,
             access_token: Some(token),
             now: now.timestamp(),
+            algorithms: self.profile.algorithms(),
         };
         let proof = shared::dpop::verify(proof, expected).map_err(Refusal::InvalidProof)?;
         if proof.jkt != bound_to {

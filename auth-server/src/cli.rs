@@ -99,6 +99,13 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             sandbox,
         } => {
             let given_keys = jwks_file.is_some() || jwks_uri.is_some();
+            anyhow::ensure!(
+                !(settings.fapi2 && matches!(auth_method, AuthMethod::ClientSecret)),
+                "AUTH_FAPI2 is on: under FAPI 2.0 clients authenticate with private_key_jwt \
+                 only, and a secret client would be refused at the token endpoint; register \
+                 the client's public keys: --auth-method private_key_jwt --jwks-file FILE \
+                 (or --jwks-uri URL)"
+            );
             let credentials = match auth_method {
                 AuthMethod::ClientSecret if !given_keys => store::NewCredentials::Secret,
                 AuthMethod::ClientSecret => anyhow::bail!(

@@ -103,6 +103,16 @@ pub struct Config {
         action = clap::ArgAction::Set
     )]
     pub client_jwks_allow_insecure: bool,
+    /// The FAPI 2.0 Security Profile for client credentials: clients authenticate with
+    /// private_key_jwt only, every token is DPoP-bound, and assertions and proofs are
+    /// signed PS256, ES256 or EdDSA. Off by default.
+    #[arg(
+        long,
+        env = "AUTH_FAPI2",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub fapi2: bool,
     /// How clients' JWKS are fetched and cached: not a setting (the defaults are the
     /// design's); tests shorten the bounds to see them work.
     #[arg(skip = FetchPolicy::default())]
@@ -120,6 +130,11 @@ impl Config {
     /// is no running without one.
     pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
         kek(self.key_encryption_key.as_ref())
+    }
+
+    /// The deployment profile the switch names.
+    pub fn profile(&self) -> shared::profile::Profile {
+        shared::profile::Profile::from_switch(self.fapi2)
     }
 
     /// Where clients' JWKS may be fetched from.
@@ -172,6 +187,8 @@ pub struct Settings {
     pub jwks_max_age_secs: u64,
     /// Whether a client's JWKS URL may be http, or name an address that is not public.
     pub client_jwks_allow_insecure: bool,
+    /// Whether the servers run the FAPI 2.0 profile, which takes no secret client.
+    pub fapi2: bool,
 }
 
 impl Settings {
@@ -208,6 +225,7 @@ impl From<&Given> for Settings {
             client_jwks_allow_insecure: given
                 .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.client_jwks_allow_insecure),
+            fapi2: given.settings::<Fapi2Arg>().is_some_and(|a| a.fapi2),
         }
     }
 }
@@ -221,6 +239,7 @@ impl From<&Config> for Settings {
             key_encryption_key: config.key_encryption_key.clone(),
             jwks_max_age_secs: config.jwks_max_age_secs,
             client_jwks_allow_insecure: config.client_jwks_allow_insecure,
+            fapi2: config.fapi2,
         }
     }
 }
@@ -239,6 +258,21 @@ struct AllowInsecureArg {
         action = clap::ArgAction::Set
     )]
     client_jwks_allow_insecure: bool,
+}
+
+/// `--fapi2`, for the commands that register a client: the servers' AUTH_FAPI2, so that no
+/// client is made that they would refuse.
+#[derive(Debug, Clone, Args)]
+struct Fapi2Arg {
+    /// The deployment runs the FAPI 2.0 profile (AUTH_FAPI2): clients authenticate with
+    /// private_key_jwt only, so a secret client is refused.
+    #[arg(
+        long,
+        env = "AUTH_FAPI2",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    fapi2: bool,
 }
 
 /// What a command that checks the audit trail takes besides its own arguments.
@@ -265,7 +299,12 @@ fn changes() -> Vec<clap::Arg> {
 
 /// What a command that registers a client's keys takes besides its own arguments.
 fn key_changes() -> Vec<clap::Arg> {
-    [changes(), args_of::<AllowInsecureArg>()].concat()
+    [
+        changes(),
+        args_of::<AllowInsecureArg>(),
+        args_of::<Fapi2Arg>(),
+    ]
+    .concat()
 }
 
 /// A parsed command line: the server, the migrations or an operator command.

@@ -16,7 +16,8 @@ pub async fn proof_key(
     state: &AppState,
     now: i64,
 ) -> Result<Option<String>, OAuthError> {
-    let refuse = |reason| OAuthError::InvalidDpopProof { reason };
+    let algorithms = state.config.profile().algorithms();
+    let refuse = |reason| OAuthError::InvalidDpopProof { reason, algorithms };
     let Some(proof) = shared::dpop::single_proof(req.headers().get_all("dpop")).map_err(refuse)?
     else {
         return Ok(None);
@@ -27,6 +28,7 @@ pub async fn proof_key(
         url: &url,
         access_token: None,
         now,
+        algorithms,
     };
     let proof = shared::dpop::verify(proof, expected).map_err(refuse)?;
     let keep_until =

@@ -6,6 +6,7 @@ const INVALID_REQUEST: &str = "The request is missing a required parameter, incl
 const UNSUPPORTED_GRANT_TYPE: &str =
     "The authorization grant type is not supported by the authorization server.";
 const INVALID_CLIENT: &str = "Client authentication failed";
+const PRIVATE_KEY_JWT_ONLY: &str = "Client authentication failed: this server follows FAPI 2.0 and accepts only private_key_jwt (a client_assertion signed with PS256, ES256 or EdDSA), never a client secret";
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
 const TEMPORARILY_UNAVAILABLE: &str = "The authorization server is currently unable to handle the request due to a temporary overloading or maintenance of the server.";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
@@ -54,6 +55,8 @@ pub enum ClientFailure {
     /// The client's keys are published at a JWKS URL, and this server has never fetched a
     /// usable JWKS from it (the partner's server is down, or answers something else).
     JwksUnavailable,
+    /// A secret, or no assertion, under FAPI 2.0, which takes private_key_jwt only.
+    SecretNotAccepted,
 }
 
 impl ClientFailure {
@@ -77,6 +80,7 @@ impl ClientFailure {
             Self::AssertionNotYetValid => "assertion_not_yet_valid",
             Self::AssertionReplayed => "assertion_replayed",
             Self::JwksUnavailable => "jwks_unavailable",
+            Self::SecretNotAccepted => "secret_not_accepted",
         }
     }
 }
@@ -116,6 +120,8 @@ pub enum OAuthError {
     InvalidDpopProof {
         /// Which check failed.
         reason: &'static str,
+        /// The algorithms a proof may be signed with, for the hint.
+        algorithms: &'static [&'static str],
     },
     /// Something failed on our side; details are in the log, not the response.
     #[error("server_error")]
@@ -164,7 +170,7 @@ impl OAuthError {
             Self::UnsupportedGrantType => "unsupported_grant_type",
             Self::InvalidClient { failure, .. } => failure.reason(),
             Self::InvalidScope { .. } => "invalid_scope",
-            Self::InvalidDpopProof { reason } => reason,
+            Self::InvalidDpopProof { reason, .. } => reason,
             Self::ServerError => "server_error",
             Self::TemporarilyUnavailable => "temporarily_unavailable",
             Self::TooManyRequests { .. } => "too_many_requests",
@@ -187,19 +193,25 @@ impl OAuthError {
                 UNSUPPORTED_GRANT_TYPE,
                 Some("Check that all required parameters have been provided".to_owned()),
             ),
+            // The one failure told apart in the answer: it depends on the deployment alone,
+            // whatever the client, so it says nothing of any client.
+            Self::InvalidClient {
+                failure: ClientFailure::SecretNotAccepted,
+                ..
+            } => ("invalid_client", PRIVATE_KEY_JWT_ONLY, None),
             Self::InvalidClient { .. } => ("invalid_client", INVALID_CLIENT, None),
             Self::InvalidScope { scope } => (
                 "invalid_scope",
                 INVALID_SCOPE,
                 Some(format!("Check the `{scope}` scope")),
             ),
-            Self::InvalidDpopProof { reason } => (
+            Self::InvalidDpopProof { reason, algorithms } => (
                 "invalid_dpop_proof",
                 INVALID_DPOP_PROOF,
                 Some(format!(
                     "Send one DPoP header: a new proof signed with {}, for POST on the token \
                      endpoint's URL ({reason})",
-                    shared::dpop::ALGORITHMS.join(", ")
+                    algorithms.join(", ")
                 )),
             ),
             Self::ServerError => ("server_error", SERVER_ERROR, None),
@@ -264,6 +276,7 @@ mod tests {
             (
                 OAuthError::InvalidDpopProof {
                     reason: "proof_htu",
+                    algorithms: &shared::dpop::ALGORITHMS,
                 },
                 400,
                 "invalid_dpop_proof",

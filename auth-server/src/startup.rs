@@ -79,7 +79,10 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
         .snapshot()
         .signing_key(chrono::Utc::now())
         .is_some();
-    readiness(&[("database", db_ok), ("signing_key", key_ok)])
+    readiness(
+        &[("database", db_ok), ("signing_key", key_ok)],
+        state.config.profile().name(),
+    )
 }
 
 /// A built server, bound to its port, not yet serving.
@@ -129,6 +132,20 @@ impl Server for Application {
         }
         let replay = ReplayStore::new("auth-server", db.clone(), config.redis_url.as_ref())?;
         let registry = Arc::new(Registry::load(db, kek).await?);
+        if config.profile().is_fapi2() {
+            let snapshot = registry.snapshot();
+            let with_secret = snapshot
+                .clients
+                .values()
+                .filter(|c| matches!(c.auth, crate::registry::ClientAuth::Secret))
+                .count();
+            tracing::info!(
+                clients_with_a_secret = with_secret,
+                "FAPI 2.0 profile on (AUTH_FAPI2): private_key_jwt only, every token \
+                 DPoP-bound, assertions and proofs signed PS256, ES256 or EdDSA; clients \
+                 with a secret are refused at the token endpoint"
+            );
+        }
         let limits = TokenLimits::new(&config)?;
         if config.client_jwks_allow_insecure {
             tracing::warn!(
@@ -142,7 +159,11 @@ impl Server for Application {
         Ok(Self {
             listeners,
             state: Arc::new(AppState {
-                bearer: crate::bearer::BearerCheck::new(config.issuer(), &config.audience),
+                bearer: crate::bearer::BearerCheck::new(
+                    config.issuer(),
+                    &config.audience,
+                    config.profile(),
+                ),
                 assertion_audiences: [
                     config.issuer().to_owned(),
                     crate::dpop::token_endpoint(&config.issuer),
@@ -183,6 +204,7 @@ impl Server for Application {
             documents,
             readyz,
             self.listeners.metrics_on_service(),
+            state.config.profile().name(),
         )
         .data(state.clone())
         // Browsers may call the token endpoint cross-origin (the intake-api's docs page
@@ -197,8 +219,13 @@ impl Server for Application {
             .trusting(state.config.trusted_proxies.clone()),
         );
         let port = self.listeners.port();
-        tracing::info!(port, issuer = %state.config.issuer(), "auth-server listening");
-        let admin = ops::admin_routes(readyz).data(state.clone());
+        tracing::info!(
+            port,
+            issuer = %state.config.issuer(),
+            profile = state.config.profile().name(),
+            "auth-server listening"
+        );
+        let admin = ops::admin_routes(readyz, state.config.profile().name()).data(state.clone());
         let result = self.listeners.serve(app, admin, shutdown).await;
         drop(background);
         let _ = state.registry.db().clone().close().await;

@@ -35,10 +35,20 @@ async fn fixture() -> Fixture {
     );
     // Warm the cache once, as the background refresher does; no fetch happens while measuring.
     jwks.refresh("schedule").await.expect("JWKS fetch");
-    let verifier = Verifier::new(jwks.clone(), auth.config.issuer(), &auth.config.audience);
+    let verifier = Verifier::new(
+        jwks.clone(),
+        auth.config.issuer(),
+        &auth.config.audience,
+        shared::profile::Profile::Standard,
+    );
     // Remembering nothing, this one verifies the signature every time.
-    let first_sight =
-        Verifier::new(jwks, auth.config.issuer(), &auth.config.audience).with_verified_capacity(0);
+    let first_sight = Verifier::new(
+        jwks,
+        auth.config.issuer(),
+        &auth.config.audience,
+        shared::profile::Profile::Standard,
+    )
+    .with_verified_capacity(0);
     Fixture {
         _db: db,
         _auth: auth,

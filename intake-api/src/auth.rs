@@ -12,6 +12,7 @@ use shared::claims::{
     is_access_token_typ,
 };
 use shared::dpop::{self, VerifiedProof};
+use shared::profile::Profile;
 
 use crate::jwks::{JwksCache, TokenKey};
 use crate::revocations::RevokedClients;
@@ -101,19 +102,26 @@ pub struct Verifier {
     /// costs a lookup instead of an RSA verification.
     verified: RwLock<HashMap<String, Verified>>,
     capacity: usize,
+    profile: Profile,
 }
 
 impl Verifier {
     /// A verifier accepting tokens from `issuer` for `audience`, each with the algorithm of
-    /// the key that signed it.
-    pub fn new(jwks: Arc<JwksCache>, issuer: &str, audience: &str) -> Self {
+    /// the key that signed it, sent as `profile` has them sent.
+    pub fn new(jwks: Arc<JwksCache>, issuer: &str, audience: &str, profile: Profile) -> Self {
         Self {
             jwks,
             revoked: None,
             validation: TokenValidation::new(issuer, audience),
             verified: RwLock::new(HashMap::new()),
             capacity: VERIFIED_TOKENS,
+            profile,
         }
+    }
+
+    /// The profile tokens are taken under.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 
     /// Remembers up to `capacity` verified tokens (0: verify the signature of every request).
@@ -144,6 +152,10 @@ impl Verifier {
         authorization: Option<&[u8]>,
     ) -> Result<Arc<AccessTokenClaims>, AuthError> {
         let token = bearer_token(authorization)?;
+        // Under FAPI 2.0 every token is sender-constrained: none is taken as a bearer one.
+        if !self.profile.allows_secrets_and_bearer() {
+            return Err(AuthError::InvalidBoundToken("bearer_not_accepted"));
+        }
         let claims = self.claims_of(token).await?;
         // A thief holding only the token gets nowhere by dropping the proof.
         if claims.cnf.is_some() {
@@ -176,6 +188,7 @@ impl Verifier {
             url,
             access_token: Some(token),
             now: chrono::Utc::now().timestamp(),
+            algorithms: self.profile.algorithms(),
         };
         let proof = dpop::verify(proof, expected).map_err(AuthError::InvalidProof)?;
         if proof.jkt != bound_to {
@@ -391,7 +404,8 @@ mod tests {
     #[test]
     fn remembered_tokens_stay_within_capacity_dropping_expired_ones_first() {
         let jwks = Arc::new(JwksCache::new("http://127.0.0.1:9/jwks.json").unwrap());
-        let verifier = Verifier::new(jwks, "iss", "aud").with_verified_capacity(2);
+        let verifier =
+            Verifier::new(jwks, "iss", "aud", Profile::Standard).with_verified_capacity(2);
         let key = Arc::new(TokenKey {
             key: jsonwebtoken::DecodingKey::from_secret(b"k"),
             alg: TokenAlgorithm::Rs256,
@@ -408,7 +422,8 @@ mod tests {
         // Full of live tokens: start over rather than grow.
         verifier.remember("c", &claims(now + 600), key.clone(), "k".into());
         assert_eq!(len(), 1);
-        let off = Verifier::new(verifier.jwks.clone(), "iss", "aud").with_verified_capacity(0);
+        let off = Verifier::new(verifier.jwks.clone(), "iss", "aud", Profile::Standard)
+            .with_verified_capacity(0);
         off.remember("a", &claims(now + 600), key, "k".into());
         assert_eq!(off.verified.read().unwrap().len(), 0);
     }

@@ -41,13 +41,14 @@ pub(crate) enum Fetched {
     },
 }
 
-/// A GET of `url` with `If-None-Match: etag` and, when given, an `Authorization` header,
-/// bounded in size.
+/// A GET of `url` with `If-None-Match: etag` and, when given, an `Authorization` header
+/// and a `DPoP` proof, bounded in size.
 pub(crate) async fn conditional_get(
     http: &reqwest::Client,
     url: &str,
     etag: Option<String>,
     authorization: Option<reqwest::header::HeaderValue>,
+    proof: Option<reqwest::header::HeaderValue>,
 ) -> anyhow::Result<Fetched> {
     let mut request = http.get(url);
     if let Some(etag) = etag {
@@ -55,6 +56,9 @@ pub(crate) async fn conditional_get(
     }
     if let Some(value) = authorization {
         request = request.header(reqwest::header::AUTHORIZATION, value);
+    }
+    if let Some(proof) = proof {
+        request = request.header("DPoP", proof);
     }
     let resp = request.send().await.context("request failed")?;
     match resp.status() {
@@ -241,7 +245,7 @@ impl JwksCache {
     /// Fetches the JWKS if it changed and swaps it in.
     pub async fn refresh(&self, trigger: &'static str) -> anyhow::Result<()> {
         let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let outcome = match conditional_get(&self.http, &self.url, etag, None).await {
+        let outcome = match conditional_get(&self.http, &self.url, etag, None, None).await {
             Ok(Fetched::NotModified) => Ok("not_modified"),
             Ok(Fetched::Unauthorized) => Err(anyhow::anyhow!("answered 401 Unauthorized")),
             Ok(Fetched::Changed { body, etag }) => parse_jwks(&body).map(|keys| {

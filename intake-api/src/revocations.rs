@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use partner_client::TokenSource;
+use partner_client::{AccessToken, TokenSource};
 use serde::Deserialize;
 
 use crate::jwks::{Fetched, conditional_get};
@@ -123,8 +123,7 @@ impl RevokedClients {
             .current()
             .await
             .context("no token to read the revocation list with")?;
-        let fetched =
-            conditional_get(&self.http, &self.url, etag.clone(), Some(token.header())).await?;
+        let fetched = self.get(&token, etag.clone()).await?;
         if !matches!(fetched, Fetched::Unauthorized) {
             return Ok(fetched);
         }
@@ -133,7 +132,16 @@ impl RevokedClients {
             .replace(&token)
             .await
             .context("no token to read the revocation list with")?;
-        conditional_get(&self.http, &self.url, etag, Some(token.header())).await
+        self.get(&token, etag).await
+    }
+
+    /// One conditional GET with `token`, and a fresh proof for it when it is DPoP-bound.
+    async fn get(&self, token: &AccessToken, etag: Option<String>) -> anyhow::Result<Fetched> {
+        let proof = self
+            .tokens
+            .proof("GET", &self.url, token)
+            .context("no DPoP proof could be made for the revocation list")?;
+        conditional_get(&self.http, &self.url, etag, Some(token.header()), proof).await
     }
 
     /// Fetches the list if it changed and swaps it in.

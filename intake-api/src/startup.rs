@@ -159,14 +159,17 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
         tokio::time::timeout(Duration::from_secs(2), state.cases.db().ping()).await,
         Ok(Ok(()))
     );
-    readiness(&[
-        ("database", db_ok),
-        ("jwks", state.verifier.jwks().is_loaded()),
-        (
-            "revocations",
-            state.verifier.revocations().is_none_or(|r| r.is_current()),
-        ),
-    ])
+    readiness(
+        &[
+            ("database", db_ok),
+            ("jwks", state.verifier.jwks().is_loaded()),
+            (
+                "revocations",
+                state.verifier.revocations().is_none_or(|r| r.is_current()),
+            ),
+        ],
+        state.config.profile().name(),
+    )
 }
 
 /// A built service, bound to its port, not yet serving.
@@ -229,6 +232,7 @@ impl Server for Application {
             routes::documents(&state),
             readyz,
             self.listeners.metrics_on_service(),
+            state.config.profile().name(),
         )
         .data(state.clone())
         .with(
@@ -239,8 +243,18 @@ impl Server for Application {
             )
             .trusting(state.config.trusted_proxies.clone()),
         );
-        tracing::info!(port = self.listeners.port(), "intake-api listening");
-        let admin = ops::admin_routes(readyz).data(state.clone());
+        tracing::info!(
+            port = self.listeners.port(),
+            profile = state.config.profile().name(),
+            "intake-api listening"
+        );
+        if state.config.profile().is_fapi2() {
+            tracing::info!(
+                "FAPI 2.0 profile on (INTAKE_FAPI2): partners' tokens are taken only as DPoP \
+                 with a proof signed PS256, ES256 or EdDSA, never as Bearer"
+            );
+        }
+        let admin = ops::admin_routes(readyz, state.config.profile().name()).data(state.clone());
         let result = self.listeners.serve(app, admin, shutdown).await;
         drop(background);
         state.cases.close().await;

@@ -83,14 +83,21 @@ impl AppState {
             scopes::REVOCATIONS_READ.to_owned(),
             partner_client::DEFAULT_RENEW_BEFORE,
         );
+        // Under FAPI 2.0 the auth-server issues DPoP-bound tokens only, and /revocations
+        // takes them only beside a proof: a key of this process's own, never stored.
+        let tokens = if config.profile().is_fapi2() {
+            tokens.with_dpop(partner_client::DpopKey::generate()?)
+        } else {
+            tokens
+        };
         let revoked = Arc::new(RevokedClients::new(
             config.revocations_url()?,
             http,
             tokens,
             Duration::from_secs(config.revocations_max_age_secs),
         )?);
-        let verifier =
-            Verifier::new(jwks, config.issuer(), &config.audience).with_revocations(revoked);
+        let verifier = Verifier::new(jwks, config.issuer(), &config.audience, config.profile())
+            .with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         let replay = ReplayStore::new("intake-api", cases.db().clone(), config.redis_url.as_ref())?;
         Ok(Self {

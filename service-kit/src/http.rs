@@ -47,14 +47,16 @@ pub async fn shutdown_signal() {
     tracing::info!("shutdown signal received: finishing in-flight requests");
 }
 
-/// `GET /healthz`: the process is up and answering.
-#[handler]
-pub fn healthz() -> Response {
-    (
-        StatusCode::OK,
-        poem::web::Json(serde_json::json!({"status": "ok"})),
-    )
-        .into_response()
+/// `GET /healthz`: the process is up and answering, and the deployment profile it runs
+/// (`standard` or `fapi2`), so a load balancer's or an operator's look tells them apart.
+pub fn healthz(profile: &'static str) -> impl Endpoint<Output = Response> + 'static {
+    make_sync(move |_| {
+        (
+            StatusCode::OK,
+            poem::web::Json(serde_json::json!({"status": "ok", "profile": profile})),
+        )
+            .into_response()
+    })
 }
 
 /// `GET /metrics`: every metric of this process, in the Prometheus text format.
@@ -65,11 +67,13 @@ pub fn metrics() -> Response {
         .into_response()
 }
 
-/// The body of `/readyz`: 200 when every check passed, 503 with the failing ones otherwise.
-pub fn readiness(checks: &[(&'static str, bool)]) -> Response {
+/// The body of `/readyz`: 200 when every check passed, 503 with the failing ones otherwise;
+/// with the deployment profile, as `/healthz` has it.
+pub fn readiness(checks: &[(&'static str, bool)], profile: &'static str) -> Response {
     let ready = checks.iter().all(|(_, ok)| *ok);
     let body = serde_json::json!({
         "status": if ready { "ready" } else { "not_ready" },
+        "profile": profile,
         "checks": checks.iter().map(|(k, ok)| (k.to_string(), serde_json::Value::from(if *ok {"ok"} else {"failing"}))).collect::<serde_json::Map<_, _>>(),
     });
     let status = if ready {
@@ -219,6 +223,7 @@ pub fn service_routes<A, R>(
     documents: ApiDocuments,
     readyz: R,
     with_metrics: bool,
+    profile: &'static str,
 ) -> impl Endpoint + 'static
 where
     A: IntoEndpoint,
@@ -240,7 +245,7 @@ where
         .nest("/", api)
         .at("/openapi.json", get(spec))
         .nest("/docs", Route::new().at("/", get(docs)))
-        .at("/healthz", get(healthz))
+        .at("/healthz", get(healthz(profile)))
         .at("/readyz", get(readyz));
     let routes = if with_metrics {
         routes.at("/metrics", get(metrics))
@@ -252,10 +257,10 @@ where
 
 /// The admin listener's routes: `/metrics`, `/healthz` and `/readyz`, for the monitoring
 /// network only.
-pub fn admin_routes<R: Endpoint + 'static>(readyz: R) -> Route {
+pub fn admin_routes<R: Endpoint + 'static>(readyz: R, profile: &'static str) -> Route {
     Route::new()
         .at("/metrics", get(metrics))
-        .at("/healthz", get(healthz))
+        .at("/healthz", get(healthz(profile)))
         .at("/readyz", get(readyz))
 }
 

@@ -19,7 +19,7 @@ pub const PROOF_TYP: &str = "dpop+jwt";
 
 /// The algorithms a proof may be signed with, as `algs=` and the metadata list them:
 /// asymmetric only, never `none` or an HMAC.
-pub const ALGORITHMS: [&str; 4] = ["ES256", "PS256", "RS256", "EdDSA"];
+pub const ALGORITHMS: [&str; 4] = crate::profile::STANDARD_ALGORITHMS;
 
 /// The longest proof read: an RSA-4096 key in the header and the claims fit well within it.
 pub const MAX_PROOF_BYTES: usize = 4096;
@@ -47,6 +47,8 @@ pub struct Expected<'a> {
     pub access_token: Option<&'a str>,
     /// Now, in seconds since the epoch.
     pub now: i64,
+    /// The algorithms a proof may be signed with: the deployment profile's.
+    pub algorithms: &'a [&'a str],
 }
 
 /// A proof that checked out.
@@ -125,7 +127,11 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     if header.get("typ").and_then(|t| t.as_str()) != Some(PROOF_TYP) {
         return Err("proof_typ");
     }
-    let algorithm = match header.get("alg").and_then(|a| a.as_str()) {
+    let alg = header.get("alg").and_then(|a| a.as_str());
+    if !alg.is_some_and(|a| expected.algorithms.contains(&a)) {
+        return Err("proof_alg");
+    }
+    let algorithm = match alg {
         Some("ES256") => Algorithm::ES256,
         Some("PS256") => Algorithm::PS256,
         Some("RS256") => Algorithm::RS256,
@@ -202,7 +208,10 @@ fn raw_header(proof: &str) -> Result<serde_json::Map<String, serde_json::Value>,
 /// decides how a key is used.
 fn key_fits(jwk: &AlgorithmParameters, algorithm: Algorithm) -> bool {
     match (jwk, algorithm) {
-        (AlgorithmParameters::RSA(_), Algorithm::RS256 | Algorithm::PS256) => true,
+        // FAPI 2.0 (5.4.1) asks for 2048 bits at least, as client keys are held to.
+        (AlgorithmParameters::RSA(rsa), Algorithm::RS256 | Algorithm::PS256) => URL_SAFE_NO_PAD
+            .decode(&rsa.n)
+            .is_ok_and(|n| modulus_bits(&n) >= MIN_RSA_BITS),
         (AlgorithmParameters::EllipticCurve(ec), Algorithm::ES256) => {
             ec.curve == EllipticCurve::P256
         }
@@ -211,6 +220,16 @@ fn key_fits(jwk: &AlgorithmParameters, algorithm: Algorithm) -> bool {
         }
         _ => false,
     }
+}
+
+/// The smallest RSA modulus a proof's key may have, in bits.
+pub const MIN_RSA_BITS: usize = 2048;
+
+/// The bit length of a big-endian unsigned number.
+fn modulus_bits(n: &[u8]) -> usize {
+    let n = &n[n.iter().take_while(|b| **b == 0).count()..];
+    n.first()
+        .map_or(0, |first| n.len() * 8 - first.leading_zeros() as usize)
 }
 
 /// Whether a proof's `htu` names `url`: the same scheme, host, port and path, the query and
@@ -234,9 +253,9 @@ pub fn token_hash(access_token: &str) -> String {
     URL_SAFE_NO_PAD.encode(digest(&SHA256, access_token.as_bytes()).as_ref())
 }
 
-/// The `algs` parameter of a `DPoP` challenge.
-pub fn challenge_algs() -> String {
-    ALGORITHMS.join(" ")
+/// The `algs` parameter of a `DPoP` challenge, for a deployment accepting `algorithms`.
+pub fn challenge_algs(algorithms: &[&str]) -> String {
+    algorithms.join(" ")
 }
 
 #[cfg(test)]
@@ -308,7 +327,36 @@ mod tests {
             url: URL,
             access_token: token,
             now: NOW,
+            algorithms: &ALGORITHMS,
         }
+    }
+
+    #[test]
+    fn under_fapi2_only_its_algorithms_and_rsa_keys_of_2048_bits_are_taken() {
+        let key = p256();
+        let fapi = Expected {
+            algorithms: &crate::profile::FAPI2_ALGORITHMS,
+            ..expected(None)
+        };
+        assert!(verify(&proof(&key, &claims(None)), fapi).is_ok());
+        let rs256 = proof_with(&key, &key.jwk, &claims(None), |h| h["alg"] = json!("RS256"));
+        assert_eq!(verify(&rs256, fapi), Err("proof_alg"));
+        assert_eq!(verify(&rs256, expected(None)), Err("proof_jwk"));
+        // A 1024-bit modulus is refused before any signature is looked at, whatever the
+        // profile; 2048 bits pass that check.
+        let rsa = |bytes: usize| {
+            let mut n = vec![0xc5_u8; bytes];
+            n[bytes - 1] = 0x01;
+            json!({"kty": "RSA", "n": URL_SAFE_NO_PAD.encode(&n), "e": "AQAB"})
+        };
+        for (bytes, refusal) in [(128, "proof_jwk"), (256, "proof_signature")] {
+            let small = proof_with(&key, &rsa(bytes), &claims(None), |h| {
+                h["alg"] = json!("PS256")
+            });
+            assert_eq!(verify(&small, fapi), Err(refusal), "{bytes} bytes");
+        }
+        assert_eq!(modulus_bits(&[0, 0x01, 0xff]), 9);
+        assert_eq!(modulus_bits(&[]), 0);
     }
 
     #[test]

@@ -7,3 +7,4 @@ pub mod claims;
 pub mod dpop;
 pub mod error;
 pub mod intake;
+pub mod profile;

@@ -100,9 +100,10 @@ pub enum RevocationsResponse {
 }
 
 impl RevocationsResponse {
-    /// The answer to a refused request; `dpop` when it came under the `DPoP` scheme, whose
-    /// challenge (RFC 9449 section 7.1) names the proof algorithms.
-    fn refused(refusal: Refusal, dpop: bool) -> Self {
+    /// The answer to a refused request; `dpop` names the proof algorithms when the request
+    /// came under the `DPoP` scheme or the deployment takes no other, whose challenge (RFC
+    /// 9449 section 7.1) lists them.
+    fn refused(refusal: Refusal, dpop: Option<&[&str]>) -> Self {
         let (error, description) = match refusal {
             Refusal::Missing => (None, "A bearer token is required."),
             Refusal::Invalid(_) => (
@@ -131,11 +132,15 @@ impl RevocationsResponse {
         let scope = scopes::REVOCATIONS_READ;
         // RFC 6750 section 3: no error code when no token was sent at all.
         let challenge = match (error, dpop) {
-            (None, _) => format!("Bearer scope=\"{scope}\""),
-            (Some(code), false) => format!("Bearer error=\"{code}\", scope=\"{scope}\""),
-            (Some(code), true) => format!(
+            (None, None) => format!("Bearer scope=\"{scope}\""),
+            (None, Some(algs)) => format!(
+                "DPoP scope=\"{scope}\", algs=\"{}\"",
+                shared::dpop::challenge_algs(algs)
+            ),
+            (Some(code), None) => format!("Bearer error=\"{code}\", scope=\"{scope}\""),
+            (Some(code), Some(algs)) => format!(
                 "DPoP error=\"{code}\", scope=\"{scope}\", algs=\"{}\"",
-                shared::dpop::challenge_algs()
+                shared::dpop::challenge_algs(algs)
             ),
         };
         match refusal {
@@ -355,7 +360,10 @@ impl DiscoveryApi {
             tracing::info!(reason = %refusal, "revocation list refused");
             metrics::counter!("auth_revocations_refused_total", "reason" => refusal.label())
                 .increment(1);
-            return RevocationsResponse::refused(refusal, dpop);
+            let profile = self.state.config.profile();
+            let algorithms = self.state.bearer.proof_algorithms();
+            let dpop_challenge = (dpop || profile.is_fapi2()).then_some(algorithms);
+            return RevocationsResponse::refused(refusal, dpop_challenge);
         }
         let mut disabled_clients: Vec<String> = snapshot
             .clients
@@ -381,18 +389,31 @@ impl DiscoveryApi {
         tag = "ApiTags::Discovery"
     )]
     async fn metadata(&self) -> Json<ServerMetadata> {
+        // What is accepted, exactly: under FAPI 2.0 no secret method and no RS256.
+        let profile = self.state.config.profile();
+        let (auth_methods, assertion_algorithms): (&[&str], &[&str]) = if profile.is_fapi2() {
+            (&["private_key_jwt"], profile.algorithms())
+        } else {
+            (
+                &[
+                    "client_secret_basic",
+                    "client_secret_post",
+                    "private_key_jwt",
+                ],
+                &SIGNING_ALGORITHMS,
+            )
+        };
         let issuer = self.state.config.issuer.trim_end_matches('/').to_owned();
         Json(ServerMetadata {
             token_endpoint: format!("{issuer}/oauth/token"),
             jwks_uri: format!("{issuer}/.well-known/jwks.json"),
             issuer,
             grant_types_supported: vec!["client_credentials".into()],
-            token_endpoint_auth_methods_supported: vec![
-                "client_secret_basic".into(),
-                "client_secret_post".into(),
-                "private_key_jwt".into(),
-            ],
-            token_endpoint_auth_signing_alg_values_supported: SIGNING_ALGORITHMS
+            token_endpoint_auth_methods_supported: auth_methods
+                .iter()
+                .map(|m| m.to_string())
+                .collect(),
+            token_endpoint_auth_signing_alg_values_supported: assertion_algorithms
                 .iter()
                 .map(|a| a.to_string())
                 .collect(),
@@ -401,7 +422,8 @@ impl DiscoveryApi {
                 .map(|s| s.to_string())
                 .collect(),
             response_types_supported: vec![],
-            dpop_signing_alg_values_supported: shared::dpop::ALGORITHMS
+            dpop_signing_alg_values_supported: profile
+                .algorithms()
                 .iter()
                 .map(|a| a.to_string())
                 .collect(),

@@ -12,6 +12,7 @@ use poem_openapi::{
 };
 use service_kit::telemetry::{OUTCOME, REASON, record};
 use shared::error::OAuthErrorBody;
+use shared::profile::Profile;
 
 use crate::assertion::{ClientAssertion, SpentAssertion};
 use crate::error::{ClientFailure, OAuthError};
@@ -371,6 +372,25 @@ struct Credentials {
     assertion: Option<Result<ClientAssertion, ClientFailure>>,
 }
 
+/// What the deployment's profile refuses before any credential is checked: under FAPI 2.0,
+/// a request without an assertion or with a secret, whatever the client (so the answer
+/// tells nothing of it), and an assertion signed with an algorithm the profile leaves out.
+fn refused_by_profile(profile: Profile, credentials: &Credentials) -> Option<ClientFailure> {
+    if profile.allows_secrets_and_bearer() {
+        return None;
+    }
+    let secret = credentials.basic.is_some() || credentials.params.client_secret.is_some();
+    match &credentials.assertion {
+        _ if secret => Some(ClientFailure::SecretNotAccepted),
+        None => Some(ClientFailure::SecretNotAccepted),
+        Some(Ok(assertion)) => assertion
+            .algorithm()
+            .is_some_and(|alg| !profile.algorithms().contains(&alg))
+            .then_some(ClientFailure::AssertionAlgorithm),
+        Some(Err(_)) => None,
+    }
+}
+
 /// The parameters and any Basic credentials of a request, each read once.
 fn read_request(
     req: &Request,
@@ -473,6 +493,13 @@ impl TokenApi {
                 .hit_request(&format!("token:{client_key}:{source}"))
                 .await,
         )?;
+        let profile = self.state.config.profile();
+        if let Some(failure) = refused_by_profile(profile, &credentials) {
+            return Err(OAuthError::InvalidClient {
+                used_authorization_header,
+                failure,
+            });
+        }
         let now = Utc::now();
         let audiences = self
             .state
@@ -510,9 +537,10 @@ impl TokenApi {
         } else {
             None
         };
-        if bound_to.is_none() && grant.dpop_required {
+        if bound_to.is_none() && (grant.dpop_required || profile.is_fapi2()) {
             return Err(OAuthError::InvalidDpopProof {
                 reason: "dpop_required",
+                algorithms: profile.algorithms(),
             });
         }
         // Spent last, by the token it earns: a request refused for anything else leaves it

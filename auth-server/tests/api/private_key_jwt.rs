@@ -44,7 +44,7 @@ impl PartnerKey {
         }
     }
 
-    fn p256(kid: &str) -> Self {
+    pub(crate) fn p256(kid: &str) -> Self {
         use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair};
         let pkcs8 = EcdsaKeyPair::generate_pkcs8(
             &ECDSA_P256_SHA256_FIXED_SIGNING,
@@ -68,7 +68,7 @@ impl PartnerKey {
     }
 
     /// The fixture RSA key, signing with `alg` (RS256 or PS256).
-    fn rsa(kid: &str, alg: Algorithm) -> Self {
+    pub(crate) fn rsa(kid: &str, alg: Algorithm) -> Self {
         let der = STANDARD
             .decode(RSA_KEY.split_whitespace().collect::<String>())
             .unwrap();
@@ -167,7 +167,11 @@ pub(crate) async fn token_with(auth: &AuthServer, assertion: &str) -> (u16, Valu
     .await
 }
 
-async fn send(auth: &AuthServer, form: &[(&str, &str)], basic: Option<String>) -> (u16, Value) {
+pub(crate) async fn send(
+    auth: &AuthServer,
+    form: &[(&str, &str)],
+    basic: Option<String>,
+) -> (u16, Value) {
     let mut req = reqwest::Client::new()
         .post(format!("{}/oauth/token", auth.base_url()))
         .form(form);

@@ -3,11 +3,12 @@
 use std::time::Duration;
 
 use clap::Args;
-use partner_client::Credentials;
+use partner_client::{AssertionAlgorithm, AssertionKey, Credentials};
 use service_kit::Secret;
 use service_kit::command_line::{Listen, Logs, ServedDatabase, Service};
 use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
+use shared::profile::Profile;
 use url::Url;
 
 use crate::store::Timing;
@@ -89,9 +90,23 @@ pub struct Config {
     /// list is read with its tokens. Required by `serve`.
     #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_ID")]
     pub revocations_client_id: Option<String>,
-    /// That client's secret. Required by `serve`.
+    /// That client's secret, when it authenticates with one. Required by `serve` unless
+    /// INTAKE_REVOCATIONS_CLIENT_KEY_FILE is set instead.
     #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_SECRET", hide_env_values = true)]
     pub revocations_client_secret: Option<Secret<String>>,
+    /// Instead of a secret: a PEM file (PKCS#8) of the private key that client signs its
+    /// client assertions with (private_key_jwt; register its public key with
+    /// `client create --auth-method private-key-jwt`). Required under INTAKE_FAPI2.
+    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_KEY_FILE")]
+    pub revocations_client_key_file: Option<std::path::PathBuf>,
+    /// The algorithm of that key: ES256 (P-256), PS256 or RS256 (RSA), or EdDSA (Ed25519);
+    /// not RS256 under INTAKE_FAPI2.
+    #[arg(
+        long,
+        env = "INTAKE_REVOCATIONS_CLIENT_KEY_ALG",
+        default_value = "ES256"
+    )]
+    pub revocations_client_key_alg: String,
     /// Where that client gets its tokens; by default `/oauth/token` beside the JWKS.
     #[arg(long, env = "INTAKE_TOKEN_URL")]
     pub token_url: Option<String>,
@@ -153,6 +168,17 @@ pub struct Config {
     /// comma-separated CIDR blocks or addresses; none by default.
     #[arg(long, env = "INTAKE_TRUSTED_PROXIES", default_value = "")]
     pub trusted_proxies: TrustedProxies,
+    /// The FAPI 2.0 Security Profile for client credentials: partners' tokens are taken
+    /// only DPoP-bound with a proof (never as `Bearer`), proofs signed PS256, ES256 or
+    /// EdDSA; the intake-api's own client uses private_key_jwt and DPoP, as the
+    /// auth-server then requires. Off by default.
+    #[arg(
+        long,
+        env = "INTAKE_FAPI2",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub fapi2: bool,
     /// The URL partners call this service at (`https://intake.example`), behind the TLS
     /// proxy: a DPoP proof must name it (`htu`). Unset, the proof must name
     /// `http://` and the request's `Host`, as a service called directly is.
@@ -249,19 +275,75 @@ impl Config {
         Url::parse(&url).map_err(|e| anyhow::anyhow!("INTAKE_TOKEN_URL is not a URL: {e}"))
     }
 
+    /// The deployment profile the switch names.
+    pub fn profile(&self) -> Profile {
+        Profile::from_switch(self.fapi2)
+    }
+
     /// The credentials the revocation list is read with: there is no serving without them,
     /// as the auth-server lists disabled clients only to resource servers.
     pub fn revocations_credentials(&self) -> anyhow::Result<Credentials> {
-        match (&self.revocations_client_id, &self.revocations_client_secret) {
-            (Some(id), Some(secret)) if !id.is_empty() && !secret.expose().is_empty() => {
-                Ok(Credentials::new(id.clone(), secret.expose().clone()))
+        let id = self
+            .revocations_client_id
+            .as_deref()
+            .filter(|id| !id.is_empty());
+        let secret = self
+            .revocations_client_secret
+            .as_ref()
+            .filter(|s| !s.expose().is_empty());
+        match (id, secret, &self.revocations_client_key_file) {
+            (Some(_), Some(_), Some(_)) => anyhow::bail!(
+                "INTAKE_REVOCATIONS_CLIENT_SECRET and INTAKE_REVOCATIONS_CLIENT_KEY_FILE are \
+                 both set: the intake-api's client authenticates with one of them"
+            ),
+            (Some(id), None, Some(path)) => {
+                Ok(Credentials::with_key(id, self.assertion_key(path)?))
             }
+            (Some(_), Some(_), None) if self.fapi2 => anyhow::bail!(
+                "INTAKE_FAPI2 needs INTAKE_REVOCATIONS_CLIENT_KEY_FILE instead of \
+                 INTAKE_REVOCATIONS_CLIENT_SECRET: under FAPI 2.0 the auth-server takes \
+                 private_key_jwt only (auth-server client create --name intake-api --scopes \
+                 revocations:read --auth-method private-key-jwt --jwks-file ...)"
+            ),
+            (Some(id), Some(secret), None) => Ok(Credentials::new(id, secret.expose().clone())),
             _ => anyhow::bail!(
-                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET must be set: \
-                 the intake-api reads the list of disabled clients with a token of its own \
-                 client (auth-server client create intake-api --scopes revocations:read)"
+                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET (or \
+                 INTAKE_REVOCATIONS_CLIENT_KEY_FILE) must be set: the intake-api reads the list \
+                 of disabled clients with a token of its own client (auth-server client create \
+                 intake-api --scopes revocations:read)"
             ),
         }
+    }
+
+    /// The private key in `path`, read as INTAKE_REVOCATIONS_CLIENT_KEY_ALG says.
+    fn assertion_key(&self, path: &std::path::Path) -> anyhow::Result<AssertionKey> {
+        let alg = self.revocations_client_key_alg.as_str();
+        let algorithm = match alg {
+            "ES256" => AssertionAlgorithm::ES256,
+            "PS256" => AssertionAlgorithm::PS256,
+            "RS256" => AssertionAlgorithm::RS256,
+            "EdDSA" => AssertionAlgorithm::EdDSA,
+            other => anyhow::bail!(
+                "INTAKE_REVOCATIONS_CLIENT_KEY_ALG is {other:?}: ES256, PS256, RS256 or EdDSA"
+            ),
+        };
+        anyhow::ensure!(
+            self.profile().algorithms().contains(&alg),
+            "INTAKE_REVOCATIONS_CLIENT_KEY_ALG is {alg} and INTAKE_FAPI2 is on: FAPI 2.0 \
+             allows PS256, ES256 or EdDSA only"
+        );
+        let pem = std::fs::read(path).map_err(|e| {
+            anyhow::anyhow!(
+                "INTAKE_REVOCATIONS_CLIENT_KEY_FILE {} cannot be read: {e}",
+                path.display()
+            )
+        })?;
+        AssertionKey::from_pem(algorithm, &pem).map_err(|e| {
+            anyhow::anyhow!(
+                "INTAKE_REVOCATIONS_CLIENT_KEY_FILE {} is not a {alg} private key: {e}",
+                path.display()
+            )
+        })
     }
 
     /// The key-encryption key: there is no serving without one, as answers holding links

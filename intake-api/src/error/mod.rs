@@ -12,6 +12,8 @@ use poem_openapi::ApiResponse;
 use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaResponses, Registry};
 
+use shared::profile::Profile;
+
 use crate::auth::AuthError;
 use crate::domain::ValidationErrors;
 use crate::sandbox::Trigger;
@@ -59,9 +61,10 @@ pub enum IntakeError {
     /// customer's data.
     #[error("the answer to this Idempotency-Key was erased")]
     AnswerErased,
-    /// No bearer token, or one that does not verify.
+    /// No bearer token, or one that does not verify; answered as the deployment's profile
+    /// has tokens sent.
     #[error("not authenticated: {0}")]
-    Unauthenticated(AuthError),
+    Unauthenticated(AuthError, Profile),
     /// The token lacks the scope the operation needs, named here.
     #[error("the token lacks the required scope {0}")]
     Forbidden(&'static str),
@@ -103,7 +106,7 @@ impl From<AuthError> for IntakeError {
         match e {
             AuthError::InsufficientScope(scope) => Self::Forbidden(scope),
             AuthError::Unvetted(why) => Self::Unvetted(why),
-            other => Self::Unauthenticated(other),
+            other => Self::Unauthenticated(other, Profile::Standard),
         }
     }
 }
@@ -196,7 +199,7 @@ impl IntakeError {
     pub fn status(&self) -> u16 {
         match self {
             Self::NotJson | Self::Unreadable | Self::BadIdempotencyKey => 400,
-            Self::Unauthenticated(_) => 401,
+            Self::Unauthenticated(..) => 401,
             Self::Forbidden(_) => 403,
             Self::CaseNotFound => 404,
             Self::KeyInFlight | Self::KeyReused | Self::AnswerErased => 409,
@@ -242,9 +245,16 @@ impl IntakeError {
                 }),
                 None,
             ),
-            Self::Unauthenticated(reason) => {
+            Self::Unauthenticated(reason, profile) => {
+                let algs = shared::dpop::challenge_algs(profile.algorithms());
                 // RFC 6750 3.1: no error code when the request carried no token at all.
                 let challenge = match reason {
+                    // Under FAPI 2.0 the one scheme taken is DPoP's, so it is the one named.
+                    AuthError::Missing if profile.is_fapi2() => format!(r#"DPoP algs="{algs}""#),
+                    AuthError::Invalid(why) if profile.is_fapi2() => format!(
+                        r#"DPoP error="invalid_token", error_description="{}", algs="{algs}""#,
+                        token_problem(why)
+                    ),
                     AuthError::Missing => "Bearer".to_owned(),
                     AuthError::Invalid(why) => format!(
                         r#"Bearer error="invalid_token", error_description="{}""#,
@@ -254,14 +264,12 @@ impl IntakeError {
                         r#"Bearer error="invalid_token""#.into()
                     }
                     AuthError::InvalidProof(why) => format!(
-                        r#"DPoP error="invalid_dpop_proof", error_description="{}", algs="{}""#,
+                        r#"DPoP error="invalid_dpop_proof", error_description="{}", algs="{algs}""#,
                         proof_problem(why),
-                        shared::dpop::challenge_algs()
                     ),
                     AuthError::InvalidBoundToken(why) => format!(
-                        r#"DPoP error="invalid_token", error_description="{}", algs="{}""#,
+                        r#"DPoP error="invalid_token", error_description="{}", algs="{algs}""#,
                         token_problem(why),
-                        shared::dpop::challenge_algs()
                     ),
                 };
                 ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge)
@@ -335,6 +343,9 @@ fn token_problem(reason: &str) -> &'static str {
         "token_not_bound" => "The access token is not DPoP-bound: send it as Bearer",
         "proof_key_mismatch" => "The DPoP proof is not signed with the key the token is bound to",
         "missing" => "No access token after DPoP",
+        "bearer_not_accepted" => {
+            "This service follows FAPI 2.0: send a DPoP-bound token as DPoP with a proof, never as Bearer"
+        }
         "algorithm" | "typ" | "crit" => "The access token header is not acceptable",
         _ => "The access token is malformed",
     }

@@ -12,6 +12,7 @@ use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
 use service_kit::replay::DPOP_PROOFS;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
+use shared::profile::Profile;
 
 use crate::auth::AuthError;
 use crate::error::IntakeError;
@@ -237,7 +238,15 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
             metrics::counter!("intake_auth_failures_total", "reason" => reason).increment(1);
             record(OUTCOME, "unauthenticated");
             record(REASON, reason);
-            e.into()
+            match IntakeError::from(e) {
+                IntakeError::Unauthenticated(e, _) => {
+                    let profile = req
+                        .data::<Arc<AppState>>()
+                        .map_or(Profile::Standard, |s| s.verifier.profile());
+                    IntakeError::Unauthenticated(e, profile)
+                }
+                other => other,
+            }
         })
 }
 

@@ -1,0 +1,352 @@
+//! The FAPI 2.0 profile (`AUTH_FAPI2`): the token endpoint takes private_key_jwt only,
+//! signed PS256, ES256 or EdDSA, issues DPoP-bound tokens only, and says so in its
+//! metadata and health answers; `/revocations` takes no bearer token.
+
+use auth_server::config::ClientCommand;
+use auth_server::store::AuthMethod;
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use jsonwebtoken::Algorithm;
+use serde_json::{Value, json};
+use shared::claims::scopes::REVOCATIONS_READ;
+use test_support::on_both_backends;
+
+use crate::helpers::{AuthServer, Backend, INTAKE, ProofKey, TestDb, metrics_text, sample};
+use crate::private_key_jwt::{JWT_BEARER, JwksFile, PartnerKey, claims, send};
+
+/// An auth-server with the profile on, whose issuer is the address it is called at.
+async fn fapi2_server(db: &TestDb) -> AuthServer {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    AuthServer::start(&db.url, |c| {
+        c.listen.bind = format!("127.0.0.1:{port}");
+        c.issuer = format!("http://127.0.0.1:{port}");
+        c.fapi2 = true;
+    })
+    .await
+    .expect("auth-server starts")
+}
+
+/// Registers a private_key_jwt client granted `scope`, with `keys`; its id.
+async fn register(auth: &AuthServer, keys: &[&PartnerKey], scope: &str) -> String {
+    let file = JwksFile::of(keys);
+    let created = auth
+        .client_cmd(ClientCommand::Create {
+            name: format!("FAPI partner {}", uuid::Uuid::new_v4().simple()),
+            scopes: scope.into(),
+            brands: None,
+            auth_method: AuthMethod::PrivateKeyJwt,
+            jwks_file: Some(file.0.clone()),
+            jwks_uri: None,
+            sandbox: false,
+        })
+        .await
+        .expect("client create");
+    created["client_id"].as_str().unwrap().to_owned()
+}
+
+/// A token request with `assertion`, for `scope`, with `proof` as its `DPoP` header.
+async fn token(
+    auth: &AuthServer,
+    assertion: &str,
+    scope: &str,
+    proof: Option<&str>,
+) -> (u16, Value) {
+    let mut req = reqwest::Client::new()
+        .post(format!("{}/oauth/token", auth.base_url()))
+        .form(&[
+            ("grant_type", "client_credentials"),
+            ("scope", scope),
+            ("client_assertion_type", JWT_BEARER),
+            ("client_assertion", assertion),
+        ]);
+    if let Some(proof) = proof {
+        req = req.header("dpop", proof);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap())
+}
+
+fn token_endpoint(auth: &AuthServer) -> String {
+    format!("{}/oauth/token", auth.config.issuer())
+}
+
+/// A proof for `POST` on the token endpoint whose header names `alg`, with an EC key: the
+/// algorithm is refused before the key or the signature is looked at.
+fn proof_naming(auth: &AuthServer, alg: &str) -> String {
+    let key = PartnerKey::p256("dpop");
+    let header = json!({"typ": "dpop+jwt", "alg": alg, "jwk": key.jwk});
+    let claims = json!({
+        "jti": uuid::Uuid::new_v4().to_string(),
+        "htm": "POST",
+        "htu": token_endpoint(auth),
+        "iat": chrono::Utc::now().timestamp(),
+    });
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    format!("{input}.c2lnbmF0dXJl")
+}
+
+async fn get_json(url: &str) -> (u16, Value) {
+    let resp = reqwest::get(url).await.unwrap();
+    (resp.status().as_u16(), resp.json().await.unwrap())
+}
+
+async fn the_token_endpoint_takes_private_key_jwt_and_dpop_only(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    // A secret client made before the switch, by a server without it.
+    let before = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (secret_id, secret) = before.create_client(INTAKE).await;
+    let auth = fapi2_server(&db).await;
+    let base = auth.base_url();
+
+    let (_, metadata) = get_json(&format!("{base}/.well-known/oauth-authorization-server")).await;
+    assert_eq!(
+        metadata["token_endpoint_auth_methods_supported"],
+        json!(["private_key_jwt"])
+    );
+    let algs = json!(["PS256", "ES256", "EdDSA"]);
+    assert_eq!(
+        metadata["token_endpoint_auth_signing_alg_values_supported"],
+        algs
+    );
+    assert_eq!(metadata["dpop_signing_alg_values_supported"], algs);
+    for path in ["/healthz", "/readyz"] {
+        let (status, body) = get_json(&format!("{base}{path}")).await;
+        assert_eq!((status, &body["profile"]), (200, &json!("fapi2")), "{body}");
+    }
+
+    // No secret client is made, and none is taken: the answer is the same for a real
+    // client's right secret as for an id no client has.
+    let refused = auth
+        .client_cmd(ClientCommand::Create {
+            name: "Secret partner".into(),
+            scopes: INTAKE.into(),
+            brands: None,
+            auth_method: AuthMethod::ClientSecret,
+            jwks_file: None,
+            jwks_uri: None,
+            sandbox: false,
+        })
+        .await
+        .expect_err("a secret client under FAPI 2.0");
+    assert!(refused.to_string().contains("AUTH_FAPI2"), "{refused}");
+    let basic = format!("Basic {}", STANDARD.encode(format!("{secret_id}:{secret}")));
+    let form = [("grant_type", "client_credentials"), ("scope", INTAKE)];
+    let cases = [
+        send(&auth, &form, Some(basic)).await,
+        send(
+            &auth,
+            &[
+                ("grant_type", "client_credentials"),
+                ("scope", INTAKE),
+                ("client_id", &secret_id),
+                ("client_secret", &secret),
+            ],
+            None,
+        )
+        .await,
+        send(
+            &auth,
+            &[
+                ("grant_type", "client_credentials"),
+                ("scope", INTAKE),
+                ("client_id", "nobody"),
+                ("client_secret", "guess"),
+            ],
+            None,
+        )
+        .await,
+    ];
+    for (status, body) in &cases {
+        assert_eq!(*status, 401, "{body}");
+        assert_eq!(body["error"], "invalid_client", "{body}");
+        assert!(
+            body["error_description"]
+                .as_str()
+                .unwrap()
+                .contains("private_key_jwt"),
+            "{body}"
+        );
+        assert_eq!(body, &cases[2].1);
+    }
+    let metrics = metrics_text(&base).await;
+    let counted = sample(
+        &metrics,
+        "auth_token_requests_failed_total",
+        &[("client_id", &secret_id), ("reason", "secret_not_accepted")],
+    );
+    assert_eq!(counted, 2.0, "{metrics}");
+
+    let keys = [
+        PartnerKey::p256("ec"),
+        PartnerKey::rsa("rsa", Algorithm::PS256),
+        PartnerKey::ed25519("ed"),
+    ];
+    let id = register(&auth, &[&keys[0], &keys[1], &keys[2]], INTAKE).await;
+    let proof_key = ProofKey::generate();
+    // Without a proof, no token: every token is DPoP-bound.
+    let (status, body) = token(&auth, &keys[0].sign(&claims(&auth, &id)), INTAKE, None).await;
+    assert_eq!(status, 400, "{body}");
+    assert_eq!(body["error"], "invalid_dpop_proof", "{body}");
+    let hint = body["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("PS256, ES256, EdDSA") && hint.contains("dpop_required"),
+        "{hint}"
+    );
+    for key in &keys {
+        let proof = proof_key.proof("POST", &token_endpoint(&auth), None, 0);
+        let assertion = key.sign(&claims(&auth, &id));
+        let (status, body) = token(&auth, &assertion, INTAKE, Some(&proof)).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["token_type"], "DPoP", "{body}");
+    }
+    // RS256 is not FAPI 2.0's, with the very RSA key that signs PS256.
+    let rs256 = PartnerKey::rsa("rsa", Algorithm::RS256);
+    let proof = proof_key.proof("POST", &token_endpoint(&auth), None, 0);
+    let (status, body) = token(
+        &auth,
+        &rs256.sign(&claims(&auth, &id)),
+        INTAKE,
+        Some(&proof),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (401, &json!("invalid_client")),
+        "{body}"
+    );
+    // Nor is a proof signed RS256.
+    let proof = proof_naming(&auth, "RS256");
+    let (status, body) = token(
+        &auth,
+        &keys[0].sign(&claims(&auth, &id)),
+        INTAKE,
+        Some(&proof),
+    )
+    .await;
+    assert_eq!(
+        (status, &body["error"]),
+        (400, &json!("invalid_dpop_proof")),
+        "{body}"
+    );
+    let metrics = metrics_text(&base).await;
+    for reason in ["assertion_algorithm", "proof_alg", "dpop_required"] {
+        let counted = sample(
+            &metrics,
+            "auth_token_requests_failed_total",
+            &[("client_id", &id), ("reason", reason)],
+        );
+        assert_eq!(counted, 1.0, "{reason}: {metrics}");
+    }
+}
+
+/// Under the profile `/revocations` takes no bearer token, even one issued before the
+/// switch and still valid; a resource server's DPoP-bound token with its proof reads it.
+async fn the_revocation_list_takes_no_bearer_token(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let before = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (reader_id, reader_secret) = before.create_client(REVOCATIONS_READ).await;
+    let bearer = before
+        .token(&reader_id, &reader_secret, REVOCATIONS_READ)
+        .await;
+    let auth = fapi2_server(&db).await;
+    let url = format!("{}/revocations", auth.base_url());
+
+    let resp = reqwest::Client::new()
+        .get(&url)
+        .bearer_auth(&bearer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    let challenge = resp.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_token""#)
+            && challenge.contains(r#"algs="PS256 ES256 EdDSA""#),
+        "{challenge}"
+    );
+    let resp = reqwest::get(&url).await.unwrap();
+    assert_eq!(resp.status().as_u16(), 401);
+    let challenge = resp.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(challenge.starts_with("DPoP scope="), "{challenge}");
+    let metrics = metrics_text(&auth.base_url()).await;
+    let counted = sample(
+        &metrics,
+        "auth_revocations_refused_total",
+        &[("reason", "bearer_not_accepted")],
+    );
+    // The metrics are the test process's, shared with the other backend's run.
+    assert!(counted >= 1.0, "{metrics}");
+
+    let key = PartnerKey::p256("reader");
+    let reader = register(&auth, &[&key], REVOCATIONS_READ).await;
+    let proof_key = ProofKey::generate();
+    let proof = proof_key.proof("POST", &token_endpoint(&auth), None, 0);
+    let (status, body) = token(
+        &auth,
+        &key.sign(&claims(&auth, &reader)),
+        REVOCATIONS_READ,
+        Some(&proof),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let bound = body["access_token"].as_str().unwrap();
+    let proof = proof_key.proof(
+        "GET",
+        &format!("{}/revocations", auth.config.issuer()),
+        Some(bound),
+        0,
+    );
+    let resp = reqwest::Client::new()
+        .get(&url)
+        .header("authorization", format!("DPoP {bound}"))
+        .header("dpop", proof)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+}
+
+/// Off, the switch changes nothing: the metadata offers secrets and RS256, as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_switch_the_metadata_offers_every_method() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (_, metadata) = get_json(&format!(
+        "{}/.well-known/oauth-authorization-server",
+        auth.base_url()
+    ))
+    .await;
+    assert_eq!(
+        metadata["token_endpoint_auth_methods_supported"],
+        json!([
+            "client_secret_basic",
+            "client_secret_post",
+            "private_key_jwt"
+        ])
+    );
+    assert_eq!(
+        metadata["dpop_signing_alg_values_supported"],
+        json!(["ES256", "PS256", "RS256", "EdDSA"])
+    );
+    let (_, health) = get_json(&format!("{}/healthz", auth.base_url())).await;
+    assert_eq!(health, json!({"status": "ok", "profile": "standard"}));
+}
+
+on_both_backends!(
+    the_token_endpoint_takes_private_key_jwt_and_dpop_only,
+    the_revocation_list_takes_no_bearer_token,
+);
