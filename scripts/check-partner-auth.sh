@@ -3,6 +3,8 @@
 # (target/debug/partner-intake, or target/release/ when given --release):
 # requests-oauth2client with DPoP and private_key_jwt, Authlib with private_key_jwt
 # (scripts/partner_auth_check.py). The auth-server binary beside it registers the keyed client.
+# Then requests-oauth2client against the stack with the FAPI 2.0 profile on
+# (scripts/fapi2_partner_check.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/stack.sh
@@ -21,3 +23,8 @@ secret=$(field client_secret <"$work/data/demo-client.json")
 AUTH_DATABASE_URL="sqlite://$work/data/auth.db?mode=rwc" \
     AUTH_KEY_ENCRYPTION_KEY="$(cat "$work/data/key-encryption-key")" RUST_LOG=warn \
     python3 scripts/partner_auth_check.py "$auth" "$intake" "$id" "$secret" "$auth_bin"
+
+# The same libraries against a FAPI 2.0 deployment: keys and DPoP only.
+stop_stack
+start_stack "$@" AUTH_FAPI2=true INTAKE_FAPI2=true
+python3 scripts/fapi2_partner_check.py "$auth" "$intake" "$work/data"

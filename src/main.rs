@@ -4,7 +4,9 @@
 //! JWKS over loopback HTTP), on SQLite files under `./data/`, with no Redis. On first start
 //! a demo partner client is created and its credentials written to `data/demo-client.json`,
 //! and the intake-api's own client, which reads the revocation list, to
-//! `data/intake-revocations-client.json`.
+//! `data/intake-revocations-client.json`. Under the FAPI 2.0 profile (`AUTH_FAPI2` and
+//! `INTAKE_FAPI2` both on) both clients authenticate with keys made beside them instead
+//! of secrets, as that profile takes no secret.
 
 use std::io::Write;
 use std::path::Path;
@@ -23,15 +25,79 @@ const DEMO_SCOPE: &str = "enquiry:case:intake:create";
 /// What the demo partner is granted: enquiries, and referrals to try from the docs page.
 const DEMO_GRANTED: &str = "enquiry:case:intake:create enquiry:referral:create";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
+/// Under FAPI 2.0: the demo partner's private key (PEM, and as a JWK for the libraries
+/// that read one) and the intake-api's client's.
+const DEMO_KEY_FILE: &str = "data/demo-client-key.pem";
+const DEMO_JWK_FILE: &str = "data/demo-client-key.jwk.json";
+const RESOURCE_KEY_FILE: &str = "data/intake-revocations-client-key.pem";
+
+/// A P-256 key the launcher keeps in `pem_file` (made on first use, readable only by its
+/// owner): its private JWK, whose public half is what the client is registered with.
+fn kept_key(pem_file: &str) -> anyhow::Result<Value> {
+    use aws_lc_rs::encoding::AsBigEndian;
+    use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+    let pem = match std::fs::read_to_string(pem_file) {
+        Ok(pem) => pem,
+        Err(_) => {
+            let rng = aws_lc_rs::rand::SystemRandom::new();
+            let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+                .map_err(|_| anyhow::anyhow!("no P-256 key could be made"))?;
+            let body = base64::engine::general_purpose::STANDARD.encode(pkcs8.as_ref());
+            let lines: Vec<String> = body
+                .as_bytes()
+                .chunks(64)
+                .map(|c| String::from_utf8_lossy(c).into_owned())
+                .collect();
+            let pem = format!(
+                "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+                lines.join("\n")
+            );
+            write_private(Path::new(pem_file), pem.as_bytes())?;
+            pem
+        }
+    };
+    let der: String = pem.lines().filter(|l| !l.starts_with("-----")).collect();
+    let der = base64::engine::general_purpose::STANDARD
+        .decode(der)
+        .with_context(|| format!("{pem_file} is not a PEM file"))?;
+    let pair = EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &der)
+        .map_err(|_| anyhow::anyhow!("{pem_file} is not a P-256 private key"))?;
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let point = pair.public_key().as_ref();
+    let d = pair
+        .private_key()
+        .as_be_bytes()
+        .map_err(|_| anyhow::anyhow!("{pem_file}: the private key cannot be read"))?;
+    let (x, y) = (b64(&point[1..33]), b64(&point[33..]));
+    // Its RFC 7638 thumbprint names it: libraries put a `kid` in the assertions they sign.
+    let members = format!(r#"{{"crv":"P-256","kty":"EC","x":"{x}","y":"{y}"}}"#);
+    let kid =
+        b64(aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, members.as_bytes()).as_ref());
+    Ok(json!({
+        "kty": "EC", "crv": "P-256", "alg": "ES256", "kid": kid,
+        "x": x, "y": y, "d": b64(d.as_ref()),
+    }))
+}
+
+/// The public half of a private JWK, as a JWKS file `client create --jwks-file` reads.
+fn public_jwks_file(private: &Value, file: &Path) -> anyhow::Result<()> {
+    let mut public = private.clone();
+    if let Some(members) = public.as_object_mut() {
+        members.remove("d");
+    }
+    write_private(file, json!({"keys": [public]}).to_string().as_bytes())
+}
 
 /// A client the launcher keeps in `file`: the one of an earlier start while it still
 /// exists and is enabled; otherwise a new one named `name` (numbered after any earlier
-/// ones), granted `scopes`.
+/// ones), granted `scopes`, with a secret, or with the public half of `key` (a private
+/// JWK) for private_key_jwt.
 async fn kept_client(
     config: &auth_server::config::Config,
     file: &str,
     name: &str,
     scopes: &str,
+    key: Option<&Value>,
 ) -> anyhow::Result<Value> {
     let clients = auth_server::cli::client(config, ClientCommand::List).await?;
     let clients = clients.as_array().map(Vec::as_slice).unwrap_or_default();
@@ -54,19 +120,34 @@ async fn kept_client(
         0 => name.to_owned(),
         n => format!("{name} {}", n + 1),
     };
+    let jwks_file = match key {
+        Some(key) => {
+            let path = Path::new(file).with_extension("jwks.json");
+            public_jwks_file(key, &path)?;
+            Some(path)
+        }
+        None => None,
+    };
     let created = auth_server::cli::client(
         config,
         ClientCommand::Create {
             name,
             scopes: scopes.into(),
             brands: None,
-            auth_method: Default::default(),
-            jwks_file: None,
+            auth_method: match key {
+                Some(_) => auth_server::store::AuthMethod::PrivateKeyJwt,
+                None => Default::default(),
+            },
+            jwks_file: jwks_file.clone(),
             jwks_uri: None,
             sandbox: false,
         },
     )
-    .await?;
+    .await;
+    if let Some(path) = jwks_file {
+        let _ = std::fs::remove_file(path);
+    }
+    let created = created?;
     write_private(Path::new(file), &serde_json::to_vec_pretty(&created)?)?;
     Ok(created)
 }
@@ -107,6 +188,26 @@ fn local_key_encryption_key(file: &str) -> anyhow::Result<String> {
     let encoded = base64::engine::general_purpose::STANDARD.encode(bytes);
     write_private(path, encoded.as_bytes())?;
     Ok(encoded)
+}
+
+/// Under FAPI 2.0 every call needs a fresh DPoP proof, which curl cannot make: the banner
+/// names the key files for a library to use instead.
+fn fapi2_banner(demo: &Value, auth_url: &str, intake_url: &str) -> String {
+    format!(
+        r#"
+Partner Intake is running, FAPI 2.0 profile (private_key_jwt and DPoP only).
+  auth-server: {auth_url}   (docs: {auth_url}/docs)
+  intake-api:  {intake_url}   (docs: {intake_url}/docs)
+
+Demo partner (saved in {DEMO_FILE}):
+  client_id:   {id}
+  private key: {DEMO_KEY_FILE} (PEM), {DEMO_JWK_FILE} (JWK), ES256
+
+Every token request and call needs a DPoP proof: use a library (README, "A FAPI 2.0
+deployment"), e.g. requests-oauth2client with PrivateKeyJwt and dpop_bound_access_tokens=True.
+"#,
+        id = demo["client_id"].as_str().unwrap_or_default(),
+    )
 }
 
 /// The enquiry the banner's curl command submits: the tests' own purchase fixture.
@@ -166,19 +267,42 @@ async fn main() -> anyhow::Result<()> {
     intake_config.database.migrate.get_or_insert(true);
     let _logs = service_kit::telemetry::init_tracing(auth_config.logs.log_format);
 
+    anyhow::ensure!(
+        auth_config.fapi2 == intake_config.fapi2,
+        "AUTH_FAPI2 and INTAKE_FAPI2 differ: the two services run one profile, so set both"
+    );
+    let fapi2 = auth_config.fapi2;
     let auth = auth_server::startup::Application::build(auth_config.clone()).await?;
-    let demo = kept_client(&auth_config, DEMO_FILE, "Demo partner", DEMO_GRANTED).await?;
+    let demo_key = fapi2.then(|| kept_key(DEMO_KEY_FILE)).transpose()?;
+    if let Some(key) = &demo_key {
+        write_private(Path::new(DEMO_JWK_FILE), &serde_json::to_vec_pretty(key)?)?;
+    }
+    let demo = kept_client(
+        &auth_config,
+        DEMO_FILE,
+        "Demo partner",
+        DEMO_GRANTED,
+        demo_key.as_ref(),
+    )
+    .await?;
     if intake_config.revocations_client_id.is_none() {
+        let own_key = fapi2.then(|| kept_key(RESOURCE_KEY_FILE)).transpose()?;
         let own = kept_client(
             &auth_config,
             RESOURCE_CLIENT_FILE,
             "Intake API revocation reader",
             shared::claims::scopes::REVOCATIONS_READ,
+            own_key.as_ref(),
         )
         .await?;
         intake_config.revocations_client_id = own["client_id"].as_str().map(str::to_owned);
-        intake_config.revocations_client_secret =
-            Some(own["client_secret"].as_str().unwrap_or_default().parse()?);
+        if fapi2 {
+            intake_config.revocations_client_key_file = Some(RESOURCE_KEY_FILE.into());
+            intake_config.revocations_client_key_alg = "ES256".into();
+        } else {
+            intake_config.revocations_client_secret =
+                Some(own["client_secret"].as_str().unwrap_or_default().parse()?);
+        }
     }
     let intake = intake_api::startup::Application::build(intake_config.clone()).await?;
     let auth_url = format!(
@@ -195,7 +319,11 @@ async fn main() -> anyhow::Result<()> {
             .bind
             .replace(":0", &format!(":{}", intake.port()))
     );
-    println!("{}", banner(&demo, &auth_url, &intake_url));
+    if fapi2 {
+        println!("{}", fapi2_banner(&demo, &auth_url, &intake_url));
+    } else {
+        println!("{}", banner(&demo, &auth_url, &intake_url));
+    }
 
     // One signal stops both services; each finishes its in-flight requests first.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);

@@ -12,6 +12,7 @@ mod cli;
 mod dpop;
 mod enquiry_properties;
 mod erasure;
+mod fapi2;
 mod faults;
 mod hostile_input;
 mod idempotency;

@@ -1,0 +1,298 @@
+//! The FAPI 2.0 profile end to end: an auth-server with `AUTH_FAPI2` and an intake-api with
+//! `INTAKE_FAPI2`. The intake-api reads the revocation list with its own private_key_jwt
+//! client and DPoP-bound tokens; a partner with a key and the partner client's DPoP calls
+//! it; nothing is taken as a bearer token, and no proof signed outside the profile's
+//! algorithms.
+
+use std::time::Duration;
+
+use auth_server::config::ClientCommand;
+use auth_server::store::AuthMethod as Registration;
+use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
+use partner_client::{
+    AccessToken, AssertionAlgorithm, AssertionKey, AuthMethod, Credentials, DEFAULT_RENEW_BEFORE,
+    DpopKey, TokenSource,
+};
+use serde_json::{Value, json};
+use shared::claims::scopes::REVOCATIONS_READ;
+use test_support::on_both_backends;
+
+use crate::helpers::{
+    AuthServer, Backend, ENQUIRY, IntakeServer, Reply, TestDb, eventually, fresh_email, metric,
+    purchase_enquiry,
+};
+
+const INTAKE: &str = "enquiry:case:intake:create";
+
+/// A P-256 private key as a PEM file, and its public JWK; the file is removed when dropped.
+struct KeyFile {
+    path: std::path::PathBuf,
+    pem: Vec<u8>,
+    jwk: Value,
+}
+
+impl KeyFile {
+    fn generate() -> Self {
+        let rng = aws_lc_rs::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng).unwrap();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, pkcs8.as_ref()).unwrap();
+        let point = pair.public_key().as_ref();
+        let body = STANDARD.encode(pkcs8.as_ref());
+        let lines: Vec<&str> = body
+            .as_bytes()
+            .chunks(64)
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect();
+        let pem = format!(
+            "-----BEGIN PRIVATE KEY-----\n{}\n-----END PRIVATE KEY-----\n",
+            lines.join("\n")
+        );
+        let path = std::env::temp_dir().join(format!("key-{}.pem", uuid::Uuid::new_v4()));
+        std::fs::write(&path, &pem).unwrap();
+        Self {
+            path,
+            pem: pem.into_bytes(),
+            jwk: json!({
+                "kty": "EC", "crv": "P-256",
+                "x": URL_SAFE_NO_PAD.encode(&point[1..33]),
+                "y": URL_SAFE_NO_PAD.encode(&point[33..]),
+            }),
+        }
+    }
+
+    fn assertion_key(&self) -> AssertionKey {
+        AssertionKey::from_pem(AssertionAlgorithm::ES256, &self.pem).unwrap()
+    }
+}
+
+impl Drop for KeyFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+/// Registers a private_key_jwt client granted `scope`, whose key is `key`'s; its id.
+async fn register(auth: &AuthServer, key: &KeyFile, scope: &str) -> String {
+    let jwks = std::env::temp_dir().join(format!("jwks-{}.json", uuid::Uuid::new_v4()));
+    std::fs::write(&jwks, json!({"keys": [key.jwk]}).to_string()).unwrap();
+    let created = auth
+        .client_cmd(ClientCommand::Create {
+            name: format!("FAPI client {}", uuid::Uuid::new_v4().simple()),
+            scopes: scope.into(),
+            brands: None,
+            auth_method: Registration::PrivateKeyJwt,
+            jwks_file: Some(jwks.clone()),
+            jwks_uri: None,
+            sandbox: false,
+        })
+        .await
+        .expect("client create");
+    let _ = std::fs::remove_file(&jwks);
+    created["client_id"].as_str().unwrap().to_owned()
+}
+
+/// Both services with the profile on, and a keyed partner.
+struct Fapi2 {
+    auth: AuthServer,
+    intake: IntakeServer,
+    partner: String,
+    partner_key: KeyFile,
+    _reader_key: KeyFile,
+    _dbs: (TestDb, TestDb),
+}
+
+impl Fapi2 {
+    async fn start(backend: Backend) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let auth_db = TestDb::auth(backend).await;
+        let auth = AuthServer::start(&auth_db.url, |c| {
+            c.listen.bind = format!("127.0.0.1:{port}");
+            c.issuer = format!("http://127.0.0.1:{port}");
+            c.fapi2 = true;
+        })
+        .await
+        .expect("auth-server starts");
+        let reader_key = KeyFile::generate();
+        let reader = register(&auth, &reader_key, REVOCATIONS_READ).await;
+        let intake_db = TestDb::intake(backend).await;
+        let jwks_url = format!("{}/.well-known/jwks.json", auth.base_url());
+        let intake = IntakeServer::start_with_jwks(&intake_db.url, &jwks_url, |c| {
+            c.issuer = auth.config.issuer().to_owned();
+            c.audience = auth.config.audience.clone();
+            c.revocations_client_id = Some(reader);
+            c.revocations_client_secret = None;
+            c.revocations_client_key_file = Some(reader_key.path.clone());
+            c.revocations_client_key_alg = "ES256".into();
+            c.fapi2 = true;
+        })
+        .await
+        .expect("intake-api starts");
+        let partner_key = KeyFile::generate();
+        let partner = register(&auth, &partner_key, INTAKE).await;
+        Self {
+            auth,
+            intake,
+            partner,
+            partner_key,
+            _reader_key: reader_key,
+            _dbs: (auth_db, intake_db),
+        }
+    }
+
+    /// The partner client's token source: private_key_jwt and DPoP.
+    fn tokens(&self) -> TokenSource {
+        TokenSource::new(
+            reqwest::Client::new(),
+            format!("{}/oauth/token", self.auth.base_url())
+                .parse()
+                .unwrap(),
+            Credentials::with_key(&self.partner, self.partner_key.assertion_key()),
+            AuthMethod::Post,
+            INTAKE.to_owned(),
+            DEFAULT_RENEW_BEFORE,
+        )
+        .with_dpop(DpopKey::generate().unwrap())
+    }
+
+    fn enquiry_url(&self) -> String {
+        format!("{}{ENQUIRY}", self.intake.base_url())
+    }
+
+    /// An enquiry sent with `authorization` and `proof`.
+    async fn send(&self, authorization: Option<&str>, proof: Option<&str>) -> Reply {
+        let mut request = reqwest::Client::new()
+            .post(self.enquiry_url())
+            .json(&purchase_enquiry("brand_a", &fresh_email()));
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        if let Some(proof) = proof {
+            request = request.header("dpop", proof);
+        }
+        Reply::read(request.send().await.unwrap()).await
+    }
+
+    /// An enquiry with `token` and a fresh proof for it.
+    async fn send_bound(&self, tokens: &TokenSource, token: &AccessToken) -> Reply {
+        let proof = tokens.proof("POST", &self.enquiry_url(), token).unwrap();
+        let proof = proof.expect("a bound token");
+        let header = token.header();
+        self.send(
+            Some(header.to_str().unwrap()),
+            Some(proof.to_str().unwrap()),
+        )
+        .await
+    }
+}
+
+/// A proof for `POST` on `url` beside `token`, whose header names `alg` over an EC key:
+/// refused by its algorithm before its key or signature is looked at.
+fn proof_naming(alg: &str, url: &str, token: &str) -> String {
+    let key = KeyFile::generate();
+    let header = json!({"typ": "dpop+jwt", "alg": alg, "jwk": key.jwk});
+    let claims = json!({
+        "jti": uuid::Uuid::new_v4().to_string(),
+        "htm": "POST",
+        "htu": url,
+        "iat": chrono::Utc::now().timestamp(),
+        "ath": shared::dpop::token_hash(token),
+    });
+    format!(
+        "{}.{}.c2lnbmF0dXJl",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    )
+}
+
+async fn a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms(backend: Backend) {
+    let app = Fapi2::start(backend).await;
+    // Ready: its own client got a DPoP-bound token with an assertion, and read the list.
+    assert!(
+        app.intake.wait_ready().await,
+        "intake-api never became ready"
+    );
+    let health: Value = reqwest::get(format!("{}/healthz", app.intake.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(health["profile"], "fapi2", "{health}");
+
+    let tokens = app.tokens();
+    let token = tokens.current().await.expect("a DPoP-bound token");
+    let bound = token.bound_token().expect("bound").to_owned();
+    let created = app.send_bound(&tokens, &token).await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+
+    let algs = r#"algs="PS256 ES256 EdDSA""#;
+    let as_bearer = app.send(Some(&format!("Bearer {bound}")), None).await;
+    assert_eq!(as_bearer.status, 401, "{:?}", as_bearer.body);
+    let challenge = as_bearer.challenge.unwrap_or_default();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_token""#) && challenge.contains(algs),
+        "{challenge}"
+    );
+    let anonymous = app.send(None, None).await;
+    assert_eq!(anonymous.status, 401);
+    assert_eq!(
+        anonymous.challenge.as_deref(),
+        Some(r#"DPoP algs="PS256 ES256 EdDSA""#)
+    );
+    let rs256 = proof_naming("RS256", &app.enquiry_url(), &bound);
+    let refused = app.send(Some(&format!("DPoP {bound}")), Some(&rs256)).await;
+    assert_eq!(refused.status, 401, "{:?}", refused.body);
+    let challenge = refused.challenge.unwrap_or_default();
+    assert!(
+        challenge.starts_with(r#"DPoP error="invalid_dpop_proof""#) && challenge.contains(algs),
+        "{challenge}"
+    );
+    let http = reqwest::Client::new();
+    let base = app.intake.base_url();
+    for reason in ["bearer_not_accepted", "proof_alg"] {
+        let counted = metric(&http, &base, "intake_auth_failures_total", reason).await;
+        assert!(counted >= 1.0, "{reason} not counted");
+    }
+
+    // The revocation list keeps coming through DPoP: a disabled partner is refused within
+    // seconds, though its token still verifies.
+    app.auth
+        .client_cmd(ClientCommand::Disable {
+            client_id: app.partner.clone(),
+        })
+        .await
+        .unwrap();
+    let refused = eventually(Duration::from_secs(10), || async {
+        let reply = app.send_bound(&tokens, &token).await;
+        (reply.status == 401).then_some(reply)
+    })
+    .await;
+    assert!(refused.is_some(), "the disabled partner was still served");
+}
+
+/// The profile needs the intake-api's own client to use a key: with a secret, the
+/// auth-server would refuse it, so the intake-api does not start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_fapi2_the_intake_api_does_not_start_with_a_client_secret() {
+    let db = TestDb::intake(Backend::Sqlite).await;
+    let refused = IntakeServer::start_with_jwks(&db.url, "http://127.0.0.1:9/jwks.json", |c| {
+        c.fapi2 = true;
+    })
+    .await
+    .err()
+    .expect("no start with a secret under FAPI 2.0");
+    assert!(
+        refused
+            .to_string()
+            .contains("INTAKE_REVOCATIONS_CLIENT_KEY_FILE"),
+        "{refused}"
+    );
+}
+
+on_both_backends!(a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms,);
