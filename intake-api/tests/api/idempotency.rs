@@ -247,7 +247,8 @@ async fn serve_refuses_to_start_without_its_own_client_for_the_revocation_list()
         assert_ne!(code, Some(0), "{settings:?}: {stderr}");
         assert!(
             stderr.contains(
-                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET must be set"
+                "INTAKE_REVOCATIONS_CLIENT_ID and INTAKE_REVOCATIONS_CLIENT_SECRET (or \
+                 INTAKE_REVOCATIONS_CLIENT_KEY_FILE) must be set"
             ),
             "{settings:?}: {stderr}"
         );

@@ -228,7 +228,7 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     let body: serde_json::Value = resp.json().await.expect("JSON body");
     assert_eq!(
         body,
-        json!({"status": "not_ready", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
+        json!({"status": "not_ready", "profile": "standard", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
     );
 
     let auth = AuthServer::start(&auth_db.url, |c| {
