@@ -41,6 +41,7 @@ fuzz_target!(|data: &[u8]| {
         url: "https://intake.example/partners/external/intake",
         access_token: Some("token"),
         now: 1_800_000_000,
+        algorithms: &shared::dpop::ALGORITHMS,
     };
     match verify(proof, expected) {
         Ok(checked) => {
