@@ -12,7 +12,7 @@ use shared::claims::scopes::REVOCATIONS_READ;
 use test_support::on_both_backends;
 
 use crate::helpers::{AuthServer, Backend, INTAKE, ProofKey, TestDb, metrics_text, sample};
-use crate::private_key_jwt::{JWT_BEARER, JwksFile, PartnerKey, claims, send};
+use crate::private_key_jwt::{JWT_BEARER, PartnerKey, claims, register_for as register, send};
 
 /// An auth-server with the profile on, whose issuer is the address it is called at.
 async fn fapi2_server(db: &TestDb) -> AuthServer {
@@ -27,24 +27,6 @@ async fn fapi2_server(db: &TestDb) -> AuthServer {
     })
     .await
     .expect("auth-server starts")
-}
-
-/// Registers a private_key_jwt client granted `scope`, with `keys`; its id.
-async fn register(auth: &AuthServer, keys: &[&PartnerKey], scope: &str) -> String {
-    let file = JwksFile::of(keys);
-    let created = auth
-        .client_cmd(ClientCommand::Create {
-            name: format!("FAPI partner {}", uuid::Uuid::new_v4().simple()),
-            scopes: scope.into(),
-            brands: None,
-            auth_method: AuthMethod::PrivateKeyJwt,
-            jwks_file: Some(file.0.clone()),
-            jwks_uri: None,
-            sandbox: false,
-        })
-        .await
-        .expect("client create");
-    created["client_id"].as_str().unwrap().to_owned()
 }
 
 /// A token request with `assertion`, for `scope`, with `proof` as its `DPoP` header.

@@ -122,11 +122,16 @@ impl Drop for JwksFile {
 
 /// Registers a private_key_jwt partner holding the intake scope with `keys`; its id.
 pub(crate) async fn register(auth: &AuthServer, keys: &[&PartnerKey]) -> String {
+    register_for(auth, keys, INTAKE).await
+}
+
+/// Registers a private_key_jwt client granted `scope` with `keys`; its id.
+pub(crate) async fn register_for(auth: &AuthServer, keys: &[&PartnerKey], scope: &str) -> String {
     let file = JwksFile::of(keys);
     let created = auth
         .client_cmd(ClientCommand::Create {
             name: format!("Keyed partner {}", uuid::Uuid::new_v4().simple()),
-            scopes: INTAKE.into(),
+            scopes: scope.into(),
             brands: None,
             auth_method: AuthMethod::PrivateKeyJwt,
             jwks_file: Some(file.0.clone()),

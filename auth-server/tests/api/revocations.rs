@@ -141,19 +141,8 @@ on_both_backends!(the_revocation_list_is_read_only_with_a_resource_servers_token
 /// thief holding only the token cannot read the list.
 async fn a_dpop_bound_token_sent_as_bearer_is_refused(backend: Backend) {
     let app = TestApp::spawn(backend).await;
-    let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
     let key = crate::helpers::ProofKey::generate();
-    let endpoint = format!(
-        "{}/oauth/token",
-        app.auth.config.issuer.trim_end_matches('/')
-    );
-    let proof = key.proof("POST", &endpoint, None, 0);
-    let (status, body) = app
-        .token_with_proof(&reader_id, &reader_secret, REVOCATIONS_READ, &proof)
-        .await;
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["token_type"], "DPoP", "{body}");
-    let bound = body["access_token"].as_str().expect("a token").to_owned();
+    let (bound, (reader_id, reader_secret)) = bound_reader_token(&app, &key).await;
     assert!(claims_of(&bound)["cnf"]["jkt"].is_string());
 
     let (status, challenge, body) = revocations(&app, Some(&format!("Bearer {bound}"))).await;
@@ -208,8 +197,12 @@ async fn revocations_dpop(
     (status, challenge.unwrap_or_default(), retry_after, body)
 }
 
-/// A resource server's token bound to `key`, from `app`'s auth-server.
-async fn bound_reader_token(app: &TestApp, key: &crate::helpers::ProofKey) -> String {
+/// A new resource server client's token bound to `key`, from `app`'s auth-server, and the
+/// client's id and secret.
+async fn bound_reader_token(
+    app: &TestApp,
+    key: &crate::helpers::ProofKey,
+) -> (String, (String, String)) {
     let (reader_id, reader_secret) = app.auth.create_client(REVOCATIONS_READ).await;
     let endpoint = format!(
         "{}/oauth/token",
@@ -220,7 +213,9 @@ async fn bound_reader_token(app: &TestApp, key: &crate::helpers::ProofKey) -> St
         .token_with_proof(&reader_id, &reader_secret, REVOCATIONS_READ, &proof)
         .await;
     assert_eq!(status, 200, "{body}");
-    body["access_token"].as_str().expect("a token").to_owned()
+    assert_eq!(body["token_type"], "DPoP", "{body}");
+    let token = body["access_token"].as_str().expect("a token").to_owned();
+    (token, (reader_id, reader_secret))
 }
 
 /// A DPoP-bound token reads the list as at the intake-api: under the `DPoP` scheme beside a
@@ -229,7 +224,7 @@ async fn bound_reader_token(app: &TestApp, key: &crate::helpers::ProofKey) -> St
 async fn a_dpop_bound_token_reads_the_list_once_per_fresh_proof_by_its_key(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = crate::helpers::ProofKey::generate();
-    let bound = bound_reader_token(&app, &key).await;
+    let (bound, _) = bound_reader_token(&app, &key).await;
     let url = format!(
         "{}/revocations",
         app.auth.config.issuer.trim_end_matches('/')
@@ -333,7 +328,7 @@ async fn a_dpop_bound_token_reads_the_list_once_per_fresh_proof_by_its_key(backe
 async fn a_dpop_request_fails_closed_while_the_replay_store_is_down(backend: Backend) {
     let app = TestApp::spawn(backend).await;
     let key = crate::helpers::ProofKey::generate();
-    let bound = bound_reader_token(&app, &key).await;
+    let (bound, _) = bound_reader_token(&app, &key).await;
     let closed = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a port")
