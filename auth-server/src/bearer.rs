@@ -34,6 +34,9 @@ pub enum Refusal {
     /// client is to send the request again later, with a new proof.
     #[error("the replay store cannot be reached")]
     Unavailable,
+    /// Server nonces are on, and the proof carries none or one no longer accepted.
+    #[error("a DPoP proof without a current server nonce")]
+    UseNonce,
 }
 
 impl Refusal {
@@ -45,6 +48,7 @@ impl Refusal {
             Self::InsufficientScope => "scope",
             Self::InvalidProof(reason) => reason,
             Self::Unavailable => "replay_store",
+            Self::UseNonce => "use_dpop_nonce",
         }
     }
 }

@@ -113,6 +113,11 @@ pub struct Config {
         action = clap::ArgAction::Set
     )]
     pub fapi2: bool,
+    /// DPoP server nonces (RFC 9449 section 8): every answer carries a `DPoP-Nonce`, and a
+    /// proof must carry a current one (given at most 60 seconds before). On by default
+    /// under FAPI 2.0 (`AUTH_FAPI2`), off otherwise.
+    #[arg(long, env = "AUTH_DPOP_NONCE", action = clap::ArgAction::Set)]
+    pub dpop_nonce: Option<bool>,
     /// How clients' JWKS are fetched and cached: not a setting (the defaults are the
     /// design's); tests shorten the bounds to see them work.
     #[arg(skip = FetchPolicy::default())]
@@ -135,6 +140,12 @@ impl Config {
     /// The deployment profile the switch names.
     pub fn profile(&self) -> shared::profile::Profile {
         shared::profile::Profile::from_switch(self.fapi2)
+    }
+
+    /// Whether DPoP proofs must carry a server nonce: `AUTH_DPOP_NONCE`, or the profile's
+    /// default.
+    pub fn dpop_nonces(&self) -> bool {
+        self.dpop_nonce.unwrap_or(self.fapi2)
     }
 
     /// Where clients' JWKS may be fetched from.

@@ -2,7 +2,7 @@
 //! bound to the proof's key, good only beside proofs made with that key.
 
 use poem::Request;
-use service_kit::replay::DPOP_PROOFS;
+use service_kit::dpop::Unspent;
 
 use crate::error::OAuthError;
 use crate::state::AppState;
@@ -10,7 +10,8 @@ use crate::state::AppState;
 /// The thumbprint of the key the request proves it holds, when it carries a `DPoP` proof for
 /// `POST` on the token endpoint's URL; `None` when it carries none. A proof is good once, at
 /// every replica, for as long as it could be accepted; when that cannot be recorded, the
-/// request is refused as the server's to retry (503).
+/// request is refused as the server's to retry (503). With server nonces on, a proof must
+/// carry a current one (`use_dpop_nonce` otherwise).
 pub async fn proof_key(
     req: &Request,
     state: &AppState,
@@ -31,15 +32,12 @@ pub async fn proof_key(
         algorithms,
     };
     let proof = shared::dpop::verify(proof, expected).map_err(refuse)?;
-    let keep_until =
-        chrono::DateTime::from_timestamp(proof.keep_until(), 0).ok_or(refuse("proof_iat"))?;
-    let first = state
-        .replay
-        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
-        .await
-        .map_err(|_| OAuthError::TemporarilyUnavailable)?;
-    if !first {
-        return Err(refuse("proof_replayed"));
+    let nonces = state.dpop_nonces.as_deref();
+    match service_kit::dpop::spend(&state.replay, nonces, &proof, now).await {
+        Ok(()) => {}
+        Err(Unspent::UseNonce) => return Err(OAuthError::UseDpopNonce),
+        Err(Unspent::Unavailable) => return Err(OAuthError::TemporarilyUnavailable),
+        Err(why @ Unspent::Replayed) => return Err(refuse(why.reason())),
     }
     Ok(Some(proof.jkt))
 }

@@ -11,6 +11,7 @@ const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malform
 const TEMPORARILY_UNAVAILABLE: &str = "The authorization server is currently unable to handle the request due to a temporary overloading or maintenance of the server.";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
 const INVALID_DPOP_PROOF: &str = "The DPoP proof is missing, malformed, or not for this request";
+const USE_DPOP_NONCE: &str = "Authorization server requires nonce in DPoP proof";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
 /// Why a client failed to authenticate. Operators see it in the metric and the log line; the
@@ -123,6 +124,10 @@ pub enum OAuthError {
         /// The algorithms a proof may be signed with, for the hint.
         algorithms: &'static [&'static str],
     },
+    /// The proof carries no nonce, or one this server no longer accepts (RFC 9449 section
+    /// 8): the answer's `DPoP-Nonce` header holds the one to use.
+    #[error("use_dpop_nonce")]
+    UseDpopNonce,
     /// Something failed on our side; details are in the log, not the response.
     #[error("server_error")]
     ServerError,
@@ -152,7 +157,8 @@ impl OAuthError {
             Self::InvalidRequest { .. }
             | Self::UnsupportedGrantType
             | Self::InvalidScope { .. }
-            | Self::InvalidDpopProof { .. } => 400,
+            | Self::InvalidDpopProof { .. }
+            | Self::UseDpopNonce => 400,
             Self::BodyTooLarge => 413,
             Self::InvalidClient { .. } => 401,
             Self::ServerError => 500,
@@ -171,6 +177,7 @@ impl OAuthError {
             Self::InvalidClient { failure, .. } => failure.reason(),
             Self::InvalidScope { .. } => "invalid_scope",
             Self::InvalidDpopProof { reason, .. } => reason,
+            Self::UseDpopNonce => "use_dpop_nonce",
             Self::ServerError => "server_error",
             Self::TemporarilyUnavailable => "temporarily_unavailable",
             Self::TooManyRequests { .. } => "too_many_requests",
@@ -213,6 +220,15 @@ impl OAuthError {
                      endpoint's URL ({reason})",
                     algorithms.join(", ")
                 )),
+            ),
+            Self::UseDpopNonce => (
+                "use_dpop_nonce",
+                USE_DPOP_NONCE,
+                Some(
+                    "Make a new proof with the nonce of this answer's DPoP-Nonce header in its \
+                     `nonce` claim"
+                        .to_owned(),
+                ),
             ),
             Self::ServerError => ("server_error", SERVER_ERROR, None),
             Self::TemporarilyUnavailable => {
@@ -283,6 +299,15 @@ mod tests {
                 Some(
                     "Send one DPoP header: a new proof signed with ES256, PS256, RS256, EdDSA, \
                      for POST on the token endpoint's URL (proof_htu)",
+                ),
+            ),
+            (
+                OAuthError::UseDpopNonce,
+                400,
+                "use_dpop_nonce",
+                Some(
+                    "Make a new proof with the nonce of this answer's DPoP-Nonce header in its \
+                     `nonce` claim",
                 ),
             ),
             (OAuthError::ServerError, 500, "server_error", None),

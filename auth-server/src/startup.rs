@@ -131,6 +131,12 @@ impl Server for Application {
             );
         }
         let replay = ReplayStore::new("auth-server", db.clone(), config.redis_url.as_ref())?;
+        let dpop_nonces = if config.dpop_nonces() {
+            let key = kek.derive_hmac_key(service_kit::dpop::PURPOSE)?;
+            Some(Arc::new(service_kit::dpop::DpopNonces::new(key)))
+        } else {
+            None
+        };
         let registry = Arc::new(Registry::load(db, kek).await?);
         if config.profile().is_fapi2() {
             let snapshot = registry.snapshot();
@@ -173,6 +179,7 @@ impl Server for Application {
                 limits,
                 client_jwks,
                 replay,
+                dpop_nonces,
             }),
         })
     }
@@ -207,9 +214,14 @@ impl Server for Application {
             state.config.profile().name(),
         )
         .data(state.clone())
+        .with(service_kit::dpop::GiveNonces(state.dpop_nonces.clone()))
         // Browsers may call the token endpoint cross-origin (the intake-api's docs page
         // does): no cookies are involved, so any origin is safe.
-        .with(Cors::new().allow_credentials(false))
+        .with(
+            Cors::new()
+                .allow_credentials(false)
+                .expose_header(service_kit::dpop::HEADER),
+        )
         .with(
             RequestTelemetry::new(
                 "auth-server",
@@ -223,6 +235,7 @@ impl Server for Application {
             port,
             issuer = %state.config.issuer(),
             profile = state.config.profile().name(),
+            dpop_nonces = state.dpop_nonces.is_some(),
             "auth-server listening"
         );
         let admin = ops::admin_routes(readyz, state.config.profile().name()).data(state.clone());

@@ -23,6 +23,8 @@ pub struct AppState {
     pub client_jwks: crate::client_jwks::ClientJwks,
     /// The DPoP proofs and client assertions already used, shared by every replica.
     pub replay: service_kit::replay::ReplayStore,
+    /// The DPoP server nonces handed out and required, when they are on.
+    pub dpop_nonces: Option<Arc<service_kit::dpop::DpopNonces>>,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

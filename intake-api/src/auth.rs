@@ -43,6 +43,9 @@ pub enum AuthError {
     /// was sent without its proof; the reason is for logs and metrics.
     #[error("invalid DPoP-bound token: {0}")]
     InvalidBoundToken(&'static str),
+    /// Server nonces are on, and the proof carries none, or one no longer accepted.
+    #[error("DPoP proof without a current server nonce")]
+    UseDpopNonce,
 }
 
 impl AuthError {
@@ -53,6 +56,7 @@ impl AuthError {
             Self::Invalid(r) | Self::Unvetted(r) | Self::InvalidProof(r) => r,
             Self::InvalidBoundToken(r) => r,
             Self::InsufficientScope(_) => "scope",
+            Self::UseDpopNonce => "use_dpop_nonce",
         }
     }
 }

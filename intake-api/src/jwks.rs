@@ -32,6 +32,8 @@ pub(crate) enum Fetched {
     NotModified,
     /// Refused with 401: the token sent is not (or no longer) accepted, or none was sent.
     Unauthorized,
+    /// Refused with 401 for want of a DPoP nonce, which the answer handed out.
+    UseNonce,
     /// A new version: its body and entity tag.
     Changed {
         /// The body.
@@ -42,13 +44,13 @@ pub(crate) enum Fetched {
 }
 
 /// A GET of `url` with `If-None-Match: etag` and, when given, an `Authorization` header
-/// and a `DPoP` proof, bounded in size.
+/// and a `DPoP` proof by a key, which keeps the nonce the answer hands out; bounded in size.
 pub(crate) async fn conditional_get(
     http: &reqwest::Client,
     url: &str,
     etag: Option<String>,
     authorization: Option<reqwest::header::HeaderValue>,
-    proof: Option<reqwest::header::HeaderValue>,
+    proof: Option<(reqwest::header::HeaderValue, &partner_client::DpopKey)>,
 ) -> anyhow::Result<Fetched> {
     let mut request = http.get(url);
     if let Some(etag) = etag {
@@ -57,13 +59,26 @@ pub(crate) async fn conditional_get(
     if let Some(value) = authorization {
         request = request.header(reqwest::header::AUTHORIZATION, value);
     }
-    if let Some(proof) = proof {
+    let key = proof.as_ref().map(|(_, key)| *key);
+    if let Some((proof, _)) = proof {
         request = request.header("DPoP", proof);
     }
     let resp = request.send().await.context("request failed")?;
+    let new_nonce = key.is_some_and(|key| key.remember_nonce(url, resp.headers()));
     match resp.status() {
         reqwest::StatusCode::NOT_MODIFIED => return Ok(Fetched::NotModified),
-        reqwest::StatusCode::UNAUTHORIZED => return Ok(Fetched::Unauthorized),
+        reqwest::StatusCode::UNAUTHORIZED => {
+            let asks_for_nonce = resp
+                .headers()
+                .get(reqwest::header::WWW_AUTHENTICATE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|c| c.contains(r#"error="use_dpop_nonce""#));
+            return Ok(if asks_for_nonce && new_nonce {
+                Fetched::UseNonce
+            } else {
+                Fetched::Unauthorized
+            });
+        }
         _ => {}
     }
     if !resp.status().is_success() {
@@ -247,7 +262,9 @@ impl JwksCache {
         let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let outcome = match conditional_get(&self.http, &self.url, etag, None, None).await {
             Ok(Fetched::NotModified) => Ok("not_modified"),
-            Ok(Fetched::Unauthorized) => Err(anyhow::anyhow!("answered 401 Unauthorized")),
+            Ok(Fetched::Unauthorized | Fetched::UseNonce) => {
+                Err(anyhow::anyhow!("answered 401 Unauthorized"))
+            }
             Ok(Fetched::Changed { body, etag }) => parse_jwks(&body).map(|keys| {
                 tracing::debug!(keys = keys.len(), trigger, "JWKS refreshed");
                 *self.keys.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);

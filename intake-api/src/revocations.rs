@@ -115,16 +115,20 @@ impl RevokedClients {
         }
     }
 
-    /// A conditional fetch with the cached token; when that token is refused (the client's
-    /// secret or the signing key changed), once more with a new one.
+    /// A conditional fetch with the cached token (sent again once with a new proof when the
+    /// auth-server asks for a DPoP nonce); when that token is refused (the client's secret
+    /// or the signing key changed), once more with a new one.
     async fn fetch(&self, etag: Option<String>) -> anyhow::Result<Fetched> {
         let token = self
             .tokens
             .current()
             .await
             .context("no token to read the revocation list with")?;
-        let fetched = self.get(&token, etag.clone()).await?;
-        if !matches!(fetched, Fetched::Unauthorized) {
+        let mut fetched = self.get(&token, etag.clone()).await?;
+        if matches!(fetched, Fetched::UseNonce) {
+            fetched = self.get(&token, etag.clone()).await?;
+        }
+        if !matches!(fetched, Fetched::Unauthorized | Fetched::UseNonce) {
             return Ok(fetched);
         }
         let token = self
@@ -141,6 +145,7 @@ impl RevokedClients {
             .tokens
             .proof("GET", &self.url, token)
             .context("no DPoP proof could be made for the revocation list")?;
+        let proof = proof.zip(self.tokens.dpop_key());
         conditional_get(&self.http, &self.url, etag, Some(token.header()), proof).await
     }
 
@@ -149,7 +154,7 @@ impl RevokedClients {
         let etag = self.etag.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let outcome = match self.fetch(etag).await {
             Ok(Fetched::NotModified) => Ok("not_modified"),
-            Ok(Fetched::Unauthorized) => Err(anyhow::anyhow!(
+            Ok(Fetched::Unauthorized | Fetched::UseNonce) => Err(anyhow::anyhow!(
                 "answered 401: is INTAKE_REVOCATIONS_CLIENT_ID a client granted revocations:read?"
             )),
             Ok(Fetched::Changed { body, etag }) => serde_json::from_slice::<RevocationList>(&body)

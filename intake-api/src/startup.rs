@@ -235,6 +235,7 @@ impl Server for Application {
             state.config.profile().name(),
         )
         .data(state.clone())
+        .with(service_kit::dpop::GiveNonces(state.dpop_nonces.clone()))
         .with(
             RequestTelemetry::new(
                 "intake-api",
@@ -246,6 +247,7 @@ impl Server for Application {
         tracing::info!(
             port = self.listeners.port(),
             profile = state.config.profile().name(),
+            dpop_nonces = state.dpop_nonces.is_some(),
             "intake-api listening"
         );
         if state.config.profile().is_fapi2() {

@@ -35,6 +35,8 @@ pub struct AppState {
     pub limiter: RateLimiter,
     /// The DPoP proofs already used, shared by every replica.
     pub replay: ReplayStore,
+    /// The DPoP server nonces handed out and required, when they are on.
+    pub dpop_nonces: Option<Arc<service_kit::dpop::DpopNonces>>,
     /// Sandbox submissions whose first try failed on purpose.
     pub sandbox_tries: crate::sandbox::FirstTries,
 }
@@ -47,6 +49,11 @@ impl AppState {
         let kek = config.kek()?;
         let answer_keys = AnswerKeys::new(&kek)?;
         let webhook_secrets = SecretSeal::new(&kek)?;
+        let dpop_nonces = if config.dpop_nonces() {
+            Some(Arc::new(service_kit::dpop::DpopNonces::from_kek(&kek)?))
+        } else {
+            None
+        };
         let credentials = config.revocations_credentials()?;
         let db = migration::SCHEMA
             .connect_serving(
@@ -109,6 +116,7 @@ impl AppState {
             verifier,
             limiter,
             replay,
+            dpop_nonces,
             sandbox_tries: Default::default(),
         })
     }

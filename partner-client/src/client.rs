@@ -306,13 +306,23 @@ impl Client {
         key: Option<&IdempotencyKey>,
         success: &[u16],
     ) -> Result<Answer<T>, Error> {
-        let token = self.inner.tokens.current().await?;
+        let mut token = self.inner.tokens.current().await?;
         let mut resp = self.send(&method, url, body, key, &token).await?;
-        if resp.status() == reqwest::StatusCode::UNAUTHORIZED {
-            // Revoked key, disabled and re-enabled client, clock skew: a new token may pass.
-            // Once only: a second 401 will not be cured by a third token.
-            let fresh = self.inner.tokens.replace(&token).await?;
-            resp = self.send(&method, url, body, key, &fresh).await?;
+        let (mut nonce_retried, mut token_replaced) = (false, false);
+        while resp.status() == reqwest::StatusCode::UNAUTHORIZED {
+            if !nonce_retried && self.asks_for_nonce(url, &resp) {
+                // The server hands out DPoP nonces and this proof had none it still takes:
+                // the answer brought one, and the same token goes again with it.
+                nonce_retried = true;
+            } else if !token_replaced {
+                // Revoked key, disabled and re-enabled client, clock skew: a new token may
+                // pass. Once only: a second 401 will not be cured by a third token.
+                token_replaced = true;
+                token = self.inner.tokens.replace(&token).await?;
+            } else {
+                break;
+            }
+            resp = self.send(&method, url, body, key, &token).await?;
         }
         read(resp, success).await
     }
@@ -346,7 +356,24 @@ impl Client {
         if let Some(key) = key {
             req = req.header("Idempotency-Key", key.0.clone());
         }
-        req.send().await.map_err(Error::Http)
+        let resp = req.send().await.map_err(Error::Http)?;
+        if let Some(dpop) = self.inner.tokens.dpop_key() {
+            dpop.remember_nonce(url.as_str(), resp.headers());
+        }
+        Ok(resp)
+    }
+
+    /// Whether a 401 asks for a DPoP nonce (RFC 9449 section 9) that this client now has.
+    fn asks_for_nonce(&self, url: &reqwest::Url, resp: &reqwest::Response) -> bool {
+        let Some(dpop) = self.inner.tokens.dpop_key() else {
+            return false;
+        };
+        let challenge = resp
+            .headers()
+            .get(WWW_AUTHENTICATE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        challenge.contains(r#"error="use_dpop_nonce""#) && dpop.nonce_for(url.as_str()).is_some()
     }
 }
 

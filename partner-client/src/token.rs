@@ -344,6 +344,11 @@ impl TokenSource {
         self
     }
 
+    /// The key tokens are bound to, when they are.
+    pub fn dpop_key(&self) -> Option<&DpopKey> {
+        self.dpop.as_ref()
+    }
+
     /// The `DPoP` header value for a call of `method` on `url` with `token`, when the token
     /// is DPoP-bound; `None` for a bearer token.
     pub fn proof(
@@ -414,8 +419,50 @@ impl TokenSource {
         }
     }
 
-    /// One token request.
+    /// One token request, sent again once when the server asks for a DPoP nonce it has
+    /// just handed out (RFC 9449 section 8): with a new proof, and a new assertion.
     async fn request(&self) -> Result<Cached, TokenError> {
+        let mut sent = self.send().await?;
+        if sent.asks_for_nonce {
+            sent = self.send().await?;
+        }
+        let Sent {
+            status,
+            retry_after,
+            bytes,
+            requested,
+            ..
+        } = sent;
+        if status != 200 {
+            return match serde_json::from_slice::<OAuthErrorBody>(&bytes) {
+                Ok(body) => Err(TokenError::Refused {
+                    status,
+                    body,
+                    retry_after,
+                }),
+                Err(_) => Err(TokenError::UnexpectedResponse { status }),
+            };
+        }
+        let unexpected = TokenError::UnexpectedResponse { status };
+        let answer: AccessTokenResponse =
+            serde_json::from_slice(&bytes).map_err(|_| unexpected.clone())?;
+        // A DPoP-bound token is asked for with a proof and comes as `DPoP`; a bearer one,
+        // had any way, is never taken for one.
+        let bound = match (answer.token_type.to_ascii_lowercase().as_str(), &self.dpop) {
+            ("bearer", None) => false,
+            ("dpop", Some(_)) => true,
+            _ => return Err(unexpected),
+        };
+        if answer.expires_in <= 0 {
+            return Err(unexpected);
+        }
+        let expires_in = Duration::from_secs(answer.expires_in.unsigned_abs());
+        let token = AccessToken::new(&answer.access_token, bound).ok_or(unexpected)?;
+        Ok(Cached::new(token, requested, expires_in, self.renew_before))
+    }
+
+    /// Sends one token request, keeping the DPoP nonce the answer carries.
+    async fn send(&self) -> Result<Sent, TokenError> {
         let id = self.credentials.client_id.as_str();
         let mut body = TokenRequest {
             grant_type: "client_credentials",
@@ -453,34 +500,36 @@ impl TokenSource {
         let resp = req.send().await.map_err(http_error)?;
         let status = resp.status().as_u16();
         let retry_after = crate::error::retry_after(resp.headers().get(RETRY_AFTER));
-        let bytes = resp.bytes().await.map_err(http_error)?;
-        if status != 200 {
-            return match serde_json::from_slice::<OAuthErrorBody>(&bytes) {
-                Ok(body) => Err(TokenError::Refused {
-                    status,
-                    body,
-                    retry_after,
-                }),
-                Err(_) => Err(TokenError::UnexpectedResponse { status }),
-            };
-        }
-        let unexpected = TokenError::UnexpectedResponse { status };
-        let answer: AccessTokenResponse =
-            serde_json::from_slice(&bytes).map_err(|_| unexpected.clone())?;
-        // A DPoP-bound token is asked for with a proof and comes as `DPoP`; a bearer one,
-        // had any way, is never taken for one.
-        let bound = match (answer.token_type.to_ascii_lowercase().as_str(), &self.dpop) {
-            ("bearer", None) => false,
-            ("dpop", Some(_)) => true,
-            _ => return Err(unexpected),
-        };
-        if answer.expires_in <= 0 {
-            return Err(unexpected);
-        }
-        let expires_in = Duration::from_secs(answer.expires_in.unsigned_abs());
-        let token = AccessToken::new(&answer.access_token, bound).ok_or(unexpected)?;
-        Ok(Cached::new(token, requested, expires_in, self.renew_before))
+        let new_nonce = self
+            .dpop
+            .as_ref()
+            .is_some_and(|key| key.remember_nonce(self.token_url.as_str(), resp.headers()));
+        let bytes = resp.bytes().await.map_err(http_error)?.to_vec();
+        let asks_for_nonce = new_nonce
+            && status == 400
+            && serde_json::from_slice::<OAuthErrorBody>(&bytes)
+                .is_ok_and(|b| b.error == USE_DPOP_NONCE);
+        Ok(Sent {
+            status,
+            retry_after,
+            bytes,
+            requested,
+            asks_for_nonce,
+        })
     }
+}
+
+/// The error code of a server asking for a DPoP nonce (RFC 9449 sections 8 and 9).
+pub(crate) const USE_DPOP_NONCE: &str = "use_dpop_nonce";
+
+/// A token request's answer, read.
+struct Sent {
+    status: u16,
+    retry_after: Option<Duration>,
+    bytes: Vec<u8>,
+    requested: Instant,
+    /// The server refused the proof for its nonce, and handed out a new one.
+    asks_for_nonce: bool,
 }
 
 fn http_error(e: reqwest::Error) -> TokenError {

@@ -11,8 +11,10 @@ use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, ThumbprintHash};
-use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use jsonwebtoken::{Algorithm, DecodingKey};
 use serde::Deserialize;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock};
 
 /// The `typ` of a proof's header.
 pub const PROOF_TYP: &str = "dpop+jwt";
@@ -61,6 +63,9 @@ pub struct VerifiedProof {
     pub jti: String,
     /// When the proof says it was made, in seconds since the epoch.
     pub iat: i64,
+    /// The server nonce the proof carries (RFC 9449 section 8), if any: the caller checks
+    /// it when it hands nonces out.
+    pub nonce: Option<String>,
 }
 
 impl VerifiedProof {
@@ -110,6 +115,7 @@ struct ProofClaims {
     htu: Option<String>,
     iat: Option<i64>,
     ath: Option<String>,
+    nonce: Option<String>,
 }
 
 /// Members that only a private or symmetric key has: a proof carrying one is refused, as
@@ -123,47 +129,36 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     if proof.is_empty() || proof.len() > MAX_PROOF_BYTES {
         return Err("proof_size");
     }
-    let header = raw_header(proof)?;
-    if header.get("typ").and_then(|t| t.as_str()) != Some(PROOF_TYP) {
-        return Err("proof_typ");
-    }
-    let alg = header.get("alg").and_then(|a| a.as_str());
-    if !alg.is_some_and(|a| expected.algorithms.contains(&a)) {
+    let (signing_input, signature) = proof.rsplit_once('.').ok_or("proof_malformed")?;
+    let (header, claims) = signing_input
+        .split_once('.')
+        .filter(|(_, claims)| !claims.contains('.'))
+        .ok_or("proof_malformed")?;
+    let (key, cached) = match ProofKey::cached(header) {
+        Some(key) => (key, true),
+        None => (
+            Arc::new(ProofKey::read(header, expected.algorithms)?),
+            false,
+        ),
+    };
+    // The profile's list is checked here too: a header read under another list is cached.
+    if !expected.algorithms.contains(&key.alg) {
         return Err("proof_alg");
     }
-    let algorithm = match alg {
-        Some("ES256") => Algorithm::ES256,
-        Some("PS256") => Algorithm::PS256,
-        Some("RS256") => Algorithm::RS256,
-        Some("EdDSA") => Algorithm::EdDSA,
-        _ => return Err("proof_alg"),
-    };
-    if header.get("crit").is_some() {
-        return Err("proof_crit");
+    let signed =
+        jsonwebtoken::crypto::verify(signature, signing_input.as_bytes(), &key.key, key.algorithm)
+            .map_err(|_| "proof_malformed")?;
+    if !signed {
+        return Err("proof_signature");
     }
-    let raw_jwk = header
-        .get("jwk")
-        .and_then(|j| j.as_object())
-        .ok_or("proof_jwk")?;
-    if PRIVATE_MEMBERS.iter().any(|m| raw_jwk.contains_key(*m)) {
-        return Err("proof_private_key");
+    // Only headers whose key made a good signature are kept, each read once.
+    if !cached {
+        ProofKey::keep(header, key.clone());
     }
-    let jwk: Jwk = serde_json::from_value(serde_json::Value::Object(raw_jwk.clone()))
-        .map_err(|_| "proof_jwk")?;
-    if !key_fits(&jwk.algorithm, algorithm) {
-        return Err("proof_jwk");
-    }
-    let key = DecodingKey::from_jwk(&jwk).map_err(|_| "proof_jwk")?;
-    let mut validation = Validation::new(algorithm);
-    validation.set_required_spec_claims::<&str>(&[]);
-    validation.validate_exp = false;
-    validation.validate_aud = false;
-    let claims = jsonwebtoken::decode::<ProofClaims>(proof, &key, &validation)
-        .map_err(|e| match e.kind() {
-            jsonwebtoken::errors::ErrorKind::InvalidSignature => "proof_signature",
-            _ => "proof_malformed",
-        })?
-        .claims;
+    let claims = URL_SAFE_NO_PAD
+        .decode(claims)
+        .map_err(|_| "proof_malformed")?;
+    let claims: ProofClaims = serde_json::from_slice(&claims).map_err(|_| "proof_malformed")?;
     let jti = claims
         .jti
         .filter(|j| !j.is_empty() && j.len() <= MAX_JTI_CHARS && !j.chars().any(char::is_control))
@@ -184,24 +179,95 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     {
         return Err("proof_ath");
     }
-    let jkt = jwk
-        .thumbprint(ThumbprintHash::SHA256)
-        .map_err(|_| "proof_jwk")?;
-    Ok(VerifiedProof { jkt, jti, iat })
+    Ok(VerifiedProof {
+        jkt: key.jkt.clone(),
+        jti,
+        iat,
+        nonce: claims.nonce,
+    })
 }
 
-/// The proof's JOSE header as JSON, read without trusting anything in it yet.
-fn raw_header(proof: &str) -> Result<serde_json::Map<String, serde_json::Value>, Refusal> {
-    let mut parts = proof.split('.');
-    let (Some(header), Some(_), Some(_), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err("proof_malformed");
-    };
-    let bytes = URL_SAFE_NO_PAD
-        .decode(header)
-        .map_err(|_| "proof_malformed")?;
-    serde_json::from_slice(&bytes).map_err(|_| "proof_malformed")
+/// What a proof's header says, once checked: its algorithm, its key ready to verify with,
+/// and the key's thumbprint. A client signs every proof with the same key, so its proofs
+/// share one header, and the header's work (JSON, the JWK, the thumbprint) is done once.
+struct ProofKey {
+    alg: &'static str,
+    algorithm: Algorithm,
+    key: DecodingKey,
+    jkt: String,
+}
+
+/// How many proof headers are remembered: a few per client; when full, all are forgotten.
+const CACHED_HEADERS: usize = 4096;
+
+fn header_cache() -> &'static RwLock<HashMap<String, Arc<ProofKey>>> {
+    static HEADERS: OnceLock<RwLock<HashMap<String, Arc<ProofKey>>>> = OnceLock::new();
+    HEADERS.get_or_init(Default::default)
+}
+
+impl ProofKey {
+    fn cached(header: &str) -> Option<Arc<Self>> {
+        let cache = header_cache().read().unwrap_or_else(|e| e.into_inner());
+        cache.get(header).cloned()
+    }
+
+    fn keep(header: &str, key: Arc<Self>) {
+        let mut cache = header_cache().write().unwrap_or_else(|e| e.into_inner());
+        if cache.len() >= CACHED_HEADERS {
+            cache.clear();
+        }
+        cache.insert(header.to_owned(), key);
+    }
+
+    /// Reads a proof's base64url JOSE header, trusting nothing in it: the `typ`, an
+    /// algorithm of `algorithms`, no critical extension, and one public key of the kind the
+    /// algorithm signs with.
+    fn read(header: &str, algorithms: &[&str]) -> Result<Self, Refusal> {
+        let bytes = URL_SAFE_NO_PAD
+            .decode(header)
+            .map_err(|_| "proof_malformed")?;
+        let header: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_slice(&bytes).map_err(|_| "proof_malformed")?;
+        if header.get("typ").and_then(|t| t.as_str()) != Some(PROOF_TYP) {
+            return Err("proof_typ");
+        }
+        let alg = header.get("alg").and_then(|a| a.as_str());
+        if !alg.is_some_and(|a| algorithms.contains(&a)) {
+            return Err("proof_alg");
+        }
+        let (alg, algorithm) = match alg {
+            Some("ES256") => ("ES256", Algorithm::ES256),
+            Some("PS256") => ("PS256", Algorithm::PS256),
+            Some("RS256") => ("RS256", Algorithm::RS256),
+            Some("EdDSA") => ("EdDSA", Algorithm::EdDSA),
+            _ => return Err("proof_alg"),
+        };
+        if header.get("crit").is_some() {
+            return Err("proof_crit");
+        }
+        let raw_jwk = header
+            .get("jwk")
+            .and_then(|j| j.as_object())
+            .ok_or("proof_jwk")?;
+        if PRIVATE_MEMBERS.iter().any(|m| raw_jwk.contains_key(*m)) {
+            return Err("proof_private_key");
+        }
+        let jwk: Jwk = serde_json::from_value(serde_json::Value::Object(raw_jwk.clone()))
+            .map_err(|_| "proof_jwk")?;
+        if !key_fits(&jwk.algorithm, algorithm) {
+            return Err("proof_jwk");
+        }
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| "proof_jwk")?;
+        let jkt = jwk
+            .thumbprint(ThumbprintHash::SHA256)
+            .map_err(|_| "proof_jwk")?;
+        Ok(Self {
+            alg,
+            algorithm,
+            key,
+            jkt,
+        })
+    }
 }
 
 /// Whether `jwk` is a key of the kind `algorithm` signs with: the header's `alg` alone never
@@ -235,6 +301,10 @@ fn modulus_bits(n: &[u8]) -> usize {
 /// Whether a proof's `htu` names `url`: the same scheme, host, port and path, the query and
 /// fragment of either left out (RFC 9449 section 4.3).
 fn same_target(htu: &str, url: &str) -> bool {
+    // As clients send it, most often: the URL itself, which needs no parsing.
+    if htu == url {
+        return true;
+    }
     let target = |u: &str| {
         url::Url::parse(u).ok().map(|u| {
             (

@@ -16,7 +16,7 @@ use serde::Serialize;
 use shared::claims::scopes;
 use shared::error::OAuthErrorBody;
 
-use service_kit::replay::DPOP_PROOFS;
+use service_kit::dpop::Unspent;
 
 use crate::bearer::Refusal;
 use crate::client_keys::SIGNING_ALGORITHMS;
@@ -81,7 +81,8 @@ pub enum RevocationsResponse {
     /// `invalid_token`: no token, or one that does not verify, has expired, or belongs to
     /// a disabled client, or a DPoP-bound one sent as a bearer token or with a proof by
     /// another key; `invalid_dpop_proof`: a bound token's proof is missing, used before,
-    /// or not made for this request.
+    /// or not made for this request; `use_dpop_nonce`: server nonces are on and the proof
+    /// lacks the current one, which the `DPoP-Nonce` header of every answer carries.
     #[oai(status = 401)]
     Unauthorized(
         Json<OAuthErrorBody>,
@@ -117,6 +118,10 @@ impl RevocationsResponse {
             Refusal::InvalidProof(_) => (
                 Some("invalid_dpop_proof"),
                 "The DPoP proof is missing, was used before, or was not made for this request.",
+            ),
+            Refusal::UseNonce => (
+                Some("use_dpop_nonce"),
+                "Resource server requires nonce in DPoP proof: make a new proof with the nonce of this answer's DPoP-Nonce header.",
             ),
             Refusal::Unavailable => (
                 Some("temporarily_unavailable"),
@@ -240,19 +245,14 @@ impl DiscoveryApi {
             scope,
             now,
         )?;
-        let keep_until = chrono::DateTime::from_timestamp(proof.keep_until(), 0)
-            .ok_or(Refusal::InvalidProof("proof_iat"))?;
-        let first = self
-            .state
-            .replay
-            .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
+        let nonces = self.state.dpop_nonces.as_deref();
+        service_kit::dpop::spend(&self.state.replay, nonces, &proof, now.timestamp())
             .await
-            .map_err(|_| Refusal::Unavailable)?;
-        if first {
-            Ok(())
-        } else {
-            Err(Refusal::InvalidProof("proof_replayed"))
-        }
+            .map_err(|why| match why {
+                Unspent::UseNonce => Refusal::UseNonce,
+                Unspent::Unavailable => Refusal::Unavailable,
+                Unspent::Replayed => Refusal::InvalidProof(why.reason()),
+            })
     }
 }
 

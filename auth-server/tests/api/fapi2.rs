@@ -14,7 +14,8 @@ use test_support::on_both_backends;
 use crate::helpers::{AuthServer, Backend, INTAKE, ProofKey, TestDb, metrics_text, sample};
 use crate::private_key_jwt::{JWT_BEARER, PartnerKey, claims, register_for as register, send};
 
-/// An auth-server with the profile on, whose issuer is the address it is called at.
+/// An auth-server with the profile on, whose issuer is the address it is called at; its
+/// DPoP nonces, on by default under the profile, are off here and tested in `dpop_nonces`.
 async fn fapi2_server(db: &TestDb) -> AuthServer {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -24,6 +25,7 @@ async fn fapi2_server(db: &TestDb) -> AuthServer {
         c.listen.bind = format!("127.0.0.1:{port}");
         c.issuer = format!("http://127.0.0.1:{port}");
         c.fapi2 = true;
+        c.dpop_nonce = Some(false);
     })
     .await
     .expect("auth-server starts")

@@ -245,6 +245,18 @@ impl ProofKey {
         access_token: Option<&str>,
         ahead_secs: i64,
     ) -> String {
+        self.proof_with_nonce(method, url, access_token, ahead_secs, None)
+    }
+
+    /// [`Self::proof`] carrying the server nonce `nonce`, when given.
+    pub fn proof_with_nonce(
+        &self,
+        method: &str,
+        url: &str,
+        access_token: Option<&str>,
+        ahead_secs: i64,
+        nonce: Option<&str>,
+    ) -> String {
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
         header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
         header.jwk = Some(serde_json::from_value(self.jwk.clone()).expect("a JWK"));
@@ -256,6 +268,9 @@ impl ProofKey {
         });
         if let Some(token) = access_token {
             claims["ath"] = serde_json::json!(shared::dpop::token_hash(token));
+        }
+        if let Some(nonce) = nonce {
+            claims["nonce"] = serde_json::json!(nonce);
         }
         jsonwebtoken::encode(&header, &claims, &self.encoding).expect("a proof")
     }

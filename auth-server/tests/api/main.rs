@@ -6,6 +6,7 @@ mod helpers;
 mod audit;
 mod cli;
 mod clients;
+mod dpop_nonces;
 mod fapi2;
 mod jwks_uri;
 mod keys;

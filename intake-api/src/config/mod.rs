@@ -179,6 +179,12 @@ pub struct Config {
         action = clap::ArgAction::Set
     )]
     pub fapi2: bool,
+    /// DPoP server nonces (RFC 9449 section 9): every answer carries a `DPoP-Nonce`, and a
+    /// proof must carry a current one (given at most 60 seconds before); replicas with the
+    /// same INTAKE_KEY_ENCRYPTION_KEY accept each other's. On by default under
+    /// INTAKE_FAPI2, off otherwise.
+    #[arg(long, env = "INTAKE_DPOP_NONCE", action = clap::ArgAction::Set)]
+    pub dpop_nonce: Option<bool>,
     /// The URL partners call this service at (`https://intake.example`), behind the TLS
     /// proxy: a DPoP proof must name it (`htu`). Unset, the proof must name
     /// `http://` and the request's `Host`, as a service called directly is.
@@ -278,6 +284,12 @@ impl Config {
     /// The deployment profile the switch names.
     pub fn profile(&self) -> Profile {
         Profile::from_switch(self.fapi2)
+    }
+
+    /// Whether DPoP proofs must carry a server nonce: `INTAKE_DPOP_NONCE`, or the
+    /// profile's default.
+    pub fn dpop_nonces(&self) -> bool {
+        self.dpop_nonce.unwrap_or(self.fapi2)
     }
 
     /// The credentials the revocation list is read with: there is no serving without them,

@@ -271,6 +271,9 @@ impl IntakeError {
                         r#"DPoP error="invalid_token", error_description="{}", algs="{algs}""#,
                         token_problem(why),
                     ),
+                    AuthError::UseDpopNonce => format!(
+                        r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof", algs="{algs}""#
+                    ),
                 };
                 ErrorResponse::Unauthorized(Json(Unauthenticated::default()), challenge)
             }

@@ -9,7 +9,7 @@ use poem_openapi::registry::{
     MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
-use service_kit::replay::DPOP_PROOFS;
+use service_kit::dpop::Unspent;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 use shared::profile::Profile;
@@ -80,8 +80,9 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
 }
 
 /// Checks a request made under the `DPoP` scheme: its token, its one proof, and that the
-/// proof was not used before at any replica; when that cannot be told, the request is
-/// refused for now (503), never let through.
+/// proof was not used before at any replica (and, with server nonces on, that it carries
+/// a current one); when that cannot be told, the request is refused for now (503), never
+/// let through.
 async fn dpop(
     state: &AppState,
     req: &Request,
@@ -96,17 +97,13 @@ async fn dpop(
         .verifier
         .authenticate_dpop(token, proof, req.method().as_str(), &url)
         .await?;
-    let keep_until = chrono::DateTime::from_timestamp(proof.keep_until(), 0)
-        .ok_or(AuthError::InvalidProof("proof_iat"))?;
-    let first = state
-        .replay
-        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
-        .await
-        .map_err(|_| AuthError::Unvetted("replay_store_unavailable"))?;
-    if first {
-        Ok(claims)
-    } else {
-        Err(AuthError::InvalidProof("proof_replayed"))
+    let nonces = state.dpop_nonces.as_deref();
+    let now = chrono::Utc::now().timestamp();
+    match service_kit::dpop::spend(&state.replay, nonces, &proof, now).await {
+        Ok(()) => Ok(claims),
+        Err(Unspent::UseNonce) => Err(AuthError::UseDpopNonce),
+        Err(why @ Unspent::Unavailable) => Err(AuthError::Unvetted(why.reason())),
+        Err(why @ Unspent::Replayed) => Err(AuthError::InvalidProof(why.reason())),
     }
 }
 

@@ -100,6 +100,8 @@ struct Fapi2 {
     intake: IntakeServer,
     partner: String,
     partner_key: KeyFile,
+    /// The partner's DPoP key: it keeps the nonces the services hand out.
+    dpop: DpopKey,
     _reader_key: KeyFile,
     _dbs: (TestDb, TestDb),
 }
@@ -140,6 +142,7 @@ impl Fapi2 {
             intake,
             partner,
             partner_key,
+            dpop: DpopKey::generate().unwrap(),
             _reader_key: reader_key,
             _dbs: (auth_db, intake_db),
         }
@@ -157,7 +160,7 @@ impl Fapi2 {
             INTAKE.to_owned(),
             DEFAULT_RENEW_BEFORE,
         )
-        .with_dpop(DpopKey::generate().unwrap())
+        .with_dpop(self.dpop.clone())
     }
 
     fn enquiry_url(&self) -> String {
@@ -175,7 +178,10 @@ impl Fapi2 {
         if let Some(proof) = proof {
             request = request.header("dpop", proof);
         }
-        Reply::read(request.send().await.unwrap()).await
+        let resp = request.send().await.unwrap();
+        self.dpop
+            .remember_nonce(&self.enquiry_url(), resp.headers());
+        Reply::read(resp).await
     }
 
     /// An enquiry with `token` and a fresh proof for it.
@@ -225,11 +231,52 @@ async fn a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms(bac
         .unwrap();
     assert_eq!(health["profile"], "fapi2", "{health}");
 
+    // The token endpoint asks for its nonce first (400 use_dpop_nonce), and the token
+    // source sends the request again with it.
     let tokens = app.tokens();
     let token = tokens.current().await.expect("a DPoP-bound token");
     let bound = token.bound_token().expect("bound").to_owned();
+    let token_url = format!("{}/oauth/token", app.auth.base_url());
+    assert!(app.dpop.nonce_for(&token_url).is_some());
+    // The intake-api's nonces are its own: a first proof carries none and is refused with
+    // the challenge RFC 9449 section 9 names, and the answer hands one out.
+    assert!(app.dpop.nonce_for(&app.enquiry_url()).is_none());
+    let first = app.send_bound(&tokens, &token).await;
+    assert_eq!(first.status, 401, "{:?}", first.body);
+    let challenge = first.challenge.unwrap_or_default();
+    assert!(
+        challenge.starts_with(r#"DPoP error="use_dpop_nonce""#),
+        "{challenge}"
+    );
+    assert!(app.dpop.nonce_for(&app.enquiry_url()).is_some());
     let created = app.send_bound(&tokens, &token).await;
     assert_eq!(created.status, 201, "{:?}", created.body);
+    // A nonce the intake-api never gave is refused alike.
+    let made_up = DpopKey::generate().unwrap();
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("dpop-nonce", "bm90LWEtbm9uY2U".parse().unwrap());
+    made_up.remember_nonce(&app.enquiry_url(), &headers);
+    let wrong = made_up
+        .proof("POST", &app.enquiry_url(), Some(&bound))
+        .unwrap();
+    let refused = app.send(Some(&format!("DPoP {bound}")), Some(&wrong)).await;
+    assert_eq!(refused.status, 401, "{:?}", refused.body);
+
+    // The partner client, given nothing but its keys, meets both nonces on its own.
+    let client = partner_client::Client::builder(
+        Credentials::with_key(&app.partner, app.partner_key.assertion_key()),
+        token_url.clone(),
+        app.intake.base_url(),
+    )
+    .dpop(DpopKey::generate().unwrap())
+    .build()
+    .unwrap();
+    let enquiry: partner_client::Enquiry =
+        serde_json::from_value(purchase_enquiry("brand_a", &fresh_email())).unwrap();
+    let answer = client.submit(&enquiry, None).await.expect("submitted");
+    assert!(answer.created(), "{}", answer.status);
+    let reference = answer.body.reference.clone();
+    client.case(&reference).await.expect("read back");
 
     let algs = r#"algs="PS256 ES256 EdDSA""#;
     let as_bearer = app.send(Some(&format!("Bearer {bound}")), None).await;
