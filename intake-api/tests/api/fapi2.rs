@@ -342,4 +342,331 @@ async fn under_fapi2_the_intake_api_does_not_start_with_a_client_secret() {
     );
 }
 
-on_both_backends!(a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms,);
+/// A proof by `key` for `method` on `htu`, beside `token` when given, carrying `nonce`
+/// when given; `edit` changes its claims before it is signed, as a conformance suite's
+/// tests do.
+fn proof_by(
+    key: &KeyFile,
+    method: &str,
+    htu: &str,
+    token: Option<&str>,
+    nonce: Option<&str>,
+    edit: impl FnOnce(&mut Value),
+) -> String {
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.typ = Some("dpop+jwt".into());
+    header.jwk = Some(serde_json::from_value(key.jwk.clone()).unwrap());
+    let mut claims = json!({
+        "jti": uuid::Uuid::new_v4().to_string(),
+        "htm": method,
+        "htu": htu,
+        "iat": chrono::Utc::now().timestamp(),
+    });
+    if let Some(token) = token {
+        claims["ath"] = json!(shared::dpop::token_hash(token));
+    }
+    if let Some(nonce) = nonce {
+        claims["nonce"] = json!(nonce);
+    }
+    edit(&mut claims);
+    let signer = jsonwebtoken::EncodingKey::from_ec_pem(&key.pem).unwrap();
+    jsonwebtoken::encode(&header, &claims, &signer).unwrap()
+}
+
+impl Fapi2 {
+    /// A token for `client` (its assertion signed by `client_key`) bound to `dpop_key`,
+    /// asked for as a conformance suite does: a first proof without a nonce, refused with
+    /// `use_dpop_nonce`, then one with the nonce that answer gave.
+    async fn token_bound_to(
+        &self,
+        client: &str,
+        client_key: &KeyFile,
+        dpop_key: &KeyFile,
+    ) -> String {
+        let token_url = format!("{}/oauth/token", self.auth.base_url());
+        let mut nonce: Option<String> = None;
+        for attempt in 0..2 {
+            let now = chrono::Utc::now().timestamp();
+            let assertion = jsonwebtoken::encode(
+                &jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256),
+                &json!({
+                    "iss": client, "sub": client, "aud": self.auth.config.issuer(),
+                    "iat": now, "exp": now + 60, "jti": uuid::Uuid::new_v4().to_string(),
+                }),
+                &jsonwebtoken::EncodingKey::from_ec_pem(&client_key.pem).unwrap(),
+            )
+            .unwrap();
+            let proof = proof_by(dpop_key, "POST", &token_url, None, nonce.as_deref(), |_| {});
+            let resp = reqwest::Client::new()
+                .post(&token_url)
+                .header("dpop", proof)
+                .form(&[
+                    ("grant_type", "client_credentials"),
+                    ("scope", INTAKE),
+                    (
+                        "client_assertion_type",
+                        "urn:ietf:params:oauth:client-assertion-type:jwt-bearer",
+                    ),
+                    ("client_assertion", &assertion),
+                ])
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            nonce = resp
+                .headers()
+                .get("dpop-nonce")
+                .map(|v| v.to_str().unwrap().to_owned());
+            let body: Value = resp.json().await.unwrap();
+            match (attempt, status) {
+                (0, 400) => assert_eq!(body["error"], "use_dpop_nonce", "{body}"),
+                (1, 200) => return body["access_token"].as_str().unwrap().to_owned(),
+                _ => panic!("token request {attempt}: {status} {body}"),
+            }
+        }
+        unreachable!()
+    }
+
+    /// The intake-api's current nonce, fetched from any answer when none is kept yet.
+    async fn intake_nonce(&self) -> String {
+        if self.dpop.nonce_for(&self.enquiry_url()).is_none() {
+            let resp = reqwest::get(format!("{}/healthz", self.intake.base_url()))
+                .await
+                .unwrap();
+            self.dpop
+                .remember_nonce(&self.enquiry_url(), resp.headers());
+        }
+        self.dpop
+            .nonce_for(&self.enquiry_url())
+            .expect("the intake-api hands out nonces")
+    }
+}
+
+/// The resource-server checks of the conformance suite's FAPI 2.0 plan (client credentials,
+/// private_key_jwt, DPoP), black-box, with two partners: what must pass passes (`DPOP` in
+/// capitals, an `htu` with a query and a fragment, extra claims such as `nbf` and `exp`, an
+/// `iat` ten seconds either side), what must not is refused with its challenge, and neither
+/// partner reads the other's case.
+async fn the_conformance_plans_dpop_checks_hold_at_the_intake_api(backend: Backend) {
+    let app = Fapi2::start(backend).await;
+    assert!(
+        app.intake.wait_ready().await,
+        "intake-api never became ready"
+    );
+    let url = app.enquiry_url();
+    let dpop_key = KeyFile::generate();
+    let token = app
+        .token_bound_to(&app.partner, &app.partner_key, &dpop_key)
+        .await;
+    let second_key = KeyFile::generate();
+    let second = register(&app.auth, &second_key, INTAKE).await;
+    let second_dpop = KeyFile::generate();
+    let second_token = app.token_bound_to(&second, &second_key, &second_dpop).await;
+
+    let must_pass: Vec<(&str, String, Box<dyn Fn(&mut Value)>)> = vec![
+        (
+            "DPOP in capitals",
+            format!("DPOP {token}"),
+            Box::new(|_| {}),
+        ),
+        (
+            "htu with a query and a fragment",
+            format!("DPoP {token}"),
+            Box::new(|c| {
+                c["htu"] = json!(format!("{}?x=1#part", c["htu"].as_str().unwrap()));
+            }),
+        ),
+        (
+            "nbf, exp and a claim of its own",
+            format!("DPoP {token}"),
+            Box::new(|c| {
+                let now = chrono::Utc::now().timestamp();
+                c["nbf"] = json!(now - 5);
+                c["exp"] = json!(now + 60);
+                c["x-partner"] = json!("extra");
+            }),
+        ),
+        (
+            "iat 10 s behind",
+            format!("DPoP {token}"),
+            Box::new(|c| {
+                c["iat"] = json!(c["iat"].as_i64().unwrap() - 10);
+            }),
+        ),
+        (
+            "iat 10 s ahead",
+            format!("DPoP {token}"),
+            Box::new(|c| {
+                c["iat"] = json!(c["iat"].as_i64().unwrap() + 10);
+            }),
+        ),
+    ];
+    let mut reference = String::new();
+    for (case, authorization, edit) in must_pass {
+        let nonce = app.intake_nonce().await;
+        let proof = proof_by(&dpop_key, "POST", &url, Some(&token), Some(&nonce), edit);
+        let reply = app.send(Some(&authorization), Some(&proof)).await;
+        assert_eq!(reply.status, 201, "{case}: {:?}", reply.body);
+        reference = reply.body["reference"].as_str().unwrap().to_owned();
+    }
+
+    let nonce = app.intake_nonce().await;
+    let reused = proof_by(&dpop_key, "POST", &url, Some(&token), Some(&nonce), |_| {});
+    let reply = app
+        .send(Some(&format!("DPoP {token}")), Some(&reused))
+        .await;
+    assert_eq!(reply.status, 201, "{:?}", reply.body);
+    let must_fail: Vec<(&str, String, Option<String>, &str)> = vec![
+        (
+            "no proof",
+            format!("DPoP {token}"),
+            None,
+            "invalid_dpop_proof",
+        ),
+        (
+            "no nonce",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &url,
+                Some(&token),
+                None,
+                |_| {},
+            )),
+            "use_dpop_nonce",
+        ),
+        (
+            "a nonce never given",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &url,
+                Some(&token),
+                Some("bm9uY2U"),
+                |_| {},
+            )),
+            "use_dpop_nonce",
+        ),
+        (
+            "the proof again",
+            format!("DPoP {token}"),
+            Some(reused.clone()),
+            "invalid_dpop_proof",
+        ),
+        (
+            "another token's ath",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &url,
+                Some(&second_token),
+                Some(&nonce),
+                |_| {},
+            )),
+            "invalid_dpop_proof",
+        ),
+        (
+            "another method",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "GET",
+                &url,
+                Some(&token),
+                Some(&nonce),
+                |_| {},
+            )),
+            "invalid_dpop_proof",
+        ),
+        (
+            "another URL",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &format!("{url}/attach"),
+                Some(&token),
+                Some(&nonce),
+                |_| {},
+            )),
+            "invalid_dpop_proof",
+        ),
+        (
+            "iat five minutes behind",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &url,
+                Some(&token),
+                Some(&nonce),
+                |c| {
+                    c["iat"] = json!(c["iat"].as_i64().unwrap() - 301);
+                },
+            )),
+            "invalid_dpop_proof",
+        ),
+        (
+            "a proof by another partner's key",
+            format!("DPoP {token}"),
+            Some(proof_by(
+                &second_dpop,
+                "POST",
+                &url,
+                Some(&token),
+                Some(&nonce),
+                |_| {},
+            )),
+            "invalid_token",
+        ),
+        (
+            "the token as Bearer",
+            format!("Bearer {token}"),
+            Some(proof_by(
+                &dpop_key,
+                "POST",
+                &url,
+                Some(&token),
+                Some(&nonce),
+                |_| {},
+            )),
+            "invalid_token",
+        ),
+    ];
+    for (case, authorization, proof, error) in must_fail {
+        let reply = app.send(Some(&authorization), proof.as_deref()).await;
+        assert_eq!(reply.status, 401, "{case}: {:?}", reply.body);
+        let challenge = reply.challenge.unwrap_or_default();
+        assert!(
+            challenge.starts_with(&format!(r#"DPoP error="{error}""#)),
+            "{case}: {challenge}"
+        );
+    }
+
+    // Each partner reads its own case, and the other's is not found.
+    let read = |token: &str, key: &KeyFile, nonce: String| {
+        let case_url = format!(
+            "{}/partners/external/cases/{reference}",
+            app.intake.base_url()
+        );
+        let proof = proof_by(key, "GET", &case_url, Some(token), Some(&nonce), |_| {});
+        let request = reqwest::Client::new()
+            .get(case_url)
+            .header("authorization", format!("DPoP {token}"))
+            .header("dpop", proof);
+        async move { request.send().await.unwrap().status().as_u16() }
+    };
+    assert_eq!(read(&token, &dpop_key, app.intake_nonce().await).await, 200);
+    assert_eq!(
+        read(&second_token, &second_dpop, app.intake_nonce().await).await,
+        404
+    );
+}
+
+on_both_backends!(
+    a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms,
+    the_conformance_plans_dpop_checks_hold_at_the_intake_api,
+);
