@@ -61,6 +61,53 @@ pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
     refine_text(doc);
 }
 
+/// Describes the security scheme as a FAPI 2.0 deployment takes it: DPoP-bound tokens
+/// only, proofs signed with the profile's algorithms, and, with `nonces`, the server nonce
+/// each proof must carry. OpenAPI has no DPoP scheme, so the OAuth 2.0 scheme says it in
+/// words and in an `x-dpop` extension tools can read.
+pub fn refine_profile(doc: &mut Value, profile: shared::profile::Profile, nonces: bool) {
+    let Some(scheme) = doc
+        .pointer_mut(&format!("/components/securitySchemes/{SECURITY_SCHEME}"))
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    if profile.allows_secrets_and_bearer() && !nonces {
+        return;
+    }
+    let algorithms = profile.algorithms().join(", ");
+    let mut text = if profile.is_fapi2() {
+        format!(
+            "OAuth 2.0 client credentials under the FAPI 2.0 Security Profile: the client \
+             authenticates with private_key_jwt (a client assertion signed {algorithms}), every \
+             token is DPoP-bound (RFC 9449) and is sent as `Authorization: DPoP <token>` with a \
+             new `DPoP` proof header for every request, signed {algorithms}. `Bearer` is refused."
+        )
+    } else {
+        scheme
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    if nonces {
+        text.push_str(
+            " Every answer carries a `DPoP-Nonce` header: each proof carries the latest one in \
+             its `nonce` claim; one without it is refused with 401 and `WWW-Authenticate: DPoP \
+             error=\"use_dpop_nonce\"`, and the answer's nonce is the one to send again with.",
+        );
+    }
+    scheme.insert("description".into(), json!(text));
+    scheme.insert(
+        "x-dpop".into(),
+        json!({
+            "required": profile.is_fapi2(),
+            "signingAlgorithms": profile.algorithms(),
+            "nonce": nonces,
+        }),
+    );
+}
+
 /// No control character (C0, DEL, C1): what every text field of a request refuses.
 const NO_CONTROLS: &str = r"^[^\u0000-\u001f\u007f-\u009f]*$";
 /// The same for free text, which may also hold tabs and line breaks.

@@ -58,8 +58,10 @@ pub const DEPRECATED: &[Deprecation] = &[];
 pub fn documents(state: &Arc<AppState>) -> ApiDocuments {
     let token_url = format!("{}/oauth/token", state.config.issuer());
     let brands = state.brand_ids();
+    let (profile, nonces) = (state.config.profile(), state.dpop_nonces.is_some());
     service_kit::openapi::documents(&api_service(state.clone()), |doc| {
         contract::refine(doc, &brands, &token_url);
+        contract::refine_profile(doc, profile, nonces);
         service_kit::openapi::mark_deprecated(doc, DEPRECATED);
     })
 }

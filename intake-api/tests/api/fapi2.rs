@@ -230,6 +230,24 @@ async fn a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms(bac
         .await
         .unwrap();
     assert_eq!(health["profile"], "fapi2", "{health}");
+    // The served document tells a partner's tools what the deployment takes.
+    let doc: Value = reqwest::get(format!("{}/openapi.json", app.intake.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let scheme = &doc["components"]["securitySchemes"]["partnerOAuth"];
+    assert_eq!(
+        scheme["x-dpop"],
+        json!({"required": true, "signingAlgorithms": ["PS256", "ES256", "EdDSA"], "nonce": true}),
+        "{scheme}"
+    );
+    let described = scheme["description"].as_str().unwrap();
+    assert!(
+        described.contains("FAPI 2.0") && described.contains("use_dpop_nonce"),
+        "{described}"
+    );
 
     // The token endpoint asks for its nonce first (400 use_dpop_nonce), and the token
     // source sends the request again with it.
