@@ -3,12 +3,15 @@
 private_key_jwt alone; a token request with an ES256 assertion and a DPoP proof gets a
 DPoP-bound token, one without a proof none; an enquiry with that token and a fresh proof
 is created, and the same token sent as a bearer token is refused, as is any client secret.
+Both services hand out DPoP nonces and require them (on by default under the profile): the
+library meets `use_dpop_nonce` at each and sends again with the nonce, on its own.
 scripts/check-partner-auth.sh runs it against the one-process stack with AUTH_FAPI2 and
 INTAKE_FAPI2 on:
 
     fapi2_partner_check.py AUTH_URL INTAKE_URL DATA_DIR
 """
 
+import base64
 import json
 import sys
 from pathlib import Path
@@ -69,13 +72,19 @@ def main() -> None:
     if sent.status_code not in (200, 201):
         fail(f"a DPoP-bound enquiry: {sent.status_code} {sent.headers.get('www-authenticate')} "
              f"{sent.text[:300]}")
+    if not sent.headers.get("DPoP-Nonce"):
+        fail("the intake-api's answer carries no DPoP-Nonce")
+    proof = sent.request.headers.get("DPoP", "")
+    claims = json.loads(base64.urlsafe_b64decode(proof.split(".")[1] + "=="))
+    if claims.get("nonce") is None:
+        fail("the proof that was taken carries no nonce: are nonces off?")
     stolen = requests.post(url, json=enquiry, timeout=10,
                            headers={"Authorization": f"Bearer {token.access_token}"})
     challenge = stolen.headers.get("www-authenticate", "")
     if stolen.status_code != 401 or not challenge.startswith('DPoP error="invalid_token"'):
         fail(f"the token sent as Bearer: {stolen.status_code} {challenge}")
-    print(f"FAPI 2.0: requests-oauth2client (private_key_jwt ES256, DPoP) made case "
-          f"{sent.json()['reference']}; no proof, a secret and Bearer are refused")
+    print(f"FAPI 2.0: requests-oauth2client (private_key_jwt ES256, DPoP with server nonces) "
+          f"made case {sent.json()['reference']}; no proof, a secret and Bearer are refused")
 
 
 if __name__ == "__main__":
