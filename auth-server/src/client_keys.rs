@@ -104,6 +104,12 @@ pub struct ClientKeys {
 pub struct KeysRefused(pub Vec<String>);
 
 impl ClientKeys {
+    /// Whether every key is pinned to RS256 (its JWK's `alg`): such a client cannot sign an
+    /// assertion FAPI 2.0 takes until it registers another key.
+    pub fn only_rs256(&self) -> bool {
+        !self.keys.is_empty() && self.keys.iter().all(|k| k.alg == Some(Algorithm::RS256))
+    }
+
     /// Parses and checks a JWKS as an operator registers it: public signing keys only,
     /// of the kinds assertions may be signed with, at most [`MAX_KEYS`].
     pub fn parse(text: &str) -> Result<Self, KeysRefused> {
@@ -519,5 +525,17 @@ mod tests {
         assert_eq!(kids(None, Algorithm::HS256), Vec::<String>::new());
         assert_eq!(kids(None, Algorithm::ES384), Vec::<String>::new());
         assert_eq!(kids(Some("nope"), Algorithm::EdDSA), Vec::<String>::new());
+    }
+
+    #[test]
+    fn only_keys_pinned_to_rs256_leave_a_client_without_a_fapi2_algorithm() {
+        let pinned = |alg| with(rsa_key(256), "alg", json!(alg));
+        let only = |keys: Vec<Value>| ClientKeys::parse(&jwks(keys)).unwrap().only_rs256();
+        assert!(only(vec![pinned("RS256")]));
+        assert!(!only(vec![pinned("RS256"), ec_key()]));
+        // Unpinned, an RSA key may sign PS256.
+        assert!(!only(vec![rsa_key(256)]));
+        assert!(!only(vec![pinned("PS256")]));
+        assert!(!ClientKeys::default().only_rs256());
     }
 }

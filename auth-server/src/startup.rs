@@ -151,6 +151,23 @@ impl Server for Application {
                  DPoP-bound, assertions and proofs signed PS256, ES256 or EdDSA; clients \
                  with a secret are refused at the token endpoint"
             );
+            // Named, so the operator can ask each partner for a PS256, ES256 or EdDSA key.
+            let rs256_only: Vec<&str> = snapshot
+                .clients
+                .iter()
+                .filter(|(_, c)| {
+                    matches!(&c.auth, crate::registry::ClientAuth::PrivateKeyJwt(keys) if keys.only_rs256())
+                })
+                .map(|(id, _)| id.as_str())
+                .collect();
+            if !rs256_only.is_empty() {
+                tracing::warn!(
+                    clients = ?rs256_only,
+                    "under AUTH_FAPI2 these clients' keys are all pinned to RS256, which FAPI 2.0 \
+                     does not take: they are refused until `client set-keys` gives them a \
+                     PS256, ES256 or EdDSA key"
+                );
+            }
         }
         let limits = TokenLimits::new(&config)?;
         if config.client_jwks_allow_insecure {
