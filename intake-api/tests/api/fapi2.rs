@@ -360,6 +360,9 @@ async fn under_fapi2_the_intake_api_does_not_start_with_a_client_secret() {
     );
 }
 
+/// A change to a proof's claims before it is signed.
+type ClaimsEdit = Box<dyn Fn(&mut Value)>;
+
 /// A proof by `key` for `method` on `htu`, beside `token` when given, carrying `nonce`
 /// when given; `edit` changes its claims before it is signed, as a conformance suite's
 /// tests do.
@@ -481,7 +484,7 @@ async fn the_conformance_plans_dpop_checks_hold_at_the_intake_api(backend: Backe
     let second_dpop = KeyFile::generate();
     let second_token = app.token_bound_to(&second, &second_key, &second_dpop).await;
 
-    let must_pass: Vec<(&str, String, Box<dyn Fn(&mut Value)>)> = vec![
+    let must_pass: Vec<(&str, String, ClaimsEdit)> = vec![
         (
             "DPOP in capitals",
             format!("DPOP {token}"),
