@@ -1,17 +1,16 @@
 //! What checking a DPoP proof costs, by algorithm: makes COUNT proofs by one key (as one
 //! partner sends them) and checks each with `shared::dpop::verify`, as both services do.
-//! Counted by callgrind, the difference between COUNT and 0 proofs, over COUNT, is a
-//! proof's instructions (bench/RESULTS.md, section 7c):
+//! Counted by callgrind within `verify` only (key generation, whose cost varies from run to
+//! run, and signing are left out), over COUNT, it is a proof's instructions
+//! (bench/RESULTS.md, section 7c):
 //!
 //! ```sh
 //! cargo build --release -p shared --features verify --example proof_cost
-//! for n in 0 1000; do
-//!   valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-//!     target/release/examples/proof_cost ES256 $n 2>&1 | grep refs
-//! done
+//! valgrind --tool=callgrind --toggle-collect='shared::dpop::verify*' \
+//!   --callgrind-out-file=/dev/null target/release/examples/proof_cost ES256 1000 2>&1 | grep refs
 //! ```
 //!
-//! ALG is ES256, PS256 or EdDSA; add `sign` to count only making the proofs.
+//! ALG is ES256, PS256 or EdDSA; add `sign` to only make the proofs.
 
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::signature::{
