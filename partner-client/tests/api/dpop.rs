@@ -28,6 +28,12 @@ struct Bound {
 
 impl Bound {
     async fn start(backend: Backend) -> Self {
+        Self::start_with(backend, None).await
+    }
+
+    /// [`Self::start`] with both services' DPoP nonces set to `nonces` (their default
+    /// when `None`: off).
+    async fn start_with(backend: Backend, nonces: Option<bool>) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free port")
@@ -36,11 +42,12 @@ impl Bound {
         let auth = AuthServer::start(&auth_db.url, |c| {
             c.listen.bind = format!("127.0.0.1:{port}");
             c.issuer = format!("http://127.0.0.1:{port}");
+            c.dpop_nonce = nonces;
         })
         .await
         .expect("auth-server starts");
         let intake_db = TestDb::intake(backend).await;
-        let intake = IntakeServer::start(&intake_db.url, &auth, |_| {})
+        let intake = IntakeServer::start(&intake_db.url, &auth, |c| c.dpop_nonce = nonces)
             .await
             .expect("intake-api starts");
         assert!(intake.wait_ready().await, "intake-api never became ready");
@@ -339,7 +346,58 @@ on_both_backends!(
     the_token_endpoint_fails_closed_while_its_replay_store_is_down,
 );
 
+/// With server nonces on at both services, the client meets `use_dpop_nonce` once at each,
+/// keeps the nonce every answer brings, and gets past a nonce gone stale by itself.
+async fn with_server_nonces_the_client_asks_once_per_service_and_goes_on(backend: Backend) {
+    let bound = Bound::start_with(backend, Some(true)).await;
+    let key = DpopKey::generate().unwrap();
+    let client = Client::builder(
+        bound.credentials(),
+        bound.token_url(),
+        bound.intake.base_url(),
+    )
+    .dpop(key.clone())
+    .build()
+    .expect("the client builds");
+    let created = client
+        .submit(&purchase("brand_a", &fresh_email()), None)
+        .await
+        .expect("submitted");
+    assert!(created.created());
+    let intake = bound.intake.base_url();
+    assert!(key.nonce_for(&bound.token_url()).is_some());
+    let given = key.nonce_for(&intake).expect("the intake-api's nonce");
+    // One refusal at the token endpoint, then none: the nonce is carried from then on.
+    let metrics = reqwest::get(format!("{}/metrics", bound.auth.base_url()))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let refusals: Vec<&str> = metrics
+        .lines()
+        .filter(|l| l.contains(&bound.client_id) && l.contains(r#"reason="use_dpop_nonce""#))
+        .collect();
+    assert_eq!(refusals.len(), 1, "{metrics}");
+    assert!(refusals[0].ends_with(" 1"), "{}", refusals[0]);
+
+    // A nonce the server no longer takes (as after a minute idle): refused once, then
+    // sent again with the answer's.
+    let mut stale = reqwest::header::HeaderMap::new();
+    stale.insert("dpop-nonce", "c3RhbGUtbm9uY2U".parse().unwrap());
+    key.remember_nonce(&intake, &stale);
+    let case = client
+        .case(&created.body.reference)
+        .await
+        .expect("read back past a stale nonce");
+    assert_eq!(case.reference, created.body.reference);
+    let fresh = key.nonce_for(&intake).unwrap();
+    assert_ne!(fresh, "c3RhbGUtbm9uY2U");
+    assert!(!given.is_empty());
+}
+
 on_both_backends!(
+    with_server_nonces_the_client_asks_once_per_service_and_goes_on,
     a_dpop_client_gets_bound_tokens_and_calls_with_a_proof_each_time,
     the_token_endpoint_takes_each_proof_once_and_only_for_itself,
     a_client_that_requires_dpop_is_refused_a_bearer_token,
