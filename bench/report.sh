@@ -274,7 +274,7 @@ EOF
 
 A DPoP-bound create in this build (\`Authorization: DPoP\` and a new \`DPoP\` proof, ES256, with
 every request, made ahead by \`partner-client/examples/dpop_proofs.rs\`; each proof's single
-use recorded in process, as without \`REDIS_URL\`) against its bearer create:
+use recorded in the intake database's replay store, as without \`REDIS_URL\`) against its bearer create:
 
 | load | requests | instructions per request | DPoP-bound / bearer create |
 |---|---|---|---|
