@@ -35,7 +35,56 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryA
 
 /// The OpenAPI document and docs page, with what the derive cannot say about a token request.
 pub fn documents(state: Arc<AppState>) -> ApiDocuments {
-    openapi::documents(&api_service(state), refine)
+    let (profile, nonces) = (state.config.profile(), state.dpop_nonces.is_some());
+    openapi::documents(&api_service(state), |doc| {
+        refine(doc);
+        refine_profile(doc, profile, nonces);
+    })
+}
+
+/// Says in the document what a FAPI 2.0 deployment, or one handing out DPoP nonces, takes:
+/// private_key_jwt and a DPoP proof at the token endpoint, a DPoP-bound token at
+/// `/revocations`, the profile's algorithms, the nonce each proof must carry.
+fn refine_profile(doc: &mut Value, profile: shared::profile::Profile, nonces: bool) {
+    if !profile.is_fapi2() && !nonces {
+        return;
+    }
+    let algorithms = profile.algorithms().join(", ");
+    let mut text = String::new();
+    if profile.is_fapi2() {
+        text.push_str(&format!(
+            " This deployment follows the FAPI 2.0 Security Profile: the token endpoint takes \
+             private_key_jwt only (a client assertion signed {algorithms}) and a `DPoP` proof \
+             with every request, signed {algorithms}; every token is DPoP-bound, and \
+             `/revocations` takes it only as `Authorization: DPoP <token>` with a proof."
+        ));
+    }
+    if nonces {
+        text.push_str(
+            " Every answer carries a `DPoP-Nonce` header: each proof carries the latest one in \
+             its `nonce` claim; one without it is refused with `use_dpop_nonce` (400 at the \
+             token endpoint, 401 at `/revocations`), and the answer's nonce is the one to send \
+             again with.",
+        );
+    }
+    if let Some(info) = doc.pointer_mut("/info/description")
+        && let Some(described) = info.as_str()
+    {
+        *info = json!(format!("{described}{text}"));
+    }
+    if let Some(scheme) = doc
+        .pointer_mut("/components/securitySchemes/resourceServerToken")
+        .and_then(Value::as_object_mut)
+    {
+        scheme.insert(
+            "x-dpop".into(),
+            json!({
+                "required": profile.is_fapi2(),
+                "signingAlgorithms": profile.algorithms(),
+                "nonce": nonces,
+            }),
+        );
+    }
 }
 
 /// The token request as exactly as the endpoint reads it (only `client_credentials`, only

@@ -146,6 +146,26 @@ async fn the_token_endpoint_asks_for_its_nonce_and_takes_it_at_every_replica(bac
         );
     }
 
+    // The served document says so.
+    let doc: Value = reqwest::get(format!("{}/openapi.json", auth.base_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        doc["info"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("DPoP-Nonce"),
+        "{}",
+        doc["info"]
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["resourceServerToken"]["x-dpop"]["nonce"],
+        true
+    );
+
     // Every answer carries one, a refusal's and an operational endpoint's too.
     for path in ["/healthz", "/.well-known/jwks.json", "/no-such-path"] {
         let resp = reqwest::get(format!("{}{path}", auth.base_url()))

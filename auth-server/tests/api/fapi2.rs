@@ -105,6 +105,19 @@ async fn the_token_endpoint_takes_private_key_jwt_and_dpop_only(backend: Backend
         let (status, body) = get_json(&format!("{base}{path}")).await;
         assert_eq!((status, &body["profile"]), (200, &json!("fapi2")), "{body}");
     }
+    let (_, doc) = get_json(&format!("{base}/openapi.json")).await;
+    assert!(
+        doc["info"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("FAPI 2.0 Security Profile"),
+        "{}",
+        doc["info"]
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["resourceServerToken"]["x-dpop"],
+        json!({"required": true, "signingAlgorithms": algs, "nonce": false})
+    );
 
     // No secret client is made, and none is taken: the answer is the same for a real
     // client's right secret as for an id no client has.
