@@ -33,7 +33,11 @@ fuzz_target!(|data: &[u8]| {
         Err(AuthError::Unvetted(_)) => {
             panic!("the revocation list is consulted only after verification")
         }
-        Err(AuthError::InvalidProof(_) | AuthError::InvalidBoundToken(_)) => {
+        Err(
+            AuthError::InvalidProof(_)
+            | AuthError::InvalidBoundToken(_)
+            | AuthError::UseDpopNonce,
+        ) => {
             panic!("a bearer header is never read as DPoP")
         }
     }
