@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # One image with both service binaries; docker-compose.yml and deploy/k8s pick the command.
-# scripts/check-image.sh runs this file's build stages without a Docker engine.
+# scripts/check-image.sh builds and runs it with podman (scripts/base-images.sh makes the
+# two base images where no registry is reachable).
 
 FROM rust:1.95-slim-bookworm AS chef
 # cargo-chef reads the workspace's manifests into a recipe, so the dependency layer below
