@@ -4,7 +4,10 @@
 # `rust:<version>-slim-bookworm` from that root, gcc and this machine's Rust toolchain, laid
 # out as the official image is (RUSTUP_HOME=/usr/local/rustup, CARGO_HOME=/usr/local/cargo,
 # cargo on PATH). The Dockerfile stays what an operator with Docker Hub builds; these only
-# stand where its FROM lines point.
+# stand where its FROM lines point. Then, from that root and Debian's packages, the images
+# docker-compose.yml names for PostgreSQL, Redis, nginx and Prometheus, under the names and
+# tags it gives them (scripts/stand-ins/NAME: each honours the contract of the official
+# image; Debian has no Grafana, so none stands in for it).
 #   scripts/base-images.sh            # makes what is missing (an image already there is kept)
 #   REBUILD=1 scripts/base-images.sh  # makes both again (say, after a Debian point release)
 #   scripts/base-images.sh --names    # prints the names it makes, one per line
@@ -36,9 +39,24 @@ debian_image=docker.io/library/debian:$suite-slim
 rust_image=docker.io/library/rust:$rust_version-slim-$suite
 label=org.partner-intake.stand-in
 
+# The compose file's images that have a stand-in here, as the engine names them: a name
+# with no registry is Docker Hub's, and one with no namespace is in its library.
+compose_images=()
+while read -r image; do
+    name=${image%%:*}
+    [ -d "scripts/stand-ins/${name##*/}" ] || continue
+    case $name in
+        */*/*) ;;
+        */*) image=docker.io/$image ;;
+        *) image=docker.io/library/$image ;;
+    esac
+    compose_images+=("$image")
+done < <(sed -n 's/^ *image: *\([^$ ]*\) *$/\1/p' docker-compose.yml | sort -u)
+
 if [ "${1:-}" = --names ]; then
     echo "$debian_image"
     echo "$rust_image"
+    for image in "${compose_images[@]}"; do echo "$image"; done
     exit 0
 fi
 
@@ -114,3 +132,17 @@ CONTAINERFILE
 else
     log "$rust_image: made before, kept"
 fi
+
+for image in "${compose_images[@]}"; do
+    name=${image%%:*}
+    name=${name##*/}
+    if [ -z "${REBUILD:-}" ] && stand_in "$image"; then
+        log "$image: made before, kept"
+        continue
+    fi
+    start=$SECONDS
+    podman build --format docker --label "$label=debian-$suite-$name" -t "$image" \
+        "scripts/stand-ins/$name" >"$work/$name.log" 2>&1 \
+        || { tail -n 30 "$work/$name.log" >&2; die "the $name stand-in did not build"; }
+    log "$image made from $debian_image and Debian's $name in $((SECONDS - start)) s"
+done

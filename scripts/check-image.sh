@@ -49,13 +49,9 @@ podman build --format docker --build-arg "BUILD_COMMIT=$commit" -t "$image" . >"
     || { tail -n 40 "$work/build.log" >&2; die "podman build failed"; }
 log "podman build: $image in $((SECONDS - start)) s ($(grep -c 'Using cache' "$work/build.log" || true) steps from the layer cache)"
 
-# The engine's default limits (a million open files, four million processes) are above what
-# this machine lets runc set, which it then refuses: the containers get the host's open-file
-# limit, and 16,384 processes (a service runs a few hundred threads at most), or the host's
-# limit where that is lower.
-limit() { [ "$1" = unlimited ] && echo "${2:--1}" || { [ -n "${2:-}" ] && [ "$1" -gt "$2" ] && echo "$2" || echo "$1"; }; }
-limits=(--ulimit "nofile=$(limit "$(ulimit -Sn)"):$(limit "$(ulimit -Hn)")"
-    --ulimit "nproc=$(limit "$(ulimit -Su)" 16384):$(limit "$(ulimit -Hu)" 16384)")
+# The engine's default limits are above what runc may set here (scripts/podman-limits.sh).
+limits=()
+for l in $(scripts/podman-limits.sh); do limits+=(--ulimit "$l"); done
 # Without systemd, podman says at error level that it cannot set or remove a health check
 # timer; the checks run `podman healthcheck run` themselves, so that noise goes to a log.
 quiet() { "$@" 2>>"$work/podman.log" || { grep -v 'systemd' "$work/podman.log" | tail -n 20 >&2; return 1; }; }
