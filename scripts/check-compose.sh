@@ -19,10 +19,11 @@ cp docker-compose.yml "$tmp/"
 cp -r deploy "$tmp/"
 cp deploy/env.example "$tmp/.env"
 sed -i -e 's/^AUTH_KEY_ENCRYPTION_KEY=$/AUTH_KEY_ENCRYPTION_KEY=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=/' \
-    -e 's/^INTAKE_KEY_ENCRYPTION_KEY=$/INTAKE_KEY_ENCRYPTION_KEY=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=/' "$tmp/.env"
+    -e 's/^INTAKE_KEY_ENCRYPTION_KEY=$/INTAKE_KEY_ENCRYPTION_KEY=AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE=/' \
+    -e 's/^INTAKE_REVOCATIONS_CLIENT_SECRET=$/INTAKE_REVOCATIONS_CLIENT_SECRET=AgICAgICAgICAgICAgICAgICAgICAgICAgICAgICAgI=/' "$tmp/.env"
 : > "$tmp/Dockerfile"
 services=$(cd "$tmp" && docker-compose config --services | sort | tr '\n' ' ')
-expected="auth-migrate auth-server grafana intake-api-1 intake-api-2 intake-migrate postgres prometheus proxy redis "
+expected="auth-migrate auth-server grafana intake-api-1 intake-api-2 intake-client intake-migrate postgres prometheus proxy redis "
 if [ "$services" != "$expected" ]; then
     echo "unexpected services: $services" >&2
     exit 1
