@@ -4,6 +4,7 @@
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
+use service_kit::Secret;
 use service_kit::cli::Report;
 
 use crate::audit;
@@ -11,7 +12,8 @@ use crate::config::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand, Se
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::AuthMethod;
-use crate::{client_jwks, migration, store};
+use crate::token::MAX_PARAM_CHARS;
+use crate::{client_jwks, migration, secrets, store};
 
 /// Runs an operator command with the settings it was given, for the report the binary
 /// prints.
@@ -77,6 +79,74 @@ async fn registered_keys(
     })
 }
 
+/// Refuses to make a secret client the servers would refuse: under FAPI 2.0 clients
+/// authenticate with private_key_jwt only, with the keys the command's `keys` flags give.
+fn refuse_secret_under_fapi2(
+    settings: &Settings,
+    method: AuthMethod,
+    keys: &str,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !(settings.fapi2 && matches!(method, AuthMethod::ClientSecret)),
+        "AUTH_FAPI2 is on: under FAPI 2.0 clients authenticate with private_key_jwt \
+         only, and a secret client would be refused at the token endpoint; register \
+         the client's public keys: --auth-method private_key_jwt {keys}"
+    );
+    Ok(())
+}
+
+/// The secret `client ensure` declares, read from the environment variable `var`: never
+/// from the command line, where `ps` shows it. No error quotes it.
+fn secret_from_env(var: &str) -> anyhow::Result<Secret<String>> {
+    let value = std::env::var_os(var).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--secret-env names {var}, which is not set: set it to the client's secret \
+             (`openssl rand -base64 32` makes one)"
+        )
+    })?;
+    let secret = Secret::new(
+        value
+            .into_string()
+            .map_err(|_| anyhow::anyhow!("the secret in {var} is refused: it is not UTF-8"))?,
+    );
+    if let Some(problem) = secrets::refuse_chosen(secret.expose(), MAX_PARAM_CHARS) {
+        anyhow::bail!("the secret in {var} is refused: {problem}");
+    }
+    Ok(secret)
+}
+
+/// What `client ensure` declares the client authenticates with: one method, and what it
+/// takes.
+fn declared_credentials(
+    method: AuthMethod,
+    secret_env: Option<String>,
+    jwks_file: Option<std::path::PathBuf>,
+) -> anyhow::Result<store::DeclaredCredentials> {
+    Ok(match (method, secret_env, jwks_file) {
+        (AuthMethod::ClientSecret, Some(var), None) => {
+            store::DeclaredCredentials::Secret(secret_from_env(&var)?)
+        }
+        (AuthMethod::ClientSecret, None, None) => anyhow::bail!(
+            "a client_secret client needs --secret-env VAR, the environment variable holding \
+             its secret (never the secret itself, which `ps` would show)"
+        ),
+        (AuthMethod::ClientSecret, _, Some(_)) => anyhow::bail!(
+            "--jwks-file is for --auth-method private_key_jwt: a client uses one method"
+        ),
+        (AuthMethod::PrivateKeyJwt, Some(_), _) => anyhow::bail!(
+            "--secret-env is for --auth-method client_secret: a private_key_jwt client has no \
+             secret"
+        ),
+        (AuthMethod::PrivateKeyJwt, None, Some(file)) => {
+            store::DeclaredCredentials::Keys(store::read_jwks_file(&file)?)
+        }
+        (AuthMethod::PrivateKeyJwt, None, None) => anyhow::bail!(
+            "--auth-method private_key_jwt needs --jwks-file FILE, the client's public keys as \
+             a JWKS"
+        ),
+    })
+}
+
 /// Runs `auth-server client ...` and returns what it prints as JSON.
 pub async fn client(
     settings: impl Into<Settings>,
@@ -99,13 +169,11 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             sandbox,
         } => {
             let given_keys = jwks_file.is_some() || jwks_uri.is_some();
-            anyhow::ensure!(
-                !(settings.fapi2 && matches!(auth_method, AuthMethod::ClientSecret)),
-                "AUTH_FAPI2 is on: under FAPI 2.0 clients authenticate with private_key_jwt \
-                 only, and a secret client would be refused at the token endpoint; register \
-                 the client's public keys: --auth-method private_key_jwt --jwks-file FILE \
-                 (or --jwks-uri URL)"
-            );
+            refuse_secret_under_fapi2(
+                settings,
+                auth_method,
+                "--jwks-file FILE (or --jwks-uri URL)",
+            )?;
             let credentials = match auth_method {
                 AuthMethod::ClientSecret if !given_keys => store::NewCredentials::Secret,
                 AuthMethod::ClientSecret => anyhow::bail!(
@@ -158,6 +226,37 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 printed["auth_method"] = json!(AuthMethod::PrivateKeyJwt);
                 printed["keys"] = json!(created.keys);
                 Report::record(printed)
+            }
+        }
+        ClientCommand::Ensure {
+            id,
+            name,
+            scopes,
+            brands,
+            auth_method,
+            secret_env,
+            jwks_file,
+        } => {
+            refuse_secret_under_fapi2(settings, auth_method, "--jwks-file FILE")?;
+            let declared = store::DeclaredClient {
+                client_id: id,
+                name,
+                scopes,
+                brands,
+                credentials: declared_credentials(auth_method, secret_env, jwks_file)?,
+            };
+            let ensured = store::ensure_client(&db, declared, &actor()?).await?;
+            if ensured.changed {
+                propagated().await;
+            }
+            Report {
+                note: (!ensured.changed).then(|| {
+                    format!(
+                        "client {} is as declared: nothing changed",
+                        ensured.client_id
+                    )
+                }),
+                ..Report::record(serde_json::to_value(ensured)?)
             }
         }
         ClientCommand::SetKeys {

@@ -318,6 +318,12 @@ fn key_changes() -> Vec<clap::Arg> {
     .concat()
 }
 
+/// What `client ensure` takes besides its own arguments: it registers keys from a file
+/// only, so has no JWKS URL to allow.
+fn declarations() -> Vec<clap::Arg> {
+    [changes(), args_of::<Fapi2Arg>()].concat()
+}
+
 /// A parsed command line: the server, the migrations or an operator command.
 pub type Cli = service_kit::command_line::Cli<AuthServer, Config, OperatorCommand>;
 
@@ -436,6 +442,47 @@ pub enum ClientCommand {
         /// For partners only: not with portal:redirect:redeem or revocations:read.
         #[arg(long)]
         sandbox: bool,
+    },
+    /// Make a client be as declared, with an id and secret the operator chose: created when
+    /// absent, brought to the declaration when it differs, untouched (and no audit entry)
+    /// when it is as declared. For a deployment's migration step, run at every start.
+    ///
+    /// A declared secret that differs replaces the client's secrets at once, with no grace.
+    /// A disabled client, or one that authenticates otherwise, is refused.
+    #[command(
+        args = declarations(),
+        after_help = "Examples:
+  auth-server client ensure --id intake-api --name intake-api --scopes revocations:read \\
+      --secret-env INTAKE_REVOCATIONS_CLIENT_SECRET   # the secret is read from that variable
+  auth-server client ensure --id intake-api --name intake-api --scopes revocations:read \\
+      --auth-method private_key_jwt --jwks-file intake-api-keys.json -o json"
+    )]
+    Ensure {
+        /// The client's id, chosen by the operator: 1 to 64 ASCII letters, digits, '-', '_'
+        /// or '.'.
+        #[arg(long)]
+        id: String,
+        /// Partner name, for operators: unique, whatever its case.
+        #[arg(long)]
+        name: String,
+        /// Space-separated scopes the client may be granted, in any order.
+        #[arg(long)]
+        scopes: String,
+        /// With portal:redirect:redeem, and only then: the brands whose links the portal
+        /// redeems, comma-separated.
+        #[arg(long)]
+        brands: Option<String>,
+        /// How the client authenticates: the secret --secret-env names, or assertions
+        /// signed with its own private key, whose public keys --jwks-file gives.
+        #[arg(long, value_enum, default_value_t = AuthMethod::ClientSecret)]
+        auth_method: AuthMethod,
+        /// With client_secret: the environment variable holding the secret (at least 32
+        /// characters), never the secret itself, which `ps` would show.
+        #[arg(long, value_name = "VAR")]
+        secret_env: Option<String>,
+        /// With private_key_jwt: a file holding the client's public keys as a JWKS.
+        #[arg(long)]
+        jwks_file: Option<std::path::PathBuf>,
     },
     /// Replace the public keys of a private_key_jwt client, or the URL they are fetched
     /// from: assertions signed with the keys it had are refused from then on.

@@ -1,4 +1,5 @@
-//! Client secrets: generated here, shown once, kept only as a hash.
+//! Client secrets: generated here and shown once, or chosen by an operator (`client
+//! ensure`), and kept only as a hash.
 
 use aws_lc_rs::digest::{SHA256, digest};
 use base64::Engine;
@@ -33,6 +34,36 @@ pub fn decode_hash(stored: &str) -> Option<[u8; 32]> {
     URL_SAFE_NO_PAD.decode(stored).ok()?.try_into().ok()
 }
 
+/// The fewest characters a secret an operator chooses may have: as much as 24 random bytes
+/// in base64 carry, where a generated one has 43.
+pub const MIN_CHOSEN_CHARS: usize = 32;
+
+/// Why a secret an operator chose cannot be a client's, if it cannot: too short to be
+/// out of reach of guessing, longer than the token endpoint takes (`longest`), or holding
+/// a control character or surrounding white space, which a file's trailing newline or a
+/// paste leaves and the partner's copy would not have. Never quotes the secret.
+pub fn refuse_chosen(secret: &str, longest: usize) -> Option<String> {
+    let chars = secret.chars().count();
+    if secret.is_empty() {
+        Some("it is empty".into())
+    } else if chars < MIN_CHOSEN_CHARS {
+        Some(format!(
+            "it is shorter than {MIN_CHOSEN_CHARS} characters, too weak for a client secret \
+             (`openssl rand -base64 32` makes one)"
+        ))
+    } else if chars > longest {
+        Some(format!(
+            "it is longer than {longest} characters, more than the token endpoint takes"
+        ))
+    } else if secret.chars().any(char::is_control) {
+        Some("it holds a control character (a trailing newline?)".into())
+    } else if secret.trim() != secret {
+        Some("it starts or ends with white space".into())
+    } else {
+        None
+    }
+}
+
 /// Compares two hashes in constant time.
 pub fn hashes_match(a: &[u8; 32], b: &[u8; 32]) -> bool {
     aws_lc_rs::constant_time::verify_slices_are_equal(a, b).is_ok()
@@ -57,5 +88,51 @@ mod tests {
         assert!(hashes_match(&h, &hash_secret("abc")));
         assert!(!hashes_match(&h, &hash_secret("abd")));
         assert_eq!(decode_hash("short"), None);
+    }
+
+    #[test]
+    fn a_chosen_secret_is_refused_for_each_weakness_and_never_quoted() {
+        let strong = "q83vEjRWeDvXbG5kpTt2H4nU8cYfLmZa";
+        let cases = [
+            ("empty", String::new(), Some("empty")),
+            (
+                "one short of the least",
+                strong[..31].to_owned(),
+                Some("shorter than 32"),
+            ),
+            (
+                "longer than the endpoint takes",
+                "x".repeat(256),
+                Some("longer than 255"),
+            ),
+            (
+                "a trailing newline",
+                format!("{strong}\n"),
+                Some("control character"),
+            ),
+            ("a NUL", format!("{strong}\0"), Some("control character")),
+            ("a leading space", format!(" {strong}"), Some("white space")),
+            ("exactly the least", strong.to_owned(), None),
+            (
+                "a generated one",
+                generate_secret().unwrap().expose().clone(),
+                None,
+            ),
+            ("the longest taken", "x".repeat(255), None),
+        ];
+        for (rule, secret, refused) in cases {
+            let found = refuse_chosen(&secret, 255);
+            match (refused, &found) {
+                (Some(why), Some(problem)) => {
+                    assert!(problem.contains(why), "{rule}: {problem}");
+                    assert!(
+                        secret.is_empty() || !problem.contains(secret.trim()),
+                        "{rule}"
+                    );
+                }
+                (None, None) => {}
+                _ => panic!("{rule}: {found:?}"),
+            }
+        }
     }
 }

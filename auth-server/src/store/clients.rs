@@ -4,8 +4,8 @@ use anyhow::{anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
-    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, EntityTrait, QueryFilter,
-    QueryOrder, Set, SqlErr,
+    ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
+    EntityTrait, QueryFilter, QueryOrder, Set, SqlErr,
 };
 use serde::Serialize;
 use serde_json::json;
@@ -201,33 +201,66 @@ pub async fn create_client(
     sandbox: bool,
     actor: &audit::Author,
 ) -> anyhow::Result<NewClient> {
+    let name = parse_name(name)?;
+    let scopes = parse_scopes(scopes)?;
+    check_sandbox(&scopes, sandbox)?;
+    let brands = brands_for(&scopes, brands)?;
+    let (secret, keys) = match credentials {
+        NewCredentials::Secret => (Some(secrets::generate_secret()?), None),
+        NewCredentials::Keys(keys) => (None, Some(keys)),
+    };
+    let registration = Registration {
+        client_id: uuid::Uuid::new_v4().to_string(),
+        name,
+        scopes,
+        brands,
+        secret,
+        keys,
+        sandbox,
+    };
+    let txn = begin_change(db).await?;
+    check_name_free(&txn, &registration.name, None).await?;
+    let Some(keys) = insert_client(&txn, &registration, actor).await? else {
+        bail!(
+            "a client named {:?} exists: client names must differ in more than case",
+            registration.name
+        );
+    };
+    txn.commit().await?;
+    Ok(NewClient {
+        client_id: registration.client_id,
+        client_secret: registration.secret,
+        keys,
+        jwks_uri: registration.keys.and_then(|k| k.columns().1),
+        scopes: registration.scopes,
+        brands: registration.brands.unwrap_or_default(),
+        sandbox,
+    })
+}
+
+/// A client's name as given, trimmed; there must be one.
+fn parse_name(name: &str) -> anyhow::Result<String> {
     let name = name.trim();
     if name.is_empty() {
         bail!("a client needs a name");
     }
-    let scopes = parse_scopes(scopes)?;
-    check_sandbox(&scopes, sandbox)?;
-    let brands = brands_for(&scopes, brands)?;
-    let client_id = uuid::Uuid::new_v4().to_string();
-    let (method, secret, keys): (_, _, Option<RegisteredKeys>) = match credentials {
-        NewCredentials::Secret => (
-            AuthMethod::ClientSecret,
-            Some(secrets::generate_secret()?),
-            None,
-        ),
-        NewCredentials::Keys(keys) => (AuthMethod::PrivateKeyJwt, None, Some(keys)),
-    };
-    let (jwks, jwks_uri) = keys.as_ref().map(|k| k.columns()).unwrap_or_default();
-    let now = Utc::now();
-    let txn = begin_change(db).await?;
+    Ok(name.to_owned())
+}
+
+/// Refuses `name` when a client other than `except` has it, whatever its case.
+async fn check_name_free<C: ConnectionTrait>(
+    txn: &C,
+    name: &str,
+    except: Option<&str>,
+) -> anyhow::Result<()> {
     // Compared here as well as by the unique index on lower(name): SQLite's lower() folds
     // only ASCII letters.
     let folded = name.to_lowercase();
     let taken = client::Entity::find()
-        .all(&txn)
+        .all(txn)
         .await?
         .into_iter()
-        .find(|c| c.name.to_lowercase() == folded);
+        .find(|c| Some(c.client_id.as_str()) != except && c.name.to_lowercase() == folded);
     if let Some(taken) = taken {
         bail!(
             "client {} is already named {:?}: client names must differ in more than case",
@@ -235,36 +268,67 @@ pub async fn create_client(
             taken.name
         );
     }
+    Ok(())
+}
+
+/// A new client, checked, with what it authenticates with.
+struct Registration {
+    client_id: String,
+    name: String,
+    scopes: Vec<String>,
+    brands: Option<Vec<String>>,
+    /// Its first secret; none for a `private_key_jwt` client.
+    secret: Option<Secret<String>>,
+    /// Its keys; none for a secret client.
+    keys: Option<RegisteredKeys>,
+    sandbox: bool,
+}
+
+/// Inserts `c` with its first secret and its `client.create` entry in `txn`, and returns its
+/// keys as operators see them. None when its id or name is taken (a unique index): `txn`
+/// is then of no further use, and is to be dropped.
+async fn insert_client(
+    txn: &DatabaseTransaction,
+    c: &Registration,
+    actor: &audit::Author,
+) -> anyhow::Result<Option<Vec<KeySummary>>> {
+    let method = if c.keys.is_some() {
+        AuthMethod::PrivateKeyJwt
+    } else {
+        AuthMethod::ClientSecret
+    };
+    let (jwks, jwks_uri) = c.keys.as_ref().map(|k| k.columns()).unwrap_or_default();
+    let now = Utc::now();
     let inserted = client::ActiveModel {
-        client_id: Set(client_id.clone()),
-        name: Set(name.to_owned()),
-        scopes: Set(scopes.join(" ")),
-        brands: Set(brands.as_ref().map(|b| b.join(" "))),
+        client_id: Set(c.client_id.clone()),
+        name: Set(c.name.clone()),
+        scopes: Set(c.scopes.join(" ")),
+        brands: Set(c.brands.as_ref().map(|b| b.join(" "))),
         auth_method: Set(method.as_str().to_owned()),
         jwks: Set(jwks),
         jwks_uri: Set(jwks_uri.clone()),
         dpop_required: Set(false),
-        sandbox: Set(sandbox),
+        sandbox: Set(c.sandbox),
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
     }
-    .insert(&txn)
+    .insert(txn)
     .await;
     if let Err(e) = inserted {
         if matches!(e.sql_err(), Some(SqlErr::UniqueConstraintViolation(_))) {
-            bail!("a client named {name:?} exists: client names must differ in more than case");
+            return Ok(None);
         }
         return Err(e.into());
     }
-    if let Some(secret) = &secret {
-        insert_secret(&txn, &client_id, secret, now).await?;
+    if let Some(secret) = &c.secret {
+        insert_secret(txn, &c.client_id, secret, now).await?;
     }
-    let mut detail = json!({"name": name, "scopes": scopes});
-    if let Some(brands) = &brands {
+    let mut detail = json!({"name": c.name, "scopes": c.scopes});
+    if let Some(brands) = &c.brands {
         detail["brands"] = json!(brands);
     }
-    let keys = keys.map(|k| k.summary()).unwrap_or_default();
+    let keys = c.keys.as_ref().map(|k| k.summary()).unwrap_or_default();
     // Recorded only when not the default, so entries of secret clients read as before.
     if method != AuthMethod::ClientSecret {
         detail["auth_method"] = json!(method);
@@ -273,20 +337,409 @@ pub async fn create_client(
     if let Some(uri) = &jwks_uri {
         detail["jwks_uri"] = json!(uri);
     }
-    if sandbox {
+    if c.sandbox {
         detail["sandbox"] = json!(true);
     }
-    audit::append(&txn, actor, "client.create", &client_id, detail).await?;
+    audit::append(txn, actor, "client.create", &c.client_id, detail).await?;
+    Ok(Some(keys))
+}
+
+/// The longest client id an operator may choose: room for any naming scheme, and for the
+/// UUIDs `client create` makes (36).
+pub const MAX_CLIENT_ID_CHARS: usize = 64;
+
+/// Checks a client id an operator chooses (`client ensure --id`): 1 to
+/// [`MAX_CLIENT_ID_CHARS`] ASCII letters, digits, `-`, `_` or `.`, so that it travels as it
+/// is in a Basic header (no `:`), a form, a log line and a metric label.
+pub fn parse_client_id(id: &str) -> anyhow::Result<String> {
+    if id.chars().any(char::is_control) {
+        bail!("a client id must not hold control characters: {id:?}");
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if id.is_empty() || id.len() > MAX_CLIENT_ID_CHARS || !id.chars().all(allowed) {
+        let shown: String = id.chars().take(MAX_CLIENT_ID_CHARS).collect();
+        bail!(
+            "client id {shown:?}{} is refused: a client id is 1 to {MAX_CLIENT_ID_CHARS} ASCII \
+             letters, digits, '-', '_' or '.'",
+            if shown.len() < id.len() { "..." } else { "" }
+        );
+    }
+    Ok(id.to_owned())
+}
+
+/// How a client declared to `client ensure` authenticates.
+#[derive(Debug)]
+pub enum DeclaredCredentials {
+    /// With this secret, which the operator generated and keeps with the deployment's
+    /// other secrets.
+    Secret(Secret<String>),
+    /// With assertions signed by one of these keys.
+    Keys(ClientKeys),
+}
+
+/// A client as `client ensure` declares it, before it is checked.
+#[derive(Debug)]
+pub struct DeclaredClient {
+    /// The id the operator chose.
+    pub client_id: String,
+    /// Partner name, unique whatever its case.
+    pub name: String,
+    /// Space-separated scopes.
+    pub scopes: String,
+    /// Comma-separated brands, for a portal client.
+    pub brands: Option<String>,
+    /// What it authenticates with.
+    pub credentials: DeclaredCredentials,
+}
+
+/// What `client ensure` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ensured {
+    /// There was no client with the id: it was made.
+    Created,
+    /// The client differed: it was brought to the declaration.
+    Updated,
+    /// The client was as declared: nothing was written.
+    Unchanged,
+}
+
+/// What differed between a client and its declaration, and was changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Difference {
+    /// Its name.
+    Name,
+    /// Its scopes.
+    Scopes,
+    /// The brands it is bound to.
+    Brands,
+    /// Its secret: the declared one replaced every other.
+    Secret,
+    /// Its public keys.
+    Keys,
+}
+
+/// What `client ensure` prints: never the secret.
+#[derive(Debug, Serialize)]
+pub struct EnsuredClient {
+    /// The client.
+    pub client_id: String,
+    /// Created, updated or unchanged.
+    pub outcome: Ensured,
+    /// Whether anything was written.
+    pub changed: bool,
+    /// What an update changed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<Difference>,
+    /// Its name now.
+    pub name: String,
+    /// Its scopes now.
+    pub scopes: Vec<String>,
+    /// The brands it is bound to now, for a portal client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub brands: Vec<String>,
+    /// How it authenticates.
+    pub auth_method: AuthMethod,
+    /// Its keys, for a `private_key_jwt` client.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeySummary>,
+}
+
+/// A declaration, checked.
+struct Wanted {
+    client_id: String,
+    name: String,
+    scopes: Vec<String>,
+    brands: Option<Vec<String>>,
+    credentials: DeclaredCredentials,
+}
+
+impl Wanted {
+    fn parse(declared: DeclaredClient) -> anyhow::Result<Self> {
+        let scopes = parse_scopes(&declared.scopes)?;
+        let brands = brands_for(&scopes, declared.brands.as_deref())?;
+        Ok(Self {
+            client_id: parse_client_id(&declared.client_id)?,
+            name: parse_name(&declared.name)?,
+            scopes,
+            brands,
+            credentials: declared.credentials,
+        })
+    }
+
+    fn method(&self) -> AuthMethod {
+        match self.credentials {
+            DeclaredCredentials::Secret(_) => AuthMethod::ClientSecret,
+            DeclaredCredentials::Keys(_) => AuthMethod::PrivateKeyJwt,
+        }
+    }
+
+    /// What of `found` differs from this declaration. Refuses what `ensure` must not
+    /// decide for an operator: bringing back a disabled client, changing how a client
+    /// authenticates, or turning a sandbox client into a real one.
+    fn differences(&self, found: &Found) -> anyhow::Result<Vec<Difference>> {
+        let (c, id) = (&found.client, &self.client_id);
+        if let Some(since) = c.disabled_at {
+            bail!(
+                "client {id} is disabled, since {}: `client ensure` does not enable a client \
+                 an operator disabled; `auth-server client enable {id}` first, if it is to \
+                 work again",
+                since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            );
+        }
+        if c.sandbox {
+            bail!("client {id} is a sandbox client: `client ensure` declares real clients only");
+        }
+        if AuthMethod::parse(&c.auth_method) != Some(self.method()) {
+            bail!(
+                "client {id} authenticates with {}, not {}: `client ensure` does not change \
+                 how a client authenticates; register a client with another id for that",
+                c.auth_method,
+                self.method().as_str()
+            );
+        }
+        let mut differences = Vec::new();
+        if c.name != self.name {
+            differences.push(Difference::Name);
+        }
+        if !same_set(
+            &c.scopes.split(' ').map(str::to_owned).collect::<Vec<_>>(),
+            &self.scopes,
+        ) {
+            differences.push(Difference::Scopes);
+        }
+        let brands = self.brands.clone().unwrap_or_default();
+        if !same_set(&split_brands(c.brands.as_deref()), &brands) {
+            differences.push(Difference::Brands);
+        }
+        match &self.credentials {
+            DeclaredCredentials::Secret(secret) => {
+                let presented = secrets::hash_secret(secret.expose());
+                // Only a current secret will do: one in its grace after a rotation stops
+                // working soon, so declaring it makes it current again.
+                let current = found
+                    .secrets
+                    .iter()
+                    .filter(|s| s.expires_at.is_none())
+                    .filter_map(|s| secrets::decode_hash(&s.secret_hash))
+                    .fold(false, |m, h| m | secrets::hashes_match(&h, &presented));
+                if !current {
+                    differences.push(Difference::Secret);
+                }
+            }
+            DeclaredCredentials::Keys(keys) => {
+                if c.jwks_uri.is_some() || c.jwks.as_deref() != Some(keys.stored()) {
+                    differences.push(Difference::Keys);
+                }
+            }
+        }
+        Ok(differences)
+    }
+
+    fn report(self, outcome: Ensured, changes: Vec<Difference>) -> EnsuredClient {
+        let auth_method = self.method();
+        EnsuredClient {
+            client_id: self.client_id,
+            outcome,
+            changed: outcome != Ensured::Unchanged,
+            changes,
+            name: self.name,
+            scopes: self.scopes,
+            brands: self.brands.unwrap_or_default(),
+            auth_method,
+            keys: match &self.credentials {
+                DeclaredCredentials::Secret(_) => Vec::new(),
+                DeclaredCredentials::Keys(keys) => keys.summary(),
+            },
+        }
+    }
+}
+
+/// Whether two lists hold the same items, whatever their order.
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// A stored client with its secrets.
+struct Found {
+    client: client::Model,
+    secrets: Vec<client_secret::Model>,
+}
+
+async fn find_declared<C: ConnectionTrait>(
+    db: &C,
+    client_id: &str,
+) -> anyhow::Result<Option<Found>> {
+    let Some(client) = client::Entity::find_by_id(client_id.to_owned())
+        .one(db)
+        .await?
+    else {
+        return Ok(None);
+    };
+    let secrets = client_secret::Entity::find()
+        .filter(client_secret::Column::ClientId.eq(client_id))
+        .all(db)
+        .await?;
+    Ok(Some(Found { client, secrets }))
+}
+
+/// Brings client `declared.client_id` to the declaration: creates it when absent, changes
+/// what differs when present, and writes nothing, not even the revision, when it is as
+/// declared (so a deployment may run it at every start). A secret that differs replaces
+/// every secret the client had at once, with no grace: the declaration says which secret
+/// is the client's, and an operator declares a new one mostly because the old one got out.
+///
+/// Two runs at once, as replicas starting together make, leave one client: changes take
+/// the revision row's lock one after another, and an insert that meets the unique index
+/// anyway reads the client again and compares.
+pub async fn ensure_client(
+    db: &DatabaseConnection,
+    declared: DeclaredClient,
+    actor: &audit::Author,
+) -> anyhow::Result<EnsuredClient> {
+    let wanted = Wanted::parse(declared)?;
+    if let Some(found) = find_declared(db, &wanted.client_id).await?
+        && wanted.differences(&found)?.is_empty()
+    {
+        return Ok(wanted.report(Ensured::Unchanged, Vec::new()));
+    }
+    match ensure_in_change(db, &wanted, actor).await? {
+        Some((outcome, changes)) => Ok(wanted.report(outcome, changes)),
+        None => match ensure_in_change(db, &wanted, actor).await? {
+            Some((outcome, changes)) => Ok(wanted.report(outcome, changes)),
+            None => bail!(
+                "client {} could not be created: a client with its id or its name was being \
+                 created at the same time; run the command again",
+                wanted.client_id
+            ),
+        },
+    }
+}
+
+/// One try of [`ensure_client`] in a change transaction; none when the insert met a unique
+/// index, the transaction rolled back.
+async fn ensure_in_change(
+    db: &DatabaseConnection,
+    wanted: &Wanted,
+    actor: &audit::Author,
+) -> anyhow::Result<Option<(Ensured, Vec<Difference>)>> {
+    let txn = begin_change(db).await?;
+    let Some(found) = find_declared(&txn, &wanted.client_id).await? else {
+        check_name_free(&txn, &wanted.name, None).await?;
+        let (secret, keys) = match &wanted.credentials {
+            DeclaredCredentials::Secret(secret) => (Some(secret.clone()), None),
+            DeclaredCredentials::Keys(keys) => (None, Some(RegisteredKeys::Inline(keys.clone()))),
+        };
+        let registration = Registration {
+            client_id: wanted.client_id.clone(),
+            name: wanted.name.clone(),
+            scopes: wanted.scopes.clone(),
+            brands: wanted.brands.clone(),
+            secret,
+            keys,
+            sandbox: false,
+        };
+        if insert_client(&txn, &registration, actor).await?.is_none() {
+            return Ok(None);
+        }
+        txn.commit().await?;
+        return Ok(Some((Ensured::Created, Vec::new())));
+    };
+    let differences = wanted.differences(&found)?;
+    if differences.is_empty() {
+        // Another run got there first; dropping the transaction undoes the revision bump.
+        return Ok(Some((Ensured::Unchanged, Vec::new())));
+    }
+    if differences.contains(&Difference::Name) {
+        check_name_free(&txn, &wanted.name, Some(&wanted.client_id)).await?;
+    }
+    let id = wanted.client_id.as_str();
+    let now = Utc::now();
+    let previous = found.client.clone();
+    let mut active: client::ActiveModel = found.client.into();
+    let mut entries = Vec::new();
+    for difference in &differences {
+        match difference {
+            Difference::Name => {
+                active.name = Set(wanted.name.clone());
+                let detail = json!({"name": wanted.name, "previous_name": previous.name});
+                entries.push(("client.rename", detail));
+            }
+            Difference::Scopes => {
+                active.scopes = Set(wanted.scopes.join(" "));
+                let before: Vec<&str> = previous.scopes.split(' ').collect();
+                let detail = json!({"scopes": wanted.scopes, "previous_scopes": before});
+                entries.push(("client.set_scopes", detail));
+            }
+            Difference::Brands => {
+                active.brands = Set(wanted.brands.as_ref().map(|b| b.join(" ")));
+                let detail = json!({
+                    "brands": wanted.brands.clone().unwrap_or_default(),
+                    "previous_brands": split_brands(previous.brands.as_deref()),
+                });
+                entries.push(("client.set_brands", detail));
+            }
+            Difference::Secret => {
+                let DeclaredCredentials::Secret(secret) = &wanted.credentials else {
+                    continue;
+                };
+                expire_secrets(&txn, id, now).await?;
+                insert_secret(&txn, id, secret, now).await?;
+                let detail = json!({"previous_secrets_valid_until": now});
+                entries.push(("client.rotate_secret", detail));
+            }
+            Difference::Keys => {
+                let DeclaredCredentials::Keys(keys) = &wanted.credentials else {
+                    continue;
+                };
+                active.jwks = Set(Some(keys.stored().to_owned()));
+                active.jwks_uri = Set(None);
+                let before = previous
+                    .jwks
+                    .as_deref()
+                    .and_then(|j| ClientKeys::load(j).ok())
+                    .map(|k| k.summary())
+                    .unwrap_or_default();
+                let mut detail = json!({"keys": keys.summary(), "previous_keys": before});
+                // As `client set-keys` records it.
+                if previous.jwks_uri.is_some() {
+                    detail["jwks_uri"] = json!(null);
+                    detail["previous_jwks_uri"] = json!(previous.jwks_uri);
+                }
+                entries.push(("client.set_keys", detail));
+            }
+        }
+    }
+    active.updated_at = Set(now);
+    active.update(&txn).await?;
+    for (action, detail) in entries {
+        audit::append(&txn, actor, action, id, detail).await?;
+    }
     txn.commit().await?;
-    Ok(NewClient {
-        client_id,
-        client_secret: secret,
-        keys,
-        jwks_uri,
-        scopes,
-        brands: brands.unwrap_or_default(),
-        sandbox,
-    })
+    Ok(Some((Ensured::Updated, differences)))
+}
+
+/// Ends every secret of `client_id` that still works, at `now`.
+async fn expire_secrets<C: ConnectionTrait>(
+    txn: &C,
+    client_id: &str,
+    now: DateTime<Utc>,
+) -> anyhow::Result<()> {
+    client_secret::Entity::update_many()
+        .col_expr(client_secret::Column::ExpiresAt, Expr::value(now))
+        .filter(client_secret::Column::ClientId.eq(client_id))
+        .filter(
+            client_secret::Column::ExpiresAt
+                .is_null()
+                .or(client_secret::Column::ExpiresAt.gt(now)),
+        )
+        .exec(txn)
+        .await?;
+    Ok(())
 }
 
 async fn insert_secret<C: ConnectionTrait>(
@@ -708,4 +1161,59 @@ pub fn read_jwks_file(path: &std::path::Path) -> anyhow::Result<ClientKeys> {
         );
     }
     ClientKeys::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_chosen_client_id_is_refused_for_each_rule_it_breaks() {
+        let longest = "a".repeat(MAX_CLIENT_ID_CHARS);
+        let cases: &[(&str, &str, Option<&str>)] = &[
+            ("a name", "intake-api", None),
+            (
+                "letters, digits, dot, dash, underscore",
+                "Intake_API-2.prod",
+                None,
+            ),
+            (
+                "a uuid as client create makes",
+                "0b9f3c9e-6d1e-4c62-9a57-0d3c1f7e2b11",
+                None,
+            ),
+            ("the longest taken", &longest, None),
+            ("empty", "", Some("1 to 64")),
+            ("one too long", &format!("{longest}a"), Some("1 to 64")),
+            ("a NUL", "intake\0api", Some("control characters")),
+            ("a newline", "intake-api\n", Some("control characters")),
+            (
+                "a colon, which splits Basic credentials",
+                "intake:api",
+                Some("1 to 64"),
+            ),
+            ("a space", "intake api", Some("1 to 64")),
+            ("a slash", "intake/api", Some("1 to 64")),
+            ("not ASCII", "intäke", Some("1 to 64")),
+        ];
+        for (rule, id, refused) in cases {
+            match (refused, parse_client_id(id)) {
+                (None, Ok(parsed)) => assert_eq!(parsed, *id, "{rule}"),
+                (Some(why), Err(e)) => {
+                    let message = e.to_string();
+                    assert!(message.contains(why), "{rule}: {message}");
+                    assert!(!message.contains('\0'), "{rule}: the NUL is escaped");
+                }
+                (_, outcome) => panic!("{rule}: {outcome:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn scopes_and_brands_compare_whatever_their_order() {
+        let list = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert!(same_set(&list("a b"), &list("b a")));
+        assert!(!same_set(&list("a b"), &list("a")));
+        assert!(!same_set(&list("a"), &list("b")));
+    }
 }

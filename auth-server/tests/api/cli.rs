@@ -5,7 +5,7 @@ use std::process::Command;
 use serde_json::Value;
 use test_support::on_both_backends;
 
-use crate::helpers::{Backend, TestDb};
+use crate::helpers::{AuthServer, Backend, INTAKE, TestDb};
 
 fn auth_server(db: &TestDb, args: &[&str]) -> (bool, Value, String) {
     let (code, json, stderr) = auth_server_at(&db.url, args);
@@ -801,8 +801,636 @@ async fn a_keyed_client_is_registered_from_a_jwks_file_without_a_secret(backend:
     assert_eq!(entries[1]["detail"]["keys"][0]["kid"], "acme-2027");
 }
 
+/// The environment variable the ensure tests hand the secret in.
+const SECRET_VAR: &str = "ENSURE_TEST_CLIENT_SECRET";
+
+/// A secret as an operator generates one (`openssl rand -base64 32`), and another.
+const SECRET: &str = "m3Qy7Vb0Zk2Xc9Rt5Lp8Wn4Hd6Fs1Ga0Ej3Ku7Oi2Ty=";
+const NEW_SECRET: &str = "Pq4Wr8Ty2Ui6Op0As5Df9Gh3Jk7Lz1Xc4Vb8Nm2Qw6E=";
+
+/// `client ensure` with `declaration`, `env` set.
+fn ensure(db: &TestDb, declaration: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut args = vec!["client", "ensure"];
+    args.extend_from_slice(declaration);
+    run(&db.url, &args, env)
+}
+
+/// `client ensure` of the intake-api's own client, `revocations:read`, with `secret`.
+fn ensure_reader(db: &TestDb, secret: &str) -> Run {
+    ensure(
+        db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "intake-api",
+            "--scopes",
+            "revocations:read",
+            "--secret-env",
+            SECRET_VAR,
+        ],
+        &[(SECRET_VAR, secret)],
+    )
+}
+
+/// The actions of the audit trail's entries, oldest first.
+fn audit_actions(db: &TestDb) -> Vec<String> {
+    let audit = run(&db.url, &["audit", "list"], &[]).json();
+    audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["action"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// The database's revision, which every change moves.
+async fn revision(db: &TestDb) -> i64 {
+    let conn = sea_orm::Database::connect(db.url.as_str()).await.unwrap();
+    let revision = auth_server::store::current_revision(&conn).await.unwrap();
+    let _ = conn.close().await;
+    revision
+}
+
+/// The status of a token request over HTTP with these credentials.
+async fn token_status(auth: &AuthServer, id: &str, secret: &str, scope: &str) -> u16 {
+    reqwest::Client::new()
+        .post(format!("{}/oauth/token", auth.base_url()))
+        .basic_auth(id, Some(secret))
+        .form(&[("grant_type", "client_credentials"), ("scope", scope)])
+        .send()
+        .await
+        .expect("token request")
+        .status()
+        .as_u16()
+}
+
+fn assert_secrets_not_in(run: &Run) {
+    for secret in [SECRET, NEW_SECRET] {
+        assert!(
+            !run.stdout.contains(secret),
+            "secret on stdout: {}",
+            run.stdout
+        );
+        assert!(
+            !run.stderr.contains(secret),
+            "secret on stderr: {}",
+            run.stderr
+        );
+    }
+}
+
+async fn ensure_creates_the_client_once_then_writes_nothing_and_it_gets_a_token(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let created = ensure_reader(&db, SECRET);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    assert_secrets_not_in(&created);
+    assert_eq!(
+        created.json(),
+        serde_json::json!({
+            "client_id": "intake-api",
+            "outcome": "created",
+            "changed": true,
+            "name": "intake-api",
+            "scopes": ["revocations:read"],
+            "auth_method": "client_secret",
+        })
+    );
+    assert_eq!(audit_actions(&db), ["client.create"]);
+    let before = revision(&db).await;
+
+    let again = ensure(
+        &db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "intake-api",
+            "--scopes",
+            "revocations:read",
+            "--secret-env",
+            SECRET_VAR,
+            "-o",
+            "json",
+        ],
+        &[(SECRET_VAR, SECRET)],
+    );
+    assert_eq!(again.code, Some(0), "{}", again.stderr);
+    assert_secrets_not_in(&again);
+    let printed = again.json();
+    assert_eq!(
+        (
+            &printed["client_id"],
+            &printed["outcome"],
+            &printed["changed"]
+        ),
+        (
+            &Value::from("intake-api"),
+            &Value::from("unchanged"),
+            &Value::from(false)
+        ),
+        "{printed}"
+    );
+    assert_eq!(
+        again.stderr,
+        "client intake-api is as declared: nothing changed\n"
+    );
+    assert_eq!(
+        audit_actions(&db),
+        ["client.create"],
+        "no entry for no change"
+    );
+    assert_eq!(revision(&db).await, before, "nothing written");
+
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let reader = shared::claims::scopes::REVOCATIONS_READ;
+    assert_eq!(token_status(&auth, "intake-api", SECRET, reader).await, 200);
+    assert_eq!(
+        token_status(&auth, "intake-api", NEW_SECRET, reader).await,
+        401
+    );
+}
+
+async fn ensure_brings_a_changed_secret_name_and_scopes_to_the_declaration(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let created = ensure_reader(&db, SECRET);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let reader = shared::claims::scopes::REVOCATIONS_READ;
+    assert_eq!(token_status(&auth, "intake-api", SECRET, reader).await, 200);
+
+    let rotated = ensure_reader(&db, NEW_SECRET);
+    assert_eq!(rotated.code, Some(0), "{}", rotated.stderr);
+    assert_secrets_not_in(&rotated);
+    assert_eq!(rotated.json()["outcome"], "updated");
+    assert_eq!(rotated.json()["changes"], serde_json::json!(["secret"]));
+    // No grace: the declaration names the one secret.
+    assert_eq!(token_status(&auth, "intake-api", SECRET, reader).await, 401);
+    assert_eq!(
+        token_status(&auth, "intake-api", NEW_SECRET, reader).await,
+        200
+    );
+
+    let widened = ensure(
+        &db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "Intake API",
+            "--scopes",
+            "revocations:read enquiry:case:intake:create",
+            "--secret-env",
+            SECRET_VAR,
+        ],
+        &[(SECRET_VAR, NEW_SECRET)],
+    );
+    assert_eq!(widened.code, Some(0), "{}", widened.stderr);
+    assert_eq!(
+        widened.json(),
+        serde_json::json!({
+            "client_id": "intake-api",
+            "outcome": "updated",
+            "changed": true,
+            "changes": ["name", "scopes"],
+            "name": "Intake API",
+            "scopes": ["revocations:read", "enquiry:case:intake:create"],
+            "auth_method": "client_secret",
+        })
+    );
+    assert_eq!(
+        token_status(&auth, "intake-api", NEW_SECRET, INTAKE).await,
+        200
+    );
+    let reordered = ensure(
+        &db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "Intake API",
+            "--scopes",
+            "enquiry:case:intake:create revocations:read",
+            "--secret-env",
+            SECRET_VAR,
+        ],
+        &[(SECRET_VAR, NEW_SECRET)],
+    );
+    assert_eq!(
+        reordered.json()["outcome"],
+        "unchanged",
+        "{}",
+        reordered.stderr
+    );
+
+    let narrowed = ensure_reader(&db, NEW_SECRET);
+    assert_eq!(
+        narrowed.json()["changes"],
+        serde_json::json!(["name", "scopes"])
+    );
+    assert_eq!(
+        token_status(&auth, "intake-api", NEW_SECRET, INTAKE).await,
+        400
+    );
+
+    let audit = run(&db.url, &["audit", "list"], &[]).json();
+    let entries: Vec<(&str, &Value)> = audit
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["action"].as_str().unwrap(), &e["detail"]))
+        // The server's own entries (its first keys) aside.
+        .filter(|(action, _)| action.starts_with("client."))
+        .collect();
+    let actions: Vec<&str> = entries.iter().map(|(a, _)| *a).collect();
+    assert_eq!(
+        actions,
+        [
+            "client.create",
+            "client.rotate_secret",
+            "client.rename",
+            "client.set_scopes",
+            "client.rename",
+            "client.set_scopes",
+        ]
+    );
+    assert_eq!(
+        entries[2].1,
+        &serde_json::json!({"name": "Intake API", "previous_name": "intake-api"})
+    );
+    assert_eq!(
+        entries[3].1,
+        &serde_json::json!({
+            "scopes": ["revocations:read", "enquiry:case:intake:create"],
+            "previous_scopes": ["revocations:read"],
+        })
+    );
+    assert!(!audit.to_string().contains(NEW_SECRET));
+    let verified = run(&db.url, &["audit", "verify"], &[]);
+    assert_eq!(verified.code, Some(0), "{}", verified.stderr);
+}
+
+async fn ensure_refuses_a_disabled_client_another_method_and_a_taken_name(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let created = ensure_reader(&db, SECRET);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    let disabled = run(&db.url, &["client", "disable", "intake-api"], &[]);
+    assert_eq!(disabled.code, Some(0), "{}", disabled.stderr);
+
+    let refused = ensure_reader(&db, SECRET);
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    assert_eq!(refused.stdout, "");
+    assert!(
+        refused
+            .stderr
+            .contains("client intake-api is disabled, since ")
+            && refused
+                .stderr
+                .contains("`auth-server client enable intake-api`"),
+        "{}",
+        refused.stderr
+    );
+    let shown = run(&db.url, &["client", "show", "intake-api"], &[]).json();
+    assert_eq!(shown["disabled"], true, "not brought back");
+
+    let keys = JwksFile::ec("intake-2026", &[]);
+    let enabled = run(&db.url, &["client", "enable", "intake-api"], &[]);
+    assert_eq!(enabled.code, Some(0), "{}", enabled.stderr);
+    let other_method = ensure(
+        &db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "intake-api",
+            "--scopes",
+            "revocations:read",
+            "--auth-method",
+            "private_key_jwt",
+            "--jwks-file",
+            keys.path(),
+        ],
+        &[],
+    );
+    assert_eq!(other_method.code, Some(1), "{}", other_method.stderr);
+    assert!(
+        other_method
+            .stderr
+            .contains("authenticates with client_secret, not private_key_jwt"),
+        "{}",
+        other_method.stderr
+    );
+
+    let taken = ensure(
+        &db,
+        &[
+            "--id",
+            "other-reader",
+            "--name",
+            "INTAKE-API",
+            "--scopes",
+            "revocations:read",
+            "--secret-env",
+            SECRET_VAR,
+        ],
+        &[(SECRET_VAR, NEW_SECRET)],
+    );
+    assert_eq!(taken.code, Some(1), "{}", taken.stderr);
+    assert_eq!(
+        taken.stderr,
+        "error: client intake-api is already named \"intake-api\": client names must differ \
+         in more than case\n"
+    );
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        audit_actions(&db),
+        ["client.create", "client.disable", "client.enable"]
+    );
+}
+
+async fn ensure_refuses_a_missing_empty_or_weak_secret_naming_the_variable_never_the_secret(
+    backend: Backend,
+) {
+    let db = TestDb::auth(backend).await;
+    let weak = "tooShortToBeASecret1234567890ab";
+    let newline = format!("{SECRET}\n");
+    let cases = [
+        (
+            "unset",
+            None,
+            "--secret-env names ENSURE_TEST_CLIENT_SECRET, which is not set",
+        ),
+        (
+            "empty",
+            Some(""),
+            "the secret in ENSURE_TEST_CLIENT_SECRET is refused: it is empty",
+        ),
+        (
+            "31 characters",
+            Some(weak),
+            "the secret in ENSURE_TEST_CLIENT_SECRET is refused: it is shorter than 32",
+        ),
+        (
+            "a trailing newline",
+            Some(newline.as_str()),
+            "the secret in ENSURE_TEST_CLIENT_SECRET is refused: it holds a control character",
+        ),
+    ];
+    for (rule, secret, expected) in cases {
+        let env: Vec<(&str, &str)> = secret.map(|s| (SECRET_VAR, s)).into_iter().collect();
+        let refused = ensure_reader_with(&db, &env);
+        assert_eq!(refused.code, Some(1), "{rule}: {}", refused.stderr);
+        assert_eq!(refused.stdout, "", "{rule}");
+        assert!(
+            refused.stderr.contains(expected),
+            "{rule}: {}",
+            refused.stderr
+        );
+        assert!(!refused.stderr.contains(weak), "{rule}: {}", refused.stderr);
+        assert_secrets_not_in(&refused);
+    }
+    let without = ensure(
+        &db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "intake-api",
+            "--scopes",
+            "revocations:read",
+        ],
+        &[],
+    );
+    assert_eq!(without.code, Some(1), "{}", without.stderr);
+    assert!(
+        without.stderr.contains("needs --secret-env VAR"),
+        "{}",
+        without.stderr
+    );
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(listed, serde_json::json!([]));
+    assert!(audit_actions(&db).is_empty());
+}
+
+/// [`ensure_reader`] with `env` as the whole of what it is given.
+fn ensure_reader_with(db: &TestDb, env: &[(&str, &str)]) -> Run {
+    ensure(
+        db,
+        &[
+            "--id",
+            "intake-api",
+            "--name",
+            "intake-api",
+            "--scopes",
+            "revocations:read",
+            "--secret-env",
+            SECRET_VAR,
+        ],
+        env,
+    )
+}
+
+async fn ensure_refuses_an_id_with_control_characters_or_too_long(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let too_long = "a".repeat(65);
+    let cases = [
+        (
+            "a control character",
+            "intake\u{1}api",
+            "must not hold control characters",
+        ),
+        (
+            "a newline",
+            "intake-api\n",
+            "must not hold control characters",
+        ),
+        ("65 characters", too_long.as_str(), "1 to 64 ASCII letters"),
+        ("a colon", "intake:api", "1 to 64 ASCII letters"),
+        ("empty", "", "1 to 64 ASCII letters"),
+    ];
+    for (rule, id, expected) in cases {
+        let refused = ensure(
+            &db,
+            &[
+                "--id",
+                id,
+                "--name",
+                "intake-api",
+                "--scopes",
+                "revocations:read",
+                "--secret-env",
+                SECRET_VAR,
+            ],
+            &[(SECRET_VAR, SECRET)],
+        );
+        assert_eq!(refused.code, Some(1), "{rule}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains(expected),
+            "{rule}: {}",
+            refused.stderr
+        );
+        assert!(!refused.stderr.contains('\u{1}'), "{rule}: escaped");
+        assert_secrets_not_in(&refused);
+    }
+    // A command line cannot carry a NUL; a caller of the library can.
+    let keys = JwksFile::ec("intake-2026", &[]);
+    let mut config = auth_server::config::Config::with_database(db.url.as_str());
+    config.key_encryption_key = Some(
+        test_support::TEST_KEY_ENCRYPTION_KEY
+            .parse()
+            .expect("infallible"),
+    );
+    let refused = auth_server::cli::client(
+        &config,
+        auth_server::config::ClientCommand::Ensure {
+            id: "intake\0api".into(),
+            name: "intake-api".into(),
+            scopes: "revocations:read".into(),
+            brands: None,
+            auth_method: auth_server::store::AuthMethod::PrivateKeyJwt,
+            secret_env: None,
+            jwks_file: Some(keys.0.clone()),
+        },
+    )
+    .await
+    .expect_err("a NUL in the id");
+    assert!(
+        refused
+            .to_string()
+            .contains("must not hold control characters"),
+        "{refused}"
+    );
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(listed, serde_json::json!([]));
+}
+
+/// As replicas' init containers starting together run it (four, to make overlap likely).
+async fn ensures_at_once_all_succeed_and_leave_one_client(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let runs: Vec<_> = (0..4)
+        .map(|_| {
+            Command::new(env!("CARGO_BIN_EXE_auth-server"))
+                .args([
+                    "client",
+                    "ensure",
+                    "--id",
+                    "intake-api",
+                    "--name",
+                    "intake-api",
+                    "--scopes",
+                    "revocations:read",
+                    "--secret-env",
+                    SECRET_VAR,
+                ])
+                .env("AUTH_DATABASE_URL", &db.url)
+                .env(
+                    "AUTH_KEY_ENCRYPTION_KEY",
+                    test_support::TEST_KEY_ENCRYPTION_KEY,
+                )
+                .env(SECRET_VAR, SECRET)
+                .env_remove("RUST_LOG")
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("auth-server runs")
+        })
+        .collect();
+    let mut outcomes: Vec<String> = runs
+        .into_iter()
+        .map(|child| {
+            let out = child.wait_with_output().expect("auth-server ends");
+            let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+            assert!(out.status.success(), "{stderr}");
+            let printed: Value = serde_json::from_slice(&out.stdout).expect("JSON");
+            printed["outcome"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    outcomes.sort();
+    assert_eq!(outcomes, ["created", "unchanged", "unchanged", "unchanged"]);
+    let listed = run(&db.url, &["client", "list"], &[]).json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(
+        listed[0]["secrets"].as_array().unwrap().len(),
+        1,
+        "{listed}"
+    );
+    assert_eq!(audit_actions(&db), ["client.create"]);
+}
+
+async fn under_fapi2_ensure_refuses_a_secret_client_and_declares_keys(backend: Backend) {
+    let db = TestDb::auth(backend).await;
+    let fapi2 = [("AUTH_FAPI2", "true"), (SECRET_VAR, SECRET)];
+    let refused = ensure_reader_with(&db, &fapi2);
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("AUTH_FAPI2 is on")
+            && refused
+                .stderr
+                .contains("--auth-method private_key_jwt --jwks-file FILE"),
+        "{}",
+        refused.stderr
+    );
+    assert_secrets_not_in(&refused);
+    assert_eq!(
+        run(&db.url, &["client", "list"], &[]).json(),
+        serde_json::json!([])
+    );
+
+    let keys = JwksFile::ec("intake-2026", &[]);
+    let keyed = |file: &JwksFile| {
+        ensure(
+            &db,
+            &[
+                "--id",
+                "intake-api",
+                "--name",
+                "intake-api",
+                "--scopes",
+                "revocations:read",
+                "--auth-method",
+                "private_key_jwt",
+                "--jwks-file",
+                file.path(),
+            ],
+            &fapi2[..1],
+        )
+    };
+    let created = keyed(&keys);
+    assert_eq!(created.code, Some(0), "{}", created.stderr);
+    assert_eq!(
+        created.json(),
+        serde_json::json!({
+            "client_id": "intake-api",
+            "outcome": "created",
+            "changed": true,
+            "name": "intake-api",
+            "scopes": ["revocations:read"],
+            "auth_method": "private_key_jwt",
+            "keys": [{"kid": "intake-2026", "kind": "EC P-256", "alg": null}],
+        })
+    );
+    let again = keyed(&keys);
+    assert_eq!(again.json()["outcome"], "unchanged", "{}", again.stderr);
+    let next = JwksFile::ec("intake-2027", &[("alg", "ES256")]);
+    let replaced = keyed(&next);
+    assert_eq!(replaced.code, Some(0), "{}", replaced.stderr);
+    assert_eq!(replaced.json()["changes"], serde_json::json!(["keys"]));
+    assert_eq!(audit_actions(&db), ["client.create", "client.set_keys"]);
+    let shown = run(&db.url, &["client", "show", "intake-api"], &[]).json();
+    assert_eq!(shown["keys"][0]["kid"], "intake-2027");
+    assert_eq!(shown["secrets"], serde_json::json!([]));
+}
+
 on_both_backends!(
     a_keyed_client_is_registered_from_a_jwks_file_without_a_secret,
+    ensure_creates_the_client_once_then_writes_nothing_and_it_gets_a_token,
+    ensure_brings_a_changed_secret_name_and_scopes_to_the_declaration,
+    ensure_refuses_a_disabled_client_another_method_and_a_taken_name,
+    ensure_refuses_a_missing_empty_or_weak_secret_naming_the_variable_never_the_secret,
+    ensure_refuses_an_id_with_control_characters_or_too_long,
+    ensures_at_once_all_succeed_and_leave_one_client,
+    under_fapi2_ensure_refuses_a_secret_client_and_declares_keys,
     a_portal_client_is_created_and_rebound_to_brands_with_an_audit_entry,
     a_sandbox_client_says_so_in_show_and_list_and_is_never_a_portal,
     the_commands_print_json_and_keep_secrets_off_stderr,
@@ -878,6 +1506,19 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
                 "--name",
                 "--sandbox",
                 "--scopes",
+            ],
+        ),
+        (
+            &["client", "ensure"],
+            &changes,
+            &[
+                "--auth-method",
+                "--brands",
+                "--id",
+                "--jwks-file",
+                "--name",
+                "--scopes",
+                "--secret-env",
             ],
         ),
         (
