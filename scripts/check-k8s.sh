@@ -2,53 +2,41 @@
 # Checks deploy/k8s: every kustomization renders; the output is valid for Kubernetes
 # (kubernetes-validate, strict) and the Prometheus Operator (our schemas of its kinds,
 # scripts/k8s_check.py); checkov finds nothing that is not justified in the manifest; the
-# settings agree with one another and with alerts.yml and the OpenAPI documents. Then it
-# runs what the production overlay describes: the migration Jobs to completion, then the
-# Deployments, each as its pod would run (scripts/k8s-pod.sh), behind nginx standing in
-# for the ingress controller; every probe must pass within the time the manifest gives
-# it, /metrics must answer on the admin port, a partner's token and enquiry must go
-# through the Ingress, bearer and DPoP-bound (requests-oauth2client, installed when
-# missing), and each server must drain within its grace period.
-#   BIN_DIR=target/debug scripts/check-k8s.sh
-# Needs root (mount namespaces, port 443), PostgreSQL on 127.0.0.1:5432 (trust, user
-# postgres; a database per service is created and dropped) and Redis on 127.0.0.1:6379;
-# installs kubernetes-validate when missing (checkov: scripts/checkov.sh).
+# settings agree with one another and with alerts.yml and the OpenAPI documents. Then
+# podman plays the production overlay with the image: the Secrets made as README.md says,
+# the migration Jobs to completion (the auth-server's making the intake-api's own client),
+# then the Deployments, behind nginx standing in for the ingress controller; every probe
+# must pass within the time the manifest gives it, each pod must run as its manifest says,
+# /metrics must answer on the admin port, a partner's token and enquiry must go through
+# the Ingress, bearer and DPoP-bound (requests-oauth2client, installed when missing), the
+# Job applied again must change nothing, and each server must drain within its grace period.
+#   scripts/check-k8s.sh
+# IMAGE (default localhost/partner-intake:check, which scripts/check-image.sh builds) is
+# played under the name the overlay gives; the stand-ins for PostgreSQL, Redis and nginx
+# are scripts/base-images.sh's. Needs root (podman, port 443 on its network), and the
+# podman network 10.244.0.0/24 free; installs kubernetes-validate when missing (checkov:
+# scripts/checkov.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-: "${BIN_DIR:?set BIN_DIR to the directory of the auth-server and intake-api binaries}"
-BIN_DIR=$(cd "$BIN_DIR" && pwd)
-postgres=${K8S_CHECK_POSTGRES:-postgres://postgres@127.0.0.1:5432}
-redis=${K8S_CHECK_REDIS:-redis://127.0.0.1:6379}
+image=${IMAGE:-localhost/partner-intake:check}
 # The Kubernetes versions validated against: the oldest the manifests are meant for, and
 # the newest kubernetes-validate knows.
 k8s_versions=(1.29.0 1.37.0)
-ingress_ip=127.0.0.10
+# podman's network for the pods: inside the pod network the production overlay trusts
+# for X-Forwarded-For (10.244.0.0/16), as the ingress controller's pods are.
+net=pik8s
+prefix=10.244.0
 
 fail() { echo "FAIL $*" >&2; exit 1; }
-for tool in kubectl nginx openssl psql curl unshare setpriv; do
+for tool in kubectl podman openssl curl unshare; do
     command -v "$tool" >/dev/null || fail "$tool is not installed"
 done
-[ -x "$BIN_DIR/auth-server" ] && [ -x "$BIN_DIR/intake-api" ] ||
-    fail "$BIN_DIR has no auth-server and intake-api binaries"
 python3 -c 'import yaml, jsonschema' 2>/dev/null || pip install -q pyyaml jsonschema
 command -v kubernetes-validate >/dev/null || pip install -q kubernetes-validate==1.37.0
 python3 -c 'import requests_oauth2client' 2>/dev/null || pip install -q 'requests-oauth2client==1.8.0'
 
 work=$(mktemp -d)
-pids=()
-databases=()
-ingress_pid=
-cleanup() {
-    local pid db
-    # nginx's master stops its workers on TERM; killed outright, it would leave them.
-    if [ -n "$ingress_pid" ]; then kill -TERM "$ingress_pid" 2>/dev/null && wait "$ingress_pid" 2>/dev/null || true; fi
-    for pid in "${pids[@]}"; do kill -KILL "$pid" 2>/dev/null || true; done
-    for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
-    for db in "${databases[@]}"; do
-        psql -q "$postgres/postgres" -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null || true
-    done
-    rm -rf "$work"
-}
+cleanup() { rm -rf "$work"; }
 trap cleanup EXIT
 
 # 1. Every kustomization renders (components only through the ones that use them).
@@ -100,12 +88,13 @@ echo "ok   checkov: no unjustified finding"
 # 4. What no schema says.
 python3 scripts/k8s_check.py lint "${rendered[@]}"
 
-# 5. The production overlay, run. Its Secrets are the check's to supply: a fresh database
-# per service, the local Redis, a new key-encryption key and a certificate for the
-# Ingresses' hosts from a certificate authority made here.
+# 5. The production overlay, played by podman on a network of its own inside the pod
+# network the overlay trusts (AUTH_TRUSTED_PROXIES), with PostgreSQL and Redis beside it as
+# the managed services, and the Secrets made as README.md tells operators to make them.
 production="$work/production.yaml"
 cat "$work/rendered/overlays-production-migrate.yaml" "$work/rendered/overlays-production.yaml" >"$production"
 mapfile -t ingress_hosts < <(python3 scripts/k8s_check.py ingress-hosts "$production")
+mapfile -t release_images < <(sed -n 's/^ *image: //p' "$production" | sort -u)
 tls="$work/ca"
 mkdir "$tls"
 openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj "/CN=check-k8s CA" \
@@ -115,133 +104,177 @@ openssl req -newkey rsa:2048 -nodes -subj "/CN=${ingress_hosts[0]}" \
     -keyout "$tls/tls.key" -out "$tls/tls.csr" 2>/dev/null
 openssl x509 -req -in "$tls/tls.csr" -CA "$tls/ca.crt" -CAkey "$tls/ca.key" -CAcreateserial -days 1 \
     -extfile <(printf 'subjectAltName=%s\n' "${san%,}") -out "$tls/tls.crt" 2>/dev/null
+# The cluster's trust store: the system's and the certificate authority the Ingresses' is from.
 cat /etc/ssl/certs/ca-certificates.crt "$tls/ca.crt" >"$work/ca-bundle.crt"
-for service in auth intake; do
-    db="k8s_check_${service}_$$"
-    psql -q "$postgres/postgres" -c "CREATE DATABASE $db" >/dev/null
-    databases+=("$db")
-done
-# The intake-api's own client, made as README.md says: with the auth-server's command line,
-# once its database is migrated (the migration Job below then finds nothing left to do).
-kek=$(openssl rand -base64 32)
-AUTH_DATABASE_URL="$postgres/k8s_check_auth_$$" "$BIN_DIR/auth-server" migrate >/dev/null 2>&1 ||
-    fail "auth-server migrate"
-AUTH_DATABASE_URL="$postgres/k8s_check_auth_$$" AUTH_KEY_ENCRYPTION_KEY=$kek "$BIN_DIR/auth-server" \
-    client create --name intake-api --scopes revocations:read -o json >"$work/reader.json" ||
-    fail "auth-server client create --scopes revocations:read"
-AUTH_DB="$postgres/k8s_check_auth_$$" INTAKE_DB="$postgres/k8s_check_intake_$$" REDIS="$redis" \
-    KEK=$kek INTAKE_KEK=$(openssl rand -base64 32) TLS_DIR="$tls" READER="$work/reader.json" \
-    python3 - >"$work/secrets.json" <<'PY'
-import json, os
-reader = json.load(open(os.environ["READER"]))
-tls = {k: open(os.path.join(os.environ["TLS_DIR"], k)).read() for k in ("tls.crt", "tls.key")}
-print(json.dumps({
-    "auth-database": {"url": os.environ["AUTH_DB"]},
-    "intake-database": {"url": os.environ["INTAKE_DB"]},
-    "auth-key-encryption-key": {"key": os.environ["KEK"]},
-    "intake-key-encryption-key": {"key": os.environ["INTAKE_KEK"]},
-    "intake-revocations-client": {k: reader[k] for k in ("client_id", "client_secret")},
-    "redis": {"url": os.environ["REDIS"]},
-    "auth-server-tls": tls,
-    "intake-api-tls": tls,
-}))
-PY
-plan="$work/plan"
-python3 scripts/k8s_check.py plan "$production" "$work/secrets.json" "$plan"
 
-logs="$work/logs"
-mkdir "$logs"
-show_log() { echo "--- $1's log (last lines)" >&2; tail -n 30 "$logs/$1.log" >&2; }
+# The engine's default limits are above what runc may set here (scripts/podman-limits.sh).
+printf '[containers]\ndefault_ulimits = [%s]\n' \
+    "$(scripts/podman-limits.sh | sed 's/[^ ]*/"&"/g; s/ /, /')" >"$work/containers.conf"
+export CONTAINERS_CONF=$work/containers.conf
+postgres_image=$(sed -n 's/^    image: \(postgres:.*\)/\1/p' docker-compose.yml)
+redis_image=$(sed -n 's/^    image: \(redis:.*\)/\1/p' docker-compose.yml)
+nginx_image=$(sed -n 's/^    image: \(nginx:.*\)/\1/p' docker-compose.yml)
+for base in "$image" "$postgres_image" "$redis_image" "$nginx_image"; do
+    podman image exists "$base" || fail "no image $base (scripts/check-image.sh and scripts/base-images.sh make them)"
+done
+secret_names=(auth-database intake-database auth-key-encryption-key intake-key-encryption-key redis
+    intake-revocations-client auth-server-tls intake-api-tls)
+play="$work/play"
+remove_all() {
+    local pod
+    if [ -f "$play/workloads" ]; then
+        while read -r _ _ pod _; do podman pod rm -f -t 0 "$pod" >/dev/null 2>&1 || true; done <"$play/workloads"
+        xargs -r podman volume rm -f <"$play/volumes" >/dev/null 2>&1 || true
+    fi
+    podman rm -f -v -t 0 "$net-ingress" "$net-postgres" "$net-redis" >/dev/null 2>&1 || true
+    podman network rm -f "$net" >/dev/null 2>&1 || true
+    podman secret rm "${secret_names[@]}" >/dev/null 2>&1 || true
+    for tagged in "${release_images[@]}"; do
+        [ "$tagged" = "$image" ] || podman untag "$tagged" "$tagged" >/dev/null 2>&1 || true
+    done
+}
+# What a run cut off before its clean-up left: its pods are found by their names.
+for pod in $(podman pod ls --format '{{.Name}}' | grep -E '^(auth-server|intake-api)' || true); do
+    podman pod rm -f -t 0 "$pod" >/dev/null
+done
+remove_all
+trap 'remove_all; cleanup' EXIT
+podman network create --subnet "$prefix.0/24" "$net" >/dev/null ||
+    fail "podman network create --subnet $prefix.0/24 (does another network hold it? podman network ls)"
+pg_password=$(openssl rand -hex 16)
+podman run -d --name "$net-postgres" --network "$net" --ip "$prefix.2" \
+    -e POSTGRES_USER=partner -e POSTGRES_PASSWORD="$pg_password" -e POSTGRES_DB=partner \
+    -v "$PWD/deploy/postgres/init.sql:/docker-entrypoint-initdb.d/init.sql:ro" "$postgres_image" >/dev/null
+podman run -d --name "$net-redis" --network "$net" --ip "$prefix.3" "$redis_image" >/dev/null
+for tagged in "${release_images[@]}"; do podman tag "$image" "$tagged"; done
+
+mkdir "$work/secrets"
+secret() { # kubectl create secret's arguments
+    kubectl -n partner-intake create secret "$@" --dry-run=client -o json >"$work/secrets/$2.json"
+}
+secret generic auth-database --from-literal=url="postgres://partner:$pg_password@$prefix.2:5432/auth"
+secret generic intake-database --from-literal=url="postgres://partner:$pg_password@$prefix.2:5432/intake"
+secret generic auth-key-encryption-key --from-literal=key="$(openssl rand -base64 32)"
+secret generic intake-key-encryption-key --from-literal=key="$(openssl rand -base64 32)"
+secret generic redis --from-literal=url="redis://$prefix.3:6379"
+secret generic intake-revocations-client --from-literal=client_id=intake-api \
+    --from-literal=client_secret="$(openssl rand -base64 32)"
+secret tls auth-server-tls --cert="$tls/tls.crt" --key="$tls/tls.key"
+secret tls intake-api-tls --cert="$tls/tls.crt" --key="$tls/tls.key"
+# podman 4.3's kube play takes no Secret: a secretKeyRef reads the podman secret of that
+# name, which holds the Secret's data.
+for name in "${secret_names[@]}"; do
+    [ -f "$work/secrets/$name.json" ] || fail "no Secret $name made"
+    python3 -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["data"]))' \
+        "$work/secrets/$name.json" | podman secret create "$name" - >/dev/null
+done
+python3 scripts/k8s_check.py play "$production" "$work/secrets" "$prefix" "$work/ca-bundle.crt" "$play"
+
+show_log() { echo "--- $1's log (last lines)" >&2; podman logs --tail 30 "$1" >&2 2>&1 || true; }
+state() { podman inspect --format '{{.State.Status}} {{.State.ExitCode}}' "$1" 2>/dev/null || echo gone; }
 
 # Each setting a manifest gives must be one the command reads: a misspelt name would
 # otherwise leave the built-in default in force, unnoticed.
-while read -r kind name ip uid grace memory admin; do
-    mapfile -d '' argv <"$plan/$name/argv"
-    env -i "$BIN_DIR/${argv[0]}" "${argv[@]:1}" --help >"$work/help" 2>&1 ||
-        fail "$name: ${argv[*]} --help: $(cat "$work/help")"
+for argv_file in "$play"/commands/*.argv; do
+    mapfile -d '' argv <"$argv_file"
+    { read -r what; mapfile -t names; } <"${argv_file%.argv}.env"
+    podman run --rm --network none "$image" "${argv[@]}" --help >"$work/help" 2>&1 ||
+        fail "$what: ${argv[*]} --help: $(cat "$work/help")"
     python3 scripts/k8s_check.py env-names "$work/help" >"$work/known"
-    while read -r var; do
-        grep -qx "$var" "$work/known" || fail "$kind $name sets $var, which \`${argv[*]}\` does not read"
-    done <"$plan/$name/env-names"
-done <"$plan/workloads"
+    for var in "${names[@]}"; do
+        grep -qx "$var" "$work/known" || fail "$what sets $var, which \`${argv[*]}\` does not read"
+    done
+done
 echo "ok   every environment variable the manifests set is one their command reads"
 
-# A pod: its own loopback address (127.0.0.0/8 is all the loopback's) for its Service's
-# names (plan/hosts), its own mount namespace. Logs go where the script reads them.
-start_pod() { # name ip uid
-    unshare -m --propagation private bash scripts/k8s-pod.sh "$plan/$1" "$BIN_DIR" "$plan/hosts" \
-        "$work/ca-bundle.crt" "$3" </dev/null >"$logs/$1.log" 2>&1 &
-    pids+=("$!")
-    pod_pid=$!
-}
+deadline=$((SECONDS + 60))
+until podman exec "$net-postgres" pg_isready -q -h 127.0.0.1 -U partner -d partner; do
+    [ "$SECONDS" -lt "$deadline" ] || { show_log "$net-postgres"; fail "PostgreSQL did not start within 60 s"; }
+    sleep 0.5
+done
 
-# Waits, up to a deadline, for a URL to answer 200; fails early if the pod's process died.
-wait_200() { # name pid url seconds
-    local deadline=$((SECONDS + $4))
-    until curl -fsS -o /dev/null -m 2 "$3" 2>/dev/null; do
-        kill -0 "$2" 2>/dev/null || { show_log "$1"; fail "$1 exited before $3 answered 200"; }
-        [ "$SECONDS" -lt "$deadline" ] || { show_log "$1"; fail "$1: $3 did not answer 200 within $4 s"; }
+# Runs a Job's pod to completion within its deadline; prints its log.
+run_job() { # name ip container deadline
+    podman kube play --network "$net" --ip "$2" "$play/$1.yaml" >"$work/play.log" 2>&1 ||
+        { show_log "$3"; fail "podman kube play $1: $(grep -v syslog "$work/play.log" | tail -n 5)"; }
+    local until=$((SECONDS + $4)) now
+    while now=$(state "$3") && [ "$now" != "exited 0" ]; do
+        case $now in exited* | gone) show_log "$3"; fail "Job $1: $3 ended $now" ;; esac
+        [ "$SECONDS" -lt "$until" ] || { show_log "$3"; fail "Job $1 still running after $4 s"; }
         sleep 0.2
     done
+    podman logs "$3" 2>&1
 }
-
-# Waits, up to a deadline, for a pod's process to exit 0.
-wait_exit() { # name pid seconds
-    local deadline=$((SECONDS + $3)) code=0
-    while kill -0 "$2" 2>/dev/null; do
-        [ "$SECONDS" -lt "$deadline" ] || { show_log "$1"; fail "$1 still running after $3 s"; }
-        sleep 0.2
-    done
-    wait "$2" || code=$?
-    [ "$code" -eq 0 ] || { show_log "$1"; fail "$1 exited with $code"; }
-}
-
-declare -A pod_pids
-# Jobs first, each to completion within its deadline, as the release's first step.
-while read -r kind name ip uid deadline memory admin; do
+# The release's first step: its Jobs, each to completion. The auth-server's makes the
+# intake-api's own client from the intake-revocations-client Secret.
+outcome() { sed -n 's/.*"outcome": "\([a-z]*\)".*/\1/p' "$work/job.log"; }
+while read -r kind name pod container ip uid deadline memory admin; do
     [ "$kind" = Job ] || continue
-    start_pod "$name" "$ip" "$uid"
-    wait_exit "$name" "$pod_pid" "$deadline"
-    echo "ok   $name completed"
-done <"$plan/workloads"
+    run_job "$name" "$ip" "$container" "$deadline" >"$work/job.log"
+    if [ -n "$(outcome)" ]; then
+        [ "$(outcome)" = created ] || fail "Job $name: the intake-api's client was $(outcome), not created"
+        client_job=("$name" "$pod" "$container" "$ip" "$deadline")
+        echo "ok   Job $name completed: the intake-api's client created"
+    else
+        echo "ok   Job $name completed"
+    fi
+done <"$play/workloads"
+[ -n "${client_job[0]:-}" ] || fail "no Job makes the intake-api's own client"
 
-# nginx in the ingress controller's place, its upstreams found through the cluster's names.
-unshare -m --propagation private bash -c 'mount --bind "$1" /etc/hosts && exec nginx -e stderr -c "$2" -g "daemon off;"' \
-    _ "$plan/hosts" "$plan/nginx.conf" </dev/null >"$logs/ingress.log" 2>&1 &
-pids+=("$!")
-ingress_pid=$!
+# nginx in the ingress controller's place, sending each route to its Service's pods.
+podman run -d --name "$net-ingress" --network "$net" --ip "$prefix.10" \
+    -v "$play/nginx.conf:/etc/nginx/nginx.conf:ro" -v "$play/tls:/etc/ingress/tls:ro" \
+    "$nginx_image" nginx -e stderr -g 'daemon off;' >/dev/null
+ingress_ip=$prefix.10
 deadline=$((SECONDS + 10))
 until curl -s -o /dev/null -k "https://$ingress_ip/"; do
-    kill -0 "$ingress_pid" 2>/dev/null || { show_log ingress; fail "nginx did not start"; }
-    [ "$SECONDS" -lt "$deadline" ] || { show_log ingress; fail "nginx did not answer within 10 s"; }
+    [ "$(state "$net-ingress")" = "running 0" ] || { show_log "$net-ingress"; fail "nginx did not start"; }
+    [ "$SECONDS" -lt "$deadline" ] || { show_log "$net-ingress"; fail "nginx did not answer within 10 s"; }
     sleep 0.2
 done
 
-while read -r kind name ip uid grace memory admin; do
-    [ "$kind" = Deployment ] || continue
-    start_pod "$name" "$ip" "$uid"
-    pod_pids[$name]=$pod_pid
-done <"$plan/workloads"
+declare -A ips_of
+while read -r kind name pod container ip rest; do
+    [ "$kind" = Deployment ] && ips_of[$name]+=" --ip $ip"
+done <"$play/workloads"
+for name in "${!ips_of[@]}"; do
+    # shellcheck disable=SC2086 # one --ip per replica
+    podman kube play --network "$net" ${ips_of[$name]} "$play/$name.yaml" >"$work/play.log" 2>&1 ||
+        fail "podman kube play $name: $(grep -v syslog "$work/play.log" | tail -n 5)"
+done
 
-# Every probe at the port and path the manifest names, the startup probe first, each
-# within the time the manifest gives it before the kubelet would act.
-while read -r kind name ip uid grace memory admin; do
+# Every pod as its manifest says: its user, no capabilities and no way to gain any, its
+# memory limit; every probe at the port and path the manifest names, the startup probe
+# first, each within the time the manifest gives it before the kubelet would act.
+while read -r kind name pod container ip uid grace memory admin; do
     [ "$kind" = Deployment ] || continue
     while read -r probe port path bound; do
-        wait_200 "$name" "${pod_pids[$name]}" "http://$ip:$port$path" "$bound"
-        echo "ok   $name: $probe http://$ip:$port$path answers 200 (bound ${bound} s)"
-    done <"$plan/$name/probes"
+        until=$((SECONDS + bound))
+        until curl -fsS -o /dev/null -m 2 "http://$ip:$port$path" 2>/dev/null; do
+            [ "$(state "$container")" = "running 0" ] || { show_log "$container"; fail "$container: $(state "$container")"; }
+            [ "$SECONDS" -lt "$until" ] || { show_log "$container"; fail "$pod: $path did not answer 200 within $bound s"; }
+            sleep 0.2
+        done
+        echo "ok   $pod: $probe http://$ip:$port$path answers 200 (bound $bound s)"
+    done <"$play/$name.probes"
+    pid=$(podman inspect --format '{{.State.Pid}}' "$container")
+    read -r real_uid < <(awk '/^Uid:/ { print $2 }' "/proc/$pid/status")
+    [ "$real_uid" = "$uid" ] || fail "$container runs as uid $real_uid, not $uid"
+    grep -q '^CapEff:[[:space:]]*0*$' "/proc/$pid/status" || fail "$container has capabilities"
+    grep -q '^NoNewPrivs:[[:space:]]*1$' "/proc/$pid/status" || fail "$container may gain privileges"
+    [ "$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.Memory}}' "$container")" = "true $memory" ] ||
+        fail "$container: not a read-only root with the memory limit $memory"
     [ "$admin" != - ] || fail "$name has no port named admin"
     curl -fsS -m 5 "http://$ip:$admin/metrics" | grep -q '^build_info{' ||
-        { show_log "$name"; fail "$name: /metrics on the admin port $admin has no build_info"; }
-    echo "ok   $name: /metrics answers on the admin port $admin"
-done <"$plan/workloads"
+        { show_log "$container"; fail "$pod: /metrics on the admin port $admin has no build_info"; }
+    echo "ok   $pod: uid $uid, no capabilities, read-only root, $((memory >> 20)) MiB limit, /metrics on the admin port"
+done <"$play/workloads"
 
 # A partner, through the Ingress: a token from the auth-server's host and an enquiry to the
 # intake-api's, which verifies it with the keys it fetched from the issuer's https URL.
 # The paths and limits the Ingresses set hold too.
 host_of() { # Ingress name
-    awk -v n="$1" '$2 == n { print $1 }' "$plan/ingress-hosts"
+    awk -v n="$1" '$2 == n { print $1 }' "$play/ingress-hosts"
 }
 auth_host=$(host_of auth-server)
 intake_host=$(host_of intake-api)
@@ -249,9 +282,10 @@ via_ingress() {
     curl -sS -m 10 -o "$work/body" -w '%{http_code}' --cacert "$tls/ca.crt" \
         --resolve "$auth_host:443:$ingress_ip" --resolve "$intake_host:443:$ingress_ip" "$@"
 }
-auth_db_url=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["auth-database"]["url"])' "$work/secrets.json")
-AUTH_DATABASE_URL=$auth_db_url AUTH_KEY_ENCRYPTION_KEY=$kek "$BIN_DIR/auth-server" client create --name check-k8s \
-    --scopes enquiry:case:intake:create -o json >"$work/client.json"
+# An operator's command, in a replica (kubectl exec deploy/auth-server -- ...).
+auth_container=$(awk '$1 == "Deployment" && $2 == "auth-server" { print $4; exit }' "$play/workloads")
+podman exec "$auth_container" auth-server client create --name check-k8s \
+    --scopes enquiry:case:intake:create -o json >"$work/client.json" || fail "client create in $auth_container"
 field() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$@"; }
 status=$(via_ingress "https://$auth_host/oauth/token" -d grant_type=client_credentials \
     -d "client_id=$(field "$work/client.json" client_id)" \
@@ -265,13 +299,13 @@ case $status in 2??) ;; *) fail "enquiry through the Ingress: $status $(cat "$wo
 echo "ok   a token from https://$auth_host/ is accepted by https://$intake_host/ ($status)"
 # DPoP as a partner's library does it: the proofs name the public https URLs, so the
 # services must know them behind the controller's TLS (AUTH_ISSUER, INTAKE_PUBLIC_URL).
-# requests has no --resolve: the partner gets the cluster's hosts file, which sends the
-# Ingresses' hosts to nginx.
+# requests has no --resolve: the partner gets a hosts file that sends the Ingresses' hosts
+# to nginx.
 dpop=$(unshare -m --propagation private bash -c 'mount --bind "$1" /etc/hosts && shift && exec "$@"' \
-    _ "$plan/hosts" env REQUESTS_CA_BUNDLE="$tls/ca.crt" python3 scripts/dpop_through_proxy.py \
+    _ "$play/hosts" env REQUESTS_CA_BUNDLE="$tls/ca.crt" python3 scripts/dpop_through_proxy.py \
     "https://$auth_host/oauth/token" "https://$intake_host" "$(field "$work/client.json" client_id)" \
     "$(field "$work/client.json" client_secret)" check-k8s-dpop@example.com 2>&1) ||
-    { show_log intake-api; fail "DPoP through the Ingress: $dpop"; }
+    fail "DPoP through the Ingress: $dpop"
 echo "ok   DPoP through the Ingress: $dpop"
 for host in "$auth_host" "$intake_host"; do
     for path in /metrics /healthz /readyz; do
@@ -289,16 +323,23 @@ status=$(via_ingress "https://$intake_host/partners/external/intake" -H "Authori
 [ "$status" = 413 ] || fail "70 kB to the intake answered $status, not 413"
 echo "ok   bodies over the Ingresses' limits are refused (413)"
 
+# The next release's Job, or the same one applied again, finds the client as declared.
+podman pod rm -f -t 0 "${client_job[1]}" >/dev/null 2>>"$work/podman.log"
+run_job "${client_job[0]}" "${client_job[3]}" "${client_job[2]}" "${client_job[4]}" >"$work/job.log"
+[ "$(outcome)" = unchanged ] || fail "Job ${client_job[0]} again: the intake-api's client was $(outcome), not unchanged"
+echo "ok   Job ${client_job[0]} again: the intake-api's client unchanged"
+
 # Within the memory limit, and drained within the grace period the manifest gives after
 # its preStop pause, on SIGTERM as the kubelet sends it.
-while read -r kind name ip uid grace memory admin; do
+while read -r kind name pod container ip uid grace memory admin; do
     [ "$kind" = Deployment ] || continue
-    pid=${pod_pids[$name]}
+    pid=$(podman inspect --format '{{.State.Pid}}' "$container")
     peak=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status")
-    [ "$memory" -eq 0 ] || [ "$peak" -lt "$memory" ] ||
-        fail "$name peaked at $peak kB, over its memory limit of $memory kB"
-    kill -TERM "$pid"
-    wait_exit "$name" "$pid" "$grace"
-    echo "ok   $name: peak memory $((peak / 1024)) MiB of $((memory / 1024)); stopped within ${grace} s of SIGTERM"
-done <"$plan/workloads"
-echo "deploy/k8s checked: rendered, validated, scanned, and run as the production overlay describes"
+    [ "$memory" -eq 0 ] || [ "$peak" -lt $((memory >> 10)) ] ||
+        fail "$pod peaked at $peak kB, over its memory limit of $((memory >> 10)) kB"
+    start=$SECONDS
+    podman stop -t "$grace" "$container" >/dev/null 2>>"$work/podman.log"
+    [ "$(state "$container")" = "exited 0" ] || { show_log "$container"; fail "$container stopped as $(state "$container")"; }
+    echo "ok   $pod: peak memory $((peak >> 10)) MiB of $((memory >> 20)); stopped within $((SECONDS - start)) s of SIGTERM (grace ${grace} s)"
+done <"$play/workloads"
+echo "deploy/k8s checked: rendered, validated, scanned, and played by podman as the production overlay describes"

@@ -6,9 +6,10 @@
   k8s_check.py crds FILE                  validates the Prometheus Operator's kinds (see CRD_SCHEMAS)
   k8s_check.py lint FILE...               what no schema says: one source for each setting
   k8s_check.py ingress-hosts FILE         the Ingresses' host names
-  k8s_check.py plan FILE SECRETS OUT      the processes a cluster would run, as files for the script
+  k8s_check.py play FILE SECRETS_DIR NET CA OUT  `podman kube play` files for the workloads, nginx for the Ingresses
   k8s_check.py env-names HELP_FILE...     the environment variables a command's --help names
 """
+import base64
 import json
 import os
 import re
@@ -312,7 +313,7 @@ def lint(paths):
             spec = pod_spec(doc)
             labels = doc["spec"]["template"]["metadata"].get("labels", {})
             version = labels.get("app.kubernetes.io/version")
-            for c in spec["containers"]:
+            for c in spec.get("initContainers", []) + spec["containers"]:
                 image = c["image"]
                 tag = image.rsplit(":", 1)[1] if ":" in image.rsplit("/", 1)[-1] else None
                 if version is not None and tag != version:
@@ -340,162 +341,180 @@ def resolve_port(containers, port):
     fail(f"no container port named {port!r}")
 
 
-def resolve_env(doc, container, secrets, config_maps, ip):
-    env = {}
-    sources = []
-    for source in container.get("envFrom", []):
-        prefix = source.get("prefix", "")
-        if "configMapRef" in source:
-            sources.append((prefix, config_maps.get(source["configMapRef"]["name"])))
-        elif "secretRef" in source:
-            sources.append((prefix, secrets.get(source["secretRef"]["name"])))
-    for prefix, data in sources:
-        if data is None:
-            fail(f"{doc['metadata']['name']}: envFrom names a ConfigMap or Secret that is not there")
-        env.update({prefix + k: v for k, v in data.items()})
-    for e in container.get("env", []):
-        if "value" in e:
-            env[e["name"]] = e["value"]
-            continue
-        ref = e.get("valueFrom", {})
-        if "secretKeyRef" in ref or "configMapKeyRef" in ref:
-            kind, found = ("secretKeyRef", secrets) if "secretKeyRef" in ref else ("configMapKeyRef", config_maps)
-            name, key = ref[kind]["name"], ref[kind]["key"]
-            value = found.get(name, {}).get(key)
-            if value is None:
-                fail(f"{doc['metadata']['name']}: {e['name']} names {kind} {name}/{key}, which is not there")
-            env[e["name"]] = value
-        elif "fieldRef" in ref:
-            field = ref["fieldRef"]["fieldPath"]
-            values = {"metadata.name": doc["metadata"]["name"] + "-0",
-                      "metadata.namespace": doc["metadata"].get("namespace", "default"),
-                      "status.podIP": ip}
-            if field not in values:
-                fail(f"{doc['metadata']['name']}: {e['name']}: fieldRef {field} is not supported here")
-            env[e["name"]] = values[field]
-        else:
-            env[e["name"]] = ""
-    return env
+def secret_values(directory):
+    """The Secrets made for the run (`kubectl create secret ... -o json`), decoded: name -> key -> value."""
+    found = {}
+    for file in sorted(os.listdir(directory)):
+        with open(os.path.join(directory, file)) as f:
+            secret = json.load(f)
+        found[secret["metadata"]["name"]] = {k: base64.b64decode(v).decode() for k, v in secret["data"].items()}
+    return found
+
+
+def expand(value, container, secrets):
+    """`$(NAME)` in a command as the kubelet expands it, from the container's own environment
+    (podman 4.3 leaves it as written)."""
+    def one(match):
+        for e in container.get("env", []):
+            if e["name"] != match.group(1):
+                continue
+            if "value" in e:
+                return e["value"]
+            ref = e.get("valueFrom", {}).get("secretKeyRef")
+            if ref and ref["key"] in secrets.get(ref["name"], {}):
+                return secrets[ref["name"]][ref["key"]]
+            fail(f"{container['name']}: $({match.group(1)}) names a Secret key that is not there")
+        return match.group(0)
+    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, value)
 
 
 def selects(selector, labels):
     return all(labels.get(k) == v for k, v in selector.items())
 
 
-def plan(path, secrets_path, out):
-    """One directory per Job and Deployment (Jobs first, in order): what to start and check."""
+def play(path, secrets_dir, network, ca_bundle, out):
+    """The production overlay as `podman kube play` files, Jobs first: one file per workload,
+    with what podman 4.3 does not do itself done here (a Job becomes the Pod it would run,
+    $(VAR) is expanded, the image is the one tagged locally), and what a cluster around it
+    gives its pods (the Ingresses' hosts at the ingress controller, which nginx stands in for,
+    and a trust store that knows the check's certificate authority). Then what the script
+    checks: each pod's address, user, deadline, memory limit, probes and admin port, each
+    container's command and variables, and nginx's configuration from the Ingresses."""
     docs = load([path])
-    with open(secrets_path) as f:
-        secrets = json.load(f)
-    config_maps = {d["metadata"]["name"]: d.get("data", {}) for d in by_kind(docs, "ConfigMap")}
-    workloads = by_kind(docs, "Job") + by_kind(docs, "Deployment")
+    secrets = secret_values(secrets_dir)
     if not by_kind(docs, "Job") or not by_kind(docs, "Deployment"):
         fail(f"{path}: a Job and a Deployment at least are needed to check anything")
-    hosts = ["127.0.0.1 localhost", "::1 localhost"]
-    ips = {}
-    table = []
-    for n, doc in enumerate(workloads):
-        name = f"{doc['kind'].lower()}-{doc['metadata']['name']}"
-        ip = f"127.0.0.{20 + n}"
-        ips[doc["metadata"]["name"]] = ip
-        spec = pod_spec(doc)
-        if len(spec["containers"]) != 1 or spec.get("initContainers"):
-            fail(f"{name}: one container per pod is all this check runs")
-        container = spec["containers"][0]
-        sc = {**spec.get("securityContext", {}), **container.get("securityContext", {})}
-        uid = sc.get("runAsUser")
-        if uid is None or not sc.get("runAsNonRoot"):
-            fail(f"{name}: no non-root user to run as")
-        volumes = {v["name"]: v for v in spec.get("volumes", [])}
-        mounts = []
-        for m in container.get("volumeMounts", []):
-            volume = volumes[m["name"]]
-            if "emptyDir" not in volume:
-                fail(f"{name}: volume {m['name']}: only emptyDir volumes are run here")
-            mounts.append(f"{m['mountPath']} {volume['emptyDir'].get('sizeLimit', '64Mi').replace('Mi', 'm')}")
+    ingresses = by_kind(docs, "Ingress")
+    ingress_ip = f"{network}.10"
+    hosts_alias = {"ip": ingress_ip, "hostnames": [r["host"] for i in ingresses for r in i["spec"]["rules"]]}
+    table, pods_of, volumes, next_ip = [], {}, [], 20
+    os.makedirs(os.path.join(out, "commands"))
+    for doc in by_kind(docs, "Job") + by_kind(docs, "Deployment"):
+        name, kind = doc["metadata"]["name"], doc["kind"]
+        spec = json.loads(json.dumps(pod_spec(doc)))
+        sc = spec.get("securityContext", {})
+        if sc.get("runAsUser") is None or not sc.get("runAsNonRoot"):
+            fail(f"{kind}/{name}: no non-root user to run as")
+        replicas = doc["spec"].get("replicas", 1) if kind == "Deployment" else 1
+        ips = [f"{network}.{next_ip + n}" for n in range(replicas)]
+        next_ip += replicas
+        spec["hostAliases"] = spec.get("hostAliases", []) + [hosts_alias]
+        # podman 4.3 makes an emptyDir a volume named as it is, which every pod naming it
+        # shares and which outlives them: each workload's get its own name.
+        renamed = {}
+        for v in spec.get("volumes", []):
+            if "emptyDir" in v:
+                renamed[v["name"]] = v["name"] = f"{name}-{v['name']}"
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            for m in c.get("volumeMounts", []):
+                m["name"] = renamed.get(m["name"], m["name"])
+        volumes += renamed.values()
+        spec.setdefault("volumes", []).append(
+            {"name": "check-ca-bundle", "hostPath": {"path": ca_bundle, "type": "File"}})
+        # podman 4.3 publishes every containerPort on the host, where two replicas collide:
+        # the pods' ports are declarations only, so they go, the probes naming numbers.
+        for c in spec["containers"]:
+            for probe_kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+                if "httpGet" in c.get(probe_kind, {}):
+                    get = c[probe_kind]["httpGet"]
+                    get["port"] = resolve_port(pod_spec(doc)["containers"], get["port"])
+            c.pop("ports", None)
+        for c in spec.get("initContainers", []) + spec["containers"]:
+            command = c.get("command", []) + c.get("args", [])
+            if not command:
+                fail(f"{kind}/{name}: {c['name']} has no command: the image's default would run")
+            c.pop("args", None)
+            c["command"] = [expand(a, c, secrets) for a in command]
+            # A variable the command itself names ($(NAME), --secret-env NAME) is read
+            # through it; the others must be ones the program reads (its --help names them).
+            named = {m for a in command for m in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a)} | set(command)
+            c["imagePullPolicy"] = "IfNotPresent"
+            c.setdefault("volumeMounts", []).append(
+                {"name": "check-ca-bundle", "mountPath": "/etc/ssl/certs/ca-certificates.crt", "readOnly": True})
+            n = len(os.listdir(os.path.join(out, "commands"))) // 2
+            with open(os.path.join(out, "commands", f"{n}.argv"), "w") as f:
+                f.write("".join(a + "\0" for a in c["command"]))
+            with open(os.path.join(out, "commands", f"{n}.env"), "w") as f:
+                f.write(f"{kind}/{name} {c['name']}\n"
+                        + "".join(e["name"] + "\n" for e in c.get("env", []) if e["name"] not in named))
+        labels = doc["spec"]["template"]["metadata"].get("labels", {})
+        if kind == "Job":
+            # The Pod a Job's controller would make; its deadline is the script's to enforce.
+            spec["restartPolicy"] = "Never"
+            played = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels}, "spec": spec}
+            pods = [name]
+            grace = doc["spec"].get("activeDeadlineSeconds", 600)
+        else:
+            played = {**doc, "spec": {**doc["spec"], "template": {"metadata": {"labels": labels}, "spec": spec}}}
+            played["metadata"] = {k: v for k, v in doc["metadata"].items() if k != "namespace"}
+            pods = [f"{name}-pod-{n}" for n in range(replicas)]
+            container = spec["containers"][0]
+            grace = spec.get("terminationGracePeriodSeconds", 30) - prestop_secs(container)
+        with open(os.path.join(out, f"{name}.yaml"), "w") as f:
+            yaml.safe_dump(played, f, sort_keys=False)
+        pods_of[name] = (doc, ips)
+        containers = [c["name"] for c in spec["containers"]]
+        memory = spec["containers"][0].get("resources", {}).get("limits", {}).get("memory", "")
+        memory_bytes = int(memory[:-2]) << (20 if memory.endswith("Mi") else 30) if memory[-2:] in ("Mi", "Gi") else 0
+        admin = [p["containerPort"] for p in pod_spec(doc)["containers"][0].get("ports", []) if p.get("name") == "admin"]
+        for pod, ip in zip(pods, ips):
+            table.append(f"{kind} {name} {pod} {pod}-{containers[0]} {ip} {sc['runAsUser']} {grace} "
+                         f"{memory_bytes} {admin[0] if admin else '-'}")
         probes = []
-        for kind in ("startupProbe", "livenessProbe", "readinessProbe"):
-            probe = container.get(kind)
+        for probe_kind in ("startupProbe", "livenessProbe", "readinessProbe"):
+            probe = spec["containers"][0].get(probe_kind)
             if probe:
                 if "httpGet" not in probe:
-                    fail(f"{name}: {kind} is not an httpGet probe")
+                    fail(f"{kind}/{name}: {probe_kind} is not an httpGet probe")
                 port = resolve_port(spec["containers"], probe["httpGet"]["port"])
                 # How long a cluster gives the probe to pass before it acts.
                 bound = probe.get("initialDelaySeconds", 0) + probe.get("periodSeconds", 10) * probe.get("failureThreshold", 3)
-                probes.append(f"{kind} {port} {probe['httpGet']['path']} {bound}")
-        command = container.get("command", []) + container.get("args", [])
-        if not command:
-            fail(f"{name}: no command: the image's default would run")
-        env = resolve_env(doc, container, secrets, config_maps, ip)
-        memory = container.get("resources", {}).get("limits", {}).get("memory", "")
-        memory_kib = int(memory[:-2]) * 1024 if memory.endswith("Mi") else int(memory[:-2]) * 1024 * 1024 if memory.endswith("Gi") else 0
-        d = os.path.join(out, name)
-        os.makedirs(d)
-        with open(os.path.join(d, "argv"), "w") as f:
-            f.write("".join(a + "\0" for a in command))
-        with open(os.path.join(d, "env"), "w") as f:
-            f.write("".join(f"{k}={v}\0" for k, v in env.items()))
-        with open(os.path.join(d, "env-names"), "w") as f:
-            f.write("".join(f"{k}\n" for k in env))
-        with open(os.path.join(d, "mounts"), "w") as f:
-            f.write("".join(m + "\n" for m in mounts))
-        with open(os.path.join(d, "probes"), "w") as f:
+                probes.append(f"{probe_kind} {port} {probe['httpGet']['path']} {bound}")
+        with open(os.path.join(out, f"{name}.probes"), "w") as f:
             f.write("".join(p + "\n" for p in probes))
-        # A Deployment's time to drain after SIGTERM; a Job's to complete.
-        if doc["kind"] == "Deployment":
-            grace = spec.get("terminationGracePeriodSeconds", 30) - prestop_secs(container)
-        else:
-            grace = doc["spec"].get("activeDeadlineSeconds", 600)
-        admin = [p["containerPort"] for p in container.get("ports", []) if p.get("name") == "admin"]
-        table.append(f"{doc['kind']} {name} {ip} {uid} {grace} {memory_kib} {admin[0] if admin else '-'}")
-    # Service names resolve to the pods they select, as the cluster's DNS would.
+    # Where a Service's port leads: its Deployment's pods, as the controller reads its endpoints.
     services = {}
     for svc in by_kind(docs, "Service"):
         selector = svc["spec"].get("selector", {})
-        pods = [d for d in by_kind(docs, "Deployment")
-                if selects(selector, d["spec"]["template"]["metadata"].get("labels", {}))]
-        if len(pods) != 1:
-            fail(f"Service/{svc['metadata']['name']} selects {len(pods)} Deployments, not one")
-        s, ns = svc["metadata"]["name"], svc["metadata"].get("namespace", "default")
-        hosts.append(f"{ips[pods[0]['metadata']['name']]} {s} {s}.{ns} {s}.{ns}.svc {s}.{ns}.svc.cluster.local")
+        matched = [n for n, (d, _) in pods_of.items() if d["kind"] == "Deployment"
+                   and selects(selector, d["spec"]["template"]["metadata"].get("labels", {}))]
+        if len(matched) != 1:
+            fail(f"Service/{svc['metadata']['name']} selects {len(matched)} Deployments, not one")
+        doc, ips = pods_of[matched[0]]
         ports = {}
         for p in svc["spec"]["ports"]:
-            target = p.get("targetPort", p["port"])
-            ports[p.get("name")] = ports[p["port"]] = resolve_port(pod_spec(pods[0])["containers"], target)
-        services[s] = (f"{s}.{ns}.svc.cluster.local", ports)
-    ingress_ip = "127.0.0.10"
-    ingresses = by_kind(docs, "Ingress")
-    for ing in ingresses:
-        for rule in ing["spec"]["rules"]:
-            hosts.append(f"{ingress_ip} {rule['host']}")
-    with open(os.path.join(out, "hosts"), "w") as f:
-        f.write("\n".join(hosts) + "\n")
+            target = resolve_port(pod_spec(doc)["containers"], p.get("targetPort", p["port"]))
+            ports[p.get("name")] = ports[p["port"]] = target
+        services[svc["metadata"]["name"]] = (ips, ports)
     with open(os.path.join(out, "workloads"), "w") as f:
         f.write("\n".join(table) + "\n")
+    with open(os.path.join(out, "volumes"), "w") as f:
+        f.write("".join(v + "\n" for v in volumes))
+    with open(os.path.join(out, "hosts"), "w") as f:
+        f.write("127.0.0.1 localhost\n" + "".join(f"{ingress_ip} {h}\n" for h in hosts_alias["hostnames"]))
     with open(os.path.join(out, "ingress-hosts"), "w") as f:
         f.write("".join(f"{r['host']} {i['metadata']['name']}\n" for i in ingresses for r in i["spec"]["rules"]))
-    nginx_conf(ingresses, services, secrets, ingress_ip, out)
+    nginx_conf(ingresses, services, secrets, out)
 
 
-def nginx_conf(ingresses, services, secrets, ip, out):
+def nginx_conf(ingresses, services, secrets, out):
     """nginx standing in for ingress-nginx: the Ingresses' hosts, paths, TLS and annotations,
-    and the controller settings of deploy/k8s/ingress-nginx."""
+    the controller settings of deploy/k8s/ingress-nginx, and each Service's pods as upstream.
+    Written for the nginx image, with the certificates beside it in OUT/tls (/etc/ingress/tls)."""
     with open(os.path.join(ROOT, "deploy/k8s/ingress-nginx/controller-config.yaml")) as f:
         controller = yaml.safe_load(f)["data"]
-    tmp = os.path.join(out, "nginx")
-    os.makedirs(tmp)
     os.makedirs(os.path.join(out, "tls"))
     lines = [
-        # Root's workers can use the check's private directories.
-        "user root;", "worker_processes 1;", f"pid {tmp}/nginx.pid;", "events {}", "http {",
+        "worker_processes 1;", "pid /run/nginx.pid;", "events {}", "http {",
         "  access_log off;",
-        f"  client_body_temp_path {tmp}/body;", f"  proxy_temp_path {tmp}/proxy;",
-        f"  fastcgi_temp_path {tmp}/fastcgi;", f"  uwsgi_temp_path {tmp}/uwsgi;", f"  scgi_temp_path {tmp}/scgi;",
         f"  client_header_timeout {controller['client-header-timeout']}s;",
         f"  client_body_timeout {controller['client-body-timeout']}s;",
         f"  keepalive_timeout {controller['keep-alive']}s;",
         f"  ssl_protocols {controller['ssl-protocols']};",
     ]
+    for name, (ips, ports) in services.items():
+        for port in sorted({p for p in ports.values()}):
+            lines.append(f"  upstream {name}-{port} {{ {' '.join(f'server {ip}:{port};' for ip in ips)} keepalive 8; }}")
     annotation = "nginx.ingress.kubernetes.io/"
     for ing in ingresses:
         notes = {k[len(annotation):]: v for k, v in ing["metadata"].get("annotations", {}).items()
@@ -505,18 +524,18 @@ def nginx_conf(ingresses, services, secrets, ip, out):
             secret = secrets.get(tls.get(rule["host"], ""))
             if not secret:
                 fail(f"Ingress/{ing['metadata']['name']}: no TLS secret for {rule['host']}")
-            stem = os.path.join(out, "tls", tls[rule["host"]])
             for key, suffix in (("tls.crt", "crt"), ("tls.key", "key")):
-                with open(f"{stem}.{suffix}", "w") as f:
+                with open(os.path.join(out, "tls", f"{tls[rule['host']]}.{suffix}"), "w") as f:
                     f.write(secret[key])
-            lines += ["  server {", f"    listen {ip}:443 ssl;", f"    server_name {rule['host']};",
+            stem = f"/etc/ingress/tls/{tls[rule['host']]}"
+            lines += ["  server {", "    listen 443 ssl;", f"    server_name {rule['host']};",
                       f"    ssl_certificate {stem}.crt;", f"    ssl_certificate_key {stem}.key;",
                       f"    client_max_body_size {notes.get('proxy-body-size', '1m')};"]
             for p in rule["http"]["paths"]:
                 backend = p["backend"]["service"]
-                host, ports = services[backend["name"]]
+                _, ports = services[backend["name"]]
                 port = ports[backend["port"].get("name", backend["port"].get("number"))]
-                proxy = (f"{{ proxy_pass http://{host}:{port}; proxy_http_version 1.1;"
+                proxy = (f"{{ proxy_pass http://{backend['name']}-{port}; proxy_http_version 1.1;"
                          " proxy_set_header Connection \"\"; proxy_set_header Host $host;"
                          " proxy_set_header X-Forwarded-For $remote_addr;"
                          f" proxy_connect_timeout {notes.get('proxy-connect-timeout', '5')}s;"
@@ -527,7 +546,7 @@ def nginx_conf(ingresses, services, secrets, ip, out):
                     lines.append(f"    location {p['path'].rstrip('/')}/ {proxy}")
             lines.append("  }")
     # Other host names get a 404, as from the controller's default backend.
-    lines += [f"  server {{ listen {ip}:443 ssl default_server; ssl_certificate {stem}.crt;"
+    lines += [f"  server {{ listen 443 ssl default_server; ssl_certificate {stem}.crt;"
               f" ssl_certificate_key {stem}.key; return 404; }}", "}"]
     with open(os.path.join(out, "nginx.conf"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -548,7 +567,7 @@ def env_names(paths):
 def main():
     args = sys.argv[1:]
     commands = {"prometheus-rule": (prometheus_rule, 0), "split": (split, 3), "crds": (crds, 1),
-                "plan": (plan, 3), "ingress-hosts": (ingress_hosts, 1)}
+                "play": (play, 5), "ingress-hosts": (ingress_hosts, 1)}
     if args and args[0] == "lint" and len(args) > 1:
         lint(args[1:])
     elif args and args[0] == "env-names" and len(args) > 1:
