@@ -91,11 +91,11 @@ PY
     header=$(python3 -c 'import base64,json,sys; a=json.loads(sys.argv[1]); t=a["access_token"].split(".")[0]; print(a["token_type"], json.loads(base64.urlsafe_b64decode(t + "=" * (-len(t) % 4)))["alg"])' "$answer")
     [ "$header" = "DPoP $alg" ] || die "$alg: the token is \"$header\", not a DPoP-bound $alg one"
     # The rate, from a short run, tells how many requests a round needs.
-    made 20000
+    made 40000
     read -r rps _ < <(load "$work/requests.txt" 2)
     rates=() costs=()
     for _ in $(seq "$rounds"); do
-        made $((rps * secs * 3 / 2 + 1000))
+        made $((rps * secs * 2 + 1000))
         read -r rps cost < <(load "$work/requests.txt" "$secs")
         rates+=("$rps") costs+=("$cost µs")
     done
