@@ -204,6 +204,30 @@ async fn the_token_endpoint_takes_private_key_jwt_and_dpop_only(backend: Backend
         assert_eq!(status, 200, "{body}");
         assert_eq!(body["token_type"], "DPoP", "{body}");
     }
+    // Proofs the conformance suite sends that must pass here too: `iat` 10 s behind
+    // (FAPI2SPFinalEnsureDpopProofWithIat10SecondsBeforeSucceeds), and `nbf` and `exp`
+    // (FAPI2SPFinalCheckDpopProofNbfExp).
+    let now = chrono::Utc::now().timestamp();
+    let lenient = [
+        (
+            "iat 10 s behind",
+            proof_key.proof("POST", &token_endpoint(&auth), None, -10),
+        ),
+        (
+            "nbf and exp",
+            proof_key.proof_with_claims(
+                "POST",
+                &token_endpoint(&auth),
+                &json!({"nbf": now, "exp": now + 300}),
+            ),
+        ),
+    ];
+    for (case, proof) in lenient {
+        let assertion = keys[0].sign(&claims(&auth, &id));
+        let (status, body) = token(&auth, &assertion, INTAKE, Some(&proof)).await;
+        assert_eq!(status, 200, "{case}: {body}");
+        assert_eq!(body["token_type"], "DPoP", "{case}: {body}");
+    }
     // RS256 is not FAPI 2.0's, with the very RSA key that signs PS256.
     let rs256 = PartnerKey::rsa("rsa", Algorithm::RS256);
     let proof = proof_key.proof("POST", &token_endpoint(&auth), None, 0);

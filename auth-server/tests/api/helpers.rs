@@ -274,6 +274,23 @@ impl ProofKey {
         }
         jsonwebtoken::encode(&header, &claims, &self.encoding).expect("a proof")
     }
+
+    /// [`Self::proof`] made now, with claims of its own besides (say `nbf` and `exp`).
+    pub fn proof_with_claims(&self, method: &str, url: &str, extra: &Value) -> String {
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
+        header.jwk = Some(serde_json::from_value(self.jwk.clone()).expect("a JWK"));
+        let mut claims = serde_json::json!({
+            "jti": uuid::Uuid::new_v4().to_string(),
+            "htm": method,
+            "htu": url,
+            "iat": chrono::Utc::now().timestamp(),
+        });
+        for (name, value) in extra.as_object().expect("claims") {
+            claims[name] = value.clone();
+        }
+        jsonwebtoken::encode(&header, &claims, &self.encoding).expect("a proof")
+    }
 }
 
 impl TestApp {

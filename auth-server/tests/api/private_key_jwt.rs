@@ -281,6 +281,8 @@ async fn each_bad_assertion_is_refused_as_invalid_client_with_its_own_reason(bac
     );
     let mut no_jti = claims(auth, &id);
     no_jti.as_object_mut().unwrap().remove("jti");
+    let mut no_sub = claims(auth, &id);
+    no_sub.as_object_mut().unwrap().remove("sub");
     let secret_clients = key.sign(&claims(auth, &app.client_id));
     // (name, assertion, the client it is counted against, reason)
     let cases = [
@@ -339,6 +341,8 @@ async fn each_bad_assertion_is_refused_as_invalid_client_with_its_own_reason(bac
         ("HS256 with a secret", hs256, &id, "assertion_algorithm"),
         ("alg none", unsigned, &id, "assertion_algorithm"),
         ("no jti", key.sign(&no_jti), &id, "assertion_malformed"),
+        // The conformance suite's FAPI2SPFinalEnsureClientAssertionWithNoSubFails.
+        ("no sub", key.sign(&no_sub), &id, "assertion_issuer"),
         (
             "not a JWT",
             "not.a.jwt".to_owned(),

@@ -687,7 +687,124 @@ async fn the_conformance_plans_dpop_checks_hold_at_the_intake_api(backend: Backe
     );
 }
 
+/// A proof written member by member, as a conformance suite malforms one: `header` and
+/// `claims` as given, signed ES256 by `key` over them (whatever `alg` the header names).
+fn raw_proof(key: &KeyFile, header: &Value, claims: &Value) -> String {
+    let input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(header.to_string()),
+        URL_SAFE_NO_PAD.encode(claims.to_string())
+    );
+    let signer = jsonwebtoken::EncodingKey::from_ec_pem(&key.pem).unwrap();
+    let signature =
+        jsonwebtoken::crypto::sign(input.as_bytes(), &signer, jsonwebtoken::Algorithm::ES256)
+            .unwrap();
+    format!("{input}.{signature}")
+}
+
+/// The conformance suite's DPoP negative tests that take a proof apart (FAPI2SPFinal
+/// DpopNegativeTests): each member it leaves out or spoils is refused with
+/// `invalid_dpop_proof`, whatever else in the proof is right (nonce included); the
+/// liberties it must take (a header member of its own, an `htu` whose scheme and host are
+/// in capitals) pass. Every answer carries a `Date`, which the suite reads in each call.
+async fn a_proof_the_conformance_suite_takes_apart_is_refused_member_by_member(backend: Backend) {
+    let app = Fapi2::start(backend).await;
+    assert!(
+        app.intake.wait_ready().await,
+        "intake-api never became ready"
+    );
+    let url = app.enquiry_url();
+    let dpop_key = KeyFile::generate();
+    let token = app
+        .token_bound_to(&app.partner, &app.partner_key, &dpop_key)
+        .await;
+    let authorization = format!("DPoP {token}");
+    let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": dpop_key.jwk});
+    let claims = |nonce: &str| {
+        json!({
+            "jti": uuid::Uuid::new_v4().to_string(),
+            "htm": "POST",
+            "htu": url,
+            "iat": chrono::Utc::now().timestamp(),
+            "ath": shared::dpop::token_hash(&token),
+            "nonce": nonce,
+        })
+    };
+    type Edit = Box<dyn Fn(&mut Value, &mut Value)>;
+    let without = |member: &'static str, in_header: bool| -> Edit {
+        Box::new(move |h: &mut Value, c: &mut Value| {
+            let from = if in_header { h } else { c };
+            from.as_object_mut().unwrap().remove(member);
+        })
+    };
+    let stranger = KeyFile::generate().jwk.clone();
+    let must_fail: Vec<(&str, Edit)> = vec![
+        ("no typ", without("typ", true)),
+        ("no alg", without("alg", true)),
+        ("no jwk", without("jwk", true)),
+        ("no jti", without("jti", false)),
+        ("no htm", without("htm", false)),
+        ("no htu", without("htu", false)),
+        ("no iat", without("iat", false)),
+        ("no ath", without("ath", false)),
+        ("typ JWT", Box::new(|h, _| h["typ"] = json!("JWT"))),
+        ("alg none", Box::new(|h, _| h["alg"] = json!("none"))),
+        (
+            "a private key in the jwk",
+            Box::new(|h, _| h["jwk"]["d"] = json!(URL_SAFE_NO_PAD.encode([7u8; 32]))),
+        ),
+        (
+            "a jwk that did not sign it",
+            Box::new(move |h, _| h["jwk"] = stranger.clone()),
+        ),
+    ];
+    for (case, edit) in must_fail {
+        let (mut h, mut c) = (header.clone(), claims(&app.intake_nonce().await));
+        edit(&mut h, &mut c);
+        let proof = raw_proof(&dpop_key, &h, &c);
+        let reply = app.send(Some(&authorization), Some(&proof)).await;
+        assert_eq!(reply.status, 401, "{case}: {:?}", reply.body);
+        let challenge = reply.challenge.unwrap_or_default();
+        assert!(
+            challenge.starts_with(r#"DPoP error="invalid_dpop_proof""#),
+            "{case}: {challenge}"
+        );
+        assert!(reply.date.is_some(), "{case}: no Date header");
+    }
+    // A signature that is not the signing input's.
+    let good = raw_proof(&dpop_key, &header, &claims(&app.intake_nonce().await));
+    let (input, signature) = good.rsplit_once('.').unwrap();
+    let mut bytes = URL_SAFE_NO_PAD.decode(signature).unwrap();
+    bytes[10] ^= 1;
+    let spoilt = format!("{input}.{}", URL_SAFE_NO_PAD.encode(bytes));
+    let reply = app.send(Some(&authorization), Some(&spoilt)).await;
+    assert_eq!(reply.status, 401, "a spoilt signature: {:?}", reply.body);
+
+    let upper = url.replacen("http://127.0.0.1", "HTTP://127.0.0.1", 1);
+    assert_ne!(upper, url);
+    let must_pass: Vec<(&str, Edit)> = vec![
+        (
+            "a header member of its own",
+            Box::new(|h, _| h["x-partner"] = json!("extra")),
+        ),
+        (
+            "htu's scheme in capitals",
+            Box::new(move |_, c| c["htu"] = json!(upper)),
+        ),
+    ];
+    for (case, edit) in must_pass {
+        let (mut h, mut c) = (header.clone(), claims(&app.intake_nonce().await));
+        edit(&mut h, &mut c);
+        let reply = app
+            .send(Some(&authorization), Some(&raw_proof(&dpop_key, &h, &c)))
+            .await;
+        assert_eq!(reply.status, 201, "{case}: {:?}", reply.body);
+        assert!(reply.date.is_some(), "{case}: no Date header");
+    }
+}
+
 on_both_backends!(
     a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms,
+    a_proof_the_conformance_suite_takes_apart_is_refused_member_by_member,
     the_conformance_plans_dpop_checks_hold_at_the_intake_api,
 );

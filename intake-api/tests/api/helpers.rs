@@ -52,6 +52,8 @@ pub struct Reply {
     pub retry_after: Option<String>,
     /// The `Idempotent-Replayed` header, if any.
     pub replayed: Option<String>,
+    /// The `Date` header, if any.
+    pub date: Option<String>,
 }
 
 impl Reply {
@@ -64,7 +66,7 @@ impl Reply {
                 .map(|v| v.to_str().expect("ASCII header").to_owned())
         };
         let (challenge, retry_after) = (header("www-authenticate"), header("retry-after"));
-        let replayed = header("idempotent-replayed");
+        let (replayed, date) = (header("idempotent-replayed"), header("date"));
         let text = resp.text().await.expect("response body");
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Self {
@@ -73,6 +75,7 @@ impl Reply {
             challenge,
             retry_after,
             replayed,
+            date,
         }
     }
 }
