@@ -257,6 +257,24 @@ impl ProofKey {
         ahead_secs: i64,
         nonce: Option<&str>,
     ) -> String {
+        let mut extra = serde_json::json!({});
+        if let Some(token) = access_token {
+            extra["ath"] = serde_json::json!(shared::dpop::token_hash(token));
+        }
+        if let Some(nonce) = nonce {
+            extra["nonce"] = serde_json::json!(nonce);
+        }
+        self.signed(method, url, ahead_secs, &extra)
+    }
+
+    /// [`Self::proof`] made now, with claims of its own besides (say `nbf` and `exp`).
+    pub fn proof_with_claims(&self, method: &str, url: &str, extra: &Value) -> String {
+        self.signed(method, url, 0, extra)
+    }
+
+    /// A proof for `method` on `url` made `ahead_secs` after now, with the claims in
+    /// `extra` besides.
+    fn signed(&self, method: &str, url: &str, ahead_secs: i64, extra: &Value) -> String {
         let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
         header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
         header.jwk = Some(serde_json::from_value(self.jwk.clone()).expect("a JWK"));
@@ -265,26 +283,6 @@ impl ProofKey {
             "htm": method,
             "htu": url,
             "iat": chrono::Utc::now().timestamp() + ahead_secs,
-        });
-        if let Some(token) = access_token {
-            claims["ath"] = serde_json::json!(shared::dpop::token_hash(token));
-        }
-        if let Some(nonce) = nonce {
-            claims["nonce"] = serde_json::json!(nonce);
-        }
-        jsonwebtoken::encode(&header, &claims, &self.encoding).expect("a proof")
-    }
-
-    /// [`Self::proof`] made now, with claims of its own besides (say `nbf` and `exp`).
-    pub fn proof_with_claims(&self, method: &str, url: &str, extra: &Value) -> String {
-        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
-        header.typ = Some(shared::dpop::PROOF_TYP.to_owned());
-        header.jwk = Some(serde_json::from_value(self.jwk.clone()).expect("a JWK"));
-        let mut claims = serde_json::json!({
-            "jti": uuid::Uuid::new_v4().to_string(),
-            "htm": method,
-            "htu": url,
-            "iat": chrono::Utc::now().timestamp(),
         });
         for (name, value) in extra.as_object().expect("claims") {
             claims[name] = value.clone();

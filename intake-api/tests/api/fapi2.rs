@@ -217,12 +217,8 @@ fn proof_naming(alg: &str, url: &str, token: &str) -> String {
 }
 
 async fn a_fapi2_deployment_takes_only_dpop_bound_tokens_with_its_algorithms(backend: Backend) {
-    let app = Fapi2::start(backend).await;
     // Ready: its own client got a DPoP-bound token with an assertion, and read the list.
-    assert!(
-        app.intake.wait_ready().await,
-        "intake-api never became ready"
-    );
+    let app = Fapi2::start_ready(backend).await;
     let health: Value = reqwest::get(format!("{}/healthz", app.intake.base_url()))
         .await
         .unwrap()
@@ -395,6 +391,25 @@ fn proof_by(
 }
 
 impl Fapi2 {
+    /// [`Fapi2::start`], once the intake-api is ready.
+    async fn start_ready(backend: Backend) -> Self {
+        let app = Self::start(backend).await;
+        assert!(
+            app.intake.wait_ready().await,
+            "intake-api never became ready"
+        );
+        app
+    }
+
+    /// A new DPoP key of the partner's, and a token bound to it.
+    async fn partner_token(&self) -> (KeyFile, String) {
+        let dpop_key = KeyFile::generate();
+        let token = self
+            .token_bound_to(&self.partner, &self.partner_key, &dpop_key)
+            .await;
+        (dpop_key, token)
+    }
+
     /// A token for `client` (its assertion signed by `client_key`) bound to `dpop_key`,
     /// asked for as a conformance suite does: a first proof without a nonce, refused with
     /// `use_dpop_nonce`, then one with the nonce that answer gave.
@@ -469,16 +484,9 @@ impl Fapi2 {
 /// `iat` ten seconds either side), what must not is refused with its challenge, and neither
 /// partner reads the other's case.
 async fn the_conformance_plans_dpop_checks_hold_at_the_intake_api(backend: Backend) {
-    let app = Fapi2::start(backend).await;
-    assert!(
-        app.intake.wait_ready().await,
-        "intake-api never became ready"
-    );
+    let app = Fapi2::start_ready(backend).await;
     let url = app.enquiry_url();
-    let dpop_key = KeyFile::generate();
-    let token = app
-        .token_bound_to(&app.partner, &app.partner_key, &dpop_key)
-        .await;
+    let (dpop_key, token) = app.partner_token().await;
     let second_key = KeyFile::generate();
     let second = register(&app.auth, &second_key, INTAKE).await;
     let second_dpop = KeyFile::generate();
@@ -708,16 +716,9 @@ fn raw_proof(key: &KeyFile, header: &Value, claims: &Value) -> String {
 /// liberties it must take (a header member of its own, an `htu` whose scheme and host are
 /// in capitals) pass. Every answer carries a `Date`, which the suite reads in each call.
 async fn a_proof_the_conformance_suite_takes_apart_is_refused_member_by_member(backend: Backend) {
-    let app = Fapi2::start(backend).await;
-    assert!(
-        app.intake.wait_ready().await,
-        "intake-api never became ready"
-    );
+    let app = Fapi2::start_ready(backend).await;
     let url = app.enquiry_url();
-    let dpop_key = KeyFile::generate();
-    let token = app
-        .token_bound_to(&app.partner, &app.partner_key, &dpop_key)
-        .await;
+    let (dpop_key, token) = app.partner_token().await;
     let authorization = format!("DPoP {token}");
     let header = json!({"typ": "dpop+jwt", "alg": "ES256", "jwk": dpop_key.jwk});
     let claims = |nonce: &str| {
