@@ -111,9 +111,12 @@ cat /etc/ssl/certs/ca-certificates.crt "$tls/ca.crt" >"$work/ca-bundle.crt"
 printf '[containers]\ndefault_ulimits = [%s]\n' \
     "$(scripts/podman-limits.sh | sed 's/[^ ]*/"&"/g; s/ /, /')" >"$work/containers.conf"
 export CONTAINERS_CONF=$work/containers.conf
-postgres_image=$(sed -n 's/^    image: \(postgres:.*\)/\1/p' docker-compose.yml)
-redis_image=$(sed -n 's/^    image: \(redis:.*\)/\1/p' docker-compose.yml)
-nginx_image=$(sed -n 's/^    image: \(nginx:.*\)/\1/p' docker-compose.yml)
+# The stand-ins base-images.sh makes for the compose file's images, by name.
+mapfile -t stand_ins < <(scripts/base-images.sh --names)
+stand_in() { printf '%s\n' "${stand_ins[@]}" | grep -m1 "/$1:" || fail "base-images.sh makes no $1 image"; }
+postgres_image=$(stand_in postgres)
+redis_image=$(stand_in redis)
+nginx_image=$(stand_in nginx)
 for base in "$image" "$postgres_image" "$redis_image" "$nginx_image"; do
     podman image exists "$base" || fail "no image $base (scripts/check-image.sh and scripts/base-images.sh make them)"
 done

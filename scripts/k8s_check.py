@@ -26,6 +26,8 @@ CRD_GROUP = "monitoring.coreos.com/"
 OPENAPI = {"auth-server": "openapi/auth-server.yaml", "intake-api": "openapi/intake-api.yaml"}
 # Never routed from outside: the admin listener's and the kubelet's.
 PRIVATE_PATHS = ["/metrics", "/healthz", "/readyz"]
+# `$(NAME)` in a container's command: the kubelet puts the variable's value there.
+VAR_REF = re.compile(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
 
 
 
@@ -365,7 +367,7 @@ def expand(value, container, secrets):
                 return secrets[ref["name"]][ref["key"]]
             fail(f"{container['name']}: $({match.group(1)}) names a Secret key that is not there")
         return match.group(0)
-    return re.sub(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", one, value)
+    return VAR_REF.sub(one, value)
 
 
 def selects(selector, labels):
@@ -387,7 +389,7 @@ def play(path, secrets_dir, network, ca_bundle, out):
     ingresses = by_kind(docs, "Ingress")
     ingress_ip = f"{network}.10"
     hosts_alias = {"ip": ingress_ip, "hostnames": [r["host"] for i in ingresses for r in i["spec"]["rules"]]}
-    table, pods_of, volumes, next_ip = [], {}, [], 20
+    table, pods_of, volumes, next_ip, commands = [], {}, [], 20, 0
     os.makedirs(os.path.join(out, "commands"))
     for doc in by_kind(docs, "Job") + by_kind(docs, "Deployment"):
         name, kind = doc["metadata"]["name"], doc["kind"]
@@ -405,9 +407,6 @@ def play(path, secrets_dir, network, ca_bundle, out):
         for v in spec.get("volumes", []):
             if "emptyDir" in v:
                 renamed[v["name"]] = v["name"] = f"{name}-{v['name']}"
-        for c in spec.get("initContainers", []) + spec["containers"]:
-            for m in c.get("volumeMounts", []):
-                m["name"] = renamed.get(m["name"], m["name"])
         volumes += renamed.values()
         spec.setdefault("volumes", []).append(
             {"name": "check-ca-bundle", "hostPath": {"path": ca_bundle, "type": "File"}})
@@ -427,14 +426,16 @@ def play(path, secrets_dir, network, ca_bundle, out):
             c["command"] = [expand(a, c, secrets) for a in command]
             # A variable the command itself names ($(NAME), --secret-env NAME) is read
             # through it; the others must be ones the program reads (its --help names them).
-            named = {m for a in command for m in re.findall(r"\$\(([A-Za-z_][A-Za-z0-9_]*)\)", a)} | set(command)
+            named = {m for a in command for m in VAR_REF.findall(a)} | set(command)
             c["imagePullPolicy"] = "IfNotPresent"
+            for m in c.get("volumeMounts", []):
+                m["name"] = renamed.get(m["name"], m["name"])
             c.setdefault("volumeMounts", []).append(
                 {"name": "check-ca-bundle", "mountPath": "/etc/ssl/certs/ca-certificates.crt", "readOnly": True})
-            n = len(os.listdir(os.path.join(out, "commands"))) // 2
-            with open(os.path.join(out, "commands", f"{n}.argv"), "w") as f:
+            commands += 1
+            with open(os.path.join(out, "commands", f"{commands}.argv"), "w") as f:
                 f.write("".join(a + "\0" for a in c["command"]))
-            with open(os.path.join(out, "commands", f"{n}.env"), "w") as f:
+            with open(os.path.join(out, "commands", f"{commands}.env"), "w") as f:
                 f.write(f"{kind}/{name} {c['name']}\n"
                         + "".join(e["name"] + "\n" for e in c.get("env", []) if e["name"] not in named))
         labels = doc["spec"]["template"]["metadata"].get("labels", {})
