@@ -120,12 +120,8 @@ pub enum CaseCommand {
     )]
     List {
         /// Only cases in these states (comma-separated or repeated).
-        #[arg(
-            long,
-            value_delimiter = ',',
-            value_parser = [case::STATUS_REFERRED, case::STATUS_PENDING, case::STATUS_ACTIVE]
-        )]
-        status: Vec<String>,
+        #[arg(long, value_delimiter = ',', value_enum)]
+        status: Vec<case::Status>,
         /// Only cases created at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
         /// span back from now (30m, 24h, 7d).
         #[arg(long, value_parser = service_kit::cli::parse_since)]
@@ -156,4 +152,15 @@ pub enum CaseCommand {
         #[arg(long)]
         brand: Option<String>,
     },
+}
+
+/// The statuses `case list --status` takes, by their stored names.
+impl clap::ValueEnum for case::Status {
+    fn value_variants<'a>() -> &'a [Self] {
+        &[Self::Referred, Self::PendingActivation, Self::Active]
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        Some(clap::builder::PossibleValue::new(self.as_str()))
+    }
 }

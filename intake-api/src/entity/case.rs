@@ -1,14 +1,42 @@
 //! A customer's case: one per brand and e-mail address.
 
+use sea_orm::Iterable;
 use sea_orm::entity::prelude::*;
 
-/// A case starts `pending_activation` (or `referred`, until its enquiry) and becomes `active` at `activates_at`.
-pub const STATUS_PENDING: &str = "pending_activation";
-/// A case staff of its brand can service.
-pub const STATUS_ACTIVE: &str = "active";
-/// A case a partner referred, waiting for the customer's enquiry: no activation touches
-/// it, and the first enquiry makes it `pending_activation`.
-pub const STATUS_REFERRED: &str = "referred";
+/// Where a case is in its life: it starts `pending_activation` (or `referred`, until its
+/// enquiry) and becomes `active` at `activates_at`. Stored as its text, which the raw
+/// statements and the index of pending cases name too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, EnumIter, DeriveActiveEnum, serde::Serialize)]
+#[sea_orm(rs_type = "String", db_type = "Text")]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Referred by a partner, waiting for the customer's enquiry: no activation touches it,
+    /// and the first enquiry makes it `pending_activation`.
+    #[sea_orm(string_value = "referred")]
+    Referred,
+    /// Accepted; it becomes active at `activates_at`.
+    #[sea_orm(string_value = "pending_activation")]
+    PendingActivation,
+    /// Staff of its brand can service it.
+    #[sea_orm(string_value = "active")]
+    Active,
+}
+
+impl Status {
+    /// Its stored text, borrowed: raw statements bind and embed it on the hot path.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Self::Referred => "referred",
+            Self::PendingActivation => "pending_activation",
+            Self::Active => "active",
+        }
+    }
+
+    /// The status stored as `text`, if it is one.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::iter().find(|status| status.as_str() == text)
+    }
+}
 
 /// One case.
 #[derive(Clone, Debug, PartialEq, DeriveEntityModel)]
@@ -24,8 +52,8 @@ pub struct Model {
     pub brand: String,
     /// The applicant's e-mail address, trimmed and lower-cased.
     pub email: String,
-    /// `referred`, `pending_activation` or `active`.
-    pub status: String,
+    /// Where it is in its life.
+    pub status: Status,
     /// The enquiry as last applied, normalised.
     pub enquiry: Json,
     /// The eligibility-engine product attached last.
@@ -50,3 +78,21 @@ pub struct Model {
 pub enum Relation {}
 
 impl ActiveModelBehavior for ActiveModel {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_status_reads_back_from_the_text_it_is_stored_as() {
+        for status in Status::iter() {
+            assert_eq!(status.to_value(), status.as_str());
+            assert_eq!(Status::try_from_value(&status.to_value()).unwrap(), status);
+            assert_eq!(Status::parse(status.as_str()), Some(status));
+            let json = serde_json::to_value(status).unwrap();
+            assert_eq!(json, status.as_str());
+        }
+        assert_eq!(Status::parse("Active"), None);
+        assert_eq!(Status::parse("active\0"), None);
+    }
+}

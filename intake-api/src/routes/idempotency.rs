@@ -10,7 +10,9 @@ use service_kit::telemetry::{OUTCOME, record};
 use super::partner::Caller;
 use crate::error::IntakeError;
 use crate::state::AppState;
-use crate::store::{Claim, Keyed, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError};
+use crate::store::{
+    AnswerOf, Claim, Keyed, KeyedRequest, Lease, Replayed, SealedAnswer, StoreError, seal_answer,
+};
 
 /// The request header partners send their key in.
 pub const HEADER: &str = "Idempotency-Key";
@@ -37,6 +39,13 @@ pub trait Replayable: Sized {
     }
 }
 
+/// An answer `(status, body)` as a keyed write stores it: its body as a JSON value.
+pub fn stored<B: serde::Serialize>(
+    (status, body): (u16, B),
+) -> Result<(u16, Value), serde_json::Error> {
+    Ok((status, serde_json::to_value(body)?))
+}
+
 /// How a request goes on once its key, if any, is looked at.
 pub enum Begun<'a, R> {
     /// The same request succeeded before: answer with this again.
@@ -53,12 +62,13 @@ pub struct Attempt<'a> {
 }
 
 impl Attempt<'_> {
-    /// For the store: the key's hold and the keys its answer is sealed with; `None`
-    /// without a key.
-    pub fn keyed(&self) -> Option<Keyed<'_>> {
+    /// For the store: the key's hold, the keys its answer is sealed with, and `answer`,
+    /// how the operation answers what the write did; `None` without a key.
+    pub fn keyed<'b>(&'b self, answer: &'b AnswerOf<'b>) -> Option<Keyed<'b>> {
         self.lease.as_ref().map(|lease| Keyed {
             lease,
             keys: &self.state.answer_keys,
+            answer,
         })
     }
 
@@ -68,8 +78,9 @@ impl Attempt<'_> {
         &self,
         answer: (u16, &B),
     ) -> Result<Option<(&Lease, SealedAnswer)>, StoreError> {
-        self.keyed()
-            .map(|keyed| Ok((keyed.lease, keyed.seal(answer)?)))
+        self.lease
+            .as_ref()
+            .map(|lease| Ok((lease, seal_answer(&self.state.answer_keys, lease, answer)?)))
             .transpose()
     }
 

@@ -20,7 +20,7 @@ use crate::entity::case;
 use crate::error::IntakeError;
 use crate::sandbox::{self, Trigger};
 use crate::state::AppState;
-use crate::store::{NewLink, Outcome, StoreError};
+use crate::store::{NewLink, Outcome, StoreError, Submitted};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -83,6 +83,28 @@ pub enum CaseStatusResponse {
     /// The case.
     #[oai(status = 200)]
     Ok(Json<CaseStatusBody>),
+}
+
+/// The answer to an accepted enquiry: 201 for a new case, 200 for one updated.
+fn case_answer(done: &Submitted) -> (u16, CaseResponse) {
+    let (status, message) = match done.outcome {
+        Outcome::Created => (201, "Case created"),
+        Outcome::Updated => (200, "Case updated"),
+    };
+    let body = CaseResponse {
+        message: message.into(),
+        reference: done.reference.clone(),
+    };
+    (status, body)
+}
+
+/// A case's status as partners read it.
+fn wire_state(status: case::Status) -> CaseState {
+    match status {
+        case::Status::Referred => CaseState::Referred,
+        case::Status::PendingActivation => CaseState::PendingActivation,
+        case::Status::Active => CaseState::Active,
+    }
 }
 
 /// What happened to a case, on the request's log line.
@@ -179,7 +201,7 @@ impl IntakeApi {
                         &body.raw,
                         partner.client_id(),
                         partner.claims.sandbox,
-                        attempt.keyed(),
+                        attempt.keyed(&|done| idempotency::stored(case_answer(done))),
                     )
                     .await,
             )
@@ -197,7 +219,7 @@ impl IntakeApi {
         {
             return Err(IntakeError::Triggered(Trigger::UnavailableAfterStoring));
         }
-        Ok(IntakeResponse::fresh(submitted.answer()))
+        Ok(IntakeResponse::fresh(case_answer(&submitted)))
     }
 
     /// Attach an eligibility-engine product to a case.
@@ -266,11 +288,7 @@ impl IntakeApi {
             .await?
             .ok_or(IntakeError::CaseNotFound)?;
         record(REFERENCE, &found.reference);
-        let status = match found.status.as_str() {
-            case::STATUS_ACTIVE => CaseState::Active,
-            case::STATUS_REFERRED => CaseState::Referred,
-            _ => CaseState::PendingActivation,
-        };
+        let status = wire_state(found.status);
         Ok(CaseStatusResponse::Ok(Json(CaseStatusBody {
             reference: found.reference,
             brand: found.brand,

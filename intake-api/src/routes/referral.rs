@@ -23,7 +23,7 @@ use crate::domain::parse_referral;
 use crate::error::IntakeError;
 use crate::sandbox;
 use crate::state::AppState;
-use crate::store::{Outcome, ReferralLink};
+use crate::store::{Outcome, Submitted};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -50,6 +50,21 @@ pub enum ReferResponse {
         Json<ReferralResponse>,
         #[oai(header = "Idempotent-Replayed")] Option<bool>,
     ),
+}
+
+/// The answer to a referral: 201 for the partner's first referral of the customer, 200 for
+/// a customer it referred or sent an enquiry for before.
+fn referral_answer(done: &Submitted, redirect: &str) -> (u16, ReferralResponse) {
+    let (status, message) = match done.outcome {
+        Outcome::Created => (201, "Referral created"),
+        Outcome::Updated => (200, "Referral added"),
+    };
+    let body = ReferralResponse {
+        message: message.into(),
+        reference: done.reference.clone(),
+        redirect: redirect.to_owned(),
+    };
+    (status, body)
 }
 
 impl Replayable for ReferResponse {
@@ -122,11 +137,8 @@ impl ReferralApi {
                 &body.raw,
                 partner.client_id(),
                 in_sandbox,
-                ReferralLink {
-                    token_hash: &token.hash(),
-                    redirect: &redirect,
-                },
-                attempt.keyed(),
+                &token.hash(),
+                attempt.keyed(&|done| idempotency::stored(referral_answer(done, &redirect))),
             )
             .await;
         let done = attempt.settle(stored).await?;
@@ -138,6 +150,6 @@ impl ReferralApi {
         let counter = sandbox::REFERRALS.name(in_sandbox);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(&format!("referral_{label}"), &done.reference, brand);
-        Ok(ReferResponse::fresh(done.referral_answer(&redirect)))
+        Ok(ReferResponse::fresh(referral_answer(&done, &redirect)))
     }
 }

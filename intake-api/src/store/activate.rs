@@ -64,7 +64,7 @@ impl CaseStore {
                 // A literal, as in the pass itself, so the index of pending cases serves.
                 .and_where(Expr::cust(format!(
                     r#""status" = '{}'"#,
-                    case::STATUS_PENDING
+                    case::Status::PendingActivation.as_str()
                 )))
                 .and_where(case::Column::ActivatesAt.lte(Utc::now()));
             let backend = self.db.get_database_backend();
@@ -95,7 +95,7 @@ impl CaseStore {
             // too) use the index of pending cases.
             .and_where(Expr::cust(format!(
                 r#""status" = '{}'"#,
-                case::STATUS_PENDING
+                case::Status::PendingActivation.as_str()
             )))
             .and_where(case::Column::ActivatesAt.lte(now))
             .order_by(case::Column::ActivatesAt, Order::Asc)
@@ -108,7 +108,7 @@ impl CaseStore {
         activate
             .table(case::Entity)
             .values([
-                (case::Column::Status, case::STATUS_ACTIVE.into()),
+                (case::Column::Status, case::Status::Active.as_str().into()),
                 (case::Column::ActivatedAt, now.into()),
             ])
             .and_where(case::Column::Id.in_subquery(due))

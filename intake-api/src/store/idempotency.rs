@@ -23,7 +23,7 @@ use sea_orm::{
 use service_kit::kek::KeyEncryptionKey;
 use uuid::Uuid;
 
-use super::{CaseStore, StoreError, bounded, later, new_row_id};
+use super::{CaseStore, StoreError, Submitted, bounded, later, new_row_id};
 use crate::entity::idempotency_key::{self, Column};
 
 /// How long a key and its answer are kept.
@@ -195,35 +195,62 @@ impl Lease {
     }
 }
 
+/// How the routes answer what a write did, as a status and a JSON body: the transport's
+/// choice, which a keyed write stores with its change.
+pub type AnswerOf<'a> =
+    dyn Fn(&Submitted) -> Result<(u16, serde_json::Value), serde_json::Error> + Send + Sync + 'a;
+
 /// A keyed attempt as a write needs it: the hold on the key its answer is stored under,
-/// and the keys that seal the answer. The write builds the answer from what it did and
-/// seals it itself, inside its transaction.
-#[derive(Debug, Clone, Copy)]
+/// the keys that seal the answer, and how what it did is answered. The write seals the
+/// answer itself, inside its transaction.
+#[derive(Clone, Copy)]
 pub struct Keyed<'a> {
     /// The attempt's hold on its key.
     pub lease: &'a Lease,
     /// The keys its answer is sealed with.
     pub keys: &'a AnswerKeys,
+    /// The answer to what it did.
+    pub answer: &'a AnswerOf<'a>,
+}
+
+impl std::fmt::Debug for Keyed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Keyed").field("lease", self.lease).finish()
+    }
 }
 
 impl Keyed<'_> {
-    /// The answer `(status, body)` sealed for storage under this attempt's key. The body is
-    /// encoded as the response's is, through a JSON value, so a replay sends the same bytes.
-    pub fn seal<B: serde::Serialize>(
-        &self,
-        (status, body): (u16, B),
-    ) -> Result<SealedAnswer, StoreError> {
-        let body = serde_json::to_value(&body)
-            .map_err(StoreError::Encoding)?
-            .to_string();
-        self.keys
-            .seal(
-                self.lease.client_id(),
-                self.lease.key(),
-                &StoredAnswer { status, body },
-            )
-            .map_err(StoreError::Sealing)
+    /// The answer to `done`, sealed for storage under this attempt's key.
+    pub fn seal(&self, done: &Submitted) -> Result<SealedAnswer, StoreError> {
+        let (status, body) = (self.answer)(done).map_err(StoreError::Encoding)?;
+        seal_json(self.keys, self.lease, status, &body)
     }
+}
+
+/// An answer `(status, body)` known before the change, sealed for storage under `lease`'s
+/// key. The body is encoded as the response's is, through a JSON value, so a replay sends
+/// the same bytes.
+pub fn seal_answer<B: serde::Serialize>(
+    keys: &AnswerKeys,
+    lease: &Lease,
+    (status, body): (u16, B),
+) -> Result<SealedAnswer, StoreError> {
+    let body = serde_json::to_value(&body).map_err(StoreError::Encoding)?;
+    seal_json(keys, lease, status, &body)
+}
+
+fn seal_json(
+    keys: &AnswerKeys,
+    lease: &Lease,
+    status: u16,
+    body: &serde_json::Value,
+) -> Result<SealedAnswer, StoreError> {
+    let answer = StoredAnswer {
+        status,
+        body: body.to_string(),
+    };
+    keys.seal(lease.client_id(), lease.key(), &answer)
+        .map_err(StoreError::Sealing)
 }
 
 /// What claiming a key found.
@@ -451,10 +478,20 @@ fn answer_update(lease: &Lease, answer: &SealedAnswer, case_id: Uuid) -> UpdateS
 mod tests {
     use sea_orm::{ConnectionTrait, Statement};
 
-    use super::super::{NewLink, Timing};
+    use serde_json::{Value, json};
+    use test_support::{Backend, TestDb};
+
+    use super::super::{NewLink, Outcome, Timing};
     use super::*;
 
-    use test_support::{Backend, TestDb};
+    /// An answer as the routes might choose it, which the store keeps as it is given.
+    fn answered(done: &Submitted) -> Result<(u16, Value), serde_json::Error> {
+        let status = match done.outcome {
+            Outcome::Created => 201,
+            Outcome::Updated => 200,
+        };
+        Ok((status, json!({"reference": done.reference})))
+    }
 
     /// A store on a new database of `backend`, migrated by this crate; the database lives
     /// as long as the guard.
@@ -539,6 +576,7 @@ mod tests {
         let keyed = Keyed {
             lease: &held,
             keys: &keys,
+            answer: &answered,
         };
         let submitted = store
             .submit(&enquiry, "{}", "partner", false, Some(keyed))
@@ -547,12 +585,10 @@ mod tests {
         store.release(&held).await;
         match store.claim(&request("k", "h")).await.unwrap() {
             Claim::Replay(Replayed::Sealed(stored)) => {
-                let (status, body) = submitted.answer();
                 let expected = StoredAnswer {
-                    status,
-                    body: serde_json::to_string(&body).unwrap(),
+                    status: 201,
+                    body: json!({"reference": submitted.reference}).to_string(),
                 };
-                assert_eq!(status, 201);
                 assert_eq!(opened(&keys, &held, &stored), expected);
             }
             other => panic!("not replayed: {other:?}"),
@@ -584,7 +620,11 @@ mod tests {
         let body = crate::examples::purchase_enquiry("brand_a", "a@example.com");
         let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
         let keys = answer_keys();
-        let keyed = |lease| Keyed { lease, keys: &keys };
+        let keyed = |lease| Keyed {
+            lease,
+            keys: &keys,
+            answer: &answered,
+        };
         let cases = |store: &CaseStore| {
             let db = store.db.clone();
             async move {

@@ -36,13 +36,13 @@ pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub use idempotency::{
-    AnswerKeys, Claim, KEY_TTL, Keyed, KeyedRequest, LEASE, Lease, Replayed, SealedAnswer,
-    StoredAnswer,
+    AnswerKeys, AnswerOf, Claim, KEY_TTL, Keyed, KeyedRequest, LEASE, Lease, Replayed,
+    SealedAnswer, StoredAnswer, seal_answer,
 };
 pub use redeem::{Redeemed, Redemption};
-pub use refer::{REFERRED_EVENT, ReferralLink};
+pub use refer::REFERRED_EVENT;
 pub use submit::{Outcome, Submitted};
-pub use view::{CaseStatus, CaseView, EventView};
+pub use view::{CaseSummary, CaseView, EventView};
 pub(crate) use webhook_secrets::SEALED_PREFIX;
 pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;

@@ -25,7 +25,6 @@ use super::idempotency::Keyed;
 use super::idempotency::store_answer;
 use super::submit::{Outcome, Submitted, case_key, new_reference, on_case_key};
 use super::{CaseStore, StoreError, event, later, new_row_id, submission_row};
-use shared::intake::ReferralResponse;
 
 use crate::domain::Referral;
 use crate::entity::{case, case_event, redirect_token, submission};
@@ -39,43 +38,16 @@ struct NewReferral<'a> {
     raw_body: &'a str,
     client_id: &'a str,
     sandbox: bool,
-    link: ReferralLink<'a>,
-}
-
-/// The link a referral makes, on which the customer completes the enquiry.
-#[derive(Debug, Clone, Copy)]
-pub struct ReferralLink<'a> {
-    /// The hash of its token, as stored.
-    pub token_hash: &'a str,
-    /// The link itself, for the answer.
-    pub redirect: &'a str,
-}
-
-impl Submitted {
-    /// The answer to the referral, as sent and as stored for its key: 201 for the
-    /// partner's first referral of the customer, 200 for a customer it referred or sent an
-    /// enquiry for before.
-    pub fn referral_answer(&self, redirect: &str) -> (u16, ReferralResponse) {
-        let (status, message) = match self.outcome {
-            Outcome::Created => (201, "Referral created"),
-            Outcome::Updated => (200, "Referral added"),
-        };
-        let body = ReferralResponse {
-            message: message.into(),
-            reference: self.reference.clone(),
-            redirect: redirect.to_owned(),
-        };
-        (status, body)
-    }
+    token_hash: &'a str,
 }
 
 impl CaseStore {
     /// Creates the case for the referral's brand and e-mail with status `referred`, or
     /// finds the existing one (a sandbox client's, among sandbox cases only), and in the
-    /// same transaction keeps the referral as sent on it, stores `link` as the partner's
-    /// referral link and records the `referred` event in the case's history; a keyed
-    /// referral stores its answer, [`Submitted::referral_answer`], with them. The answer's
-    /// outcome and reference are the partner's own (see the module's text): a case found
+    /// same transaction keeps the referral as sent on it, stores the link whose token hashes
+    /// to `token_hash` as the partner's referral link and records the `referred` event in
+    /// the case's history; a keyed referral stores its answer, as [`Keyed::answer`] makes
+    /// it, with them. The outcome and reference are the partner's own (see the module's text): a case found
     /// is left as it was, its status, time, link and partners' webhooks untouched. Writes
     /// to one case wait in line as submissions do.
     pub async fn refer(
@@ -84,7 +56,7 @@ impl CaseStore {
         raw_body: &str,
         client_id: &str,
         sandbox: bool,
-        link: ReferralLink<'_>,
+        token_hash: &str,
         keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let new = NewReferral {
@@ -92,7 +64,7 @@ impl CaseStore {
             raw_body,
             client_id,
             sandbox,
-            link,
+            token_hash,
         };
         let key = case_key(referral.brand.as_str(), referral.email.as_str());
         // Boxed, as the ORM's futures are large.
@@ -125,7 +97,7 @@ impl CaseStore {
         redirect_token::Entity::insert(redirect_token::ActiveModel {
             id: Set(token_id),
             case_id: Set(case_id),
-            token_hash: Set(new.link.token_hash.to_owned()),
+            token_hash: Set(new.token_hash.to_owned()),
             product_uuid: Set(None),
             created_at: Set(now),
             expires_at: Set(later(now, self.timing.redirect_ttl)),
@@ -149,7 +121,7 @@ impl CaseStore {
             .exec_without_returning(&txn)
             .await?;
         if let Some(keyed) = keyed {
-            let answer = keyed.seal(done.referral_answer(new.link.redirect))?;
+            let answer = keyed.seal(&done)?;
             store_answer(&txn, keyed.lease, &answer, case_id).await?;
         }
         txn.commit().await?;
@@ -173,7 +145,7 @@ async fn make_case(
         reference: Set(reference.clone()),
         brand: Set(new.referral.brand.as_str().to_owned()),
         email: Set(new.referral.email.as_str().to_owned()),
-        status: Set(case::STATUS_REFERRED.to_owned()),
+        status: Set(case::Status::Referred),
         // No enquiry yet; the first one fills it.
         enquiry: Set(serde_json::json!({})),
         product_uuid: Set(None),

@@ -5,7 +5,6 @@ use sea_orm::sea_query::{Expr, OnConflict};
 use sea_orm::sqlx::Row;
 use sea_orm::sqlx::postgres::PgRow;
 use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
-use shared::intake::CaseResponse;
 use uuid::Uuid;
 
 use super::idempotency::{Keyed, answer_statement, store_answer};
@@ -15,7 +14,8 @@ use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submission
 use crate::domain::Enquiry;
 use crate::entity::{case, submission};
 
-/// Whether a submission made a new case or updated one.
+/// Whether a write made a new case (or, for a referral, the partner's first referral of
+/// the customer) or met one it had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// A new case.
@@ -31,22 +31,6 @@ pub struct Submitted {
     pub outcome: Outcome,
     /// The case reference.
     pub reference: String,
-}
-
-impl Submitted {
-    /// The answer to the enquiry, as sent and as stored for its key: 201 for a new case,
-    /// 200 for one updated.
-    pub fn answer(&self) -> (u16, CaseResponse) {
-        let (status, message) = match self.outcome {
-            Outcome::Created => (201, "Case created"),
-            Outcome::Updated => (200, "Case updated"),
-        };
-        let body = CaseResponse {
-            message: message.into(),
-            reference: self.reference.clone(),
-        };
-        (status, body)
-    }
 }
 
 /// How many references a new case may draw before giving up: a collision has a chance of
@@ -124,8 +108,8 @@ impl CaseStore {
     /// existing one (a sandbox client's, among sandbox cases only); the submission is
     /// stored as sent either way. Writes to one case wait
     /// in line before they take a connection ([`super::WriteQueue`]), within the same
-    /// time bound as the work. A keyed submission stores its answer, [`Submitted::answer`], in
-    /// the same transaction.
+    /// time bound as the work. A keyed submission stores its answer, as [`Keyed::answer`] makes
+    /// it, in the same transaction.
     pub async fn submit(
         &self,
         enquiry: &Enquiry,
@@ -223,7 +207,7 @@ impl CaseStore {
                 new.reference.as_str().into(),
                 new.enquiry.brand.as_str().into(),
                 new.enquiry.email.as_str().into(),
-                case::STATUS_PENDING.into(),
+                case::Status::PendingActivation.as_str().into(),
                 enquiry_json.into(),
                 new.enquiry.product_uuid.into(),
                 new.now.into(),
@@ -248,7 +232,7 @@ impl CaseStore {
         reused
             .fetch_then(statement, |row| {
                 let (case_id, reference) = written(row)?;
-                let sealed = keyed.seal(submitted(new, case_id, reference.clone()).answer())?;
+                let sealed = keyed.seal(&submitted(new, case_id, reference.clone()))?;
                 let store = answer_statement(keyed.lease, &sealed, case_id);
                 Ok::<_, StoreError>((store, (case_id, reference)))
             })
@@ -270,7 +254,7 @@ impl CaseStore {
             reference: Set(new.reference.clone()),
             brand: Set(new.enquiry.brand.as_str().to_owned()),
             email: Set(new.enquiry.email.as_str().to_owned()),
-            status: Set(case::STATUS_PENDING.to_owned()),
+            status: Set(case::Status::PendingActivation),
             enquiry: Set(enquiry_json),
             product_uuid: Set(new.enquiry.product_uuid),
             created_at: Set(new.now),
@@ -314,7 +298,7 @@ impl CaseStore {
         log_event(&txn, logged).await?;
         if let Some(keyed) = keyed {
             let done = submitted(new, upserted.id, upserted.reference.clone());
-            store_answer(&txn, keyed.lease, &keyed.seal(done.answer())?, upserted.id).await?;
+            store_answer(&txn, keyed.lease, &keyed.seal(&done)?, upserted.id).await?;
         }
         txn.commit().await?;
         Ok((upserted.id, upserted.reference))
@@ -326,7 +310,7 @@ impl CaseStore {
 fn completing_referral(column: &str) -> sea_orm::sea_query::SimpleExpr {
     Expr::cust(format!(
         r#"CASE "cases"."status" WHEN '{}' THEN excluded."{column}" ELSE "cases"."{column}" END"#,
-        case::STATUS_REFERRED
+        case::Status::Referred.as_str()
     ))
 }
 

@@ -15,13 +15,13 @@ use crate::entity::{case, case_event, submission};
 /// A case's state, as its partners may read it.
 #[derive(Debug, Clone, Serialize, DerivePartialModel)]
 #[sea_orm(entity = "case::Entity")]
-pub struct CaseStatus {
+pub struct CaseSummary {
     /// The reference.
     pub reference: String,
     /// The brand.
     pub brand: String,
-    /// `pending_activation` or `active`.
-    pub status: String,
+    /// Where it is in its life.
+    pub status: case::Status,
     /// When it was created.
     pub created_at: DateTime<Utc>,
     /// When it was last changed.
@@ -39,7 +39,7 @@ pub struct CaseStatus {
 pub struct CaseView {
     /// Its state.
     #[serde(flatten)]
-    pub case: CaseStatus,
+    pub case: CaseSummary,
     /// Whether its customer's personal data was erased (`intake-api case erase`).
     pub erased: bool,
     /// How many enquiries were accepted for it (an erasure removes them).
@@ -93,7 +93,7 @@ impl CaseStore {
         let erased = c.email.starts_with(super::ERASED_EMAIL_PREFIX);
         Ok(Some(CaseView {
             erased,
-            case: CaseStatus {
+            case: CaseSummary {
                 reference: c.reference,
                 brand: c.brand,
                 status: c.status,
@@ -114,12 +114,12 @@ impl CaseStore {
         &self,
         email: &str,
         sandbox: bool,
-    ) -> Result<Vec<CaseStatus>, StoreError> {
+    ) -> Result<Vec<CaseSummary>, StoreError> {
         Ok(case::Entity::find()
             .filter(case::Column::Email.eq(email.trim().to_lowercase()))
             .filter(case::Column::Sandbox.eq(sandbox))
             .order_by_desc(case::Column::UpdatedAt)
-            .into_partial_model::<CaseStatus>()
+            .into_partial_model::<CaseSummary>()
             .all(&self.db)
             .await?)
     }
@@ -128,14 +128,14 @@ impl CaseStore {
     /// none), newest first: real ones, or sandbox clients' when `sandbox`.
     pub async fn list(
         &self,
-        statuses: &[String],
+        statuses: &[case::Status],
         since: Option<DateTime<Utc>>,
         limit: u64,
         sandbox: bool,
-    ) -> Result<Vec<CaseStatus>, StoreError> {
+    ) -> Result<Vec<CaseSummary>, StoreError> {
         let mut query = case::Entity::find().filter(case::Column::Sandbox.eq(sandbox));
         if !statuses.is_empty() {
-            query = query.filter(case::Column::Status.is_in(statuses));
+            query = query.filter(case::Column::Status.is_in(statuses.iter().copied()));
         }
         if let Some(since) = since {
             query = query.filter(case::Column::CreatedAt.gte(since));
@@ -144,7 +144,7 @@ impl CaseStore {
             .order_by_desc(case::Column::CreatedAt)
             .order_by_desc(case::Column::Id)
             .limit(limit)
-            .into_partial_model::<CaseStatus>()
+            .into_partial_model::<CaseSummary>()
             .all(&self.db)
             .await?)
     }
@@ -156,14 +156,14 @@ impl CaseStore {
         &self,
         reference: &str,
         client_id: &str,
-    ) -> Result<Option<CaseStatus>, StoreError> {
+    ) -> Result<Option<CaseSummary>, StoreError> {
         bounded(async {
             let _connection = self.request_connection().await?;
             Ok(Box::pin(
                 case::Entity::find()
                     .filter(case::Column::Reference.eq(reference))
                     .filter(enquired_by(client_id, self.db.get_database_backend()))
-                    .into_partial_model::<CaseStatus>()
+                    .into_partial_model::<CaseSummary>()
                     .one(&self.db),
             )
             .await?)

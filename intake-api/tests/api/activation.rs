@@ -151,7 +151,7 @@ async fn a_backlog_of_due_cases_is_activated_in_passes_each_once(backend: Backen
             reference: Set(format!("{:012}", 900_000_000_000 + i)),
             brand: Set("brand_a".into()),
             email: Set(format!("backlog{i}@example.com")),
-            status: Set(case::STATUS_PENDING.into()),
+            status: Set(case::Status::PendingActivation),
             enquiry: Set(serde_json::json!({})),
             product_uuid: Set(None),
             created_at: Set(due),
