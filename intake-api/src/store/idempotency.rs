@@ -80,7 +80,7 @@ pub enum Replayed {
 const DIGEST_PREFIX: &str = "hmac1:";
 
 /// The prefix of a sealed answer, naming how it was sealed.
-const SEALED_PREFIX: &str = "v1:";
+const SEALED_ANSWER_PREFIX: &str = "v1:";
 
 /// The keys that seal stored answers and digest requests, each derived for its purpose from
 /// `INTAKE_KEY_ENCRYPTION_KEY`.
@@ -127,7 +127,7 @@ impl AnswerKeys {
         .map_err(|_| anyhow!("cannot seal a stored answer"))?;
         Ok(SealedAnswer {
             status: answer.status,
-            sealed: format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)),
+            sealed: format!("{SEALED_ANSWER_PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)),
         })
     }
 
@@ -146,7 +146,7 @@ impl AnswerKeys {
         };
         let plain = sealed
             .sealed
-            .strip_prefix(SEALED_PREFIX)
+            .strip_prefix(SEALED_ANSWER_PREFIX)
             .and_then(|b64| URL_SAFE_NO_PAD.decode(b64).ok())
             .and_then(|blob| {
                 service_kit::kek::open(&self.seal, &binding(client_id, key, sealed.status), &blob)

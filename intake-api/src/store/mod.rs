@@ -43,7 +43,7 @@ pub use redeem::{Redeemed, Redemption};
 pub use refer::REFERRED_EVENT;
 pub use submit::{Outcome, Submitted};
 pub use view::{CaseSummary, CaseView, EventView};
-pub(crate) use webhook_secrets::SEALED_PREFIX;
+pub(crate) use webhook_secrets::SEALED_SECRET_PREFIX;
 pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;
 

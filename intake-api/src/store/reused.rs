@@ -2,11 +2,10 @@
 //!
 //! sqlx tests every connection handed back to its pool with a round trip, because a query
 //! whose future was dropped half-way can leave the connection mid-protocol. A statement that
-//! ran to completion leaves its connection clean, so handing that connection straight to the
-//! next request saves the round trip, and the database's work for it, on every request: in a
-//! side-by-side run of `bench/run.sh` the plain pool took about 30% off intake creates per
-//! second (`bench/RESULTS.md`). A connection whose statement did not complete (an error, a
-//! timeout, a dropped request) is never reused: it goes back to sqlx, which tests it.
+//! ran to completion leaves its connection clean, so the next request takes it as it is and
+//! saves that round trip (`bench/RESULTS.md`, "Why the hot paths look as they do"). A
+//! connection whose statement did not complete (an error, a timeout, a dropped request) is
+//! never reused: it goes back to sqlx, which tests it.
 //!
 //! The statements are sea-orm's own [`Statement`]s, bound the way sea-orm binds them.
 

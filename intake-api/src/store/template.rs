@@ -1,9 +1,8 @@
 //! Queries built once and bound per request.
 //!
-//! Building a query through sea-query allocates and drops a tree of expressions and writes
-//! its SQL text anew each time; on the attach lookup that was a fifth of the service's own
-//! work per request. A [`QueryTemplate`] builds the query once, with the ORM, and each
-//! request only binds its values to the same SQL.
+//! Building a query through sea-query makes a tree of expressions and its SQL text anew each
+//! time, a cost on the hot path (`bench/RESULTS.md`); a [`QueryTemplate`] builds the query
+//! once, with the ORM, and each request only binds its values to the same SQL.
 
 use sea_orm::{DbBackend, Statement, Value, Values};
 

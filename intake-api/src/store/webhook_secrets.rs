@@ -8,7 +8,7 @@ use service_kit::Secret;
 use service_kit::kek::KeyEncryptionKey;
 
 /// The prefix of a secret as stored sealed; one in clear starts with `whsec_`.
-pub(crate) const SEALED_PREFIX: &str = "sealed1:";
+pub(crate) const SEALED_SECRET_PREFIX: &str = "sealed1:";
 
 /// Seals endpoints' signing secrets for the database with a key derived from
 /// `INTAKE_KEY_ENCRYPTION_KEY`: HMAC keys must be kept to sign with, so they cannot be
@@ -35,7 +35,10 @@ impl SecretSeal {
     pub fn seal(&self, client_id: &str, secret: &str) -> anyhow::Result<String> {
         let blob = service_kit::kek::seal(&self.key, client_id.as_bytes(), secret.as_bytes())
             .map_err(|_| anyhow::anyhow!("cannot seal a webhook secret"))?;
-        Ok(format!("{SEALED_PREFIX}{}", URL_SAFE_NO_PAD.encode(blob)))
+        Ok(format!(
+            "{SEALED_SECRET_PREFIX}{}",
+            URL_SAFE_NO_PAD.encode(blob)
+        ))
     }
 
     /// `stored` sealed for `client_id`, as it is or sealed now when it is in clear.
@@ -50,7 +53,7 @@ impl SecretSeal {
     /// The secret `stored` holds for `client_id`'s endpoint; one stored in clear (before
     /// secrets were sealed) is read as it is, until the start of a server seals it.
     pub fn open(&self, client_id: &str, stored: &str) -> anyhow::Result<Secret<String>> {
-        let Some(b64) = stored.strip_prefix(SEALED_PREFIX) else {
+        let Some(b64) = stored.strip_prefix(SEALED_SECRET_PREFIX) else {
             return Ok(Secret::new(stored.to_owned()));
         };
         URL_SAFE_NO_PAD
@@ -70,7 +73,7 @@ impl SecretSeal {
 
 /// Whether a stored secret is sealed.
 pub fn is_sealed(stored: &str) -> bool {
-    stored.starts_with(SEALED_PREFIX)
+    stored.starts_with(SEALED_SECRET_PREFIX)
 }
 
 #[cfg(test)]
@@ -87,7 +90,7 @@ mod tests {
     #[test]
     fn a_sealed_secret_opens_only_with_its_key_and_on_its_partners_row() {
         let seal = seal_with(1);
-        let secret = crate::webhooks::new_secret().unwrap();
+        let secret = crate::webhooks::signing::new_secret().unwrap();
         let stored = seal.seal("partner-a", &secret).unwrap();
         assert!(is_sealed(&stored), "{stored}");
         let raw = secret.strip_prefix("whsec_").unwrap();
@@ -108,7 +111,7 @@ mod tests {
     #[test]
     fn a_secret_in_clear_is_read_as_it_is_and_sealed_when_asked() {
         let seal = seal_with(1);
-        let secret = crate::webhooks::new_secret().unwrap();
+        let secret = crate::webhooks::signing::new_secret().unwrap();
         assert!(!is_sealed(&secret));
         assert_eq!(seal.open("partner-a", &secret).unwrap().expose(), &secret);
         let sealed = seal.sealed("partner-a", &secret).unwrap();

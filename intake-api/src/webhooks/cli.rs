@@ -42,7 +42,7 @@ pub(crate) async fn webhook_report(
         } => {
             let url = service_kit::outbound::check_target(&url, settings.webhook_reach()).await?;
             let seal = settings.webhook_seal()?;
-            let secret = super::new_secret()?;
+            let secret = super::signing::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
             let (view, made) = cases
                 .set_webhook(&client_id, url.as_str(), offered, &seal)
@@ -85,7 +85,7 @@ pub(crate) async fn webhook_report(
                 return Err(secret_to_pipe("rotate-secret"));
             }
             let seal = settings.webhook_seal()?;
-            let secret = super::new_secret()?;
+            let secret = super::signing::new_secret()?;
             let grace = chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX));
             let until = chrono::Utc::now()
                 .checked_add_signed(grace)

@@ -15,7 +15,7 @@ use url::Url;
 use service_kit::outbound::{TargetError, refused_literal};
 
 use super::signing::{Signer, message_id, payload};
-use super::{DueDelivery, TryOutcome};
+use super::store::{DueDelivery, TryOutcome};
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 

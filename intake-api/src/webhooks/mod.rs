@@ -14,12 +14,10 @@
 //! Operators manage endpoints, secrets and deliveries with `intake-api webhook ...` (`cli`).
 
 mod cli;
-mod delivery;
-mod signing;
-mod store;
+pub mod delivery;
+pub mod signing;
+pub mod store;
 
 pub(crate) use cli::webhook_report;
 pub use cli::{WebhookCommand, webhook};
-pub use delivery::*;
-pub use signing::*;
-pub use store::*;
+pub use delivery::run;

@@ -3,7 +3,7 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use super::DueDelivery;
+use super::store::DueDelivery;
 
 /// The prefix of a signing secret.
 const SECRET_PREFIX: &str = "whsec_";

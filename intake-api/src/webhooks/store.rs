@@ -15,7 +15,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
-use crate::store::{CaseStore, SEALED_PREFIX, SecretSeal, StoreError, bounded};
+use crate::store::{CaseStore, SEALED_SECRET_PREFIX, SecretSeal, StoreError, bounded};
 
 /// A partner's endpoint as the operator CLI shows it (never the secrets).
 #[derive(Debug, Clone, Serialize)]
@@ -256,8 +256,8 @@ impl CaseStore {
         let in_clear = webhook_endpoint::Entity::find()
             .filter(
                 Column::Secret
-                    .not_like(format!("{SEALED_PREFIX}%"))
-                    .or(Column::PreviousSecret.not_like(format!("{SEALED_PREFIX}%"))),
+                    .not_like(format!("{SEALED_SECRET_PREFIX}%"))
+                    .or(Column::PreviousSecret.not_like(format!("{SEALED_SECRET_PREFIX}%"))),
             )
             .all(self.db())
             .await?;

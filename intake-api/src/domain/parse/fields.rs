@@ -363,8 +363,8 @@ pub(super) fn date(value: &Value, attr: Attr<'_>) -> Result<NaiveDate, String> {
             4 | 7 => b == b'-',
             _ => b.is_ascii_digit(),
         });
-    // Shaped, the parts are plain digits: read them directly rather than through chrono's
-    // format-string parser, which costs about twenty times as much.
+    // Shaped, the parts are plain digits: read directly, as chrono's format-string parser
+    // is many times dearer.
     let part = |at: std::ops::Range<usize>| raw[at].parse::<u32>().ok();
     shaped
         .then(|| NaiveDate::from_ymd_opt(part(0..4)? as i32, part(5..7)?, part(8..10)?))
