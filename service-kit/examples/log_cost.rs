@@ -32,7 +32,7 @@ use std::net::IpAddr;
 use std::process::Command;
 use std::time::Instant;
 
-use service_kit::telemetry::{json_subscriber, record_client_id, request_span};
+use service_kit::telemetry::logs::{json_subscriber, record_client_id, request_span};
 use tracing_subscriber::EnvFilter;
 
 /// The formats, as the command line names them.
