@@ -6,7 +6,7 @@
 pub mod cli;
 pub mod command_line;
 pub mod db;
-pub mod dpop;
+pub mod dpop_nonce;
 pub mod http;
 pub mod kek;
 pub mod openapi;
