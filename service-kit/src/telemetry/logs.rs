@@ -28,10 +28,7 @@ pub enum LogFormat {
 /// bound on memory, never a reason to drop a line.
 const LOG_QUEUE_LINES: usize = 128_000;
 
-/// How long the log writer rests after writing out what was queued. Without the rest it
-/// sleeps whenever the queue is empty, and under load the next line wakes it at once: a
-/// thread switch per line on cores the requests need. With it, it wakes at most a few
-/// hundred times a second and writes all that came meanwhile; a line waits at most this long.
+/// The log writer's rest after each write-out, so that it writes many lines per wake-up.
 const LOG_WRITE_REST: Duration = Duration::from_millis(5);
 
 /// The log writer thread's output: tracing-appender flushes it once the queue is empty, so

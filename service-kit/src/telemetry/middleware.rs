@@ -75,10 +75,8 @@ struct HttpMetrics {
     duration: metrics::Histogram,
 }
 
-/// Each label set's handles, registered on first use: registering builds the labels and
-/// looks them up in the recorder, which on every request would cost several allocations.
-/// Routes and methods are bounded label sets, and statuses are three digits, so this stays
-/// small whatever clients send.
+/// Each label set's handles, registered once rather than on every request; the label sets
+/// are bounded, so this stays small whatever clients send.
 struct HttpMetricsCache {
     service: &'static str,
     handles: RwLock<HashMap<HttpLabels, HttpMetrics>>,
@@ -284,9 +282,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
         let route = route_of(self.routes, req.uri().path());
         let source = self.proxies.source_of(&req);
         let span = request_span(self.service, &request_id, method, route, source);
-        // The layers below, boxed: the span, the task-local and this future itself each move
-        // what they wrap, and copying a request's whole future that many times showed as
-        // CPU time under load.
+        // Boxed, so that the layers below move a pointer rather than the request's future.
         let served = async {
             match Box::pin(self.inner.call(req)).await {
                 Ok(r) => r.into_response(),
