@@ -31,7 +31,7 @@ use crate::keys::KeyEncryptionKey;
 
 /// Who is making a change: `--actor`, else `AUTH_ACTOR`, else the operating-system user.
 pub fn actor(configured: Option<&str>) -> String {
-    service_kit::cli::actor(configured)
+    service_kit::command_line::operator::actor(configured)
 }
 
 /// The actor of the changes the server makes itself (its first keys, sealing old ones).

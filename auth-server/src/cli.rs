@@ -5,7 +5,7 @@ use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use service_kit::Secret;
-use service_kit::cli::Report;
+use service_kit::command_line::output::Report;
 
 use crate::audit;
 use crate::config::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand, Settings};

@@ -2,7 +2,7 @@
 
 use clap::{Args, Subcommand};
 use service_kit::Secret;
-use service_kit::cli::OutputArg;
+use service_kit::command_line::output::OutputArg;
 use service_kit::command_line::{
     Actor, Database, Given, KeyEncryptionKeyArg, Listen, Logs, ServedDatabase, Service, args_of,
     reads,
@@ -369,7 +369,7 @@ pub enum AuditCommand {
     List {
         /// Only entries made at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
         /// span back from now (30m, 24h, 7d).
-        #[arg(long, value_parser = service_kit::cli::parse_since)]
+        #[arg(long, value_parser = service_kit::command_line::operator::parse_since)]
         since: Option<chrono::DateTime<chrono::Utc>>,
     },
     /// Check every entry's seal (needs the servers' key): exits 1 naming the first entry

@@ -2,7 +2,7 @@
 //! bound to the proof's key, good only beside proofs made with that key.
 
 use poem::Request;
-use service_kit::dpop::Unspent;
+use service_kit::dpop_nonce::Unspent;
 
 use crate::error::OAuthError;
 use crate::state::AppState;
@@ -33,7 +33,7 @@ pub async fn proof_key(
     };
     let proof = shared::dpop::verify(proof, expected).map_err(refuse)?;
     let nonces = state.dpop_nonces.as_deref();
-    match service_kit::dpop::spend(&state.replay, nonces, &proof, now).await {
+    match service_kit::dpop_nonce::spend(&state.replay, nonces, &proof, now).await {
         Ok(()) => {}
         Err(Unspent::UseNonce) => return Err(OAuthError::UseDpopNonce),
         Err(Unspent::Unavailable) => return Err(OAuthError::TemporarilyUnavailable),

@@ -132,8 +132,8 @@ impl Server for Application {
         }
         let replay = ReplayStore::new("auth-server", db.clone(), config.redis_url.as_ref())?;
         let dpop_nonces = if config.dpop_nonces() {
-            let key = kek.derive_hmac_key(service_kit::dpop::PURPOSE)?;
-            Some(Arc::new(service_kit::dpop::DpopNonces::new(key)))
+            let key = kek.derive_hmac_key(service_kit::dpop_nonce::PURPOSE)?;
+            Some(Arc::new(service_kit::dpop_nonce::DpopNonces::new(key)))
         } else {
             None
         };
@@ -231,13 +231,15 @@ impl Server for Application {
             state.config.profile().name(),
         )
         .data(state.clone())
-        .with(service_kit::dpop::GiveNonces(state.dpop_nonces.clone()))
+        .with(service_kit::dpop_nonce::GiveNonces(
+            state.dpop_nonces.clone(),
+        ))
         // Browsers may call the token endpoint cross-origin (the intake-api's docs page
         // does): no cookies are involved, so any origin is safe.
         .with(
             Cors::new()
                 .allow_credentials(false)
-                .expose_header(service_kit::dpop::HEADER),
+                .expose_header(service_kit::dpop_nonce::HEADER),
         )
         .with(
             RequestTelemetry::new(

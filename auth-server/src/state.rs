@@ -24,7 +24,7 @@ pub struct AppState {
     /// The DPoP proofs and client assertions already used, shared by every replica.
     pub replay: service_kit::replay::ReplayStore,
     /// The DPoP server nonces handed out and required, when they are on.
-    pub dpop_nonces: Option<Arc<service_kit::dpop::DpopNonces>>,
+    pub dpop_nonces: Option<Arc<service_kit::dpop_nonce::DpopNonces>>,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

@@ -235,7 +235,9 @@ impl Server for Application {
             state.config.profile().name(),
         )
         .data(state.clone())
-        .with(service_kit::dpop::GiveNonces(state.dpop_nonces.clone()))
+        .with(service_kit::dpop_nonce::GiveNonces(
+            state.dpop_nonces.clone(),
+        ))
         .with(
             RequestTelemetry::new(
                 "intake-api",

@@ -36,7 +36,7 @@ pub struct AppState {
     /// The DPoP proofs already used, shared by every replica.
     pub replay: ReplayStore,
     /// The DPoP server nonces handed out and required, when they are on.
-    pub dpop_nonces: Option<Arc<service_kit::dpop::DpopNonces>>,
+    pub dpop_nonces: Option<Arc<service_kit::dpop_nonce::DpopNonces>>,
     /// Sandbox submissions whose first try failed on purpose.
     pub sandbox_tries: crate::sandbox::FirstTries,
 }
@@ -50,7 +50,9 @@ impl AppState {
         let answer_keys = AnswerKeys::new(&kek)?;
         let webhook_secrets = SecretSeal::new(&kek)?;
         let dpop_nonces = if config.dpop_nonces() {
-            Some(Arc::new(service_kit::dpop::DpopNonces::from_kek(&kek)?))
+            Some(Arc::new(service_kit::dpop_nonce::DpopNonces::from_kek(
+                &kek,
+            )?))
         } else {
             None
         };

@@ -14,25 +14,13 @@
 //!     target/release/examples/log_cost json 22000    # and 2000: the difference / 20000
 //! ```
 //!
-//! On the 2-core development machine, busy with other builds (times vary by a fifth from
-//! one comparison to the next; instruction counts do not):
-//!
-//! ```text
-//! format     ns/request   instructions/request
-//! old-json        10871                 106836
-//! json             2261                  21891
-//! pretty           4016                  36775
-//! warn               94                    384
-//! ```
-//!
-//! `old-json` is tracing-subscriber's JSON format as `LOG_FORMAT=json` installed it before
-//! the service's own; `warn` is `RUST_LOG=warn`, where nothing of this is logged.
+//! `old-json` is tracing-subscriber's JSON format, for comparison; `warn` is `RUST_LOG=warn`.
 
 use std::net::IpAddr;
 use std::process::Command;
 use std::time::Instant;
 
-use service_kit::telemetry::{json_subscriber, record_client_id, request_span};
+use service_kit::telemetry::logs::{json_subscriber, record_client_id, request_span};
 use tracing_subscriber::EnvFilter;
 
 /// The formats, as the command line names them.

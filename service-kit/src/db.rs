@@ -87,7 +87,10 @@ pub struct DatabaseNotReady(String);
 pub fn exit_code(e: &anyhow::Error) -> u8 {
     if e.downcast_ref::<DatabaseNotReady>().is_some() {
         3
-    } else if e.downcast_ref::<crate::cli::UsageError>().is_some() {
+    } else if e
+        .downcast_ref::<crate::command_line::operator::UsageError>()
+        .is_some()
+    {
         2
     } else {
         1

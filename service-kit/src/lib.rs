@@ -3,10 +3,9 @@
 //! single-use ids, logs and metrics, a wrapper that keeps secrets out of them, the
 //! key-encryption keys they hold, and the guard on the addresses they call partners at.
 
-pub mod cli;
 pub mod command_line;
 pub mod db;
-pub mod dpop;
+pub mod dpop_nonce;
 pub mod http;
 pub mod kek;
 pub mod openapi;

@@ -16,7 +16,7 @@ use serde::Serialize;
 use shared::claims::scopes;
 use shared::error::OAuthErrorBody;
 
-use service_kit::dpop::Unspent;
+use service_kit::dpop_nonce::Unspent;
 
 use crate::bearer::Refusal;
 use crate::client_keys::SIGNING_ALGORITHMS;
@@ -246,7 +246,7 @@ impl DiscoveryApi {
             now,
         )?;
         let nonces = self.state.dpop_nonces.as_deref();
-        service_kit::dpop::spend(&self.state.replay, nonces, &proof, now.timestamp())
+        service_kit::dpop_nonce::spend(&self.state.replay, nonces, &proof, now.timestamp())
             .await
             .map_err(|why| match why {
                 Unspent::UseNonce => Refusal::UseNonce,

@@ -8,7 +8,7 @@ use service_kit::command_line::reads;
 use crate::config::{IntakeApi, Settings, changes};
 use crate::domain::Email;
 use crate::entity::case;
-use service_kit::cli::Report;
+use service_kit::command_line::output::Report;
 
 /// The columns of a list of cases.
 const CASE_COLUMNS: &[&str] = &[
@@ -51,7 +51,7 @@ pub(super) async fn case_report(
         CaseCommand::Erase { email, brand } => {
             let email = Email::parse(&email)
                 .map_err(|_| anyhow::anyhow!("{email:?} is not an e-mail address"))?;
-            let actor = service_kit::cli::actor(settings.actor.as_deref());
+            let actor = service_kit::command_line::operator::actor(settings.actor.as_deref());
             // Holding nothing for the address is an answer too: an empty list, not an error.
             let erased: Vec<Value> = cases
                 .erase(&email, brand.as_deref(), &actor)
@@ -124,7 +124,7 @@ pub enum CaseCommand {
         status: Vec<case::Status>,
         /// Only cases created at or after this time: RFC 3339 (2026-11-26T00:00:00Z), or a
         /// span back from now (30m, 24h, 7d).
-        #[arg(long, value_parser = service_kit::cli::parse_since)]
+        #[arg(long, value_parser = service_kit::command_line::operator::parse_since)]
         since: Option<DateTime<Utc>>,
         /// How many at most.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u64).range(1..=10_000))]

@@ -6,7 +6,7 @@ mod cases;
 use std::io::IsTerminal;
 
 use clap::Subcommand;
-use service_kit::cli::Report;
+use service_kit::command_line::output::Report;
 
 use crate::config::{Config, IntakeApi};
 

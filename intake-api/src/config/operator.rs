@@ -3,7 +3,7 @@
 
 use clap::Args;
 use service_kit::Secret;
-use service_kit::cli::OutputArg;
+use service_kit::command_line::output::OutputArg;
 use service_kit::command_line::{Actor, Database, Given, KeyEncryptionKeyArg, args_of};
 use service_kit::kek::KeyEncryptionKey;
 

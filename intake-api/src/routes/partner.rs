@@ -9,7 +9,7 @@ use poem_openapi::registry::{
     MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
 };
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
-use service_kit::dpop::Unspent;
+use service_kit::dpop_nonce::Unspent;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 use shared::profile::Profile;
@@ -99,7 +99,7 @@ async fn dpop(
         .await?;
     let nonces = state.dpop_nonces.as_deref();
     let now = chrono::Utc::now().timestamp();
-    match service_kit::dpop::spend(&state.replay, nonces, &proof, now).await {
+    match service_kit::dpop_nonce::spend(&state.replay, nonces, &proof, now).await {
         Ok(()) => Ok(claims),
         Err(Unspent::UseNonce) => Err(AuthError::UseDpopNonce),
         Err(why @ Unspent::Unavailable) => Err(AuthError::Unvetted(why.reason())),

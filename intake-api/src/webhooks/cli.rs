@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
 use crate::config::{IntakeApi, Settings, webhook_secret, webhook_target};
-use service_kit::cli::Report;
+use service_kit::command_line::output::Report;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
 pub async fn webhook(
@@ -18,7 +18,7 @@ pub async fn webhook(
 
 /// Why a command that would make a secret did nothing: its output is not a terminal.
 fn secret_to_pipe(what: &str) -> anyhow::Error {
-    anyhow::Error::new(service_kit::cli::UsageError(format!(
+    anyhow::Error::new(service_kit::command_line::operator::UsageError(format!(
         "{what} would print a new signing secret, and stdout is not a terminal (a pipe or a \
          file, which can end up in a log): nothing was changed; add --show-secret to print it \
          there"

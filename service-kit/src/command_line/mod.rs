@@ -1,16 +1,18 @@
-//! Both services' command lines: the settings they share, defined once as clap arguments
-//! that each service names with its own environment variables, and the shape of the line
-//! itself (the server, the migrations, the operator commands).
+//! Both services' command lines: the shape of the line itself (the server, the migrations,
+//! the operator commands), the settings they share ([`settings`]), how the commands print
+//! ([`output`]) and what else they share ([`operator`]).
+
+pub mod operator;
+pub mod output;
+pub mod settings;
 
 use std::fmt::Debug;
-use std::marker::PhantomData;
 
 use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::Secret;
-use crate::cli::{OutputArg, OutputFormat};
 use crate::db::Schema;
-use crate::telemetry::LogFormat;
+use output::{OutputArg, OutputFormat, Report};
+pub use settings::{Actor, Database, KeyEncryptionKeyArg, Listen, Logs, Migrate, ServedDatabase};
 
 /// What tells one service's command line from the other's: its binary, its help, and the
 /// environment variables the shared settings are read from.
@@ -46,150 +48,6 @@ pub trait Service: Debug + Clone + Send + Sync + 'static {
     /// The help of the operator commands' `--key-encryption-key`, naming what the service
     /// seals with it.
     const KEK_HELP: &'static str;
-}
-
-/// `--database-url`: every command has a database.
-#[derive(Debug, Clone, Args)]
-pub struct Database<S: Service> {
-    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
-    #[arg(
-        id = "database_url",
-        long = "database-url",
-        value_name = "DATABASE_URL",
-        env = S::DATABASE_VARIABLE,
-        default_value = S::DEFAULT_DATABASE_URL,
-        hide_env_values = true
-    )]
-    pub url: Secret<String>,
-    #[arg(skip)]
-    service: PhantomData<S>,
-}
-
-impl<S: Service> Database<S> {
-    /// The database at `url`.
-    pub fn new(url: impl Into<String>) -> Self {
-        Self {
-            url: Secret::new(url.into()),
-            service: PhantomData,
-        }
-    }
-}
-
-/// The service's default database, as the flag's default names it.
-impl<S: Service> Default for Database<S> {
-    fn default() -> Self {
-        Self::new(S::DEFAULT_DATABASE_URL)
-    }
-}
-
-/// `--log-format`, for the commands that log as a server does (`serve`, `migrate`).
-#[derive(Debug, Clone, Copy, Args)]
-pub struct Logs {
-    /// Log format.
-    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
-    pub log_format: LogFormat,
-}
-
-/// `--actor`, for the commands that change something.
-#[derive(Debug, Clone, Args)]
-pub struct Actor<S: Service> {
-    /// Who makes the change, for the record it leaves; the operating-system user when
-    /// unset.
-    #[arg(long, env = S::ACTOR_VARIABLE)]
-    pub actor: Option<String>,
-    #[arg(skip)]
-    service: PhantomData<S>,
-}
-
-/// `--key-encryption-key`, for the operator commands that seal something with the servers'
-/// key or check what it sealed.
-#[derive(Debug, Clone, Args)]
-pub struct KeyEncryptionKeyArg<S: Service> {
-    /// The key, base64. Its help is the service's [`Service::KEK_HELP`], as each seals other
-    /// things with it.
-    #[arg(
-        long,
-        env = S::KEK_VARIABLE,
-        hide_env_values = true,
-        help = S::KEK_HELP
-    )]
-    pub key_encryption_key: Option<Secret<String>>,
-    #[arg(skip)]
-    service: PhantomData<S>,
-}
-
-/// Where a server listens, and where it may be scraped apart from its traffic.
-#[derive(Debug, Clone, Args)]
-pub struct Listen<S: Service> {
-    /// Address and port to listen on.
-    #[arg(long, env = S::BIND_VARIABLE, default_value = S::DEFAULT_BIND)]
-    pub bind: String,
-    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
-    /// unset, `/metrics` is served on the main listener.
-    #[arg(long, env = S::ADMIN_BIND_VARIABLE)]
-    pub admin_bind: Option<String>,
-    #[arg(skip)]
-    service: PhantomData<S>,
-}
-
-/// A server's database: where it is, and whether the server migrates it first.
-#[derive(Debug, Clone, Args)]
-pub struct ServedDatabase<S: Service> {
-    #[command(flatten)]
-    pub database: Database<S>,
-    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
-    /// for SQLite, no for PostgreSQL, where `migrate` runs once before a release's replicas
-    /// start and `serve` only checks that the schema has what it needs.
-    #[arg(
-        long,
-        env = S::MIGRATE_VARIABLE,
-        num_args = 0..=1,
-        require_equals = true,
-        default_missing_value = "true"
-    )]
-    pub migrate: Option<bool>,
-}
-
-impl<S: Service> ServedDatabase<S> {
-    /// The database URL, which can carry a password.
-    pub fn url(&self) -> &str {
-        self.database.url.expose()
-    }
-
-    /// Points the server at `url`, migrating it first: for tests and embedding.
-    pub fn set(&mut self, url: impl Into<String>) {
-        self.database = Database::new(url);
-        self.migrate = Some(true);
-    }
-
-    /// Whether `serve` migrates the database before it serves.
-    pub fn migrates(&self) -> bool {
-        self.migrate
-            .unwrap_or_else(|| crate::db::migrates_by_default(self.url()))
-    }
-}
-
-/// `migrate`'s settings.
-#[derive(Debug, Clone, Args)]
-pub struct Migrate<S: Service> {
-    #[command(flatten)]
-    pub database: Database<S>,
-    #[command(flatten)]
-    pub logs: Logs,
-}
-
-impl<S: Service> Migrate<S> {
-    /// Applies `schema`'s pending migrations, logging as the server does.
-    pub async fn run<M: sea_orm_migration::MigratorTrait>(
-        &self,
-        schema: &Schema<M>,
-    ) -> anyhow::Result<()> {
-        let _logs = crate::telemetry::init_tracing(self.logs.log_format);
-        let db = crate::db::connect(self.database.url.expose(), 1).await?;
-        schema.migrate(&db).await?;
-        tracing::info!("migrations applied");
-        Ok(())
-    }
 }
 
 /// The line as clap reads it, before a missing command is taken for `serve`.
@@ -312,13 +170,13 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
         M: sea_orm_migration::MigratorTrait,
         T: for<'g> From<&'g Given>,
         Serving: Future<Output = anyhow::Result<()>>,
-        Reporting: Future<Output = anyhow::Result<crate::cli::Report>>,
+        Reporting: Future<Output = anyhow::Result<Report>>,
     {
         match self {
             Self::Serve(config) => serve(*config).await,
             Self::Migrate(migrate) => migrate.run(schema).await,
             Self::Operate(operation) => {
-                crate::cli::init_logs();
+                operator::init_logs();
                 let Operation {
                     command,
                     output,
@@ -335,7 +193,7 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
             c.mut_subcommand("serve", |serve| serve.after_help(S::SERVE_EXAMPLES))
                 .mut_subcommand("migrate", |m| m.after_help(S::MIGRATE_EXAMPLES))
         };
-        crate::cli::plain_usage(examples(
+        plain_usage(examples(
             Line::<S, C, O>::command()
                 .name(S::BINARY)
                 .bin_name(S::BINARY)
@@ -344,6 +202,28 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
                 .after_help(S::EXAMPLES),
         ))
     }
+}
+
+/// `command` with each (sub)command's usage line in errors the same as in its help. Left
+/// to itself, clap's error for a missing argument lists in the usage line every option the
+/// environment gave a value, as if it were required.
+pub fn plain_usage(mut command: clap::Command) -> clap::Command {
+    command.build();
+    fix_usage(command)
+}
+
+fn fix_usage(mut command: clap::Command) -> clap::Command {
+    let usage = command.render_usage().to_string();
+    let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
+    command = command.override_usage(usage);
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, fix_usage);
+    }
+    command
 }
 
 /// The arguments `A` defines, for a subcommand that takes them besides its own fields:
@@ -370,7 +250,10 @@ pub fn server_settings<S: Service, C: Args>() -> Result<C, clap::Error> {
 
 #[cfg(test)]
 mod tests {
+    use clap::Arg;
+
     use super::*;
+    use crate::telemetry::LogFormat;
 
     #[derive(Debug, Clone)]
     struct Demo;
@@ -526,5 +409,25 @@ mod tests {
             "{migrate}"
         );
         assert_eq!(command.get_version(), Some("1.2.3"));
+    }
+
+    #[test]
+    fn a_missing_argument_shows_the_usage_line_of_the_help() {
+        // PATH is set: an option it is the environment variable of has a value from it.
+        let command = clap::Command::new("x").subcommand(
+            clap::Command::new("show")
+                .arg(Arg::new("from_env").long("from-env").env("PATH"))
+                .arg(Arg::new("id").required(true)),
+        );
+        let error = command
+            .clone()
+            .try_get_matches_from(["x", "show"])
+            .unwrap_err();
+        assert!(error.to_string().contains("--from-env"), "{error}");
+        let error = plain_usage(command)
+            .try_get_matches_from(["x", "show"])
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("Usage: x show [OPTIONS] <id>\n"), "{error}");
     }
 }

@@ -1,12 +1,11 @@
-//! What both services' operator commands share: how they print (aligned columns for people,
-//! JSON for scripts), who they say made a change, and their logs.
+//! How both services' operator commands print: aligned columns for people, JSON for
+//! scripts.
 
 use std::io::{IsTerminal, Write};
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use clap::{Args, ValueEnum};
 use serde_json::Value;
-use tracing_subscriber::EnvFilter;
 
 /// How a command prints what it did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -38,77 +37,6 @@ pub struct OutputArg {
     /// Output format [default: table on a terminal, json otherwise].
     #[arg(short = 'o', long = "output", value_enum, value_name = "FORMAT")]
     pub output: Option<OutputFormat>,
-}
-
-/// `command` with each (sub)command's usage line in errors the same as in its help. Left
-/// to itself, clap's error for a missing argument lists in the usage line every option the
-/// environment gave a value, as if it were required.
-pub fn plain_usage(mut command: clap::Command) -> clap::Command {
-    command.build();
-    fix_usage(command)
-}
-
-fn fix_usage(mut command: clap::Command) -> clap::Command {
-    let usage = command.render_usage().to_string();
-    let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
-    command = command.override_usage(usage);
-    let names: Vec<String> = command
-        .get_subcommands()
-        .map(|s| s.get_name().to_owned())
-        .collect();
-    for name in names {
-        command = command.mut_subcommand(name, fix_usage);
-    }
-    command
-}
-
-/// Who is making a change, for the record it leaves: the configured name, else the
-/// operating-system user, else `unknown`.
-pub fn actor(configured: Option<&str>) -> String {
-    configured
-        .map(str::to_owned)
-        .or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .filter(|a| !a.trim().is_empty())
-        .unwrap_or_else(|| "unknown".to_owned())
-}
-
-/// Logs for an operator command: warnings and errors only (unless `RUST_LOG` says
-/// otherwise), on stderr, so that stdout holds nothing but what the command prints.
-pub fn init_logs() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal())
-        .try_init();
-}
-
-/// Parses `--since`: an RFC 3339 time (`2026-11-26T00:00:00Z`), or a span back from now
-/// in seconds, minutes, hours or days (`90s`, `30m`, `24h`, `7d`).
-pub fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
-    if let Ok(at) = DateTime::parse_from_rfc3339(text) {
-        return Ok(at.with_timezone(&Utc));
-    }
-    let bad = || {
-        format!(
-            "{text:?} is neither an RFC 3339 time (2026-11-26T00:00:00Z) nor a span back from \
-             now such as 30m, 24h or 7d"
-        )
-    };
-    let split = text.char_indices().last().map_or(0, |(i, _)| i);
-    let (count, unit) = text.split_at(split);
-    let unit_secs = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    let count: i64 = count.parse::<u32>().map_err(|_| bad())?.into();
-    chrono::Duration::try_seconds(count * unit_secs)
-        .and_then(|span| Utc::now().checked_sub_signed(span))
-        .ok_or_else(bad)
 }
 
 /// How a command's JSON reads as a table.
@@ -175,12 +103,6 @@ impl Report {
         Ok(())
     }
 }
-
-/// A command line that parses but cannot be carried out as given (a flag it needs for
-/// this case is missing); the binaries exit with status 2 for it, as for any usage error.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
 
 /// Prints `value` on stdout in `format` (see [`OutputFormat::or_default`]), with every
 /// time in it to the second. A closed pipe (`| head`) is not an error.
@@ -343,7 +265,6 @@ impl Table {
 
 #[cfg(test)]
 mod tests {
-    use clap::Arg;
     use serde_json::json;
 
     use super::*;
@@ -417,43 +338,5 @@ mod tests {
                 "name": "2026",
             })
         );
-    }
-
-    #[test]
-    fn since_takes_a_time_or_a_span_back_from_now() {
-        assert_eq!(
-            parse_since("2026-11-26T00:00:00Z").unwrap(),
-            DateTime::parse_from_rfc3339("2026-11-26T00:00:00Z").unwrap()
-        );
-        let day_ago = parse_since("1d").unwrap();
-        let expected = Utc::now() - chrono::Duration::days(1);
-        assert!((day_ago - expected).num_seconds().abs() < 5);
-        assert_eq!(
-            (parse_since("90s").unwrap() - parse_since("1m").unwrap()).num_seconds(),
-            -30
-        );
-        for bad in ["", "d", "7", "7y", "-", "yesterday", "1é"] {
-            assert!(parse_since(bad).is_err(), "{bad:?}");
-        }
-    }
-
-    #[test]
-    fn a_missing_argument_shows_the_usage_line_of_the_help() {
-        // PATH is set: an option it is the environment variable of has a value from it.
-        let command = clap::Command::new("x").subcommand(
-            clap::Command::new("show")
-                .arg(Arg::new("from_env").long("from-env").env("PATH"))
-                .arg(Arg::new("id").required(true)),
-        );
-        let error = command
-            .clone()
-            .try_get_matches_from(["x", "show"])
-            .unwrap_err();
-        assert!(error.to_string().contains("--from-env"), "{error}");
-        let error = plain_usage(command)
-            .try_get_matches_from(["x", "show"])
-            .unwrap_err()
-            .to_string();
-        assert!(error.contains("Usage: x show [OPTIONS] <id>\n"), "{error}");
     }
 }

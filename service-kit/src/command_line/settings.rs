@@ -1,0 +1,155 @@
+//! The settings both services' command lines share, as clap arguments each service names
+//! with its own environment variables.
+
+use std::marker::PhantomData;
+
+use clap::Args;
+
+use super::Service;
+use crate::Secret;
+use crate::db::Schema;
+use crate::telemetry::LogFormat;
+
+/// `--database-url`: every command has a database.
+#[derive(Debug, Clone, Args)]
+pub struct Database<S: Service> {
+    /// Database URL: `sqlite://PATH?mode=rwc` or `postgres://USER@HOST/DB`.
+    #[arg(
+        id = "database_url",
+        long = "database-url",
+        value_name = "DATABASE_URL",
+        env = S::DATABASE_VARIABLE,
+        default_value = S::DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub url: Secret<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+impl<S: Service> Database<S> {
+    /// The database at `url`.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: Secret::new(url.into()),
+            service: PhantomData,
+        }
+    }
+}
+
+/// The service's default database, as the flag's default names it.
+impl<S: Service> Default for Database<S> {
+    fn default() -> Self {
+        Self::new(S::DEFAULT_DATABASE_URL)
+    }
+}
+
+/// `--log-format`, for the commands that log as a server does (`serve`, `migrate`).
+#[derive(Debug, Clone, Copy, Args)]
+pub struct Logs {
+    /// Log format.
+    #[arg(long, env = "LOG_FORMAT", value_enum, default_value_t = LogFormat::Pretty)]
+    pub log_format: LogFormat,
+}
+
+/// `--actor`, for the commands that change something.
+#[derive(Debug, Clone, Args)]
+pub struct Actor<S: Service> {
+    /// Who makes the change, for the record it leaves; the operating-system user when
+    /// unset.
+    #[arg(long, env = S::ACTOR_VARIABLE)]
+    pub actor: Option<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// `--key-encryption-key`, for the operator commands that seal something with the servers'
+/// key or check what it sealed.
+#[derive(Debug, Clone, Args)]
+pub struct KeyEncryptionKeyArg<S: Service> {
+    /// The key, base64. Its help is the service's [`Service::KEK_HELP`], as each seals other
+    /// things with it.
+    #[arg(
+        long,
+        env = S::KEK_VARIABLE,
+        hide_env_values = true,
+        help = S::KEK_HELP
+    )]
+    pub key_encryption_key: Option<Secret<String>>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// Where a server listens, and where it may be scraped apart from its traffic.
+#[derive(Debug, Clone, Args)]
+pub struct Listen<S: Service> {
+    /// Address and port to listen on.
+    #[arg(long, env = S::BIND_VARIABLE, default_value = S::DEFAULT_BIND)]
+    pub bind: String,
+    /// Address and port of a separate listener for `/metrics` (and `/healthz`, `/readyz`);
+    /// unset, `/metrics` is served on the main listener.
+    #[arg(long, env = S::ADMIN_BIND_VARIABLE)]
+    pub admin_bind: Option<String>,
+    #[arg(skip)]
+    service: PhantomData<S>,
+}
+
+/// A server's database: where it is, and whether the server migrates it first.
+#[derive(Debug, Clone, Args)]
+pub struct ServedDatabase<S: Service> {
+    #[command(flatten)]
+    pub database: Database<S>,
+    /// Apply pending migrations before serving (`--migrate`, `--migrate=false`). Unset: yes
+    /// for SQLite, no for PostgreSQL, where `migrate` runs once before a release's replicas
+    /// start and `serve` only checks that the schema has what it needs.
+    #[arg(
+        long,
+        env = S::MIGRATE_VARIABLE,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true"
+    )]
+    pub migrate: Option<bool>,
+}
+
+impl<S: Service> ServedDatabase<S> {
+    /// The database URL, which can carry a password.
+    pub fn url(&self) -> &str {
+        self.database.url.expose()
+    }
+
+    /// Points the server at `url`, migrating it first: for tests and embedding.
+    pub fn set(&mut self, url: impl Into<String>) {
+        self.database = Database::new(url);
+        self.migrate = Some(true);
+    }
+
+    /// Whether `serve` migrates the database before it serves.
+    pub fn migrates(&self) -> bool {
+        self.migrate
+            .unwrap_or_else(|| crate::db::migrates_by_default(self.url()))
+    }
+}
+
+/// `migrate`'s settings.
+#[derive(Debug, Clone, Args)]
+pub struct Migrate<S: Service> {
+    #[command(flatten)]
+    pub database: Database<S>,
+    #[command(flatten)]
+    pub logs: Logs,
+}
+
+impl<S: Service> Migrate<S> {
+    /// Applies `schema`'s pending migrations, logging as the server does.
+    pub async fn run<M: sea_orm_migration::MigratorTrait>(
+        &self,
+        schema: &Schema<M>,
+    ) -> anyhow::Result<()> {
+        let _logs = crate::telemetry::init_tracing(self.logs.log_format);
+        let db = crate::db::connect(self.database.url.expose(), 1).await?;
+        schema.migrate(&db).await?;
+        tracing::info!("migrations applied");
+        Ok(())
+    }
+}
