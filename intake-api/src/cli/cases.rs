@@ -5,7 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use crate::config::{IntakeApi, Settings, changes};
+use crate::config::{IntakeApiNames, Settings, changes};
 use crate::domain::Email;
 use crate::entity::case;
 use service_kit::command_line::output::Report;
@@ -83,7 +83,7 @@ pub(super) async fn case_report(
 pub enum CaseCommand {
     /// Show one case: its state, how many enquiries it took, and its history.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api case show 48213376
   intake-api case show 48213376 -o json | jq -r .status"
@@ -95,7 +95,7 @@ pub enum CaseCommand {
     /// The cases of one customer, by e-mail address (in every brand), most recently
     /// updated first.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api case find --email jane.doe@example.com
   intake-api case find --email ' Jane.Doe@Example.com' -o json | jq -r '.[].reference'
@@ -111,7 +111,7 @@ pub enum CaseCommand {
     },
     /// The most recently created cases, newest first.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api case list                                   # the newest 50
   intake-api case list --status pending_activation --since 2h

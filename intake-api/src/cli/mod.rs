@@ -8,14 +8,14 @@ use std::io::IsTerminal;
 use clap::Subcommand;
 use service_kit::command_line::output::Report;
 
-use crate::config::{Config, IntakeApi};
+use crate::config::{Config, IntakeApiNames};
 
 pub use crate::config::Settings;
 pub use crate::webhooks::{WebhookCommand, webhook};
 pub use cases::{CaseCommand, case};
 
 /// A parsed command line: the server, the migrations or an operator command.
-pub type Cli = service_kit::command_line::Cli<IntakeApi, Config, OperatorCommand>;
+pub type Cli = service_kit::command_line::Cli<IntakeApiNames, Config, OperatorCommand>;
 
 /// The operator commands.
 #[derive(Debug, Subcommand)]

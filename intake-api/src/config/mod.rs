@@ -23,9 +23,9 @@ pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";
 
 /// The intake-api's names for the settings both services share.
 #[derive(Debug, Clone)]
-pub struct IntakeApi;
+pub struct IntakeApiNames;
 
-impl Service for IntakeApi {
+impl Service for IntakeApiNames {
     const BINARY: &'static str = "intake-api";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const ABOUT: &'static str = env!("CARGO_PKG_DESCRIPTION");
@@ -58,9 +58,9 @@ see `intake-api COMMAND --help`.";
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     #[command(flatten)]
-    pub listen: Listen<IntakeApi>,
+    pub listen: Listen<IntakeApiNames>,
     #[command(flatten)]
-    pub database: ServedDatabase<IntakeApi>,
+    pub database: ServedDatabase<IntakeApiNames>,
     /// Most database connections the server holds (PostgreSQL's `max_connections` must
     /// cover every replica's pool).
     #[arg(
@@ -238,7 +238,7 @@ impl Config {
     /// The server's settings from the environment alone, as `intake-api` with no command
     /// reads them.
     pub fn from_env() -> Result<Self, clap::Error> {
-        service_kit::command_line::server_settings::<IntakeApi, Self>()
+        service_kit::command_line::server_settings::<IntakeApiNames, Self>()
     }
 
     /// Every default, on the given database: for tests and embedding.

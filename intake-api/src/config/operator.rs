@@ -9,7 +9,7 @@ use service_kit::kek::KeyEncryptionKey;
 
 use std::time::Duration;
 
-use super::{Config, IntakeApi, KEK_VARIABLE};
+use super::{Config, IntakeApiNames, KEK_VARIABLE};
 use crate::migration;
 use crate::store::{CaseStore, Timing};
 
@@ -18,7 +18,7 @@ use crate::store::{CaseStore, Timing};
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database: Database<IntakeApi>,
+    pub database: Database<IntakeApiNames>,
     /// Who asks for a change, for the case's history; the operating-system user when unset.
     pub actor: Option<String>,
     /// Whether webhooks may go to http URLs and addresses that are not public (local use and
@@ -68,12 +68,14 @@ impl From<&Given> for Settings {
     fn from(given: &Given) -> Self {
         Self {
             database: given.settings().unwrap_or_default(),
-            actor: given.settings::<Actor<IntakeApi>>().and_then(|a| a.actor),
+            actor: given
+                .settings::<Actor<IntakeApiNames>>()
+                .and_then(|a| a.actor),
             webhook_allow_insecure: given
                 .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.webhook_allow_insecure),
             key_encryption_key: given
-                .settings::<KeyEncryptionKeyArg<IntakeApi>>()
+                .settings::<KeyEncryptionKeyArg<IntakeApiNames>>()
                 .and_then(|k| k.key_encryption_key),
         }
     }
@@ -94,8 +96,8 @@ impl From<&Config> for Settings {
 /// What a command that changes cases takes besides its own arguments.
 pub(crate) fn changes() -> Vec<clap::Arg> {
     [
-        args_of::<Database<IntakeApi>>(),
-        args_of::<Actor<IntakeApi>>(),
+        args_of::<Database<IntakeApiNames>>(),
+        args_of::<Actor<IntakeApiNames>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -118,9 +120,9 @@ struct AllowInsecureArg {
 /// What `webhook set` takes besides its own arguments.
 pub(crate) fn webhook_target() -> Vec<clap::Arg> {
     [
-        args_of::<Database<IntakeApi>>(),
+        args_of::<Database<IntakeApiNames>>(),
         args_of::<AllowInsecureArg>(),
-        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApiNames>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -129,8 +131,8 @@ pub(crate) fn webhook_target() -> Vec<clap::Arg> {
 /// What `webhook rotate-secret` takes besides its own arguments.
 pub(crate) fn webhook_secret() -> Vec<clap::Arg> {
     [
-        args_of::<Database<IntakeApi>>(),
-        args_of::<KeyEncryptionKeyArg<IntakeApi>>(),
+        args_of::<Database<IntakeApiNames>>(),
+        args_of::<KeyEncryptionKeyArg<IntakeApiNames>>(),
         args_of::<OutputArg>(),
     ]
     .concat()

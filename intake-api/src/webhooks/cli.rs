@@ -5,7 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use crate::config::{IntakeApi, Settings, webhook_secret, webhook_target};
+use crate::config::{IntakeApiNames, Settings, webhook_secret, webhook_target};
 use service_kit::command_line::output::Report;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
@@ -154,7 +154,7 @@ pub enum WebhookCommand {
     },
     /// List every endpoint (never the secrets).
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api webhook list
   intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .client_id'"
@@ -162,7 +162,7 @@ pub enum WebhookCommand {
     List,
     /// Stop sending a partner's events; the ones not yet delivered are dropped.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api webhook remove CLIENT_ID"
     )]
@@ -192,7 +192,7 @@ pub enum WebhookCommand {
     },
     /// A partner's events, newest first.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api webhook deliveries CLIENT_ID --failed
   intake-api webhook deliveries CLIENT_ID --limit 10 -o json"
@@ -209,7 +209,7 @@ pub enum WebhookCommand {
     },
     /// Send an event again, at once, to every partner it went to.
     #[command(
-        args = reads::<IntakeApi>(),
+        args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api webhook redeliver msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"
     )]
