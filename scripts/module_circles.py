@@ -14,7 +14,7 @@ import re
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-CRATES = ["shared", "service-kit", "partner-client", "auth-server", "intake-api", "test-support"]
+CRATES = ["shared", "service-kit", "token-client", "partner-client", "auth-server", "intake-api", "test-support"]
 
 # `crate::name`, and each first name of `crate::{a, b::c}`.
 SINGLE = re.compile(r"\bcrate::(\w+)")

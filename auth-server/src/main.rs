@@ -10,7 +10,7 @@ async fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
-            std::process::ExitCode::from(service_kit::db::exit_code(&e))
+            std::process::ExitCode::from(service_kit::command_line::operator::exit_code(&e))
         }
     }
 }

@@ -50,7 +50,7 @@ pub(crate) async fn conditional_get(
     url: &str,
     etag: Option<String>,
     authorization: Option<reqwest::header::HeaderValue>,
-    proof: Option<(reqwest::header::HeaderValue, &partner_client::DpopKey)>,
+    proof: Option<(reqwest::header::HeaderValue, &token_client::DpopKey)>,
 ) -> anyhow::Result<Fetched> {
     let mut request = http.get(url);
     if let Some(etag) = etag {

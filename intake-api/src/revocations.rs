@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use partner_client::{AccessToken, TokenSource};
 use serde::Deserialize;
+use token_client::{AccessToken, TokenSource};
 
 use crate::jwks::{Fetched, conditional_get};
 

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::anyhow;
-use partner_client::{AuthMethod, TokenSource};
 use service_kit::ratelimit::{Limit, RateLimiter};
 use service_kit::replay::ReplayStore;
 use shared::claims::scopes;
+use token_client::{AuthMethod, TokenSource};
 use url::Url;
 
 use crate::auth::Verifier;
@@ -90,12 +90,12 @@ impl AppState {
             credentials,
             AuthMethod::Basic,
             scopes::REVOCATIONS_READ.to_owned(),
-            partner_client::DEFAULT_RENEW_BEFORE,
+            token_client::DEFAULT_RENEW_BEFORE,
         );
         // Under FAPI 2.0 the auth-server issues DPoP-bound tokens only, and /revocations
         // takes them only beside a proof: a key of this process's own, never stored.
         let tokens = if config.profile().is_fapi2() {
-            tokens.with_dpop(partner_client::DpopKey::generate()?)
+            tokens.with_dpop(token_client::DpopKey::generate()?)
         } else {
             tokens
         };

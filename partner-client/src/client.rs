@@ -8,9 +8,12 @@ use reqwest::Method;
 use reqwest::header::{AUTHORIZATION, CONTENT_TYPE, HeaderValue, RETRY_AFTER, WWW_AUTHENTICATE};
 use serde::de::DeserializeOwned;
 
-use crate::dpop::DpopKey;
-use crate::error::{BuildError, Error, retry_after};
-use crate::token::{AccessToken, AuthMethod, Credentials, TokenSource};
+use token_client::{
+    AccessToken, AuthMethod, BuildError, Credentials, DEFAULT_RENEW_BEFORE, DpopKey, TokenSource,
+    retry_after,
+};
+
+use crate::error::Error;
 use crate::wire::{
     AttachRequest, CaseResponse, CaseStatusBody, Enquiry, RedirectResponse, ReferralRequest,
     ReferralResponse,
@@ -21,9 +24,6 @@ pub const INTAKE_SCOPE: &str = "enquiry:case:intake:create";
 
 /// The scope [`Client::refer`] needs.
 pub const REFERRAL_SCOPE: &str = "enquiry:referral:create";
-
-/// How long before expiry a token is renewed by default (spec 5.4).
-pub const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30);
 
 /// A partner's client of the intake API. Cheap to clone; clones share one token.
 #[derive(Clone)]

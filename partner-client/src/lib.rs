@@ -29,22 +29,21 @@
 #![warn(missing_docs)]
 
 mod client;
-mod dpop;
 mod error;
-mod token;
 pub mod wire;
 
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use chrono;
 pub use client::{
-    Answer, Client, ClientBuilder, DEFAULT_RENEW_BEFORE, INTAKE_SCOPE, IdempotencyKey,
-    InvalidIdempotencyKey, REFERRAL_SCOPE,
+    Answer, Client, ClientBuilder, INTAKE_SCOPE, IdempotencyKey, InvalidIdempotencyKey,
+    REFERRAL_SCOPE,
 };
-pub use dpop::DpopKey;
-pub use error::{BuildError, Error, TokenError};
-pub use token::{
-    AccessToken, AssertionAlgorithm, AssertionKey, AuthMethod, ClientAuthentication, ClientSecret,
-    Credentials, TokenSource,
+pub use error::Error;
+/// Tokens, credentials and DPoP keys: the partner client's token handling, shared with the
+/// services.
+pub use token_client::{
+    AccessToken, AssertionAlgorithm, AssertionKey, AuthMethod, BuildError, ClientAuthentication,
+    ClientSecret, Credentials, DEFAULT_RENEW_BEFORE, DpopKey, TokenError, TokenSource,
 };
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;

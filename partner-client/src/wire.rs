@@ -1,8 +1,6 @@
 //! The bodies of `openapi/intake-api.yaml` and `openapi/auth-server.yaml`, as Rust types: what
 //! goes over the wire is exactly what serde makes of these.
 
-use serde::Deserialize;
-
 pub use shared::error::OAuthErrorBody;
 pub use shared::intake::{
     Address, AttachRequest, CaseResponse, CaseState, CaseStatusBody, Enquiry, MessageBody,
@@ -13,11 +11,3 @@ pub use shared::intake::{
     ApplicationType, CreditIssue, EmploymentStatus, MortgageScheme, PurchaseType, RemortgageReason,
     Stage,
 };
-
-/// A successful token response (`AccessTokenResponse`). Not `Debug`: it holds the token.
-#[derive(Deserialize)]
-pub(crate) struct AccessTokenResponse {
-    pub(crate) token_type: String,
-    pub(crate) expires_in: i64,
-    pub(crate) access_token: String,
-}

@@ -81,22 +81,6 @@ fn sqlite_file(url: &str) -> Option<PathBuf> {
 #[error("{0}")]
 pub struct DatabaseNotReady(String);
 
-/// The process exit code for a command that failed with `e`: 3 when its database is not
-/// there or not ready, 2 for a command line that cannot be carried out as given (clap's
-/// usage errors exit 2 by themselves), 1 otherwise.
-pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<DatabaseNotReady>().is_some() {
-        3
-    } else if e
-        .downcast_ref::<crate::command_line::operator::UsageError>()
-        .is_some()
-    {
-        2
-    } else {
-        1
-    }
-}
-
 /// Opens the existing database at `url`, migrated to `M`, for an operator command of
 /// `binary`: nothing is created and no migration runs, so a command pointed at the wrong
 /// place fails instead of working on a new, empty database.

@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use clap::Args;
-use partner_client::{AssertionAlgorithm, AssertionKey, Credentials};
 use service_kit::Secret;
 use service_kit::command_line::{Listen, Logs, ServedDatabase, Service};
 use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
 use shared::profile::Profile;
+use token_client::{AssertionAlgorithm, AssertionKey, Credentials};
 use url::Url;
 
 use crate::store::Timing;

@@ -62,6 +62,19 @@ pub fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// The process exit code for a command that failed with `e`: 3 when its database is not
+/// there or not ready, 2 for a command line that cannot be carried out as given (clap's
+/// usage errors exit 2 by themselves), 1 otherwise.
+pub fn exit_code(e: &anyhow::Error) -> u8 {
+    if e.downcast_ref::<crate::db::DatabaseNotReady>().is_some() {
+        3
+    } else if e.downcast_ref::<UsageError>().is_some() {
+        2
+    } else {
+        1
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,9 +11,22 @@ use base64::engine::general_purpose::STANDARD;
 use reqwest::header::{AUTHORIZATION, HeaderValue, RETRY_AFTER};
 use serde::Serialize;
 
-use crate::dpop::DpopKey;
-use crate::error::{BuildError, TokenError};
-use crate::wire::{AccessTokenResponse, OAuthErrorBody};
+use serde::Deserialize;
+use shared::error::OAuthErrorBody;
+
+use crate::dpop_key::DpopKey;
+use crate::error::{BuildError, TokenError, retry_after};
+
+/// How long before expiry a token is renewed by default (spec 5.4).
+pub const DEFAULT_RENEW_BEFORE: Duration = Duration::from_secs(30);
+
+/// A successful token response (`AccessTokenResponse`). Not `Debug`: it holds the token.
+#[derive(Deserialize)]
+struct AccessTokenResponse {
+    token_type: String,
+    expires_in: i64,
+    access_token: String,
+}
 
 /// A partner's client secret. Its `Debug` never shows it, and it has no `Display`, so it
 /// cannot reach a log by accident.
@@ -268,7 +281,7 @@ struct Slot {
     last_failure: Option<TokenError>,
 }
 
-/// Where tokens come from, and the one cached: what [`Client`](crate::Client) calls with,
+/// Where tokens come from, and the one cached: what a client calls with,
 /// and what any other caller of a client-credentials API can use on its own (a resource
 /// server reading the auth-server's `/revocations`, for one).
 pub struct TokenSource {
@@ -499,7 +512,7 @@ impl TokenSource {
         let requested = Instant::now();
         let resp = req.send().await.map_err(http_error)?;
         let status = resp.status().as_u16();
-        let retry_after = crate::error::retry_after(resp.headers().get(RETRY_AFTER));
+        let retry_after = retry_after(resp.headers().get(RETRY_AFTER));
         let new_nonce = self
             .dpop
             .as_ref()
