@@ -13,7 +13,7 @@ use service_kit::source::TrustedProxies;
 use crate::audit::{AuditKey, Head};
 use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
 use crate::keys::KeyEncryptionKey;
-use crate::store::AuthMethod;
+use crate::store::clients::AuthMethod;
 use shared::claims::TokenAlgorithm;
 
 /// The auth-server's names for the settings both services share.

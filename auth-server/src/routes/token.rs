@@ -418,7 +418,7 @@ impl TokenApi {
             .state
             .replay
             .first_use(
-                &crate::store::CLIENT_ASSERTIONS,
+                &crate::store::assertions::CLIENT_ASSERTIONS,
                 client_id,
                 &spent.jti,
                 spent.expires_at,

@@ -1288,7 +1288,7 @@ async fn ensure_refuses_an_id_with_control_characters_or_too_long(backend: Backe
             name: "intake-api".into(),
             scopes: "revocations:read".into(),
             brands: None,
-            auth_method: auth_server::store::AuthMethod::PrivateKeyJwt,
+            auth_method: auth_server::store::clients::AuthMethod::PrivateKeyJwt,
             secret_env: None,
             jwks_file: Some(keys.0.clone()),
         },

@@ -3,7 +3,7 @@
 //! metadata and health answers; `/revocations` takes no bearer token.
 
 use auth_server::config::ClientCommand;
-use auth_server::store::AuthMethod;
+use auth_server::store::clients::AuthMethod;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use jsonwebtoken::Algorithm;

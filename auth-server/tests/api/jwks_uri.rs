@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use auth_server::client_jwks::FetchPolicy;
 use auth_server::config::ClientCommand;
-use auth_server::store::AuthMethod;
+use auth_server::store::clients::AuthMethod;
 use serde_json::{Value, json};
 use test_support::{Running, on_both_backends};
 
