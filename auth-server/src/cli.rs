@@ -13,7 +13,7 @@ use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::clients::{self, AuthMethod};
 use crate::store::{audit_trail, signing_keys};
-use crate::token::MAX_PARAM_CHARS;
+use crate::token_request::MAX_PARAM_CHARS;
 use crate::{client_jwks, migration, secrets};
 
 /// Runs an operator command with the settings it was given, for the report the binary

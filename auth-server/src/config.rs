@@ -12,15 +12,16 @@ use service_kit::source::TrustedProxies;
 
 use crate::audit::{AuditKey, Head};
 use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
-use crate::keys::KeyEncryptionKey;
+use crate::keys::SigningKeySealer;
 use crate::store::clients::AuthMethod;
 use shared::claims::TokenAlgorithm;
 
-/// The auth-server's names for the settings both services share.
+/// The auth-server's names (binary, variables, defaults) for the settings both services
+/// share: a type, so that service-kit's arguments take them at compile time.
 #[derive(Debug, Clone)]
-pub struct AuthServer;
+pub struct AuthServerNames;
 
-impl Service for AuthServer {
+impl Service for AuthServerNames {
     const BINARY: &'static str = "auth-server";
     const VERSION: &'static str = env!("CARGO_PKG_VERSION");
     const ABOUT: &'static str = env!("CARGO_PKG_DESCRIPTION");
@@ -53,9 +54,9 @@ see `auth-server COMMAND --help`.";
 #[derive(Debug, Clone, Args)]
 pub struct Config {
     #[command(flatten)]
-    pub listen: Listen<AuthServer>,
+    pub listen: Listen<AuthServerNames>,
     #[command(flatten)]
-    pub database: ServedDatabase<AuthServer>,
+    pub database: ServedDatabase<AuthServerNames>,
     /// Issuer URL: the `iss` of every token and the base of the metadata's URLs.
     #[arg(long, env = "AUTH_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
@@ -128,12 +129,12 @@ impl Config {
     /// The server's settings from the environment alone, as `auth-server` with no command
     /// reads them.
     pub fn from_env() -> Result<Self, clap::Error> {
-        service_kit::command_line::server_settings::<AuthServer, Self>()
+        service_kit::command_line::server_settings::<AuthServerNames, Self>()
     }
 
     /// The key-encryption key. Private keys are never stored or loaded in clear, so there
     /// is no running without one.
-    pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
+    pub fn kek(&self) -> anyhow::Result<SigningKeySealer> {
         kek(self.key_encryption_key.as_ref())
     }
 
@@ -173,13 +174,13 @@ fn reach(allow_insecure: bool) -> Reach {
     }
 }
 
-fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
+fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<SigningKeySealer> {
     let kek = service_kit::kek::KeyEncryptionKey::required(
         crate::keys::VARIABLE,
         encoded,
         "signing keys are never stored in clear",
     )?;
-    KeyEncryptionKey::from_kek(kek)
+    SigningKeySealer::from_kek(kek)
 }
 
 /// What an operator command (`client`, `key`, `audit`) runs with besides its own
@@ -187,7 +188,7 @@ fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<KeyEncryptionKey> {
 #[derive(Debug, Clone)]
 pub struct Settings {
     /// The database the servers run on.
-    pub database: Database<AuthServer>,
+    pub database: Database<AuthServerNames>,
     /// Who makes a change, for the audit trail; the operating-system user when unset.
     pub actor: Option<String>,
     /// What signing keys are sealed with, and audit entries (a key derived from it): every
@@ -204,7 +205,7 @@ pub struct Settings {
 
 impl Settings {
     /// The key-encryption key, or why there is none.
-    pub fn kek(&self) -> anyhow::Result<KeyEncryptionKey> {
+    pub fn kek(&self) -> anyhow::Result<SigningKeySealer> {
         kek(self.key_encryption_key.as_ref())
     }
 
@@ -217,7 +218,7 @@ impl Settings {
     pub fn audit_key(&self) -> anyhow::Result<Option<AuditKey>> {
         self.key_encryption_key
             .as_ref()
-            .map(|encoded| AuditKey::derive(&KeyEncryptionKey::from_base64(encoded)?))
+            .map(|encoded| AuditKey::derive(&SigningKeySealer::from_base64(encoded)?))
             .transpose()
     }
 }
@@ -227,9 +228,11 @@ impl From<&Given> for Settings {
     fn from(given: &Given) -> Self {
         Self {
             database: given.settings().unwrap_or_default(),
-            actor: given.settings::<Actor<AuthServer>>().and_then(|a| a.actor),
+            actor: given
+                .settings::<Actor<AuthServerNames>>()
+                .and_then(|a| a.actor),
             key_encryption_key: given
-                .settings::<KeyEncryptionKeyArg<AuthServer>>()
+                .settings::<KeyEncryptionKeyArg<AuthServerNames>>()
                 .and_then(|k| k.key_encryption_key),
             // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
             jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
@@ -289,8 +292,8 @@ struct Fapi2Arg {
 /// What a command that checks the audit trail takes besides its own arguments.
 fn keyed_reads() -> Vec<clap::Arg> {
     [
-        args_of::<Database<AuthServer>>(),
-        args_of::<KeyEncryptionKeyArg<AuthServer>>(),
+        args_of::<Database<AuthServerNames>>(),
+        args_of::<KeyEncryptionKeyArg<AuthServerNames>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -300,9 +303,9 @@ fn keyed_reads() -> Vec<clap::Arg> {
 /// arguments.
 fn changes() -> Vec<clap::Arg> {
     [
-        args_of::<Database<AuthServer>>(),
-        args_of::<KeyEncryptionKeyArg<AuthServer>>(),
-        args_of::<Actor<AuthServer>>(),
+        args_of::<Database<AuthServerNames>>(),
+        args_of::<KeyEncryptionKeyArg<AuthServerNames>>(),
+        args_of::<Actor<AuthServerNames>>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -325,7 +328,7 @@ fn declarations() -> Vec<clap::Arg> {
 }
 
 /// A parsed command line: the server, the migrations or an operator command.
-pub type Cli = service_kit::command_line::Cli<AuthServer, Config, OperatorCommand>;
+pub type Cli = service_kit::command_line::Cli<AuthServerNames, Config, OperatorCommand>;
 
 /// The operator commands.
 #[derive(Debug, Subcommand)]
@@ -361,7 +364,7 @@ pub enum OperatorCommand {
 pub enum AuditCommand {
     /// Print the entries, oldest first.
     #[command(
-        args = reads::<AuthServer>(),
+        args = reads::<AuthServerNames>(),
         after_help = "Examples:
   auth-server audit list --since 24h
   auth-server audit list --since 2026-11-26T00:00:00Z -o json"
@@ -544,7 +547,7 @@ pub enum ClientCommand {
     },
     /// List clients (never their secrets).
     #[command(
-        args = reads::<AuthServer>(),
+        args = reads::<AuthServerNames>(),
         after_help = "Examples:
   auth-server client list
   auth-server client list -o json | jq -r '.[] | select(.disabled) | .client_id'"
@@ -552,7 +555,7 @@ pub enum ClientCommand {
     List,
     /// Show one client, with the fingerprint and expiry of each of its secrets.
     #[command(
-        args = reads::<AuthServer>(),
+        args = reads::<AuthServerNames>(),
         after_help = "Examples:
   auth-server client show CLIENT_ID
   # The fingerprint of a secret you hold, to compare:
@@ -625,7 +628,7 @@ pub enum KeyCommand {
     },
     /// List keys with their state and dates.
     #[command(
-        args = reads::<AuthServer>(),
+        args = reads::<AuthServerNames>(),
         after_help = "Examples:
   auth-server key list
   auth-server key list -o json | jq -r '.[] | select(.state == \"active\") | .kid'"

@@ -9,7 +9,6 @@ pub mod cli;
 pub mod client_jwks;
 pub mod client_keys;
 pub mod config;
-pub mod dpop;
 pub mod entity;
 pub mod error;
 pub mod keys;
@@ -20,7 +19,8 @@ pub mod secrets;
 pub mod startup;
 pub mod state;
 pub mod store;
-pub mod token;
+pub mod token_binding;
+pub mod token_request;
 
 use config::Cli;
 use service_kit::http::Server;

@@ -15,7 +15,7 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use crate::audit::{self, Head};
 use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret, signing_key};
-use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
+use crate::keys::{self, KeyState, LoadedKey, SigningKeySealer};
 use crate::{secrets, store};
 
 /// How often running servers look for changes made by the CLI or another replica.
@@ -188,13 +188,13 @@ impl Snapshot {
 pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
-    kek: KeyEncryptionKey,
+    kek: SigningKeySealer,
 }
 
 impl Registry {
     /// Loads the first snapshot; fails when a stored key cannot be decrypted (a wrong
     /// key-encryption key) or none can be loaded.
-    pub async fn load(db: DatabaseConnection, kek: KeyEncryptionKey) -> anyhow::Result<Self> {
+    pub async fn load(db: DatabaseConnection, kek: SigningKeySealer) -> anyhow::Result<Self> {
         for key in store::signing_keys::KeyRing::load(&db).await?.all() {
             keys::open_private_key(&kek, &key.kid, &key.private_key)?;
         }

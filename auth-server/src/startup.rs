@@ -189,7 +189,7 @@ impl Server for Application {
                 ),
                 assertion_audiences: [
                     config.issuer().to_owned(),
-                    crate::dpop::token_endpoint(&config.issuer),
+                    crate::token_binding::token_endpoint(&config.issuer),
                 ],
                 config,
                 registry,
