@@ -8,7 +8,8 @@ use service_kit::Secret;
 use service_kit::cli::Report;
 
 use crate::audit;
-use crate::config::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand, Settings};
+use crate::commands::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand};
+use crate::config::Settings;
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::clients::{self, AuthMethod};

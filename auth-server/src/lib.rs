@@ -8,6 +8,7 @@ pub mod bearer;
 pub mod cli;
 pub mod client_jwks;
 pub mod client_keys;
+pub mod commands;
 pub mod config;
 pub mod entity;
 pub mod error;
@@ -22,7 +23,7 @@ pub mod store;
 pub mod token_binding;
 pub mod token_request;
 
-use config::Cli;
+use commands::Cli;
 use service_kit::http::Server;
 use startup::Application;
 

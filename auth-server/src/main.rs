@@ -5,7 +5,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = auth_server::config::Cli::parse();
+    let cli = auth_server::commands::Cli::parse();
     match auth_server::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

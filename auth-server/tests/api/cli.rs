@@ -1283,7 +1283,7 @@ async fn ensure_refuses_an_id_with_control_characters_or_too_long(backend: Backe
     );
     let refused = auth_server::cli::client(
         &config,
-        auth_server::config::ClientCommand::Ensure {
+        auth_server::commands::ClientCommand::Ensure {
             id: "intake\0api".into(),
             name: "intake-api".into(),
             scopes: "revocations:read".into(),

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use auth_server::store::clients::AuthMethod;
 use aws_lc_rs::signature::KeyPair;
 use base64::Engine;
