@@ -64,20 +64,20 @@ async fn registered_keys(
     settings: &Settings,
     jwks_file: Option<std::path::PathBuf>,
     jwks_uri: Option<String>,
-) -> anyhow::Result<Option<clients::RegisteredKeys>> {
+) -> anyhow::Result<Option<clients::input::RegisteredKeys>> {
     Ok(match (jwks_file, jwks_uri) {
         (Some(_), Some(_)) => {
             anyhow::bail!("give --jwks-file or --jwks-uri, not both: a client's keys have one home")
         }
-        (Some(file), None) => Some(clients::RegisteredKeys::Inline(clients::read_jwks_file(
-            &file,
-        )?)),
+        (Some(file), None) => Some(clients::input::RegisteredKeys::Inline(
+            clients::input::read_jwks_file(&file)?,
+        )),
         (None, Some(uri)) => {
             let (url, fetched) =
                 client_jwks::fetch_for_registration(&uri, settings.client_jwks_reach())
                     .await
                     .map_err(|e| anyhow::anyhow!("the JWKS URL {uri} is refused: {e}"))?;
-            Some(clients::RegisteredKeys::Uri { url, fetched })
+            Some(clients::input::RegisteredKeys::Uri { url, fetched })
         }
         (None, None) => None,
     })
@@ -125,10 +125,10 @@ fn declared_credentials(
     method: AuthMethod,
     secret_env: Option<String>,
     jwks_file: Option<std::path::PathBuf>,
-) -> anyhow::Result<clients::DeclaredCredentials> {
+) -> anyhow::Result<clients::input::DeclaredCredentials> {
     Ok(match (method, secret_env, jwks_file) {
         (AuthMethod::ClientSecret, Some(var), None) => {
-            clients::DeclaredCredentials::Secret(secret_from_env(&var)?)
+            clients::input::DeclaredCredentials::Secret(secret_from_env(&var)?)
         }
         (AuthMethod::ClientSecret, None, None) => anyhow::bail!(
             "a client_secret client needs --secret-env VAR, the environment variable holding \
@@ -142,7 +142,7 @@ fn declared_credentials(
              secret"
         ),
         (AuthMethod::PrivateKeyJwt, None, Some(file)) => {
-            clients::DeclaredCredentials::Keys(clients::read_jwks_file(&file)?)
+            clients::input::DeclaredCredentials::Keys(clients::input::read_jwks_file(&file)?)
         }
         (AuthMethod::PrivateKeyJwt, None, None) => anyhow::bail!(
             "--auth-method private_key_jwt needs --jwks-file FILE, the client's public keys as \
@@ -179,12 +179,12 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 "--jwks-file FILE (or --jwks-uri URL)",
             )?;
             let credentials = match auth_method {
-                AuthMethod::ClientSecret if !given_keys => clients::NewCredentials::Secret,
+                AuthMethod::ClientSecret if !given_keys => clients::input::NewCredentials::Secret,
                 AuthMethod::ClientSecret => anyhow::bail!(
                     "--jwks-file and --jwks-uri are for --auth-method private_key_jwt: a \
                      client uses one method"
                 ),
-                AuthMethod::PrivateKeyJwt => clients::NewCredentials::Keys(
+                AuthMethod::PrivateKeyJwt => clients::input::NewCredentials::Keys(
                     registered_keys(settings, jwks_file, jwks_uri)
                         .await?
                         .ok_or_else(|| {
@@ -242,7 +242,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             jwks_file,
         } => {
             refuse_secret_under_fapi2(settings, auth_method, "--jwks-file FILE")?;
-            let declared = clients::DeclaredClient {
+            let declared = clients::input::DeclaredClient {
                 client_id: id,
                 name,
                 scopes,
@@ -291,7 +291,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::List => Report::list(
-            serde_json::to_value(clients::list_clients(&db).await?)?,
+            serde_json::to_value(clients::views::list_clients(&db).await?)?,
             &[
                 "client_id",
                 "name",
@@ -306,7 +306,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             "No clients.",
         ),
         ClientCommand::Show { client_id } => Report::record(serde_json::to_value(
-            clients::show_client(&db, &client_id).await?,
+            clients::views::show_client(&db, &client_id).await?,
         )?),
         ClientCommand::RotateSecret {
             client_id,

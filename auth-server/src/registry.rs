@@ -264,7 +264,7 @@ impl Registry {
                         brands: c
                             .brands
                             .as_deref()
-                            .map(|b| store::clients::split_brands(Some(b)))
+                            .map(|b| store::clients::input::split_brands(Some(b)))
                             .filter(|b| !b.is_empty()),
                         disabled: c.disabled_at.is_some(),
                         secrets: Vec::new(),
