@@ -704,3 +704,6 @@ pub async fn set_client_keys(
         previous_jwks_uri: previous_uri,
     })
 }
+
+#[cfg(test)]
+mod tests;
