@@ -322,9 +322,8 @@ impl LoadedKey {
         })
     }
 
-    /// Signs `claims` as a compact JWS with this key's prepared header. Not through
-    /// `jsonwebtoken::encode`, which parses the private key again for every token: 2.7 times
-    /// the CPU per token (bench/RESULTS.md, section 1c).
+    /// Signs `claims` as a compact JWS with this key's prepared header: not through
+    /// `jsonwebtoken::encode`, which parses the private key again for every token.
     pub fn sign_jwt<T: Serialize>(&self, claims: &T) -> anyhow::Result<String> {
         let payload = serde_json::to_vec(claims)?;
         let mut jwt = String::with_capacity(self.header_b64.len() + payload.len() * 4 / 3 + 350);
