@@ -247,10 +247,7 @@ impl Wanted {
         if c.name != self.name {
             differences.push(Difference::Name);
         }
-        if !same_set(
-            &c.scopes.split(' ').map(str::to_owned).collect::<Vec<_>>(),
-            &self.scopes,
-        ) {
+        if !same_set(&split_scopes(&c.scopes), &self.scopes) {
             differences.push(Difference::Scopes);
         }
         let brands = self.brands.clone().unwrap_or_default();
@@ -306,6 +303,11 @@ fn same_set(a: &[String], b: &[String]) -> bool {
     a.sort();
     b.sort();
     a == b
+}
+
+/// The scopes stored for a client, as a list.
+pub fn split_scopes(stored: &str) -> Vec<String> {
+    stored.split(' ').map(str::to_owned).collect()
 }
 
 /// The brands stored for a client, as a list.

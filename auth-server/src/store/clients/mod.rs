@@ -17,7 +17,7 @@ use service_kit::Secret;
 
 use self::input::{
     DeclaredClient, DeclaredCredentials, NewCredentials, RegisteredKeys, Wanted, brands_for,
-    check_sandbox, parse_name, parse_scopes, split_brands,
+    check_sandbox, parse_name, parse_scopes, split_brands, split_scopes,
 };
 use super::begin_change;
 use crate::client_keys::{ClientKeys, KeySummary};
@@ -409,12 +409,7 @@ async fn ensure_in_change(
                 };
                 active.jwks = Set(Some(keys.stored().to_owned()));
                 active.jwks_uri = Set(None);
-                let before = previous
-                    .jwks
-                    .as_deref()
-                    .and_then(|j| ClientKeys::load(j).ok())
-                    .map(|k| k.summary())
-                    .unwrap_or_default();
+                let before = stored_keys(previous.jwks.as_deref());
                 let mut detail = json!({"keys": keys.summary(), "previous_keys": before});
                 // As `client set-keys` records it.
                 if previous.jwks_uri.is_some() {
@@ -585,7 +580,7 @@ pub async fn set_client_brands(
 ) -> anyhow::Result<BrandsSet> {
     let txn = begin_change(db).await?;
     let found = find_client(&txn, client_id).await?;
-    let scopes: Vec<String> = found.scopes.split(' ').map(str::to_owned).collect();
+    let scopes: Vec<String> = split_scopes(&found.scopes);
     let brands = brands_for(&scopes, Some(brands))?.unwrap_or_default();
     let previous = split_brands(found.brands.as_deref());
     let mut active: client::ActiveModel = found.into();
@@ -674,12 +669,7 @@ pub async fn set_client_keys(
             found.auth_method
         );
     }
-    let previous = found
-        .jwks
-        .as_deref()
-        .and_then(|j| ClientKeys::load(j).ok())
-        .map(|k| k.summary())
-        .unwrap_or_default();
+    let previous = stored_keys(found.jwks.as_deref());
     let previous_uri = found.jwks_uri.clone();
     let (jwks, jwks_uri) = keys.columns();
     let mut active: client::ActiveModel = found.into();
@@ -703,6 +693,14 @@ pub async fn set_client_keys(
         jwks_uri,
         previous_jwks_uri: previous_uri,
     })
+}
+
+/// The keys stored in a client's `jwks` column, as operators see them; none when it holds
+/// none (or none this release reads).
+fn stored_keys(jwks: Option<&str>) -> Vec<KeySummary> {
+    jwks.and_then(|j| ClientKeys::load(j).ok())
+        .map(|k| k.summary())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

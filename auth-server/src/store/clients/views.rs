@@ -4,9 +4,9 @@ use chrono::{DateTime, Utc};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, QueryOrder};
 use serde::Serialize;
 
-use super::input::split_brands;
-use super::{AuthMethod, find_client};
-use crate::client_keys::{ClientKeys, KeySummary};
+use super::input::{split_brands, split_scopes};
+use super::{AuthMethod, find_client, stored_keys};
+use crate::client_keys::KeySummary;
 use crate::entity::{client, client_secret};
 use crate::secrets;
 
@@ -94,16 +94,11 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
         secrets,
         auth_method: AuthMethod::parse(&c.auth_method).unwrap_or_default(),
         dpop_required: c.dpop_required,
-        keys: c
-            .jwks
-            .as_deref()
-            .and_then(|j| ClientKeys::load(j).ok())
-            .map(|k| k.summary())
-            .unwrap_or_default(),
+        keys: stored_keys(c.jwks.as_deref()),
         jwks_uri: c.jwks_uri,
         client_id: c.client_id,
         name: c.name,
-        scopes: c.scopes.split(' ').map(str::to_owned).collect(),
+        scopes: split_scopes(&c.scopes),
         brands: split_brands(c.brands.as_deref()),
         sandbox: c.sandbox,
         disabled: c.disabled_at.is_some(),
