@@ -27,7 +27,7 @@ use sea_orm::{
 use serde::Serialize;
 
 use crate::entity::{audit_entry, revision};
-use crate::keys::KeyEncryptionKey;
+use crate::keys::SigningKeySealer;
 
 /// Who is making a change: `--actor`, else `AUTH_ACTOR`, else the operating-system user.
 pub fn actor(configured: Option<&str>) -> String {
@@ -60,7 +60,7 @@ impl fmt::Debug for AuditKey {
 
 impl AuditKey {
     /// The audit key of a key-encryption key: every replica and the CLI derive the same.
-    pub fn derive(kek: &KeyEncryptionKey) -> anyhow::Result<Self> {
+    pub fn derive(kek: &SigningKeySealer) -> anyhow::Result<Self> {
         Ok(Self(kek.derive_hmac_key(AUDIT_KEY_LABEL)?))
     }
 }
@@ -615,7 +615,7 @@ mod tests {
     fn key(byte: u8) -> AuditKey {
         let encoded =
             service_kit::Secret::new(base64::engine::general_purpose::STANDARD.encode([byte; 32]));
-        AuditKey::derive(&KeyEncryptionKey::from_base64(&encoded).unwrap()).unwrap()
+        AuditKey::derive(&SigningKeySealer::from_base64(&encoded).unwrap()).unwrap()
     }
 
     #[test]

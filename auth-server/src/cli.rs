@@ -8,12 +8,14 @@ use service_kit::Secret;
 use service_kit::command_line::output::Report;
 
 use crate::audit;
-use crate::config::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand, Settings};
+use crate::commands::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand};
+use crate::config::Settings;
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
-use crate::store::AuthMethod;
-use crate::token::MAX_PARAM_CHARS;
-use crate::{client_jwks, migration, secrets, store};
+use crate::store::clients::{self, AuthMethod};
+use crate::store::{audit_trail, signing_keys};
+use crate::token_request::MAX_PARAM_CHARS;
+use crate::{client_jwks, migration, secrets};
 
 /// Runs an operator command with the settings it was given, for the report the binary
 /// prints.
@@ -62,18 +64,20 @@ async fn registered_keys(
     settings: &Settings,
     jwks_file: Option<std::path::PathBuf>,
     jwks_uri: Option<String>,
-) -> anyhow::Result<Option<store::RegisteredKeys>> {
+) -> anyhow::Result<Option<clients::input::RegisteredKeys>> {
     Ok(match (jwks_file, jwks_uri) {
         (Some(_), Some(_)) => {
             anyhow::bail!("give --jwks-file or --jwks-uri, not both: a client's keys have one home")
         }
-        (Some(file), None) => Some(store::RegisteredKeys::Inline(store::read_jwks_file(&file)?)),
+        (Some(file), None) => Some(clients::input::RegisteredKeys::Inline(
+            clients::input::read_jwks_file(&file)?,
+        )),
         (None, Some(uri)) => {
             let (url, fetched) =
                 client_jwks::fetch_for_registration(&uri, settings.client_jwks_reach())
                     .await
                     .map_err(|e| anyhow::anyhow!("the JWKS URL {uri} is refused: {e}"))?;
-            Some(store::RegisteredKeys::Uri { url, fetched })
+            Some(clients::input::RegisteredKeys::Uri { url, fetched })
         }
         (None, None) => None,
     })
@@ -121,10 +125,10 @@ fn declared_credentials(
     method: AuthMethod,
     secret_env: Option<String>,
     jwks_file: Option<std::path::PathBuf>,
-) -> anyhow::Result<store::DeclaredCredentials> {
+) -> anyhow::Result<clients::input::DeclaredCredentials> {
     Ok(match (method, secret_env, jwks_file) {
         (AuthMethod::ClientSecret, Some(var), None) => {
-            store::DeclaredCredentials::Secret(secret_from_env(&var)?)
+            clients::input::DeclaredCredentials::Secret(secret_from_env(&var)?)
         }
         (AuthMethod::ClientSecret, None, None) => anyhow::bail!(
             "a client_secret client needs --secret-env VAR, the environment variable holding \
@@ -138,7 +142,7 @@ fn declared_credentials(
              secret"
         ),
         (AuthMethod::PrivateKeyJwt, None, Some(file)) => {
-            store::DeclaredCredentials::Keys(store::read_jwks_file(&file)?)
+            clients::input::DeclaredCredentials::Keys(clients::input::read_jwks_file(&file)?)
         }
         (AuthMethod::PrivateKeyJwt, None, None) => anyhow::bail!(
             "--auth-method private_key_jwt needs --jwks-file FILE, the client's public keys as \
@@ -175,12 +179,12 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 "--jwks-file FILE (or --jwks-uri URL)",
             )?;
             let credentials = match auth_method {
-                AuthMethod::ClientSecret if !given_keys => store::NewCredentials::Secret,
+                AuthMethod::ClientSecret if !given_keys => clients::input::NewCredentials::Secret,
                 AuthMethod::ClientSecret => anyhow::bail!(
                     "--jwks-file and --jwks-uri are for --auth-method private_key_jwt: a \
                      client uses one method"
                 ),
-                AuthMethod::PrivateKeyJwt => store::NewCredentials::Keys(
+                AuthMethod::PrivateKeyJwt => clients::input::NewCredentials::Keys(
                     registered_keys(settings, jwks_file, jwks_uri)
                         .await?
                         .ok_or_else(|| {
@@ -192,7 +196,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                         })?,
                 ),
             };
-            let created = store::create_client(
+            let created = clients::create_client(
                 &db,
                 &name,
                 &scopes,
@@ -238,14 +242,14 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             jwks_file,
         } => {
             refuse_secret_under_fapi2(settings, auth_method, "--jwks-file FILE")?;
-            let declared = store::DeclaredClient {
+            let declared = clients::input::DeclaredClient {
                 client_id: id,
                 name,
                 scopes,
                 brands,
                 credentials: declared_credentials(auth_method, secret_env, jwks_file)?,
             };
-            let ensured = store::ensure_client(&db, declared, &actor()?).await?;
+            let ensured = clients::ensure_client(&db, declared, &actor()?).await?;
             if ensured.changed {
                 propagated().await;
             }
@@ -269,7 +273,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
                 .ok_or_else(|| {
                     anyhow::anyhow!("set-keys needs --jwks-file FILE or --jwks-uri URL")
                 })?;
-            let set = store::set_client_keys(&db, &client_id, keys, &actor()?).await?;
+            let set = clients::set_client_keys(&db, &client_id, keys, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
@@ -277,17 +281,17 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             client_id,
             require_dpop,
         } => {
-            let set = store::set_client_dpop(&db, &client_id, require_dpop, &actor()?).await?;
+            let set = clients::set_client_dpop(&db, &client_id, require_dpop, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::SetBrands { client_id, brands } => {
-            let set = store::set_client_brands(&db, &client_id, &brands, &actor()?).await?;
+            let set = clients::set_client_brands(&db, &client_id, &brands, &actor()?).await?;
             propagated().await;
             Report::record(serde_json::to_value(set)?)
         }
         ClientCommand::List => Report::list(
-            serde_json::to_value(store::list_clients(&db).await?)?,
+            serde_json::to_value(clients::views::list_clients(&db).await?)?,
             &[
                 "client_id",
                 "name",
@@ -302,14 +306,14 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             "No clients.",
         ),
         ClientCommand::Show { client_id } => Report::record(serde_json::to_value(
-            store::show_client(&db, &client_id).await?,
+            clients::views::show_client(&db, &client_id).await?,
         )?),
         ClientCommand::RotateSecret {
             client_id,
             grace_secs,
         } => {
             let grace = Duration::seconds(i64::try_from(grace_secs)?);
-            let rotated = store::rotate_secret(&db, &client_id, grace, &actor()?).await?;
+            let rotated = clients::rotate_secret(&db, &client_id, grace, &actor()?).await?;
             propagated().await;
             Report::record(json!({
                 "client_id": rotated.client_id,
@@ -318,7 +322,8 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
             }))
         }
         ClientCommand::Disable { client_id } => {
-            let (c, changed) = store::set_client_disabled(&db, &client_id, true, &actor()?).await?;
+            let (c, changed) =
+                clients::set_client_disabled(&db, &client_id, true, &actor()?).await?;
             if changed {
                 propagated().await;
             }
@@ -342,7 +347,7 @@ async fn client_report(settings: &Settings, command: ClientCommand) -> anyhow::R
         }
         ClientCommand::Enable { client_id } => {
             let (c, changed) =
-                store::set_client_disabled(&db, &client_id, false, &actor()?).await?;
+                clients::set_client_disabled(&db, &client_id, false, &actor()?).await?;
             if changed {
                 propagated().await;
             }
@@ -377,7 +382,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
             let rotated =
-                store::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor()?)
+                signing_keys::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor()?)
                     .await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
@@ -395,7 +400,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             }))
         }
         KeyCommand::List => Report::list(
-            serde_json::to_value(store::list_keys(&db).await?)?,
+            serde_json::to_value(signing_keys::list_keys(&db).await?)?,
             &[
                 "kid",
                 "alg",
@@ -409,7 +414,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             "No keys: `auth-server serve` makes the first ones.",
         ),
         KeyCommand::Revoke { kid } => {
-            let revoked = store::revoke_key(&db, &settings.kek()?, &kid, &actor()?).await?;
+            let revoked = signing_keys::revoke_key(&db, &settings.kek()?, &kid, &actor()?).await?;
             propagated().await;
             Report::record(json!({
                 "kid": kid,
@@ -443,12 +448,12 @@ async fn audit_report(settings: &Settings, command: AuditCommand) -> anyhow::Res
         }
         AuditCommand::Seal => {
             let sealer = author(settings, "audit seal")?;
-            match store::seal_audit_trail(&db, &sealer).await? {
-                store::Sealing::Accepted { to } => {
+            match audit_trail::seal_audit_trail(&db, &sealer).await? {
+                audit_trail::Sealing::Accepted { to } => {
                     propagated().await;
                     Report::record(json!({"sealed": to, "from": 1, "to": to}))
                 }
-                store::Sealing::NothingUnsealed => {
+                audit_trail::Sealing::NothingUnsealed => {
                     propagated().await;
                     Report {
                         note: Some(
@@ -458,7 +463,7 @@ async fn audit_report(settings: &Settings, command: AuditCommand) -> anyhow::Res
                         ..Report::record(json!({"sealed": 0}))
                     }
                 }
-                store::Sealing::AlreadyMarked { marker } => Report {
+                audit_trail::Sealing::AlreadyMarked { marker } => Report {
                     note: Some(format!(
                         "the audit trail was marked at entry {marker}: nothing changed"
                     )),

@@ -25,17 +25,17 @@ pub fn retired_key_publish_window() -> Duration {
     Duration::seconds(TOKEN_TTL_SECS + CLOCK_LEEWAY_SECS as i64 + 30)
 }
 
-/// The key-encryption key: AES-256-GCM over each stored private key, and the root of the
-/// keys derived from it for other uses.
-pub struct KeyEncryptionKey(LessSafeKey, service_kit::kek::KeyEncryptionKey);
+/// The auth-server's key-encryption key, prepared: AES-256-GCM over each stored signing
+/// key, and the root of the keys derived from it for other uses (the audit trail's seal).
+pub struct SigningKeySealer(LessSafeKey, service_kit::kek::KeyEncryptionKey);
 
-impl std::fmt::Debug for KeyEncryptionKey {
+impl std::fmt::Debug for SigningKeySealer {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("KeyEncryptionKey([REDACTED])")
+        f.write_str("SigningKeySealer([REDACTED])")
     }
 }
 
-impl KeyEncryptionKey {
+impl SigningKeySealer {
     /// Parses the base64 of 32 random bytes (`AUTH_KEY_ENCRYPTION_KEY`).
     pub fn from_base64(encoded: &Secret<String>) -> anyhow::Result<Self> {
         Self::from_kek(service_kit::kek::KeyEncryptionKey::from_base64(
@@ -62,36 +62,36 @@ impl KeyEncryptionKey {
 /// The setting the key-encryption key is read from.
 pub const VARIABLE: &str = "AUTH_KEY_ENCRYPTION_KEY";
 
-const PLAIN_PREFIX: &str = "pkcs8:";
-const SEALED_PREFIX: &str = "aes256gcm:";
+const PLAIN_KEY_PREFIX: &str = "pkcs8:";
+const SEALED_KEY_PREFIX: &str = "aes256gcm:";
 
 /// Encrypts a PKCS#8 private key for storage. The kid is bound in as associated data so a
 /// sealed key cannot be swapped onto another row.
-pub fn seal_private_key(kek: &KeyEncryptionKey, kid: &str, pkcs8: &[u8]) -> anyhow::Result<String> {
+pub fn seal_private_key(kek: &SigningKeySealer, kid: &str, pkcs8: &[u8]) -> anyhow::Result<String> {
     let blob = service_kit::kek::seal(&kek.0, kid.as_bytes(), pkcs8)
         .map_err(|_| anyhow!("cannot encrypt the private key"))?;
-    Ok(format!("{SEALED_PREFIX}{}", STANDARD.encode(blob)))
+    Ok(format!("{SEALED_KEY_PREFIX}{}", STANDARD.encode(blob)))
 }
 
 /// Whether a stored private key is in clear, as older versions could store one.
 pub fn stored_in_clear(stored: &str) -> bool {
-    stored.starts_with(PLAIN_PREFIX)
+    stored.starts_with(PLAIN_KEY_PREFIX)
 }
 
 /// Decodes a stored private key back to PKCS#8; a key stored in clear by an older version
 /// is read too, so that it can be sealed.
 pub fn open_private_key(
-    kek: &KeyEncryptionKey,
+    kek: &SigningKeySealer,
     kid: &str,
     stored: &str,
 ) -> anyhow::Result<Vec<u8>> {
-    if let Some(b64) = stored.strip_prefix(PLAIN_PREFIX) {
+    if let Some(b64) = stored.strip_prefix(PLAIN_KEY_PREFIX) {
         return STANDARD
             .decode(b64)
             .with_context(|| format!("stored key {kid} is corrupt"));
     }
     let b64 = stored
-        .strip_prefix(SEALED_PREFIX)
+        .strip_prefix(SEALED_KEY_PREFIX)
         .ok_or_else(|| anyhow!("stored key {kid} has an unknown format"))?;
     let blob = STANDARD
         .decode(b64)
@@ -322,9 +322,8 @@ impl LoadedKey {
         })
     }
 
-    /// Signs `claims` as a compact JWS with this key's prepared header. Not through
-    /// `jsonwebtoken::encode`, which parses the private key again for every token: 2.7 times
-    /// the CPU per token (bench/RESULTS.md, section 1c).
+    /// Signs `claims` as a compact JWS with this key's prepared header: not through
+    /// `jsonwebtoken::encode`, which parses the private key again for every token.
     pub fn sign_jwt<T: Serialize>(&self, claims: &T) -> anyhow::Result<String> {
         let payload = serde_json::to_vec(claims)?;
         let mut jwt = String::with_capacity(self.header_b64.len() + payload.len() * 4 / 3 + 350);
@@ -455,9 +454,9 @@ mod tests {
 
     #[test]
     fn sealed_keys_open_only_with_the_same_kek_and_kid() {
-        let kek = KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([7u8; 32]))).unwrap();
+        let kek = SigningKeySealer::from_base64(&Secret::new(STANDARD.encode([7u8; 32]))).unwrap();
         let other =
-            KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
+            SigningKeySealer::from_base64(&Secret::new(STANDARD.encode([8u8; 32]))).unwrap();
         let sealed = seal_private_key(&kek, "kid1", b"private").unwrap();
         assert!(!sealed.contains(&STANDARD.encode(b"private")));
         assert!(!stored_in_clear(&sealed));
@@ -471,8 +470,8 @@ mod tests {
 
     #[test]
     fn key_encryption_key_must_be_32_bytes_of_base64() {
-        assert!(KeyEncryptionKey::from_base64(&Secret::new("not base64!".into())).is_err());
-        assert!(KeyEncryptionKey::from_base64(&Secret::new(STANDARD.encode([1u8; 16]))).is_err());
+        assert!(SigningKeySealer::from_base64(&Secret::new("not base64!".into())).is_err());
+        assert!(SigningKeySealer::from_base64(&Secret::new(STANDARD.encode([1u8; 16]))).is_err());
     }
 
     #[test]

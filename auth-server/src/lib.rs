@@ -8,8 +8,8 @@ pub mod bearer;
 pub mod cli;
 pub mod client_jwks;
 pub mod client_keys;
+pub mod commands;
 pub mod config;
-pub mod dpop;
 pub mod entity;
 pub mod error;
 pub mod keys;
@@ -20,9 +20,10 @@ pub mod secrets;
 pub mod startup;
 pub mod state;
 pub mod store;
-pub mod token;
+pub mod token_binding;
+pub mod token_request;
 
-use config::Cli;
+use commands::Cli;
 use service_kit::http::Server;
 use startup::Application;
 

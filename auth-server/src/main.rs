@@ -1,11 +1,10 @@
-// glibc malloc took a sixth of a request's CPU under load; mimalloc's thread-local
-// free lists make the many small per-request allocations cheap.
+// mimalloc: its thread-local free lists keep the many small per-request allocations cheap.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    let cli = auth_server::config::Cli::parse();
+    let cli = auth_server::commands::Cli::parse();
     match auth_server::run(cli).await {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {

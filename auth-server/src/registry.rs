@@ -15,7 +15,7 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use crate::audit::{self, Head};
 use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret, signing_key};
-use crate::keys::{self, KeyEncryptionKey, KeyState, LoadedKey};
+use crate::keys::{self, KeyState, LoadedKey, SigningKeySealer};
 use crate::{secrets, store};
 
 /// How often running servers look for changes made by the CLI or another replica.
@@ -103,9 +103,9 @@ impl ClientEntry {
 /// longer load leave the client with none, so it gets no token rather than stopping the
 /// reload for every other client.
 fn client_auth(c: &client::Model) -> ClientAuth {
-    match store::AuthMethod::parse(&c.auth_method) {
-        Some(store::AuthMethod::ClientSecret) => ClientAuth::Secret,
-        Some(store::AuthMethod::PrivateKeyJwt) if c.jwks_uri.is_some() => {
+    match store::clients::AuthMethod::parse(&c.auth_method) {
+        Some(store::clients::AuthMethod::ClientSecret) => ClientAuth::Secret,
+        Some(store::clients::AuthMethod::PrivateKeyJwt) if c.jwks_uri.is_some() => {
             match url::Url::parse(c.jwks_uri.as_deref().unwrap_or_default()) {
                 Ok(url) => ClientAuth::JwksUri(Arc::new(url)),
                 Err(e) => {
@@ -118,7 +118,7 @@ fn client_auth(c: &client::Model) -> ClientAuth {
                 }
             }
         }
-        Some(store::AuthMethod::PrivateKeyJwt) => {
+        Some(store::clients::AuthMethod::PrivateKeyJwt) => {
             let keys =
                 ClientKeys::load(c.jwks.as_deref().unwrap_or_default()).unwrap_or_else(|e| {
                     tracing::error!(
@@ -188,14 +188,14 @@ impl Snapshot {
 pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
-    kek: KeyEncryptionKey,
+    kek: SigningKeySealer,
 }
 
 impl Registry {
     /// Loads the first snapshot; fails when a stored key cannot be decrypted (a wrong
     /// key-encryption key) or none can be loaded.
-    pub async fn load(db: DatabaseConnection, kek: KeyEncryptionKey) -> anyhow::Result<Self> {
-        for key in store::KeyRing::load(&db).await?.all() {
+    pub async fn load(db: DatabaseConnection, kek: SigningKeySealer) -> anyhow::Result<Self> {
+        for key in store::signing_keys::KeyRing::load(&db).await?.all() {
             keys::open_private_key(&kek, &key.kid, &key.private_key)?;
         }
         let registry = Self {
@@ -227,7 +227,7 @@ impl Registry {
     pub async fn reload(&self) -> anyhow::Result<()> {
         let revision = store::current_revision(&self.db).await?;
         let previous = self.snapshot();
-        let ring = store::KeyRing::load(&self.db).await?;
+        let ring = store::signing_keys::KeyRing::load(&self.db).await?;
         let load = |row: &signing_key::Model| -> Option<Arc<LoadedKey>> {
             // Parsed keys are reused: parsing is the expensive part.
             let known = previous.keys.iter().chain(&previous.standby);
@@ -237,7 +237,7 @@ impl Registry {
             {
                 return Some(k.clone());
             }
-            let parsed = store::key_algorithm(row).and_then(|alg| {
+            let parsed = store::signing_keys::key_algorithm(row).and_then(|alg| {
                 let der = keys::open_private_key(&self.kek, &row.kid, &row.private_key)?;
                 LoadedKey::new(row.kid.clone(), alg, row.created_at, row.activates_at, &der)
             });
@@ -264,7 +264,7 @@ impl Registry {
                         brands: c
                             .brands
                             .as_deref()
-                            .map(|b| store::split_brands(Some(b)))
+                            .map(|b| store::clients::input::split_brands(Some(b)))
                             .filter(|b| !b.is_empty()),
                         disabled: c.disabled_at.is_some(),
                         secrets: Vec::new(),

@@ -111,20 +111,20 @@ impl Server for Application {
             .connect_serving(config.database.url(), 10, config.database.migrates())
             .await?;
         let kek = config.kek()?;
-        let sealed = store::seal_keys_stored_in_clear(&db, &kek).await?;
+        let sealed = store::signing_keys::seal_keys_stored_in_clear(&db, &kek).await?;
         if sealed > 0 {
             tracing::info!(
                 count = sealed,
                 "signing keys stored in clear are now encrypted"
             );
         }
-        for kid in store::ensure_keys(&db, &kek).await? {
+        for kid in store::signing_keys::ensure_keys(&db, &kek).await? {
             tracing::info!(%kid, "created a signing key");
         }
         // Servers seal no entry they did not write: they only mark a trail that needs no
         // accepting, so a seal removed later can never be accepted.
         let server = audit::Author::server(audit::AuditKey::derive(&kek)?);
-        if let Some(seq) = store::mark_audit_trail(&db, &server).await? {
+        if let Some(seq) = store::audit_trail::mark_audit_trail(&db, &server).await? {
             tracing::info!(
                 seq,
                 "audit trail marked: every entry from here on is sealed"
@@ -189,7 +189,7 @@ impl Server for Application {
                 ),
                 assertion_audiences: [
                     config.issuer().to_owned(),
-                    crate::dpop::token_endpoint(&config.issuer),
+                    crate::token_binding::token_endpoint(&config.issuer),
                 ],
                 config,
                 registry,
@@ -275,7 +275,10 @@ const PRUNE_EVERY: Duration = Duration::from_secs(60);
 async fn prune_spent_ids(state: Arc<AppState>) {
     loop {
         tokio::time::sleep(PRUNE_EVERY).await;
-        for ledger in [store::CLIENT_ASSERTIONS, service_kit::replay::DPOP_PROOFS] {
+        for ledger in [
+            store::assertions::CLIENT_ASSERTIONS,
+            service_kit::replay::DPOP_PROOFS,
+        ] {
             let pruned = tokio::time::timeout(
                 Duration::from_secs(5),
                 state.replay.prune(&ledger, chrono::Utc::now()),

@@ -15,7 +15,7 @@ use auth_server::assertion::{
 };
 use auth_server::client_keys::{ClientKeys, KeysRefused, MAX_KEYS};
 use auth_server::error::ClientFailure;
-use auth_server::token::{BodyKind, parse_params};
+use auth_server::token_request::{BodyKind, parse_params};
 use chrono::DateTime;
 use libfuzzer_sys::fuzz_target;
 

@@ -12,7 +12,7 @@ use shared::claims::scopes;
 
 use crate::assertion::{JWT_BEARER, MAX_ASSERTION_CHARS};
 use crate::state::AppState;
-use crate::token::MAX_PARAM_CHARS;
+use crate::token_request::MAX_PARAM_CHARS;
 use discovery::DiscoveryApi;
 use token::TokenApi;
 

@@ -18,7 +18,7 @@ use crate::assertion::{ClientAssertion, SpentAssertion};
 use crate::error::{ClientFailure, OAuthError};
 use crate::registry::{ClientAuth, Snapshot};
 use crate::state::AppState;
-use crate::token::{self, BodyKind};
+use crate::token_request::{self, BodyKind};
 
 /// The closing line's field naming the key an issued token was signed with.
 pub const KID: &str = "kid";
@@ -367,8 +367,8 @@ fn refuse(e: OAuthError, client: Option<&str>) -> TokenResponse {
 /// What a request authenticates with: its parameters, any Basic credentials, and its
 /// client assertion, read.
 struct Credentials {
-    params: token::TokenParams,
-    basic: Option<token::BasicCredentials>,
+    params: token_request::TokenParams,
+    basic: Option<token_request::BasicCredentials>,
     assertion: Option<Result<ClientAssertion, ClientFailure>>,
 }
 
@@ -395,15 +395,23 @@ fn refused_by_profile(profile: Profile, credentials: &Credentials) -> Option<Cli
 fn read_request(
     req: &Request,
     body: TokenRequestBody,
-) -> Result<(token::TokenParams, Option<token::BasicCredentials>), OAuthError> {
+) -> Result<
+    (
+        token_request::TokenParams,
+        Option<token_request::BasicCredentials>,
+    ),
+    OAuthError,
+> {
     let bytes = body.bytes?;
-    let kind: BodyKind = token::body_kind(body.content_type.as_deref(), &bytes)?;
-    let params = token::parse_params(kind, &bytes)?;
+    let kind: BodyKind = token_request::body_kind(body.content_type.as_deref(), &bytes)?;
+    let params = token_request::parse_params(kind, &bytes)?;
     let basic = match req.headers().get(poem::http::header::AUTHORIZATION) {
-        Some(h) => token::parse_basic(h.to_str().map_err(|_| OAuthError::InvalidClient {
-            used_authorization_header: true,
-            failure: ClientFailure::MalformedCredentials,
-        })?)?,
+        Some(h) => {
+            token_request::parse_basic(h.to_str().map_err(|_| OAuthError::InvalidClient {
+                used_authorization_header: true,
+                failure: ClientFailure::MalformedCredentials,
+            })?)?
+        }
         None => None,
     };
     Ok((params, basic))
@@ -418,7 +426,7 @@ impl TokenApi {
             .state
             .replay
             .first_use(
-                &crate::store::CLIENT_ASSERTIONS,
+                &crate::store::assertions::CLIENT_ASSERTIONS,
                 client_id,
                 &spent.jti,
                 spent.expires_at,
@@ -443,7 +451,7 @@ impl TokenApi {
         snapshot: &Snapshot,
         client_id: &str,
         credentials: &Credentials,
-    ) -> Option<token::FetchedKeys> {
+    ) -> Option<token_request::FetchedKeys> {
         let assertion = credentials.assertion.as_ref()?.as_ref().ok()?;
         let ClientAuth::JwksUri(url) = &snapshot.clients.get(client_id)?.auth else {
             return None;
@@ -453,7 +461,7 @@ impl TokenApi {
             .client_jwks
             .keys_for(client_id, url, assertion.kid())
             .await;
-        Some(token::FetchedKeys {
+        Some(token_request::FetchedKeys {
             client_id: client_id.to_owned(),
             keys,
         })
@@ -510,12 +518,12 @@ impl TokenApi {
             Some(id) => self.fetch_keys(snapshot, id, &credentials).await,
             None => None,
         };
-        let presented = token::Presented {
+        let presented = token_request::Presented {
             basic: credentials.basic,
             used_authorization_header,
             fetched_keys,
         };
-        let grant = match token::authorize(
+        let grant = match token_request::authorize(
             credentials.params,
             presented,
             credentials.assertion,
@@ -533,7 +541,12 @@ impl TokenApi {
         // Boxed: the proof's checks and its single-use record are a large future, which would
         // otherwise weigh on every request's.
         let bound_to = if req.headers().contains_key("dpop") {
-            Box::pin(crate::dpop::proof_key(req, &self.state, now.timestamp())).await?
+            Box::pin(crate::token_binding::proof_key(
+                req,
+                &self.state,
+                now.timestamp(),
+            ))
+            .await?
         } else {
             None
         };
@@ -558,7 +571,7 @@ impl TokenApi {
             tracing::error!("no signing key is active");
             OAuthError::ServerError
         })?;
-        let mut claims = token::claims_for(
+        let mut claims = token_request::claims_for(
             &grant,
             &self.state.config.issuer,
             &self.state.config.audience,

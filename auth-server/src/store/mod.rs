@@ -7,15 +7,13 @@
 //! keys, and the audit trail's seals; the revision and the change transaction here serve
 //! them all.
 
-mod assertions;
-mod audit_trail;
-mod clients;
-mod signing_keys;
+pub mod assertions;
+pub mod audit_trail;
+pub mod clients;
+pub mod signing_keys;
 
-pub use assertions::*;
-pub use audit_trail::*;
-pub use clients::*;
-pub use signing_keys::*;
+/// How a client authenticates: the one store type the other crates name, at this path.
+pub use clients::AuthMethod;
 
 use anyhow::anyhow;
 use sea_orm::sea_query::{Expr, ExprTrait};

@@ -13,7 +13,7 @@ use service_kit::Secret;
 use super::begin_change;
 use crate::audit;
 use crate::entity::signing_key;
-use crate::keys::{self, KeyEncryptionKey, KeyState};
+use crate::keys::{self, KeyState, SigningKeySealer};
 use shared::claims::TokenAlgorithm;
 
 /// A freshly generated key, sealed for storage; generated before any transaction opens,
@@ -24,7 +24,7 @@ struct FreshKey {
     sealed: String,
 }
 
-async fn fresh_key(kek: &KeyEncryptionKey, alg: TokenAlgorithm) -> anyhow::Result<FreshKey> {
+async fn fresh_key(kek: &SigningKeySealer, alg: TokenAlgorithm) -> anyhow::Result<FreshKey> {
     // Key generation is CPU-heavy: keep it off the async workers.
     let generated = tokio::task::spawn_blocking(move || keys::generate_key(alg))
         .await
@@ -119,7 +119,7 @@ impl KeyRing {
 /// how many there were.
 pub async fn seal_keys_stored_in_clear(
     db: &DatabaseConnection,
-    kek: &KeyEncryptionKey,
+    kek: &SigningKeySealer,
 ) -> anyhow::Result<usize> {
     let in_clear = signing_key::Entity::find().all(db).await?;
     if !in_clear
@@ -151,7 +151,7 @@ pub async fn seal_keys_stored_in_clear(
 /// Returns the kids it created.
 pub async fn ensure_keys(
     db: &DatabaseConnection,
-    kek: &KeyEncryptionKey,
+    kek: &SigningKeySealer,
 ) -> anyhow::Result<Vec<String>> {
     let now = Utc::now();
     let ring = KeyRing::load(db).await?;
@@ -222,7 +222,7 @@ pub struct Rotation {
 /// later rotations and revokes stay with it.
 pub async fn rotate_keys(
     db: &DatabaseConnection,
-    kek: &KeyEncryptionKey,
+    kek: &SigningKeySealer,
     alg: Option<TokenAlgorithm>,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
@@ -381,7 +381,7 @@ pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(
 /// resource server to hold it, the revoke first waits until it has been.
 pub async fn revoke_key(
     db: &DatabaseConnection,
-    kek: &KeyEncryptionKey,
+    kek: &SigningKeySealer,
     kid: &str,
     actor: &audit::Author,
 ) -> anyhow::Result<Revocation> {

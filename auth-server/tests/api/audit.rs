@@ -6,7 +6,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use auth_server::cli;
-use auth_server::config::{AuditCommand, ClientCommand, KeyCommand, Settings};
+use auth_server::commands::{AuditCommand, ClientCommand, KeyCommand};
+use auth_server::config::Settings;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, SecondsFormat, SubsecRound, Utc};

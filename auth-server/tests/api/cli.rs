@@ -1283,12 +1283,12 @@ async fn ensure_refuses_an_id_with_control_characters_or_too_long(backend: Backe
     );
     let refused = auth_server::cli::client(
         &config,
-        auth_server::config::ClientCommand::Ensure {
+        auth_server::commands::ClientCommand::Ensure {
             id: "intake\0api".into(),
             name: "intake-api".into(),
             scopes: "revocations:read".into(),
             brands: None,
-            auth_method: auth_server::store::AuthMethod::PrivateKeyJwt,
+            auth_method: auth_server::store::clients::AuthMethod::PrivateKeyJwt,
             secret_env: None,
             jwks_file: Some(keys.0.clone()),
         },

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use auth_server::config::{AuditCommand, ClientCommand};
+use auth_server::commands::{AuditCommand, ClientCommand};
 use service_kit::http::Server;
 
 use crate::helpers::{Backend, INTAKE, TestApp, TestDb, eventually};

@@ -2,8 +2,8 @@
 //! signed PS256, ES256 or EdDSA, issues DPoP-bound tokens only, and says so in its
 //! metadata and health answers; `/revocations` takes no bearer token.
 
-use auth_server::config::ClientCommand;
-use auth_server::store::AuthMethod;
+use auth_server::commands::ClientCommand;
+use auth_server::store::clients::AuthMethod;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use jsonwebtoken::Algorithm;

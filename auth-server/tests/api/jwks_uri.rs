@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use auth_server::client_jwks::FetchPolicy;
-use auth_server::config::ClientCommand;
-use auth_server::store::AuthMethod;
+use auth_server::commands::ClientCommand;
+use auth_server::store::clients::AuthMethod;
 use serde_json::{Value, json};
 use test_support::{Running, on_both_backends};
 
@@ -153,7 +153,7 @@ async fn a_client_registered_by_jwks_url_gets_tokens_from_keys_fetched_once(back
     assert_eq!(shown["jwks_uri"], partner.url.as_str());
     // The registration is in the audit trail with its URL and the keys it served.
     let entries = auth
-        .audit_cmd(auth_server::config::AuditCommand::List { since: None })
+        .audit_cmd(auth_server::commands::AuditCommand::List { since: None })
         .await
         .unwrap();
     let entry = entries
@@ -434,7 +434,7 @@ async fn set_keys_switches_between_inline_keys_and_a_url_either_way(backend: Bac
         "a client with inline keys fetches nothing"
     );
     let entries = auth
-        .audit_cmd(auth_server::config::AuditCommand::List { since: None })
+        .audit_cmd(auth_server::commands::AuditCommand::List { since: None })
         .await
         .unwrap();
     let set_keys: Vec<&Value> = entries

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use auth_server::config::{ClientCommand, KeyCommand};
+use auth_server::commands::{ClientCommand, KeyCommand};
 use base64::Engine;
 use sea_orm::{ConnectionTrait, Database};
 use shared::claims::TokenAlgorithm;

@@ -108,7 +108,7 @@ fn every_line_of_the_process_is_checked_for_secrets() {
             .await
             .unwrap();
         let rotated = auth
-            .client_cmd(auth_server::config::ClientCommand::RotateSecret {
+            .client_cmd(auth_server::commands::ClientCommand::RotateSecret {
                 client_id: id.clone(),
                 grace_secs: 10,
             })

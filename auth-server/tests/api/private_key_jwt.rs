@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use auth_server::config::ClientCommand;
-use auth_server::store::AuthMethod;
+use auth_server::commands::ClientCommand;
+use auth_server::store::clients::AuthMethod;
 use aws_lc_rs::signature::KeyPair;
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
@@ -672,7 +672,7 @@ on_both_backends!(
 
 /// A `jti` is refused while its assertion could still be accepted, and forgotten after.
 async fn a_spent_jti_is_kept_until_its_assertion_expires_then_pruned(backend: Backend) {
-    use auth_server::store::CLIENT_ASSERTIONS;
+    use auth_server::store::assertions::CLIENT_ASSERTIONS;
     use chrono::{Duration, Utc};
     use service_kit::replay::ReplayStore;
     let db = crate::helpers::TestDb::auth(backend).await;

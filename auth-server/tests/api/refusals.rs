@@ -2,7 +2,7 @@
 //! `invalid_client`, while `auth_token_requests_failed_total` tells operators which failure it
 //! was, naming the client only when the id is a registered one.
 
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use base64::Engine;
 use serde_json::{Value, json};
 

@@ -1,7 +1,7 @@
 //! `/revocations` lists disabled clients only to resource servers: a token of a client
 //! granted `revocations:read`, verified against the keys this server publishes.
 
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};

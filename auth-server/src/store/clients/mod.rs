@@ -1,16 +1,24 @@
-//! Clients and their secrets.
+//! Clients and their secrets: the writes (create, ensure, rotate, set, disable). What an
+//! operator gives is checked in [`input`]; what `client list` and `show` read is [`views`].
+
+pub mod input;
+pub mod views;
 
 use anyhow::{anyhow, bail};
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveModelTrait, ColumnTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction,
-    EntityTrait, QueryFilter, QueryOrder, Set, SqlErr,
+    EntityTrait, QueryFilter, Set, SqlErr,
 };
 use serde::Serialize;
 use serde_json::json;
 use service_kit::Secret;
 
+use self::input::{
+    DeclaredClient, DeclaredCredentials, NewCredentials, RegisteredKeys, Wanted, brands_for,
+    check_sandbox, parse_name, parse_scopes, split_brands, split_scopes,
+};
 use super::begin_change;
 use crate::client_keys::{ClientKeys, KeySummary};
 use crate::entity::{client, client_secret};
@@ -47,47 +55,6 @@ impl AuthMethod {
     }
 }
 
-/// How a new client is to authenticate, with what it needs for that.
-#[derive(Debug, Clone)]
-pub enum NewCredentials {
-    /// A secret, generated and shown once.
-    Secret,
-    /// Assertions signed by one of these keys; the client has no secret.
-    Keys(RegisteredKeys),
-}
-
-/// Where a `private_key_jwt` client's keys come from, as an operator registers them.
-#[derive(Debug, Clone)]
-pub enum RegisteredKeys {
-    /// A JWKS the operator gave, stored.
-    Inline(ClientKeys),
-    /// The URL the servers fetch the client's JWKS from, with the keys it served when the
-    /// operator registered it (checked, shown, audited; never stored: the URL decides).
-    Uri {
-        /// The URL.
-        url: url::Url,
-        /// What it served at registration.
-        fetched: ClientKeys,
-    },
-}
-
-impl RegisteredKeys {
-    /// The `jwks` and `jwks_uri` columns: exactly one is set.
-    fn columns(&self) -> (Option<String>, Option<String>) {
-        match self {
-            Self::Inline(keys) => (Some(keys.stored().to_owned()), None),
-            Self::Uri { url, .. } => (None, Some(url.to_string())),
-        }
-    }
-
-    /// The keys as operators see them.
-    fn summary(&self) -> Vec<KeySummary> {
-        match self {
-            Self::Inline(keys) | Self::Uri { fetched: keys, .. } => keys.summary(),
-        }
-    }
-}
-
 /// A client's credentials as printed once by `client create`.
 #[derive(Debug)]
 pub struct NewClient {
@@ -106,87 +73,6 @@ pub struct NewClient {
     pub brands: Vec<String>,
     /// Whether it is a sandbox client.
     pub sandbox: bool,
-}
-
-/// Splits and checks a comma-separated brand list (`--brands`): each a well-formed brand
-/// identifier, in the order given, without repeats. The auth-server does not know which
-/// brands the intake-api is configured with: the intake-api reports a token naming one it
-/// does not know.
-pub fn parse_brands(brands: &str) -> anyhow::Result<Vec<String>> {
-    use shared::claims::brands::{MAX_CHARS, MAX_PER_CLIENT, is_well_formed};
-    let mut out: Vec<String> = Vec::new();
-    for b in brands.split(',').map(str::trim).filter(|b| !b.is_empty()) {
-        if !is_well_formed(b) {
-            bail!(
-                "brand {b:?} must be as INTAKE_BRANDS names it: lower-case letters, digits, '_' \
-                 or '-', at most {MAX_CHARS} characters"
-            );
-        }
-        if !out.iter().any(|o| o == b) {
-            out.push(b.to_owned());
-        }
-    }
-    if out.is_empty() {
-        bail!("--brands needs at least one brand, comma-separated (brand_a,brand_b)");
-    }
-    if out.len() > MAX_PER_CLIENT {
-        bail!("a client may be bound to at most {MAX_PER_CLIENT} brands");
-    }
-    Ok(out)
-}
-
-/// The brands of a client with `scopes`, from `--brands`: a customer-portal client must be
-/// bound to at least one (a portal of no brand would redeem nothing), and no other client
-/// may be.
-fn brands_for(scopes: &[String], brands: Option<&str>) -> anyhow::Result<Option<Vec<String>>> {
-    let portal = shared::claims::scopes::PORTAL_REDIRECT_REDEEM;
-    let is_portal = scopes.iter().any(|s| s == portal);
-    match (is_portal, brands) {
-        (true, Some(brands)) => Ok(Some(parse_brands(brands)?)),
-        (true, None) => bail!(
-            "a client with the {portal} scope redeems the links of the brands it is bound to: \
-             name them with --brands (brand_a or brand_a,brand_b)"
-        ),
-        (false, Some(_)) => bail!("only a client with the {portal} scope is bound to brands"),
-        (false, None) => Ok(None),
-    }
-}
-
-/// Refuses a sandbox client any scope but a partner's: a customer portal redeems real
-/// customers' links, and a resource server reads the list of disabled clients; neither
-/// has anything to practise.
-fn check_sandbox(scopes: &[String], sandbox: bool) -> anyhow::Result<()> {
-    use shared::claims::scopes::{PORTAL_REDIRECT_REDEEM, REVOCATIONS_READ};
-    if !sandbox {
-        return Ok(());
-    }
-    if let Some(s) = scopes
-        .iter()
-        .find(|s| [PORTAL_REDIRECT_REDEEM, REVOCATIONS_READ].contains(&s.as_str()))
-    {
-        bail!("a sandbox client is a partner practising: it may not have the {s} scope");
-    }
-    Ok(())
-}
-
-/// Splits and checks a space-separated scope list: every scope must be a known one.
-pub fn parse_scopes(scopes: &str) -> anyhow::Result<Vec<String>> {
-    let mut out: Vec<String> = Vec::new();
-    for s in scopes.split_whitespace() {
-        if !shared::claims::scopes::is_known(s) {
-            bail!(
-                "unknown scope {s:?}; known scopes: {}",
-                shared::claims::scopes::ALL.join(" ")
-            );
-        }
-        if !out.iter().any(|o| o == s) {
-            out.push(s.to_owned());
-        }
-    }
-    if out.is_empty() {
-        bail!("a client needs at least one scope");
-    }
-    Ok(out)
 }
 
 /// Registers a client, a sandbox one when `sandbox`, and returns its one-time
@@ -236,15 +122,6 @@ pub async fn create_client(
         brands: registration.brands.unwrap_or_default(),
         sandbox,
     })
-}
-
-/// A client's name as given, trimmed; there must be one.
-fn parse_name(name: &str) -> anyhow::Result<String> {
-    let name = name.trim();
-    if name.is_empty() {
-        bail!("a client needs a name");
-    }
-    Ok(name.to_owned())
 }
 
 /// Refuses `name` when a client other than `except` has it, whatever its case.
@@ -344,54 +221,6 @@ async fn insert_client(
     Ok(Some(keys))
 }
 
-/// The longest client id an operator may choose: room for any naming scheme, and for the
-/// UUIDs `client create` makes (36).
-pub const MAX_CLIENT_ID_CHARS: usize = 64;
-
-/// Checks a client id an operator chooses (`client ensure --id`): 1 to
-/// [`MAX_CLIENT_ID_CHARS`] ASCII letters, digits, `-`, `_` or `.`, so that it travels as it
-/// is in a Basic header (no `:`), a form, a log line and a metric label.
-pub fn parse_client_id(id: &str) -> anyhow::Result<String> {
-    if id.chars().any(char::is_control) {
-        bail!("a client id must not hold control characters: {id:?}");
-    }
-    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
-    if id.is_empty() || id.len() > MAX_CLIENT_ID_CHARS || !id.chars().all(allowed) {
-        let shown: String = id.chars().take(MAX_CLIENT_ID_CHARS).collect();
-        bail!(
-            "client id {shown:?}{} is refused: a client id is 1 to {MAX_CLIENT_ID_CHARS} ASCII \
-             letters, digits, '-', '_' or '.'",
-            if shown.len() < id.len() { "..." } else { "" }
-        );
-    }
-    Ok(id.to_owned())
-}
-
-/// How a client declared to `client ensure` authenticates.
-#[derive(Debug)]
-pub enum DeclaredCredentials {
-    /// With this secret, which the operator generated and keeps with the deployment's
-    /// other secrets.
-    Secret(Secret<String>),
-    /// With assertions signed by one of these keys.
-    Keys(ClientKeys),
-}
-
-/// A client as `client ensure` declares it, before it is checked.
-#[derive(Debug)]
-pub struct DeclaredClient {
-    /// The id the operator chose.
-    pub client_id: String,
-    /// Partner name, unique whatever its case.
-    pub name: String,
-    /// Space-separated scopes.
-    pub scopes: String,
-    /// Comma-separated brands, for a portal client.
-    pub brands: Option<String>,
-    /// What it authenticates with.
-    pub credentials: DeclaredCredentials,
-}
-
 /// What `client ensure` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -444,124 +273,6 @@ pub struct EnsuredClient {
     /// Its keys, for a `private_key_jwt` client.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<KeySummary>,
-}
-
-/// A declaration, checked.
-struct Wanted {
-    client_id: String,
-    name: String,
-    scopes: Vec<String>,
-    brands: Option<Vec<String>>,
-    credentials: DeclaredCredentials,
-}
-
-impl Wanted {
-    fn parse(declared: DeclaredClient) -> anyhow::Result<Self> {
-        let scopes = parse_scopes(&declared.scopes)?;
-        let brands = brands_for(&scopes, declared.brands.as_deref())?;
-        Ok(Self {
-            client_id: parse_client_id(&declared.client_id)?,
-            name: parse_name(&declared.name)?,
-            scopes,
-            brands,
-            credentials: declared.credentials,
-        })
-    }
-
-    fn method(&self) -> AuthMethod {
-        match self.credentials {
-            DeclaredCredentials::Secret(_) => AuthMethod::ClientSecret,
-            DeclaredCredentials::Keys(_) => AuthMethod::PrivateKeyJwt,
-        }
-    }
-
-    /// What of `found` differs from this declaration. Refuses what `ensure` must not
-    /// decide for an operator: bringing back a disabled client, changing how a client
-    /// authenticates, or turning a sandbox client into a real one.
-    fn differences(&self, found: &Found) -> anyhow::Result<Vec<Difference>> {
-        let (c, id) = (&found.client, &self.client_id);
-        if let Some(since) = c.disabled_at {
-            bail!(
-                "client {id} is disabled, since {}: `client ensure` does not enable a client \
-                 an operator disabled; `auth-server client enable {id}` first, if it is to \
-                 work again",
-                since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-            );
-        }
-        if c.sandbox {
-            bail!("client {id} is a sandbox client: `client ensure` declares real clients only");
-        }
-        if AuthMethod::parse(&c.auth_method) != Some(self.method()) {
-            bail!(
-                "client {id} authenticates with {}, not {}: `client ensure` does not change \
-                 how a client authenticates; register a client with another id for that",
-                c.auth_method,
-                self.method().as_str()
-            );
-        }
-        let mut differences = Vec::new();
-        if c.name != self.name {
-            differences.push(Difference::Name);
-        }
-        if !same_set(
-            &c.scopes.split(' ').map(str::to_owned).collect::<Vec<_>>(),
-            &self.scopes,
-        ) {
-            differences.push(Difference::Scopes);
-        }
-        let brands = self.brands.clone().unwrap_or_default();
-        if !same_set(&split_brands(c.brands.as_deref()), &brands) {
-            differences.push(Difference::Brands);
-        }
-        match &self.credentials {
-            DeclaredCredentials::Secret(secret) => {
-                let presented = secrets::hash_secret(secret.expose());
-                // Only a current secret will do: one in its grace after a rotation stops
-                // working soon, so declaring it makes it current again.
-                let current = found
-                    .secrets
-                    .iter()
-                    .filter(|s| s.expires_at.is_none())
-                    .filter_map(|s| secrets::decode_hash(&s.secret_hash))
-                    .fold(false, |m, h| m | secrets::hashes_match(&h, &presented));
-                if !current {
-                    differences.push(Difference::Secret);
-                }
-            }
-            DeclaredCredentials::Keys(keys) => {
-                if c.jwks_uri.is_some() || c.jwks.as_deref() != Some(keys.stored()) {
-                    differences.push(Difference::Keys);
-                }
-            }
-        }
-        Ok(differences)
-    }
-
-    fn report(self, outcome: Ensured, changes: Vec<Difference>) -> EnsuredClient {
-        let auth_method = self.method();
-        EnsuredClient {
-            client_id: self.client_id,
-            outcome,
-            changed: outcome != Ensured::Unchanged,
-            changes,
-            name: self.name,
-            scopes: self.scopes,
-            brands: self.brands.unwrap_or_default(),
-            auth_method,
-            keys: match &self.credentials {
-                DeclaredCredentials::Secret(_) => Vec::new(),
-                DeclaredCredentials::Keys(keys) => keys.summary(),
-            },
-        }
-    }
-}
-
-/// Whether two lists hold the same items, whatever their order.
-fn same_set(a: &[String], b: &[String]) -> bool {
-    let (mut a, mut b) = (a.to_vec(), b.to_vec());
-    a.sort();
-    b.sort();
-    a == b
 }
 
 /// A stored client with its secrets.
@@ -698,12 +409,7 @@ async fn ensure_in_change(
                 };
                 active.jwks = Set(Some(keys.stored().to_owned()));
                 active.jwks_uri = Set(None);
-                let before = previous
-                    .jwks
-                    .as_deref()
-                    .and_then(|j| ClientKeys::load(j).ok())
-                    .map(|k| k.summary())
-                    .unwrap_or_default();
+                let before = stored_keys(previous.jwks.as_deref());
                 let mut detail = json!({"keys": keys.summary(), "previous_keys": before});
                 // As `client set-keys` records it.
                 if previous.jwks_uri.is_some() {
@@ -758,156 +464,6 @@ async fn insert_secret<C: ConnectionTrait>(
     .insert(db)
     .await?;
     Ok(())
-}
-
-/// A client as `client list` and `client show` show it: never a secret or a hash.
-#[derive(Debug, Serialize)]
-pub struct ClientInfo {
-    /// The client's id.
-    pub client_id: String,
-    /// Operator-facing name.
-    pub name: String,
-    /// Scopes it may be granted.
-    pub scopes: Vec<String>,
-    /// The brands a portal client redeems links of; empty for others, and for a portal
-    /// client not bound yet (it redeems nothing).
-    pub brands: Vec<String>,
-    /// Whether it is a sandbox client: its tokens say so.
-    pub sandbox: bool,
-    /// How it authenticates.
-    pub auth_method: AuthMethod,
-    /// Its registered keys, for a `private_key_jwt` client; none for others, and for one
-    /// registered by JWKS URL (the URL decides, and each server fetches it).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub keys: Vec<KeySummary>,
-    /// Where its keys are fetched from, for a client registered by JWKS URL.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub jwks_uri: Option<String>,
-    /// Whether it gets only DPoP-bound tokens.
-    pub dpop_required: bool,
-    /// Whether it has been disabled.
-    pub disabled: bool,
-    /// When it was disabled.
-    pub disabled_at: Option<DateTime<Utc>>,
-    /// When it was registered.
-    pub created_at: DateTime<Utc>,
-    /// Its secrets, by date: those that still work in `client list`, every one in
-    /// `client show`.
-    pub secrets: Vec<SecretInfo>,
-}
-
-/// Which of a client's secrets this is, when it was issued and until when it works.
-#[derive(Debug, Serialize)]
-pub struct SecretInfo {
-    /// Tells the secret apart without revealing it: see [`fingerprint`].
-    pub fingerprint: String,
-    /// `current`, `grace` (replaced, still working until `valid_until`) or `expired`.
-    pub state: &'static str,
-    /// When it was issued.
-    pub created_at: DateTime<Utc>,
-    /// When it stops working; none for the current secret.
-    pub valid_until: Option<DateTime<Utc>>,
-}
-
-impl SecretInfo {
-    fn of(secret: &client_secret::Model, now: DateTime<Utc>) -> Self {
-        Self {
-            fingerprint: fingerprint(&secret.secret_hash),
-            state: match secret.expires_at {
-                None => "current",
-                Some(until) if until > now => "grace",
-                Some(_) => "expired",
-            },
-            created_at: secret.created_at,
-            valid_until: secret.expires_at,
-        }
-    }
-}
-
-/// A secret's fingerprint: the first 8 bytes, in hex, of SHA-256 over its stored SHA-256.
-/// Whoever holds the secret can compute it
-/// (`printf %s "$SECRET" | openssl dgst -sha256 -binary | sha256sum | cut -c1-16`); from
-/// the fingerprint nothing leads back to the secret or to the stored hash.
-pub fn fingerprint(stored_hash: &str) -> String {
-    let Some(hash) = secrets::decode_hash(stored_hash) else {
-        return "unreadable".to_owned();
-    };
-    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, &hash);
-    digest.as_ref()[..8]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
-fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
-    ClientInfo {
-        secrets,
-        auth_method: AuthMethod::parse(&c.auth_method).unwrap_or_default(),
-        dpop_required: c.dpop_required,
-        keys: c
-            .jwks
-            .as_deref()
-            .and_then(|j| ClientKeys::load(j).ok())
-            .map(|k| k.summary())
-            .unwrap_or_default(),
-        jwks_uri: c.jwks_uri,
-        client_id: c.client_id,
-        name: c.name,
-        scopes: c.scopes.split(' ').map(str::to_owned).collect(),
-        brands: split_brands(c.brands.as_deref()),
-        sandbox: c.sandbox,
-        disabled: c.disabled_at.is_some(),
-        disabled_at: c.disabled_at,
-        created_at: c.created_at,
-    }
-}
-
-/// The brands stored for a client, as a list.
-pub fn split_brands(stored: Option<&str>) -> Vec<String> {
-    stored
-        .unwrap_or_default()
-        .split_whitespace()
-        .map(str::to_owned)
-        .collect()
-}
-
-/// Every client, oldest first, with the secrets that still work.
-pub async fn list_clients(db: &DatabaseConnection) -> anyhow::Result<Vec<ClientInfo>> {
-    let now = Utc::now();
-    let clients = client::Entity::find()
-        .order_by_asc(client::Column::CreatedAt)
-        .all(db)
-        .await?;
-    let secrets = client_secret::Entity::find()
-        .order_by_asc(client_secret::Column::CreatedAt)
-        .all(db)
-        .await?;
-    Ok(clients
-        .into_iter()
-        .map(|c| {
-            let live = secrets
-                .iter()
-                .filter(|s| s.client_id == c.client_id && s.expires_at.is_none_or(|e| e > now))
-                .map(|s| SecretInfo::of(s, now))
-                .collect();
-            client_info(c, live)
-        })
-        .collect())
-}
-
-/// One client, with every secret it was ever given, oldest first.
-pub async fn show_client(db: &DatabaseConnection, client_id: &str) -> anyhow::Result<ClientInfo> {
-    let now = Utc::now();
-    let found = find_client(db, client_id).await?;
-    let secrets = client_secret::Entity::find()
-        .filter(client_secret::Column::ClientId.eq(client_id))
-        .order_by_asc(client_secret::Column::CreatedAt)
-        .all(db)
-        .await?
-        .iter()
-        .map(|s| SecretInfo::of(s, now))
-        .collect();
-    Ok(client_info(found, secrets))
 }
 
 /// The result of a secret rotation, printed once.
@@ -1024,7 +580,7 @@ pub async fn set_client_brands(
 ) -> anyhow::Result<BrandsSet> {
     let txn = begin_change(db).await?;
     let found = find_client(&txn, client_id).await?;
-    let scopes: Vec<String> = found.scopes.split(' ').map(str::to_owned).collect();
+    let scopes: Vec<String> = split_scopes(&found.scopes);
     let brands = brands_for(&scopes, Some(brands))?.unwrap_or_default();
     let previous = split_brands(found.brands.as_deref());
     let mut active: client::ActiveModel = found.into();
@@ -1113,12 +669,7 @@ pub async fn set_client_keys(
             found.auth_method
         );
     }
-    let previous = found
-        .jwks
-        .as_deref()
-        .and_then(|j| ClientKeys::load(j).ok())
-        .map(|k| k.summary())
-        .unwrap_or_default();
+    let previous = stored_keys(found.jwks.as_deref());
     let previous_uri = found.jwks_uri.clone();
     let (jwks, jwks_uri) = keys.columns();
     let mut active: client::ActiveModel = found.into();
@@ -1144,76 +695,13 @@ pub async fn set_client_keys(
     })
 }
 
-/// Reads a JWKS file an operator registers, no larger than [`crate::client_keys::MAX_JWKS_BYTES`].
-pub fn read_jwks_file(path: &std::path::Path) -> anyhow::Result<ClientKeys> {
-    use std::io::Read;
-    let limit = crate::client_keys::MAX_JWKS_BYTES;
-    let file = std::fs::File::open(path)
-        .map_err(|e| anyhow!("cannot read the JWKS file {}: {e}", path.display()))?;
-    let mut text = String::new();
-    file.take(limit as u64 + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| anyhow!("cannot read the JWKS file {}: {e}", path.display()))?;
-    if text.len() > limit {
-        bail!(
-            "the JWKS file {} is larger than {limit} bytes",
-            path.display()
-        );
-    }
-    ClientKeys::parse(&text).map_err(|e| anyhow!("{}: {e}", path.display()))
+/// The keys stored in a client's `jwks` column, as operators see them; none when it holds
+/// none (or none this release reads).
+fn stored_keys(jwks: Option<&str>) -> Vec<KeySummary> {
+    jwks.and_then(|j| ClientKeys::load(j).ok())
+        .map(|k| k.summary())
+        .unwrap_or_default()
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_chosen_client_id_is_refused_for_each_rule_it_breaks() {
-        let longest = "a".repeat(MAX_CLIENT_ID_CHARS);
-        let cases: &[(&str, &str, Option<&str>)] = &[
-            ("a name", "intake-api", None),
-            (
-                "letters, digits, dot, dash, underscore",
-                "Intake_API-2.prod",
-                None,
-            ),
-            (
-                "a uuid as client create makes",
-                "0b9f3c9e-6d1e-4c62-9a57-0d3c1f7e2b11",
-                None,
-            ),
-            ("the longest taken", &longest, None),
-            ("empty", "", Some("1 to 64")),
-            ("one too long", &format!("{longest}a"), Some("1 to 64")),
-            ("a NUL", "intake\0api", Some("control characters")),
-            ("a newline", "intake-api\n", Some("control characters")),
-            (
-                "a colon, which splits Basic credentials",
-                "intake:api",
-                Some("1 to 64"),
-            ),
-            ("a space", "intake api", Some("1 to 64")),
-            ("a slash", "intake/api", Some("1 to 64")),
-            ("not ASCII", "intäke", Some("1 to 64")),
-        ];
-        for (rule, id, refused) in cases {
-            match (refused, parse_client_id(id)) {
-                (None, Ok(parsed)) => assert_eq!(parsed, *id, "{rule}"),
-                (Some(why), Err(e)) => {
-                    let message = e.to_string();
-                    assert!(message.contains(why), "{rule}: {message}");
-                    assert!(!message.contains('\0'), "{rule}: the NUL is escaped");
-                }
-                (_, outcome) => panic!("{rule}: {outcome:?}"),
-            }
-        }
-    }
-
-    #[test]
-    fn scopes_and_brands_compare_whatever_their_order() {
-        let list = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
-        assert!(same_set(&list("a b"), &list("b a")));
-        assert!(!same_set(&list("a b"), &list("a")));
-        assert!(!same_set(&list("a"), &list("b")));
-    }
-}
+mod tests;
