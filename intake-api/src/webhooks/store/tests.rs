@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use sea_orm::{ActiveValue::Set, EntityTrait};
+use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrder};
 use service_kit::Secret;
 use service_kit::kek::KeyEncryptionKey;
 use test_support::{Backend, TestDb};
@@ -13,6 +13,7 @@ use super::*;
 use crate::store::Timing;
 
 const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+const LEASE: Duration = Duration::from_secs(60);
 
 /// A store on a new database of `backend`, migrated by this crate; the database lives as
 /// long as the guard.
@@ -35,6 +36,18 @@ fn seal() -> SecretSeal {
     SecretSeal::new(&KeyEncryptionKey::from_base64("TEST_KEK", &encoded).unwrap()).unwrap()
 }
 
+/// Partner `client_id` enquires for `email` on brand_a; the case's reference.
+async fn enquire(store: &CaseStore, client_id: &str, email: &str) -> String {
+    let today = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).unwrap();
+    let body = crate::examples::purchase_enquiry("brand_a", email);
+    let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
+    store
+        .submit(&enquiry, "{}", client_id, false, None)
+        .await
+        .unwrap()
+        .reference
+}
+
 /// Gives `client_id` an endpoint with secret `secret`.
 async fn endpoint(store: &CaseStore, client_id: &str, secret: &str) {
     let url = format!("https://{client_id}.example/hooks");
@@ -43,6 +56,36 @@ async fn endpoint(store: &CaseStore, client_id: &str, secret: &str) {
         .await
         .unwrap()
         .expect("an endpoint made");
+}
+
+/// Every outbox row, oldest first.
+async fn rows(store: &CaseStore) -> Vec<webhook_delivery::Model> {
+    webhook_delivery::Entity::find()
+        .order_by_asc(webhook_delivery::Column::CreatedAt)
+        .order_by_asc(webhook_delivery::Column::Id)
+        .all(store.db())
+        .await
+        .unwrap()
+}
+
+async fn row(store: &CaseStore, id: Uuid) -> webhook_delivery::Model {
+    webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::Id.eq(id))
+        .one(store.db())
+        .await
+        .unwrap()
+        .expect("the row")
+}
+
+/// Moves every row's due time and lease into the past, as if their time had come.
+async fn all_due(store: &CaseStore) {
+    let past = Utc::now() - chrono::Duration::minutes(5);
+    webhook_delivery::Entity::update_many()
+        .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(past))
+        .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(past))
+        .exec(store.db())
+        .await
+        .unwrap();
 }
 
 fn whole_second(at: DateTime<Utc>) -> DateTime<Utc> {
@@ -256,6 +299,474 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
     );
     assert_eq!(store.webhook("d").await.unwrap().unwrap(), d_before);
     assert_eq!(store.seal_webhook_secrets(&seal).await.unwrap(), 0);
+}
+
+/// An accepted enquiry queues its event for the submitting partner's endpoint only: not for
+/// a partner without an enquiry on the case, nor for one without an endpoint.
+#[tokio::test]
+async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it() {
+    for backend in BACKENDS {
+        an_enquiry_queues_its_event_for_partners_who_hear_of_it_on(backend).await;
+    }
+}
+
+async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    endpoint(&store, "bystander", "whsec_b").await;
+    assert_eq!(store.pending_deliveries().await.unwrap(), 0);
+
+    let before = Utc::now() - chrono::Duration::seconds(1);
+    let reference = enquire(&store, "partner", "a@example.com").await;
+    enquire(&store, "silent", "b@example.com").await;
+
+    let queued = rows(&store).await;
+    assert_eq!(queued.len(), 1, "{queued:?}");
+    let event = &queued[0];
+    assert_eq!(event.client_id, "partner");
+    assert_eq!(event.event_type, "case.created");
+    assert_eq!(event.attempts, 0);
+    assert_eq!((event.delivered_at, event.failed_at), (None, None));
+    assert_eq!(event.locked_until, None);
+    assert!(event.created_at >= before, "{event:?}");
+    assert!(event.next_attempt_at <= Utc::now(), "due at once");
+    assert_eq!(store.pending_deliveries().await.unwrap(), 1);
+
+    let listed = store
+        .webhook_deliveries("partner", false, 10)
+        .await
+        .unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, event.id);
+    assert_eq!(listed[0].reference, reference);
+    assert_eq!(listed[0].state, "pending");
+    assert_eq!(listed[0].next_attempt_at, Some(event.next_attempt_at));
+    assert!(
+        store
+            .webhook_deliveries("bystander", false, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .webhook_deliveries("silent", false, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Due events are claimed once while their lease holds, one case's in order, and taken
+/// over once the lease has run out.
+#[tokio::test]
+async fn due_events_are_claimed_once_while_leased() {
+    for backend in BACKENDS {
+        due_events_are_claimed_once_while_leased_on(backend).await;
+    }
+}
+
+async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    endpoint(&store, "idle", "whsec_i").await;
+    let first = enquire(&store, "partner", "a@example.com").await;
+    let again = enquire(&store, "partner", "a@example.com").await;
+    assert_eq!(first, again, "the same customer's case");
+    let second = enquire(&store, "partner", "b@example.com").await;
+    let queued = rows(&store).await;
+    let types: Vec<&str> = queued.iter().map(|r| r.event_type.as_str()).collect();
+    assert_eq!(types, ["case.created", "case.updated", "case.created"]);
+
+    let mut due = store.webhook_partners_due().await.unwrap();
+    due.sort();
+    assert_eq!(
+        due,
+        [("idle".to_owned(), false), ("partner".to_owned(), true)]
+    );
+
+    let plan = store.claim_plan("partner", 10).await.unwrap();
+    match backend {
+        Backend::Sqlite => assert_eq!(plan, None),
+        Backend::Postgres => {
+            let plan = plan.expect("a plan on PostgreSQL");
+            assert!(plan[0].get("Plan").is_some(), "{plan}");
+        }
+    }
+    assert_eq!(
+        rows(&store).await,
+        queued,
+        "the plan's claim is rolled back"
+    );
+
+    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let ids: Vec<Uuid> = claimed.iter().map(|e| e.id).collect();
+    assert_eq!(
+        ids,
+        [queued[0].id, queued[2].id],
+        "one event per case, oldest first"
+    );
+    let a = &claimed[0];
+    assert_eq!(
+        (a.reference.as_str(), a.brand.as_str()),
+        (first.as_str(), "brand_a")
+    );
+    assert!(!a.status.is_empty());
+    assert_eq!(a.event_type, "case.created");
+    assert_eq!(a.attempts, 1);
+    assert!(a.later_waiting, "the update waits for the creation");
+    assert!(!a.fails_on_purpose);
+    assert_eq!(claimed[1].reference, second);
+    assert!(!claimed[1].later_waiting);
+    let held = row(&store, a.id).await;
+    let until = held.locked_until.expect("leased");
+    assert!(
+        until > Utc::now() + chrono::Duration::seconds(30),
+        "{held:?}"
+    );
+    assert_eq!(held.next_attempt_at, until);
+
+    assert!(
+        store
+            .claim_deliveries("partner", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing more while leased"
+    );
+    assert!(
+        store
+            .claim_deliveries("idle", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.pending_deliveries().await.unwrap(), 3);
+
+    all_due(&store).await;
+    let limited = store.claim_deliveries("partner", 1, LEASE).await.unwrap();
+    assert_eq!(limited.len(), 1);
+    assert_eq!(
+        limited[0].attempts, 2,
+        "a taken-over event counts its new try"
+    );
+}
+
+/// A delivery is done for good; a retry waits until its time, holding its case's later
+/// events; a given-up event is failed, and lets them go.
+#[tokio::test]
+async fn outcomes_are_recorded_and_retries_wait_their_turn() {
+    for backend in BACKENDS {
+        outcomes_are_recorded_and_retries_wait_their_turn_on(backend).await;
+    }
+}
+
+async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    enquire(&store, "partner", "a@example.com").await;
+    enquire(&store, "partner", "a@example.com").await;
+    enquire(&store, "partner", "b@example.com").await;
+    let queued = rows(&store).await;
+
+    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (on_a, on_b) = (claimed[0].clone(), claimed[1].clone());
+    assert_eq!(on_a.id, queued[0].id);
+    let later = Utc::now() + chrono::Duration::hours(1);
+    store
+        .finish_deliveries(
+            "partner",
+            &[
+                (on_b.clone(), TryOutcome::Delivered),
+                (
+                    on_a.clone(),
+                    TryOutcome::Retry {
+                        at: later,
+                        status: Some(503),
+                        error: "busy".to_owned(),
+                    },
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+
+    let delivered = row(&store, on_b.id).await;
+    assert!(delivered.delivered_at.is_some(), "{delivered:?}");
+    assert_eq!((delivered.locked_until, delivered.last_error), (None, None));
+    let retried = row(&store, on_a.id).await;
+    assert_eq!((retried.delivered_at, retried.failed_at), (None, None));
+    assert_eq!(retried.locked_until, None);
+    assert_eq!(retried.last_status, Some(503));
+    assert_eq!(retried.last_error.as_deref(), Some("busy"));
+    assert!(retried.next_attempt_at > Utc::now() + chrono::Duration::minutes(59));
+    let waiting = row(&store, queued[1].id).await;
+    assert_eq!(
+        waiting.next_attempt_at, retried.next_attempt_at,
+        "held by the retry"
+    );
+    assert_eq!(store.pending_deliveries().await.unwrap(), 2);
+    assert_eq!(
+        store.webhook_partners_due().await.unwrap(),
+        [("partner".to_owned(), false)]
+    );
+    assert!(
+        store
+            .claim_deliveries("partner", 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+
+    // Its time comes: only the retried event goes, the update still behind it.
+    webhook_delivery::Entity::update_many()
+        .col_expr(
+            webhook_delivery::Column::NextAttemptAt,
+            Expr::value(Utc::now() - chrono::Duration::seconds(5)),
+        )
+        .filter(webhook_delivery::Column::Id.eq(on_a.id))
+        .exec(store.db())
+        .await
+        .unwrap();
+    let retry = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    assert_eq!(retry.len(), 1);
+    assert_eq!((retry[0].id, retry[0].attempts), (on_a.id, 2));
+    store
+        .finish_deliveries(
+            "partner",
+            &[(
+                retry[0].clone(),
+                TryOutcome::Failed {
+                    status: None,
+                    error: "refused".to_owned(),
+                },
+            )],
+        )
+        .await
+        .unwrap();
+    let failed = row(&store, on_a.id).await;
+    assert!(failed.failed_at.is_some());
+    assert_eq!(failed.delivered_at, None);
+    assert_eq!(failed.last_status, None);
+    assert_eq!(failed.last_error.as_deref(), Some("refused"));
+    assert_eq!(store.pending_deliveries().await.unwrap(), 1);
+
+    let next = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let ids: Vec<Uuid> = next.iter().map(|e| e.id).collect();
+    assert_eq!(
+        ids,
+        [queued[1].id],
+        "the update is due once the creation gave up"
+    );
+    assert_eq!(next[0].event_type, "case.updated");
+}
+
+/// Events given back are due at once, their try not counted.
+#[tokio::test]
+async fn released_events_are_due_again_uncounted() {
+    for backend in BACKENDS {
+        released_events_are_due_again_uncounted_on(backend).await;
+    }
+}
+
+async fn released_events_are_due_again_uncounted_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    enquire(&store, "partner", "a@example.com").await;
+    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    let id = claimed[0].id;
+
+    store.release_deliveries("other", &[id]).await.unwrap();
+    assert!(
+        row(&store, id).await.locked_until.is_some(),
+        "another partner cannot release it"
+    );
+    store.release_deliveries("partner", &[id]).await.unwrap();
+    let released = row(&store, id).await;
+    assert_eq!(released.locked_until, None);
+    assert_eq!(released.attempts, 0);
+    assert!(released.next_attempt_at <= Utc::now());
+    assert_eq!(
+        store.webhook_partners_due().await.unwrap(),
+        [("partner".to_owned(), true)]
+    );
+
+    let again = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!((again[0].id, again[0].attempts), (id, 1));
+    store
+        .finish_deliveries("partner", &[(again[0].clone(), TryOutcome::Delivered)])
+        .await
+        .unwrap();
+    store.release_deliveries("partner", &[id]).await.unwrap();
+    let done = row(&store, id).await;
+    assert!(
+        done.delivered_at.is_some(),
+        "a delivered event is not given back"
+    );
+    assert_eq!(done.attempts, 1);
+}
+
+/// Listing filters by partner and failure, newest first and up to the limit; resending
+/// queues a delivered or failed event again at once.
+#[tokio::test]
+async fn deliveries_are_listed_and_sent_again() {
+    for backend in BACKENDS {
+        deliveries_are_listed_and_sent_again_on(backend).await;
+    }
+}
+
+async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    endpoint(&store, "other", "whsec_o").await;
+    let a = enquire(&store, "partner", "a@example.com").await;
+    let b = enquire(&store, "partner", "b@example.com").await;
+    enquire(&store, "other", "c@example.com").await;
+    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    let (on_a, on_b) = (claimed[0].clone(), claimed[1].clone());
+    store
+        .finish_deliveries(
+            "partner",
+            &[
+                (on_a.clone(), TryOutcome::Delivered),
+                (
+                    on_b.clone(),
+                    TryOutcome::Failed {
+                        status: Some(410),
+                        error: "gone".to_owned(),
+                    },
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+
+    let all = store
+        .webhook_deliveries("partner", false, 10)
+        .await
+        .unwrap();
+    let listed: Vec<(&str, &str)> = all
+        .iter()
+        .map(|d| (d.reference.as_str(), d.state))
+        .collect();
+    assert_eq!(listed, [(b.as_str(), "failed"), (a.as_str(), "delivered")]);
+    assert_eq!(all[0].last_status, Some(410));
+    assert_eq!(all[0].last_error.as_deref(), Some("gone"));
+    assert_eq!(all[0].next_attempt_at, None);
+    assert!(all[1].delivered_at.is_some());
+    assert_eq!(all[1].attempts, 1);
+
+    let failed = store.webhook_deliveries("partner", true, 10).await.unwrap();
+    let ids: Vec<Uuid> = failed.iter().map(|d| d.id).collect();
+    assert_eq!(ids, [on_b.id]);
+    let newest = store.webhook_deliveries("partner", false, 1).await.unwrap();
+    assert_eq!(newest.len(), 1);
+    assert_eq!(newest[0].id, on_b.id);
+    let other = store.webhook_deliveries("other", false, 10).await.unwrap();
+    assert_eq!(other.len(), 1);
+    assert_eq!(other[0].state, "pending");
+
+    assert_eq!(store.redeliver(Uuid::new_v4()).await.unwrap(), 0);
+    assert_eq!(store.redeliver(on_a.id).await.unwrap(), 1);
+    assert_eq!(store.redeliver(on_b.id).await.unwrap(), 1);
+    for id in [on_a.id, on_b.id] {
+        let m = row(&store, id).await;
+        assert_eq!(
+            (m.delivered_at, m.failed_at, m.locked_until),
+            (None, None, None)
+        );
+        assert!(m.next_attempt_at <= Utc::now());
+    }
+    assert_eq!(store.pending_deliveries().await.unwrap(), 3);
+    let resent = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let ids: Vec<Uuid> = resent.iter().map(|e| e.id).collect();
+    assert_eq!(ids, [on_a.id, on_b.id]);
+    assert!(resent.iter().all(|e| e.attempts == 2), "{resent:?}");
+}
+
+/// A disabled endpoint says why and is no longer listed for claims; nothing new is queued
+/// for it, its events wait, and go once the endpoint is set again. Removing it drops its undelivered events.
+#[tokio::test]
+async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due() {
+    for backend in BACKENDS {
+        a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend).await;
+    }
+}
+
+async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    endpoint(&store, "partner", "whsec_p").await;
+    endpoint(&store, "other", "whsec_o").await;
+    enquire(&store, "partner", "a@example.com").await;
+    enquire(&store, "other", "b@example.com").await;
+
+    store
+        .disable_webhook("partner", "410 Gone for a week")
+        .await
+        .unwrap();
+    let disabled = store.webhook("partner").await.unwrap().unwrap();
+    assert!(disabled.disabled_at.is_some());
+    assert_eq!(
+        disabled.disabled_reason.as_deref(),
+        Some("410 Gone for a week")
+    );
+    assert_eq!(
+        store.webhook("other").await.unwrap().unwrap().disabled_at,
+        None
+    );
+    assert_eq!(
+        store.webhook_partners_due().await.unwrap(),
+        [("other".to_owned(), true)]
+    );
+    // The worker claims only for partners listed as due whose endpoint it reads as active
+    // (`delivery::claim`): the claim itself does not look at the endpoint.
+    assert_eq!(store.pending_deliveries().await.unwrap(), 2);
+    enquire(&store, "partner", "c@example.com").await;
+    assert_eq!(
+        store
+            .webhook_deliveries("partner", false, 10)
+            .await
+            .unwrap()
+            .len(),
+        1,
+        "nothing is queued for a disabled endpoint"
+    );
+
+    store
+        .set_webhook("partner", "https://partner.example/new", None, &seal())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        store
+            .claim_deliveries("partner", 10, LEASE)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+
+    assert!(store.remove_webhook("partner").await.unwrap());
+    assert!(
+        store
+            .webhook_deliveries("partner", false, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(store.pending_deliveries().await.unwrap(), 1);
+    assert_eq!(
+        store
+            .webhook_deliveries("other", false, 10)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
 }
 
 /// Strings from operators reach the database as given: a NUL is refused by PostgreSQL with
