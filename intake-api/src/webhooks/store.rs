@@ -807,3 +807,6 @@ fn earlier_pending(d: &Alias, p: &Alias) -> SelectStatement {
         )
         .to_owned()
 }
+
+#[cfg(test)]
+mod tests;
