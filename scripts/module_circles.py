@@ -34,7 +34,8 @@ def imports(src: pathlib.Path) -> dict[str, dict[str, set[str]]]:
     for path in sorted(src.rglob("*.rs")):
         rel = path.relative_to(src)
         module = rel.parts[0].removesuffix(".rs")
-        if module in ("lib", "main"):
+        # A tests.rs is a test module of its own file (`#[cfg(test)] mod tests;`).
+        if module in ("lib", "main") or path.name == "tests.rs":
             continue
         text = code_of(path.read_text())
         named = set(SINGLE.findall(text))

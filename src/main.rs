@@ -12,7 +12,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use base64::Engine;
 use serde_json::{Value, json};
 use service_kit::http::Server;

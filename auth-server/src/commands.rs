@@ -1,43 +1,14 @@
 //! The operator command tree (`client`, `key`, `audit`): each command's flags, help and
 //! examples; [`crate::cli`] runs them.
 
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use service_kit::command_line::output::OutputArg;
 use service_kit::command_line::{Actor, Database, KeyEncryptionKeyArg, args_of, reads};
 use shared::claims::TokenAlgorithm;
 
 use crate::audit::Head;
-use crate::config::{AuthServerNames, Config};
+use crate::config::{AllowInsecureArg, AuthServerNames, Config, Fapi2Arg};
 use crate::store::clients::AuthMethod;
-
-/// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct AllowInsecureArg {
-    /// Lets the JWKS URL be http, or name or resolve to an address that is not public
-    /// (private, loopback, link-local...): for local use and tests only.
-    #[arg(
-        long,
-        env = "AUTH_CLIENT_JWKS_ALLOW_INSECURE",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
-    pub(crate) client_jwks_allow_insecure: bool,
-}
-
-/// `--fapi2`, for the commands that register a client: the servers' AUTH_FAPI2, so that no
-/// client is made that they would refuse.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct Fapi2Arg {
-    /// The deployment runs the FAPI 2.0 profile (AUTH_FAPI2): clients authenticate with
-    /// private_key_jwt only, so a secret client is refused.
-    #[arg(
-        long,
-        env = "AUTH_FAPI2",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
-    pub(crate) fapi2: bool,
-}
 
 /// What a command that checks the audit trail takes besides its own arguments.
 fn keyed_reads() -> Vec<clap::Arg> {

@@ -10,11 +10,7 @@ use service_kit::source::TrustedProxies;
 
 use crate::audit::AuditKey;
 use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
-use crate::commands::{AllowInsecureArg, Fapi2Arg};
 use crate::keys::SigningKeySealer;
-
-/// The operator commands, where the other crates and their tests name them.
-pub use crate::commands::{AuditCommand, ClientCommand, KeyCommand};
 
 /// The auth-server's names (binary, variables, defaults) for the settings both services
 /// share: a type, so that service-kit's arguments take them at compile time.
@@ -259,6 +255,35 @@ impl From<&Config> for Settings {
 }
 
 const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
+
+/// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct AllowInsecureArg {
+    /// Lets the JWKS URL be http, or name or resolve to an address that is not public
+    /// (private, loopback, link-local...): for local use and tests only.
+    #[arg(
+        long,
+        env = "AUTH_CLIENT_JWKS_ALLOW_INSECURE",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub(crate) client_jwks_allow_insecure: bool,
+}
+
+/// `--fapi2`, for the commands that register a client: the servers' AUTH_FAPI2, so that no
+/// client is made that they would refuse.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct Fapi2Arg {
+    /// The deployment runs the FAPI 2.0 profile (AUTH_FAPI2): clients authenticate with
+    /// private_key_jwt only, so a secret client is refused.
+    #[arg(
+        long,
+        env = "AUTH_FAPI2",
+        default_value_t = false,
+        action = clap::ArgAction::Set
+    )]
+    pub(crate) fapi2: bool,
+}
 
 #[cfg(test)]
 mod tests {

@@ -197,7 +197,7 @@ impl AuthServer {
     /// Runs an operator `client` command against the same database; returns its output.
     pub async fn client_cmd(
         &self,
-        command: auth_server::config::ClientCommand,
+        command: auth_server::commands::ClientCommand,
     ) -> anyhow::Result<serde_json::Value> {
         auth_server::cli::client(&self.config, command).await
     }
@@ -205,7 +205,7 @@ impl AuthServer {
     /// Runs an operator `key` command against the same database; returns its output.
     pub async fn key_cmd(
         &self,
-        command: auth_server::config::KeyCommand,
+        command: auth_server::commands::KeyCommand,
     ) -> anyhow::Result<serde_json::Value> {
         auth_server::cli::key(&self.config, command).await
     }
@@ -218,7 +218,7 @@ impl AuthServer {
         alg: Option<shared::claims::TokenAlgorithm>,
         publish_ahead_secs: Option<u64>,
     ) -> serde_json::Value {
-        self.key_cmd(auth_server::config::KeyCommand::Rotate {
+        self.key_cmd(auth_server::commands::KeyCommand::Rotate {
             alg,
             publish_ahead_secs,
         })
@@ -229,7 +229,7 @@ impl AuthServer {
     /// Runs an operator `audit` command against the same database; returns its output.
     pub async fn audit_cmd(
         &self,
-        command: auth_server::config::AuditCommand,
+        command: auth_server::commands::AuditCommand,
     ) -> anyhow::Result<serde_json::Value> {
         auth_server::cli::audit(&self.config, command).await
     }
@@ -248,7 +248,7 @@ impl AuthServer {
 
     /// Binds existing portal client `client_id` to `brands` (comma-separated).
     pub async fn set_brands(&self, client_id: &str, brands: &str) {
-        self.client_cmd(auth_server::config::ClientCommand::SetBrands {
+        self.client_cmd(auth_server::commands::ClientCommand::SetBrands {
             client_id: client_id.into(),
             brands: brands.into(),
         })
@@ -306,7 +306,7 @@ async fn create_client_at(
     let name = format!("Test Partner {}", uuid::Uuid::new_v4().simple());
     let out = auth_server::cli::client(
         config,
-        auth_server::config::ClientCommand::Create {
+        auth_server::commands::ClientCommand::Create {
             name,
             scopes: scopes.into(),
             brands: brands.map(str::to_owned),

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use auth_server::store::AuthMethod as Registration;
 use aws_lc_rs::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair};
 use base64::Engine;

@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use auth_server::config::KeyCommand;
+use auth_server::commands::KeyCommand;
 use serde_json::json;
 use shared::claims::TokenAlgorithm;
 use shared::claims::scopes::REVOCATIONS_READ;

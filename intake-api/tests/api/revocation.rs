@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use auth_server::config::{ClientCommand, KeyCommand};
+use auth_server::commands::{ClientCommand, KeyCommand};
 use tokio::sync::Mutex;
 
 use crate::helpers::{

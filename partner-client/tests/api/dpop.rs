@@ -2,7 +2,7 @@
 //! key and calls the real intake-api with a new proof each time; the token endpoint refuses
 //! a proof used twice or made for another URL; the bound token is of no use as a bearer one.
 
-use auth_server::config::ClientCommand;
+use auth_server::commands::ClientCommand;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use partner_client::{

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use auth_server::config::KeyCommand;
+use auth_server::commands::KeyCommand;
 use partner_client::{AttachRequest, AuthMethod, Error, TokenError};
 use test_support::{on_both_backends, on_sqlite};
 use tokio::task::JoinSet;
