@@ -139,6 +139,10 @@ pub(super) fn parse_name(name: &str) -> anyhow::Result<String> {
     if name.is_empty() {
         bail!("a client needs a name");
     }
+    // PostgreSQL refuses a NUL in text that SQLite keeps; a name is shown on terminals too.
+    if name.chars().any(char::is_control) {
+        bail!("a client name must not hold control characters: {name:?}");
+    }
     Ok(name.to_owned())
 }
 

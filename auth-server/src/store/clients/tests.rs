@@ -199,27 +199,29 @@ async fn ensuring_the_same_id_again_writes_only_what_differs(backend: Backend) {
 
 async fn hostile_bytes_are_stored_exactly_or_refused_whole(backend: Backend) {
     let (db, _guard) = database(backend).await;
-    let controls = "Acme\u{7}\u{1b}[31m\r\nInc\u{202e}";
-    let created = create(&db, controls).await.unwrap();
+    let unusual = "Acme \u{202e}Inc\u{200b} Ünïcode";
+    let created = create(&db, unusual).await.unwrap();
     let shown = show_client(&db, &created.client_id).await.unwrap();
-    assert_eq!(shown.name, controls, "read back byte for byte");
+    assert_eq!(shown.name, unusual, "read back byte for byte");
 
-    // PostgreSQL's text holds no NUL: the change is refused there, and leaves nothing.
+    // A NUL (which PostgreSQL's text cannot hold) or any control character is refused on
+    // both databases alike, before anything is written.
     let before = (list_clients(&db).await.unwrap().len(), entries(&db).await);
-    match create(&db, "Nul\0Partner").await {
-        Ok(c) => {
-            assert_eq!(backend, Backend::Sqlite, "PostgreSQL refuses a NUL");
-            assert_eq!(
-                show_client(&db, &c.client_id).await.unwrap().name,
-                "Nul\0Partner"
-            );
-        }
-        Err(_) => {
-            assert_eq!(backend, Backend::Postgres, "SQLite keeps a NUL");
-            let after = (list_clients(&db).await.unwrap().len(), entries(&db).await);
-            assert_eq!(after, before);
-        }
+    for name in [
+        "Nul\0Partner",
+        "Acme\u{7}\u{1b}[31m",
+        "Acme\r\nInc",
+        "Tab\tbed",
+    ] {
+        let refused = create(&db, name).await;
+        let message = format!("{:#}", refused.expect_err(name));
+        assert!(
+            message.contains("control characters"),
+            "{name:?}: {message}"
+        );
     }
+    let after = (list_clients(&db).await.unwrap().len(), entries(&db).await);
+    assert_eq!(after, before, "nothing written");
 
     for id in ["intake\0api", "intake-api\n", "intake:api", ""] {
         let refused = ensure_client(&db, declared(id, "hostile", secret('a')), &author()).await;
