@@ -157,25 +157,15 @@ impl CaseStore {
 
 #[cfg(test)]
 mod tests {
-    use test_support::{Backend, TestDb};
+    use test_support::Backend;
 
-    use super::super::Timing;
     use super::*;
 
     #[tokio::test]
     async fn the_backlog_counts_due_cases_until_they_activate() {
         for backend in [Backend::Sqlite, Backend::Postgres] {
-            let test_db = TestDb::new(backend, "intake-backlog").await;
-            let db = crate::migration::SCHEMA
-                .connect(&test_db.url, 4)
-                .await
-                .unwrap();
-            let timing = Timing {
-                activation_delay: Duration::ZERO,
-                redirect_ttl: Duration::from_secs(60),
-                sandbox_activation_delay: Duration::ZERO,
-            };
-            let store = CaseStore::new(db, 4, timing);
+            let (store, _db) =
+                super::super::test_store(backend, "intake-backlog", Duration::ZERO).await;
             let none = Backlog {
                 due: 0,
                 oldest_due: None,

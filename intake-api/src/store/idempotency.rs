@@ -481,7 +481,7 @@ mod tests {
     use serde_json::{Value, json};
     use test_support::{Backend, TestDb};
 
-    use super::super::{NewLink, Outcome, Timing};
+    use super::super::{NewLink, Outcome};
     use super::*;
 
     /// An answer as the routes might choose it, which the store keeps as it is given.
@@ -493,20 +493,8 @@ mod tests {
         Ok((status, json!({"reference": done.reference})))
     }
 
-    /// A store on a new database of `backend`, migrated by this crate; the database lives
-    /// as long as the guard.
     async fn store(backend: Backend) -> (CaseStore, TestDb) {
-        let test_db = TestDb::new(backend, "intake-keys").await;
-        let db = crate::migration::SCHEMA
-            .connect(&test_db.url, 4)
-            .await
-            .unwrap();
-        let timing = Timing {
-            activation_delay: Duration::from_secs(60),
-            redirect_ttl: Duration::from_secs(60),
-            sandbox_activation_delay: Duration::from_secs(60),
-        };
-        (CaseStore::new(db, 4, timing), test_db)
+        super::super::test_store(backend, "intake-keys", Duration::from_secs(60)).await
     }
 
     fn request<'a>(key: &'a str, hash: &str) -> KeyedRequest<'a> {

@@ -303,6 +303,28 @@ impl CaseStore {
     }
 }
 
+/// A store on a new database of `backend`, migrated by this crate, whose cases activate and
+/// links expire after `delay`: what the store's own tests start from. The database lives as
+/// long as the guard.
+#[cfg(test)]
+pub(crate) async fn test_store(
+    backend: test_support::Backend,
+    name: &str,
+    delay: Duration,
+) -> (CaseStore, test_support::TestDb) {
+    let test_db = test_support::TestDb::new(backend, name).await;
+    let db = crate::migration::SCHEMA
+        .connect(&test_db.url, 4)
+        .await
+        .unwrap();
+    let timing = Timing {
+        activation_delay: delay,
+        redirect_ttl: Duration::from_secs(60),
+        sandbox_activation_delay: delay,
+    };
+    (CaseStore::new(db, 4, timing), test_db)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,25 +10,12 @@ use service_kit::kek::KeyEncryptionKey;
 use test_support::{Backend, TestDb};
 
 use super::*;
-use crate::store::Timing;
 
 const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
 const LEASE: Duration = Duration::from_secs(60);
 
-/// A store on a new database of `backend`, migrated by this crate; the database lives as
-/// long as the guard.
 async fn store(backend: Backend) -> (CaseStore, TestDb) {
-    let test_db = TestDb::new(backend, "intake-webhooks").await;
-    let db = crate::migration::SCHEMA
-        .connect(&test_db.url, 4)
-        .await
-        .unwrap();
-    let timing = Timing {
-        activation_delay: Duration::from_secs(60),
-        redirect_ttl: Duration::from_secs(60),
-        sandbox_activation_delay: Duration::from_secs(60),
-    };
-    (CaseStore::new(db, 4, timing), test_db)
+    crate::store::test_store(backend, "intake-webhooks", Duration::from_secs(60)).await
 }
 
 fn seal() -> SecretSeal {
