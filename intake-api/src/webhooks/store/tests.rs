@@ -8,6 +8,7 @@ use sea_orm::{ActiveValue::Set, ColumnTrait, EntityTrait, QueryFilter, QueryOrde
 use service_kit::Secret;
 use service_kit::kek::KeyEncryptionKey;
 use test_support::{Backend, TestDb};
+use uuid::Uuid;
 
 use super::*;
 
