@@ -39,13 +39,6 @@ pub trait Replayable: Sized {
     }
 }
 
-/// An answer `(status, body)` as a keyed write stores it: its body as a JSON value.
-pub fn stored<B: serde::Serialize>(
-    (status, body): (u16, B),
-) -> Result<(u16, Value), serde_json::Error> {
-    Ok((status, serde_json::to_value(body)?))
-}
-
 /// How a request goes on once its key, if any, is looked at.
 pub enum Begun<'a, R> {
     /// The same request succeeded before: answer with this again.

@@ -20,7 +20,7 @@ use crate::entity::case;
 use crate::error::IntakeError;
 use crate::sandbox::{self, Trigger};
 use crate::state::AppState;
-use crate::store::{NewLink, Outcome, StoreError, Submitted};
+use crate::store::{NewLink, Outcome, StoreError, Submitted, json_answer};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -201,7 +201,7 @@ impl IntakeApi {
                         &body.raw,
                         partner.client_id(),
                         partner.claims.sandbox,
-                        attempt.keyed(&|done| idempotency::stored(case_answer(done))),
+                        attempt.keyed(&|done| json_answer(case_answer(done))),
                     )
                     .await,
             )

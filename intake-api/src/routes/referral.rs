@@ -23,7 +23,7 @@ use crate::domain::parse_referral;
 use crate::error::IntakeError;
 use crate::sandbox;
 use crate::state::AppState;
-use crate::store::{Outcome, Submitted};
+use crate::store::{Outcome, Submitted, json_answer};
 
 #[derive(Tags)]
 enum ApiTags {
@@ -138,7 +138,7 @@ impl ReferralApi {
                 partner.client_id(),
                 in_sandbox,
                 &token.hash(),
-                attempt.keyed(&|done| idempotency::stored(referral_answer(done, &redirect))),
+                attempt.keyed(&|done| json_answer(referral_answer(done, &redirect))),
             )
             .await;
         let done = attempt.settle(stored).await?;

@@ -227,15 +227,21 @@ impl Keyed<'_> {
     }
 }
 
-/// An answer `(status, body)` known before the change, sealed for storage under `lease`'s
-/// key. The body is encoded as the response's is, through a JSON value, so a replay sends
-/// the same bytes.
+/// An answer `(status, body)` as it is sealed and replayed: its body encoded as the
+/// response's is, through a JSON value, so a replay sends the same bytes.
+pub fn json_answer<B: serde::Serialize>(
+    (status, body): (u16, B),
+) -> Result<(u16, serde_json::Value), serde_json::Error> {
+    Ok((status, serde_json::to_value(body)?))
+}
+
+/// An answer known before the change, sealed for storage under `lease`'s key.
 pub fn seal_answer<B: serde::Serialize>(
     keys: &AnswerKeys,
     lease: &Lease,
-    (status, body): (u16, B),
+    answer: (u16, B),
 ) -> Result<SealedAnswer, StoreError> {
-    let body = serde_json::to_value(&body).map_err(StoreError::Encoding)?;
+    let (status, body) = json_answer(answer).map_err(StoreError::Encoding)?;
     seal_json(keys, lease, status, &body)
 }
 

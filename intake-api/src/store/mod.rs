@@ -37,7 +37,7 @@ pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub use idempotency::{
     AnswerKeys, AnswerOf, Claim, KEY_TTL, Keyed, KeyedRequest, LEASE, Lease, Replayed,
-    SealedAnswer, StoredAnswer, seal_answer,
+    SealedAnswer, StoredAnswer, json_answer, seal_answer,
 };
 pub use redeem::{Redeemed, Redemption};
 pub use refer::REFERRED_EVENT;
