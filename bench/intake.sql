@@ -1,8 +1,9 @@
--- What one POST /partners/external/intake writes (intake-api/src/store/submit.rs, SUBMIT_POSTGRES),
--- for pgbench: the one statement the intake-api sends on PostgreSQL, which upserts the case
--- and inserts the submission and the event and queues the event for partners' webhooks,
--- committed on its own. Run by bench/run.sh:
---   pgbench -n -M prepared -c 32 -j 2 -T N -f bench/intake.sql -D mode=create|spread|one \
+-- What one POST /partners/external/intake writes on PostgreSQL, for pgbench: the one statement
+-- the intake-api sends (`intake-api statements submit`), which upserts the case, inserts the
+-- submission and the event and queues the event for partners' webhooks, committed on its own.
+-- A template: bench/run.sh makes the script pgbench runs of it and that statement, as the
+-- binary it measures prints it (bench/pgbench_script.py), then runs
+--   pgbench -n -M prepared -c 32 -j 2 -T N -f SCRIPT -D mode=create|spread|one \
 --     -D tag=.. -D pool=.. -D threads=.. -D email=.. -D enquiry=.. -D payload=.. -D client=.. \
 --     -D delay=SECONDS \
 --     INTAKE_DB_URL
@@ -26,37 +27,18 @@
 \set m random(1, 1000000000000)
 \set t random(1, :threads)
 \set i random(2, :pool + 1)
-WITH upserted AS (
-    INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
-    VALUES (bench_id(:n || '-' || :m), 'p' || lpad(nextval('bench_reference')::text, 11, '0'), 'brand_a',
-        CASE :mode
-            WHEN 'create' THEN 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com'
-            WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com'
-            ELSE :email
-        END,
-        'pending_activation', :enquiry::jsonb, '67e55044-10b1-426f-9247-bb680e5fe0c8', now(), now(), now() + make_interval(secs => :delay), NULL, NULL, false)
-    ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
-        "enquiry" = excluded."enquiry",
-        "updated_at" = excluded."updated_at",
-        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid"),
-        "status" = CASE "cases"."status" WHEN 'referred' THEN excluded."status" ELSE "cases"."status" END,
-        "activates_at" = CASE "cases"."status" WHEN 'referred' THEN excluded."activates_at" ELSE "cases"."activates_at" END
-    RETURNING "id", "reference"
-), submitted AS (
-    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload", "kind")
-    SELECT bench_id(:n || '-s-' || :m), "id", :client, now(), :payload, 'enquiry' FROM upserted
-), logged AS (
-    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-    SELECT bench_id(:n || '-e-' || :m), "id", CASE WHEN "id" = bench_id(:n || '-' || :m) THEN 'created' ELSE 'updated' END, :client, NULL, now()
-    FROM upserted
-    RETURNING "id", "case_id", "kind", "created_at"
-), notified AS (
-    INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
-        "next_attempt_at", "attempts")
-    SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
-        CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
-        "logged"."created_at", "logged"."created_at", 0
-    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND ("ep"."client_id" = :client OR EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "logged"."case_id" AND "submissions"."client_id" = "ep"."client_id" AND "submissions"."kind" = 'enquiry'))
-)
-SELECT "id", "reference" FROM upserted;
+\bind case_id bench_id(:n || '-' || :m)
+\bind reference 'p' || lpad(nextval('bench_reference')::text, 11, '0')
+\bind brand 'brand_a'
+\bind email CASE :mode WHEN 'create' THEN 'p-' || :tag || '-' || :client_id || '-' || :n || '@example.com' WHEN 'spread' THEN 'c-' || :tag || '-' || :t || '-' || :i || '@example.com' ELSE :email END
+\bind status 'pending_activation'
+\bind enquiry :enquiry
+\bind product_uuid '67e55044-10b1-426f-9247-bb680e5fe0c8'::uuid
+\bind now now()
+\bind activates_at now() + make_interval(secs => :delay)
+\bind submission_id bench_id(:n || '-s-' || :m)
+\bind client_id :client
+\bind payload :payload
+\bind event_id bench_id(:n || '-e-' || :m)
+\bind sandbox false
+\statement submit

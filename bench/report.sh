@@ -547,7 +547,8 @@ directly, and \`jsonwebtoken\` verifies them (the tests, the intake-api).
 
 ## 2. Intake create and update
 
-pgbench runs \`bench/intake.sql\`: the statement one intake request sends on PostgreSQL (the
+pgbench runs \`bench/intake.sql\` with the statement one intake request sends on PostgreSQL,
+as the intake-api prints it (\`intake-api statements submit\`; the
 case upserted on its unique key, the submission and the event inserted in the same statement,
 committed on its own), prepared as sqlx prepares it, $INTAKE_CONNS clients. Create: a new
 e-mail each time. Update: the cases the first create round made ($((CASES_POOL * THREADS)) of them), wrk's
@@ -572,8 +573,8 @@ counted by wrk (the rest are pgbench's).
 ## 3. Attach
 
 Attach requests cycle through the same $((CASES_POOL * THREADS)) cases as the updates; pgbench
-runs \`bench/attach.sql\` (the case lookup, then the redirect token, case update and event in
-one statement) over the same cases.
+runs \`bench/attach.sql\` with the intake-api's statements (the case lookup, then the redirect
+token, case update and event in one statement) over the same cases.
 
 | | req/s | p50 ms | p99 ms | pgbench tx/s | pgbench p50 ms | pgbench p99 ms | ratio to pgbench | intake-api CPU per request | PostgreSQL's CPU per request / per pgbench transaction | req/s by round |
 |---|---|---|---|---|---|---|---|---|---|---|

@@ -34,7 +34,8 @@
 #                   attach loads against it and this build, interleaved round by round, each
 #                   on services and databases of its own
 #   BENCH_BASELINE_NAME  what to call that build in the report (default: its directory)
-#   BENCH_BASELINE_SQL   the baseline's bench/ directory (its intake.sql and attach.sql):
+#   BENCH_BASELINE_SQL   the baseline's bench/ directory (its intake.sql and attach.sql, made
+#                   into scripts with the baseline's intake-api where they are templates):
 #                   section 7 then also runs each build's own statements in pgbench on that
 #                   build's database, beside its loads, and compares the ratios to pgbench
 #                   (the figures of sections 2 and 3) before and after
@@ -62,7 +63,7 @@
 #   BENCH_WEBHOOK_PORT  first of the three ports of section 8 (default BENCH_INTAKE_PORT + 4):
 #                   its intake-api, the receiver, and one kept closed
 #
-# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps);
+# Needs: cargo, wrk, pgbench and psql (PostgreSQL client), openssl, curl, pgrep (procps), python3;
 # valgrind for section 7c; nginx for section 8.
 # Missing Debian packages are installed with apt-get when running as root. Only 127.0.0.1 is
 # ever contacted.
@@ -156,6 +157,7 @@ ensure_tools() {
     command -v openssl >/dev/null || missing+=(openssl)
     command -v curl >/dev/null || missing+=(curl)
     command -v pgrep >/dev/null || missing+=(procps)
+    command -v python3 >/dev/null || missing+=(python3)
     if [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)); then
         command -v callgrind_control >/dev/null || missing+=(valgrind)
     fi
@@ -424,14 +426,33 @@ port_of() {
 }
 field() { sed -E "s/.* $1=([^ ]+).*/\1/" <<<" $2"; }
 
-# Runs pgbench with bench/$script (or a script of BASELINE_SQL, named by its path) against
+# pgbench's scripts (intake.sql, attach.sql) in directory $3, made of the templates in
+# directory $2 and the statements intake-api binary $1 sends (bench/pgbench_script.py). A
+# template that is already a script, from a build before the service printed its statements,
+# is taken as it is.
+pgbench_scripts() {
+    local binary=$1 from=$2 to=$3 script
+    mkdir -p "$to"
+    for script in intake.sql attach.sql; do
+        if grep -q '^\\statement ' "$from/$script"; then
+            [[ $from == "$BENCH_DIR" ]] &&
+                note_cmd "bench/pgbench_script.py bench/$script target/release/intake-api >$script"
+            python3 "$BENCH_DIR/pgbench_script.py" "$from/$script" "$binary" >"$to/$script" ||
+                die "making pgbench's $script of $from/$script failed"
+        else
+            cp "$from/$script" "$to/$script"
+        fi
+    done
+}
+
+# Runs pgbench with the script made of bench/$script (or a script of BASELINE_SQL, named by its path) against
 # the intake database (or PGBENCH_DB); records tps, p50_ms, p99_ms from its per-transaction log
 # and PostgreSQL's CPU per transaction.
 run_pgbench() {
     local key=$1 round=$2 script=$3 db=${PGBENCH_DB:-$INTAKE_DB}
     shift 3
     # A script in BASELINE_SQL is the baseline's (section 7).
-    local file=$BENCH_DIR/$script shown_file=bench/$script
+    local file=$WORK/pgbench/$script shown_file=$script
     if [[ -n $BASELINE_SQL && $script == "$BASELINE_SQL"/* ]]; then
         file=$script shown_file="\$BENCH_BASELINE_SQL/${script#"$BASELINE_SQL"/}"
     fi
@@ -1203,6 +1224,12 @@ if [[ -n $BASELINE ]] && ((AB_INSTRUCTIONS)); then
     # Section 7c's DPoP-bound creates: the partner client makes their tokens and proofs.
     run_child cargo build --release -j2 -p partner-client --example dpop_proofs >>"$WORK/build.log" 2>&1 ||
         die "build failed: $(tail -20 "$WORK/build.log")"
+fi
+# pgbench's scripts, of the statements each build's intake-api sends.
+pgbench_scripts "$TARGET_DIR/release/intake-api" "$BENCH_DIR" "$WORK/pgbench"
+if [[ -n $BASELINE_SQL ]]; then
+    pgbench_scripts "$BASELINE/intake-api" "$BASELINE_SQL" "$WORK/pgbench-baseline"
+    BASELINE_SQL=$WORK/pgbench-baseline
 fi
 if [[ -z $ONLY ]]; then
     { run_child "${BEARER_CMD[@]}" --no-run && run_child "${SIGNING_CMD[@]}" --no-run; } >>"$WORK/build.log" 2>&1 ||

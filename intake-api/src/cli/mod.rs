@@ -6,9 +6,11 @@ mod cases;
 use std::io::IsTerminal;
 
 use clap::Subcommand;
-use service_kit::command_line::output::Report;
+use service_kit::command_line::args_of;
+use service_kit::command_line::output::{OutputArg, Report};
 
 use crate::config::{Config, IntakeApiNames};
+use crate::store::{HotStatement, StatementName};
 
 pub use crate::config::Settings;
 pub use crate::webhooks::{WebhookCommand, webhook};
@@ -36,6 +38,20 @@ pub enum OperatorCommand {
   intake-api webhook deliveries CLIENT_ID --failed"
     )]
     Webhook(WebhookCommand),
+    /// Print the statements the service sends on its hot paths, as PostgreSQL gets them,
+    /// with the names of the values bound to them: to EXPLAIN one, or run it in pgbench as
+    /// bench/run.sh does.
+    #[command(
+        args = args_of::<OutputArg>(),
+        after_help = "Examples:
+  intake-api statements
+  intake-api statements submit -o json | jq -r .sql"
+    )]
+    Statements {
+        /// Only this one.
+        #[arg(value_enum)]
+        name: Option<StatementName>,
+    },
 }
 
 /// Runs an operator command with the settings it was given, for the report the binary
@@ -46,6 +62,17 @@ pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Res
         OperatorCommand::Webhook(w) => {
             let terminal = std::io::stdout().is_terminal();
             crate::webhooks::webhook_report(&settings, w, terminal).await
+        }
+        OperatorCommand::Statements { name: Some(name) } => {
+            Ok(Report::record(serde_json::to_value(name.statement())?))
+        }
+        OperatorCommand::Statements { name: None } => {
+            let all: Vec<HotStatement> = StatementName::ALL.map(StatementName::statement).into();
+            Ok(Report::list(
+                serde_json::to_value(all)?,
+                &["name", "sql"],
+                "No statements.",
+            ))
         }
     }
 }

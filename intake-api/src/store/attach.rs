@@ -1,22 +1,24 @@
 //! Attaching a product: finding the customer's case, then recording the product and the
 //! redirect link's token on it.
 
-use chrono::{DateTime, Utc};
-use sea_orm::sea_query::Expr;
+use std::sync::LazyLock;
+
+use chrono::Utc;
 use sea_orm::sqlx::Row;
 use sea_orm::{
-    ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter,
-    QueryOrder, QuerySelect, QueryTrait, Statement,
+    ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, QueryFilter, QueryOrder, QuerySelect,
+    QueryTrait, Statement, Value,
 };
 use uuid::Uuid;
 
 use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
-use super::outbox::{hears_of, log_event};
+use super::outbox::hears_of;
 use super::reused::decode_error;
+use super::steps::{Step, Steps};
 use super::submit::case_key;
-use super::{CaseStore, StoreError, bounded, enquired_by, event, later, new_row_id};
+use super::{CaseStore, StoreError, bounded, enquired_by, later, new_row_id};
 use crate::domain::Email;
-use crate::entity::{case, redirect_token};
+use crate::entity::case;
 
 /// What attaching a product needs to know of a case.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,43 +43,60 @@ pub struct NewLink<'a> {
     pub token_hash: &'a str,
 }
 
-/// One attachment's values, as both ways of writing it need them.
-struct NewAttachment<'a> {
-    case_id: Uuid,
-    token_id: Uuid,
-    link: NewLink<'a>,
-    client_id: &'a str,
-    now: DateTime<Utc>,
-    expires_at: DateTime<Utc>,
-    detail: serde_json::Value,
-    keyed: Option<KeyedAttach<'a>>,
-}
-
 /// A keyed attach's hold on its key and its answer, stored with the change.
 pub type KeyedAttach<'a> = (&'a Lease, &'a SealedAnswer);
 
-/// What attaching a product writes on PostgreSQL, as one statement: the redirect token's
-/// hash, the product and the newest link on the case, the event, and the event queued for every partner with a
-/// webhook endpoint and an enquiry on the case. `bench/attach.sql` runs the same statement.
-pub(super) const ATTACH_POSTGRES: &str = concat!(
-    r#"WITH token AS (
-    INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
-        "expires_at", "used_at", "client_id", "reference")
-    VALUES ($1, $2, $3, $4, $5, $6, NULL, NULL, NULL)
-), updated AS (
-    UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5, "redirect_token_id" = $1
-    WHERE "id" = $2
-), logged AS (
-    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-    VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)
-)
-INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+/// What attaching a product writes: the redirect token's hash, the product and the newest
+/// link on the case, the event, and the event queued for every partner with a webhook
+/// endpoint and an enquiry on the case.
+pub(super) static ATTACH: LazyLock<Steps> = LazyLock::new(|| {
+    Steps::new(
+        &ATTACH_STEPS,
+        concat!(
+            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
     "next_attempt_at", "attempts")
 SELECT $7, "ep"."client_id", $2, 'product.attached', $5, $5, 0
 FROM "webhook_endpoints" AS "ep"
 WHERE "#,
-    hears_of!(case: "$2")
-);
+            hears_of!(case: "$2")
+        ),
+        &[
+            "token_id",
+            "case_id",
+            "token_hash",
+            "product_uuid",
+            "now",
+            "expires_at",
+            "event_id",
+            "client_id",
+            "detail",
+        ],
+    )
+});
+
+static ATTACH_STEPS: [Step; 3] = [
+    Step {
+        name: "token",
+        // Attach's links are the case's (no partner, no reference of their own): only its
+        // newest redeems.
+        sql: r#"INSERT INTO "redirect_tokens" ("id", "case_id", "token_hash", "product_uuid", "created_at",
+    "expires_at", "used_at", "client_id", "reference")
+VALUES ($1, $2, $3, $4, $5, $6, NULL, NULL, NULL)"#,
+        returns: &[],
+    },
+    Step {
+        name: "updated",
+        sql: r#"UPDATE "cases" SET "product_uuid" = $4, "updated_at" = $5, "redirect_token_id" = $1
+WHERE "id" = $2"#,
+        returns: &[],
+    },
+    Step {
+        name: "logged",
+        sql: r#"INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+VALUES ($7, $2, 'product_attached', $8, $9::jsonb, $5)"#,
+        returns: &[],
+    },
+];
 
 /// The query [`CaseStore::find_for_attach`] runs, of an e-mail address and a partner's client
 /// id, for `backend`. `bench/attach.sql` runs the same query in pgbench.
@@ -165,85 +184,47 @@ impl CaseStore {
         keyed: Option<KeyedAttach<'_>>,
     ) -> Result<(), StoreError> {
         let now = Utc::now();
-        let new = NewAttachment {
-            case_id,
-            token_id: new_row_id(),
-            link,
-            client_id,
-            now,
-            expires_at: later(now, self.timing.redirect_ttl),
-            detail: serde_json::json!({"product_uuid": link.product_uuid}),
-            keyed,
+        let detail = serde_json::json!({"product_uuid": link.product_uuid});
+        let values: [Value; 9] = [
+            new_row_id().into(),
+            case_id.into(),
+            link.token_hash.into(),
+            link.product_uuid.into(),
+            now.into(),
+            later(now, self.timing.redirect_ttl).into(),
+            new_row_id().into(),
+            client_id.into(),
+            detail.to_string().into(),
+        ];
+        let Some(reused) = self.reused() else {
+            // Boxed, as in `submit`: the ORM's futures are large.
+            return Box::pin(self.attach_on_sqlite(case_id, values, keyed)).await;
         };
-        if let Some(reused) = self.reused() {
-            let statement = Statement::from_sql_and_values(
-                DbBackend::Postgres,
-                ATTACH_POSTGRES,
-                [
-                    new.token_id.into(),
-                    new.case_id.into(),
-                    new.link.token_hash.into(),
-                    new.link.product_uuid.into(),
-                    new.now.into(),
-                    new.expires_at.into(),
-                    new_row_id().into(),
-                    new.client_id.into(),
-                    new.detail.to_string().into(),
-                ],
-            );
-            let Some((lease, answer)) = new.keyed else {
-                return Ok(reused.execute(statement).await?);
-            };
-            // A keyed attach's answer, after the change in its transaction.
-            let stored = reused
-                .fetch_then(statement, |_| {
-                    Ok::<_, StoreError>((answer_statement(lease, answer, new.case_id), ()))
-                })
-                .await?;
-            return stored.ok_or(StoreError::LeaseLost);
-        }
-        // Boxed, as in `submit`: the ORM's futures are large.
-        Box::pin(self.attach_in_transaction(new)).await
+        let statement =
+            Statement::from_sql_and_values(DbBackend::Postgres, ATTACH.postgres(), values);
+        let Some((lease, answer)) = keyed else {
+            return Ok(reused.execute(statement).await?);
+        };
+        // A keyed attach's answer, after the change in its transaction.
+        let stored = reused
+            .fetch_then(statement, |_| {
+                Ok::<_, StoreError>((answer_statement(lease, answer, case_id), ()))
+            })
+            .await?;
+        stored.ok_or(StoreError::LeaseLost)
     }
 
-    /// The same writes through the ORM, on SQLite, in one transaction with a keyed
-    /// attach's answer.
-    async fn attach_in_transaction(&self, new: NewAttachment<'_>) -> Result<(), StoreError> {
+    /// [`ATTACH`] on SQLite, in one transaction with a keyed attach's answer.
+    async fn attach_on_sqlite(
+        &self,
+        case_id: Uuid,
+        values: [Value; 9],
+        keyed: Option<KeyedAttach<'_>>,
+    ) -> Result<(), StoreError> {
         let txn = self.begin_write().await?;
-        redirect_token::Entity::insert(redirect_token::ActiveModel {
-            id: Set(new.token_id),
-            case_id: Set(new.case_id),
-            token_hash: Set(new.link.token_hash.to_owned()),
-            product_uuid: Set(Some(new.link.product_uuid)),
-            created_at: Set(new.now),
-            expires_at: Set(new.expires_at),
-            used_at: Set(None),
-            // Attach's links are the case's: only its newest redeems.
-            client_id: Set(None),
-            reference: Set(None),
-        })
-        .exec_without_returning(&txn)
-        .await?;
-        case::Entity::update_many()
-            .col_expr(
-                case::Column::ProductUuid,
-                Expr::value(new.link.product_uuid),
-            )
-            .col_expr(case::Column::UpdatedAt, Expr::value(new.now))
-            .col_expr(case::Column::RedirectTokenId, Expr::value(new.token_id))
-            .filter(case::Column::Id.eq(new.case_id))
-            .exec(&txn)
-            .await?;
-        let logged = event(
-            new.case_id,
-            "product_attached",
-            Some(new.client_id),
-            Some(new.detail),
-            new.now,
-        );
-        log_event(&txn, logged).await?;
-        if let Some((lease, answer)) = new.keyed {
-            store_answer(&txn, lease, answer, new.case_id).await?;
+        ATTACH.run_on_sqlite(&txn, values.into()).await?;
+        if let Some((lease, answer)) = keyed {
+            store_answer(&txn, lease, answer, case_id).await?;
         }
         txn.commit().await?;
         Ok(())

@@ -4,8 +4,9 @@
 //! Each change and the event describing it are written in one transaction. On PostgreSQL the
 //! hot writes are single statements (one round trip, one implicit transaction) on connections
 //! reused between requests ([`reused`]); a keyed request's answer follows its statement in
-//! the same transaction, so keyed or not, an operation has one way of writing. On SQLite,
-//! which has no data-modifying CTEs, the same rows go through the ORM in a transaction.
+//! the same transaction, so keyed or not, an operation has one way of writing. The hot
+//! writes are written once for both databases ([`steps`]): SQLite, which has no
+//! data-modifying CTEs, runs the same statements one after another in a transaction.
 
 mod activate;
 mod attach;
@@ -15,6 +16,8 @@ mod outbox;
 mod redeem;
 mod refer;
 mod reused;
+mod statements;
+mod steps;
 mod submit;
 mod template;
 mod view;
@@ -41,6 +44,7 @@ pub use idempotency::{
 };
 pub use redeem::{Redeemed, Redemption};
 pub use refer::REFERRED_EVENT;
+pub use statements::{HotStatement, StatementName};
 pub use submit::{Outcome, Submitted};
 pub use view::{CaseSummary, CaseView, EventView};
 pub(crate) use webhook_secrets::SEALED_SECRET_PREFIX;
@@ -359,8 +363,8 @@ mod tests {
 mod statement_tests {
     use sea_orm::{EntityName, EntityTrait, Iterable};
 
-    use super::attach::ATTACH_POSTGRES;
-    use super::submit::SUBMIT_POSTGRES;
+    use super::attach::ATTACH;
+    use super::submit::SUBMIT;
     use super::*;
     use crate::entity::{case, case_event, redirect_token, submission};
 
@@ -384,45 +388,33 @@ mod statement_tests {
             .collect()
     }
 
-    /// The hand-written statements name every column of each table they insert into, in the
-    /// entity's order, and so does the benchmark's copy of the submission.
+    /// The hand-written writes name every column of each table they insert into, in the
+    /// entity's order.
     #[test]
-    fn single_statement_writes_insert_every_column_the_entities_have() {
-        let bench = include_str!("../../../bench/intake.sql");
+    fn hand_written_writes_insert_every_column_the_entities_have() {
         for (sql, table, expected) in [
             (
-                SUBMIT_POSTGRES,
+                SUBMIT.postgres(),
                 case::Entity.table_name(),
                 columns::<case::Entity>(),
             ),
             (
-                SUBMIT_POSTGRES,
+                SUBMIT.postgres(),
                 submission::Entity.table_name(),
                 columns::<submission::Entity>(),
             ),
             (
-                SUBMIT_POSTGRES,
-                case_event::Entity.table_name(),
-                columns::<case_event::Entity>(),
-            ),
-            (bench, case::Entity.table_name(), columns::<case::Entity>()),
-            (
-                bench,
-                submission::Entity.table_name(),
-                columns::<submission::Entity>(),
-            ),
-            (
-                bench,
+                SUBMIT.postgres(),
                 case_event::Entity.table_name(),
                 columns::<case_event::Entity>(),
             ),
             (
-                ATTACH_POSTGRES,
+                ATTACH.postgres(),
                 redirect_token::Entity.table_name(),
                 columns::<redirect_token::Entity>(),
             ),
             (
-                ATTACH_POSTGRES,
+                ATTACH.postgres(),
                 case_event::Entity.table_name(),
                 columns::<case_event::Entity>(),
             ),
@@ -431,77 +423,52 @@ mod statement_tests {
         }
     }
 
-    /// The benchmark looks cases up for attach with the query the service builds, its
-    /// values written in by pgbench.
+    /// The hand-written writes, and the benchmark's activation pass, queue events for
+    /// webhooks with the columns the ORM's statement queues them with.
     #[test]
-    fn the_benchmark_finds_cases_to_attach_to_with_the_services_query() {
-        let bench = include_str!("../../../bench/attach.sql")
-            .lines()
-            .find(|l| l.starts_with("SELECT"))
-            .expect("the lookup");
-        let built = attach::attach_lookup(["EMAIL", "CLIENT"], sea_orm::DbBackend::Postgres);
-        let values = built.values.expect("bound values").0;
-        // From the last, so that $1 is not replaced inside $10.
-        let mut expected = built.sql.clone();
-        for (i, value) in values.iter().enumerate().rev() {
-            let written = match value {
-                sea_orm::Value::String(Some(s)) if s == "EMAIL" => {
-                    "'c-' || :tag || '-' || :t || '-' || :i || '@example.com'".to_owned()
-                }
-                sea_orm::Value::String(Some(s)) if s == "CLIENT" => ":client".to_owned(),
-                sea_orm::Value::String(Some(s)) => format!("'{s}'"),
-                sea_orm::Value::Int(Some(n)) => n.to_string(),
-                sea_orm::Value::BigUnsigned(Some(n)) => n.to_string(),
-                other => panic!("a value the benchmark does not write: {other:?}"),
-            };
-            expected = expected.replace(&format!("${}", i + 1), &written);
-        }
-        assert_eq!(bench, format!("{expected} \\gset found_"));
-    }
-
-    /// The hand-written statements, and the benchmark's copies, queue events for webhooks
-    /// with the columns the ORM's statement queues them with.
-    #[test]
-    fn single_statement_writes_queue_events_as_the_orm_does() {
+    fn hand_written_writes_queue_events_as_the_orm_does() {
         let queued: Vec<String> = super::outbox::QUEUED_COLUMNS
             .iter()
             .map(|c| sea_orm::IdenStatic::as_str(c).to_owned())
             .collect();
         let table = crate::entity::webhook_delivery::Entity.table_name();
         for sql in [
-            SUBMIT_POSTGRES,
-            ATTACH_POSTGRES,
-            include_str!("../../../bench/intake.sql"),
-            include_str!("../../../bench/attach.sql"),
+            SUBMIT.postgres(),
+            ATTACH.postgres(),
             include_str!("../../../bench/activate.sql"),
         ] {
             assert_eq!(inserted_columns(sql, table), queued, "{sql}");
         }
     }
 
-    /// Who hears of an event is one rule: the benchmark's statements queue events for the
-    /// partners the service's do, by the same text with the benchmark's values.
+    /// Who hears of an event is one rule: the writes, and the benchmark's activation pass,
+    /// queue events for the partners the ORM's statement does.
     #[test]
-    fn the_benchmark_queues_events_for_the_partners_the_service_does() {
+    fn every_write_queues_events_for_the_partners_the_rule_names() {
         use super::outbox::hears_of;
-        let submitter = hears_of!(case: r#""logged"."case_id""#, submitter: "$11");
-        assert!(SUBMIT_POSTGRES.contains(submitter));
-        for (bench, rule) in [
+        for (sql, rule) in [
             (
-                include_str!("../../../bench/intake.sql"),
-                hears_of!(case: r#""logged"."case_id""#, submitter: ":client"),
+                SUBMIT.postgres(),
+                hears_of!(case: r#""logged"."case_id""#, submitter: "$11"),
             ),
-            (
-                include_str!("../../../bench/attach.sql"),
-                hears_of!(case: ":found_id"),
-            ),
+            (ATTACH.postgres(), hears_of!(case: "$2")),
             (
                 include_str!("../../../bench/activate.sql"),
                 hears_of!(case: r#""ev"."case_id""#),
             ),
         ] {
-            assert!(bench.contains(rule), "{bench}");
+            assert!(sql.contains(rule), "{sql}");
         }
+    }
+
+    /// The status a referred case is stored with is the one the enquiry's upsert completes.
+    #[test]
+    fn the_submit_completes_cases_stored_as_referred() {
+        let referred = format!(
+            r#"CASE "cases"."status" WHEN '{}' THEN"#,
+            case::Status::Referred.as_str()
+        );
+        assert_eq!(SUBMIT.postgres().matches(&referred).count(), 2);
     }
 
     /// Each layer of a request's future holds the layer below and moves it at least once, so

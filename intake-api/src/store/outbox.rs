@@ -6,7 +6,6 @@
 //! (`crate::webhooks`).
 
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, InsertStatement, JoinType, Query};
-use sea_orm::{ConnectionTrait, DatabaseTransaction, DbErr, EntityTrait};
 
 use crate::entity::{case_event, webhook_delivery, webhook_endpoint};
 use uuid::Uuid;
@@ -80,20 +79,6 @@ fn event_type_of(kind: &str) -> String {
         .map(|(k, t)| format!(" WHEN '{k}' THEN '{t}'"))
         .collect();
     format!("CASE {kind}{arms} END")
-}
-
-/// Writes `logged`, a case event, and queues it for the partners who hear of it, in `txn`:
-/// the transaction of the change it reports.
-pub(super) async fn log_event(
-    txn: &DatabaseTransaction,
-    logged: case_event::ActiveModel,
-) -> Result<(), DbErr> {
-    let event_id = logged.id.clone().unwrap();
-    case_event::Entity::insert(logged)
-        .exec_without_returning(txn)
-        .await?;
-    txn.execute(&queue_events(&[event_id])).await?;
-    Ok(())
 }
 
 /// Queues the case events `event_ids` for every partner with an active endpoint that has an

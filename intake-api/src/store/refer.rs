@@ -15,6 +15,7 @@
 //! 200 with the case's reference, which the enquiry already told.
 
 use chrono::{DateTime, Utc};
+use sea_orm::sea_query::OnConflict;
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, DatabaseTransaction, EntityTrait, PaginatorTrait, QueryFilter,
     QueryOrder, QuerySelect,
@@ -23,7 +24,7 @@ use uuid::Uuid;
 
 use super::idempotency::Keyed;
 use super::idempotency::store_answer;
-use super::submit::{Outcome, Submitted, case_key, new_reference, on_case_key};
+use super::submit::{Outcome, Submitted, case_key, new_reference};
 use super::{CaseStore, StoreError, event, later, new_row_id, submission_row};
 
 use crate::domain::Referral;
@@ -158,8 +159,17 @@ async fn make_case(
         redirect_token_id: Set(Some(token_id)),
         sandbox: Set(new.sandbox),
     })
-    // A case found is not written: nothing of it changes for the partners on it.
-    .on_conflict(on_case_key().do_nothing().to_owned())
+    // A case found is not written: nothing of it changes for the partners on it. The
+    // conflict is on the case's key (the unique index `ux_cases_brand_email_sandbox`).
+    .on_conflict(
+        OnConflict::columns([
+            case::Column::Brand,
+            case::Column::Email,
+            case::Column::Sandbox,
+        ])
+        .do_nothing()
+        .to_owned(),
+    )
     .exec_without_returning(txn)
     .await?;
     let made = Submitted {

@@ -1,18 +1,20 @@
 //! Accepting an enquiry: the case created or updated, the submission kept as sent, the event.
 
-use chrono::{DateTime, Utc};
-use sea_orm::sea_query::{Expr, OnConflict};
+use std::sync::LazyLock;
+
+use chrono::Utc;
 use sea_orm::sqlx::Row;
 use sea_orm::sqlx::postgres::PgRow;
-use sea_orm::{ActiveValue::Set, DbBackend, DbErr, EntityTrait, SqlErr, Statement};
+use sea_orm::{DbBackend, DbErr, SqlErr, Statement, Value};
 use uuid::Uuid;
 
 use super::idempotency::{Keyed, answer_statement, store_answer};
-use super::outbox::{hears_of, log_event};
+use super::outbox::hears_of;
 use super::reused::{Reused, decode_error};
-use super::{CaseStore, StoreError, bounded, event, later, new_row_id, submission_row};
+use super::steps::{Step, Steps};
+use super::{CaseStore, StoreError, bounded, later, new_row_id};
 use crate::domain::Enquiry;
-use crate::entity::{case, submission};
+use crate::entity::case;
 
 /// Whether a write made a new case (or, for a referral, the partner's first referral of
 /// the customer) or met one it had.
@@ -48,60 +50,78 @@ pub(super) fn new_reference() -> String {
     n.to_string()
 }
 
-/// What one accepted enquiry writes on PostgreSQL, as one statement and so one round trip
-/// and one implicit transaction: the case upserted on its unique (brand, email, sandbox) key
-/// (two first submissions racing each other make one case, not two; a sandbox client's
-/// enquiry makes or changes only a sandbox case), the submission as sent and
-/// the event, and the event queued for every partner with a webhook endpoint and a
-/// submission on the case (the submitter's own is written by this same statement, which
-/// cannot see it yet). A case keeps its id on update, so `id = $1` tells a creation. An
-/// enquiry without a product leaves an attached one in place; the first enquiry on a
-/// referred case completes it, to activate after the delay as a new case would. `bench/intake.sql` runs this same
-/// statement in pgbench.
-pub(super) const SUBMIT_POSTGRES: &str = concat!(
-    r#"WITH upserted AS (
-    INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
-        "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
-    VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL, $14)
-    ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
-        "enquiry" = excluded."enquiry",
-        "updated_at" = excluded."updated_at",
-        "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid"),
-        "status" = CASE "cases"."status" WHEN 'referred' THEN excluded."status" ELSE "cases"."status" END,
-        "activates_at" = CASE "cases"."status" WHEN 'referred' THEN excluded."activates_at" ELSE "cases"."activates_at" END
-    RETURNING "id", "reference"
-), submitted AS (
-    INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload", "kind")
-    SELECT $10, "id", $11, $8, $12, 'enquiry' FROM upserted
-), logged AS (
-    INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
-    SELECT $13, "id", CASE WHEN "id" = $1 THEN 'created' ELSE 'updated' END, $11, NULL, $8
-    FROM upserted
-    RETURNING "id", "case_id", "kind", "created_at"
-), notified AS (
-    INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
-        "next_attempt_at", "attempts")
-    SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
-        CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
-        "logged"."created_at", "logged"."created_at", 0
-    FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "#,
-    hears_of!(case: r#""logged"."case_id""#, submitter: "$11"),
-    r#"
-)
-SELECT "id", "reference" FROM upserted"#
-);
+/// What one accepted enquiry writes: the case upserted on its unique (brand, email, sandbox)
+/// key (two first submissions racing each other make one case, not two; a sandbox client's
+/// enquiry makes or changes only a sandbox case), the submission as sent and the event, and
+/// the event queued for every partner with a webhook endpoint and a submission on the case
+/// (or who is the submitter: on PostgreSQL the statement cannot see its own submission). A
+/// case keeps its id on update, so `id = $1` tells a creation. An enquiry without a product
+/// leaves an attached one in place; the first enquiry on a referred case completes it, to
+/// activate after the delay as a new case would. Its answer is the case's id and reference.
+pub(super) static SUBMIT: LazyLock<Steps> = LazyLock::new(|| {
+    Steps::new(
+        &SUBMIT_STEPS,
+        r#"SELECT "id", "reference" FROM "upserted""#,
+        &[
+            "case_id",
+            "reference",
+            "brand",
+            "email",
+            "status",
+            "enquiry",
+            "product_uuid",
+            "now",
+            "activates_at",
+            "submission_id",
+            "client_id",
+            "payload",
+            "event_id",
+            "sandbox",
+        ],
+    )
+});
 
-/// One submission's values, as both ways of writing it need them.
-struct NewSubmission<'a> {
-    case_id: Uuid,
-    reference: String,
-    enquiry: &'a Enquiry,
-    raw_body: &'a str,
-    client_id: &'a str,
-    sandbox: bool,
-    now: DateTime<Utc>,
-    activates_at: DateTime<Utc>,
-}
+static SUBMIT_STEPS: [Step; 4] = [
+    Step {
+        name: "upserted",
+        sql: r#"INSERT INTO "cases" ("id", "reference", "brand", "email", "status", "enquiry", "product_uuid",
+    "created_at", "updated_at", "activates_at", "activated_at", "redirect_token_id", "sandbox")
+VALUES ($1, $2, $3, $4, $5, $6::jsonb, $7, $8, $8, $9, NULL, NULL, $14)
+ON CONFLICT ("brand", "email", "sandbox") DO UPDATE SET
+    "enquiry" = excluded."enquiry",
+    "updated_at" = excluded."updated_at",
+    "product_uuid" = COALESCE(excluded."product_uuid", "cases"."product_uuid"),
+    "status" = CASE "cases"."status" WHEN 'referred' THEN excluded."status" ELSE "cases"."status" END,
+    "activates_at" = CASE "cases"."status" WHEN 'referred' THEN excluded."activates_at" ELSE "cases"."activates_at" END"#,
+        returns: &["id", "reference"],
+    },
+    Step {
+        name: "submitted",
+        sql: r#"INSERT INTO "submissions" ("id", "case_id", "client_id", "received_at", "payload", "kind")
+SELECT $10, "id", $11, $8, $12, 'enquiry' FROM "upserted""#,
+        returns: &[],
+    },
+    Step {
+        name: "logged",
+        sql: r#"INSERT INTO "case_events" ("id", "case_id", "kind", "client_id", "detail", "created_at")
+SELECT $13, "id", CASE WHEN "id" = $1 THEN 'created' ELSE 'updated' END, $11, NULL, $8
+FROM "upserted""#,
+        returns: &["id", "case_id", "kind", "created_at"],
+    },
+    Step {
+        name: "notified",
+        sql: concat!(
+            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
+    "next_attempt_at", "attempts")
+SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
+    CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
+    "logged"."created_at", "logged"."created_at", 0
+FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "#,
+            hears_of!(case: r#""logged"."case_id""#, submitter: "$11")
+        ),
+        returns: &[],
+    },
+];
 
 impl CaseStore {
     /// Creates the case for the enquiry's brand and e-mail, or applies the enquiry to the
@@ -170,55 +190,45 @@ impl CaseStore {
         } else {
             self.timing.activation_delay
         };
-        let new = NewSubmission {
-            case_id: new_row_id(),
-            reference: new_reference(),
-            enquiry,
-            raw_body,
-            client_id,
-            sandbox,
-            now,
-            activates_at: later(now, delay),
-        };
+        let offered = new_row_id();
+        // The enquiry goes as JSON text, which PostgreSQL parses into `jsonb` itself: that
+        // spares building and encoding a `serde_json::Value` per request.
+        let enquiry_json = serde_json::to_string(enquiry).map_err(StoreError::Encoding)?;
+        let values: [Value; 14] = [
+            offered.into(),
+            new_reference().into(),
+            enquiry.brand.as_str().into(),
+            enquiry.email.as_str().into(),
+            case::Status::PendingActivation.as_str().into(),
+            enquiry_json.into(),
+            enquiry.product_uuid.into(),
+            now.into(),
+            later(now, delay).into(),
+            new_row_id().into(),
+            client_id.into(),
+            raw_body.into(),
+            new_row_id().into(),
+            sandbox.into(),
+        ];
         let (case_id, reference) = match self.reused() {
-            Some(reused) => Self::submit_in_one_statement(reused, &new, keyed).await?,
+            Some(reused) => Self::submit_on_postgres(reused, offered, values, keyed).await?,
             // Boxed: the ORM's futures take kilobytes, which every layer of the request's
             // future above this one would otherwise hold and copy, on PostgreSQL too.
-            None => Box::pin(self.submit_in_transaction(&new, keyed)).await?,
+            None => Box::pin(self.submit_on_sqlite(offered, values, keyed)).await?,
         };
-        Ok(submitted(&new, case_id, reference))
+        Ok(submitted(offered, case_id, reference))
     }
 
-    /// The writes on PostgreSQL: [`SUBMIT_POSTGRES`], and a keyed submission's answer
-    /// after it in the same transaction.
-    async fn submit_in_one_statement(
+    /// [`SUBMIT`] on PostgreSQL, and a keyed submission's answer after it in the same
+    /// transaction.
+    async fn submit_on_postgres(
         reused: &Reused,
-        new: &NewSubmission<'_>,
+        offered: Uuid,
+        values: [Value; 14],
         keyed: Option<Keyed<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
-        // The enquiry goes as JSON text that PostgreSQL parses into `jsonb` itself, which
-        // spares building and encoding a `serde_json::Value` per request.
-        let enquiry_json = serde_json::to_string(new.enquiry).map_err(StoreError::Encoding)?;
-        let statement = Statement::from_sql_and_values(
-            DbBackend::Postgres,
-            SUBMIT_POSTGRES,
-            [
-                new.case_id.into(),
-                new.reference.as_str().into(),
-                new.enquiry.brand.as_str().into(),
-                new.enquiry.email.as_str().into(),
-                case::Status::PendingActivation.as_str().into(),
-                enquiry_json.into(),
-                new.enquiry.product_uuid.into(),
-                new.now.into(),
-                new.activates_at.into(),
-                new_row_id().into(),
-                new.client_id.into(),
-                new.raw_body.into(),
-                new_row_id().into(),
-                new.sandbox.into(),
-            ],
-        );
+        let statement =
+            Statement::from_sql_and_values(DbBackend::Postgres, SUBMIT.postgres(), values);
         let written = |row: Option<&PgRow>| -> Result<(Uuid, String), DbErr> {
             let row = row.ok_or(DbErr::RecordNotInserted)?;
             Ok((
@@ -232,7 +242,7 @@ impl CaseStore {
         reused
             .fetch_then(statement, |row| {
                 let (case_id, reference) = written(row)?;
-                let sealed = keyed.seal(&submitted(new, case_id, reference.clone()))?;
+                let sealed = keyed.seal(&submitted(offered, case_id, reference.clone()))?;
                 let store = answer_statement(keyed.lease, &sealed, case_id);
                 Ok::<_, StoreError>((store, (case_id, reference)))
             })
@@ -240,107 +250,35 @@ impl CaseStore {
             .ok_or(StoreError::LeaseLost)
     }
 
-    /// The same writes through the ORM, on SQLite: the upsert, then the submission, the
-    /// event and a keyed submission's answer, in one transaction.
-    async fn submit_in_transaction(
+    /// [`SUBMIT`] on SQLite, in one transaction with a keyed submission's answer.
+    async fn submit_on_sqlite(
         &self,
-        new: &NewSubmission<'_>,
+        offered: Uuid,
+        values: [Value; 14],
         keyed: Option<Keyed<'_>>,
     ) -> Result<(Uuid, String), StoreError> {
-        let enquiry_json = serde_json::to_value(new.enquiry).map_err(StoreError::Encoding)?;
         let txn = self.begin_write().await?;
-        let upserted = case::Entity::insert(case::ActiveModel {
-            id: Set(new.case_id),
-            reference: Set(new.reference.clone()),
-            brand: Set(new.enquiry.brand.as_str().to_owned()),
-            email: Set(new.enquiry.email.as_str().to_owned()),
-            status: Set(case::Status::PendingActivation),
-            enquiry: Set(enquiry_json),
-            product_uuid: Set(new.enquiry.product_uuid),
-            created_at: Set(new.now),
-            updated_at: Set(new.now),
-            activates_at: Set(new.activates_at),
-            activated_at: Set(None),
-            redirect_token_id: Set(None),
-            sandbox: Set(new.sandbox),
-        })
-        .on_conflict(
-            on_case_key()
-                .update_columns([case::Column::Enquiry, case::Column::UpdatedAt])
-                .value(
-                    case::Column::ProductUuid,
-                    Expr::cust(r#"COALESCE(excluded."product_uuid", "cases"."product_uuid")"#),
-                )
-                .value(case::Column::Status, completing_referral("status"))
-                .value(
-                    case::Column::ActivatesAt,
-                    completing_referral("activates_at"),
-                )
-                .to_owned(),
-        )
-        .exec_with_returning(&txn)
-        .await?;
-        let enquiry = submission_row(
-            upserted.id,
-            new.client_id,
-            new.now,
-            new.raw_body,
-            submission::KIND_ENQUIRY,
-        );
-        submission::Entity::insert(enquiry)
-            .exec_without_returning(&txn)
-            .await?;
-        let kind = match outcome_of(new.case_id, upserted.id) {
-            Outcome::Created => "created",
-            Outcome::Updated => "updated",
-        };
-        let logged = event(upserted.id, kind, Some(new.client_id), None, new.now);
-        log_event(&txn, logged).await?;
+        let rows = SUBMIT.run_on_sqlite(&txn, values.into()).await?;
+        let row = rows.first().ok_or(DbErr::RecordNotInserted)?;
+        let (case_id, reference): (Uuid, String) = row.try_get_many_by_index()?;
         if let Some(keyed) = keyed {
-            let done = submitted(new, upserted.id, upserted.reference.clone());
-            store_answer(&txn, keyed.lease, &keyed.seal(&done)?, upserted.id).await?;
+            let done = submitted(offered, case_id, reference.clone());
+            store_answer(&txn, keyed.lease, &keyed.seal(&done)?, case_id).await?;
         }
         txn.commit().await?;
-        Ok((upserted.id, upserted.reference))
+        Ok((case_id, reference))
     }
 }
 
-/// On an enquiry's upsert, the `column` an existing case keeps, unless it is referred: then
-/// the enquiry's, which starts it towards activation.
-fn completing_referral(column: &str) -> sea_orm::sea_query::SimpleExpr {
-    Expr::cust(format!(
-        r#"CASE "cases"."status" WHEN '{}' THEN excluded."{column}" ELSE "cases"."{column}" END"#,
-        case::Status::Referred.as_str()
-    ))
-}
-
-/// What a submission that wrote case `case_id` did: a case keeps its id on update, so the
-/// new id tells a creation.
-fn submitted(new: &NewSubmission<'_>, case_id: Uuid, reference: String) -> Submitted {
-    Submitted {
-        outcome: outcome_of(new.case_id, case_id),
-        reference,
-    }
-}
-
-/// Whether a write that offered a new case `offered` made it, by the id of the case it
-/// wrote: a case keeps its id on update.
-fn outcome_of(offered: Uuid, written: Uuid) -> Outcome {
-    if written == offered {
+/// What a submission that offered a new case `offered` did, by the case it wrote, `case_id`:
+/// a case keeps its id on update, so the new id tells a creation.
+fn submitted(offered: Uuid, case_id: Uuid, reference: String) -> Submitted {
+    let outcome = if case_id == offered {
         Outcome::Created
     } else {
         Outcome::Updated
-    }
-}
-
-/// A case insert's conflict on the case's key, brand, e-mail and sandbox (the unique index
-/// `ux_cases_brand_email_sandbox`): the writer says what it changes of the case found.
-pub(super) fn on_case_key() -> OnConflict {
-    OnConflict::columns([
-        case::Column::Brand,
-        case::Column::Email,
-        case::Column::Sandbox,
-    ])
+    };
+    Submitted { outcome, reference }
 }
 
 /// The key writes to one case queue on, by its brand and e-mail: the same for submissions

@@ -62,6 +62,25 @@ impl<const N: usize> QueryTemplate<N> {
         }
     }
 
+    /// The query's text.
+    pub fn sql(&self) -> &str {
+        &self.sql
+    }
+
+    /// What the query binds to `$1`, `$2`...: the argument's name from `names`, or
+    /// `{"value": ...}` for a value the query fixed.
+    pub fn parameters(&self, names: [&str; N]) -> Vec<serde_json::Value> {
+        self.slots
+            .iter()
+            .map(|slot| match slot {
+                Slot::Arg(i) => serde_json::Value::from(names[*i]),
+                Slot::Fixed(v) => {
+                    serde_json::json!({"value": sea_orm::sea_query::value::sea_value_to_json_value(v)})
+                }
+            })
+            .collect()
+    }
+
     /// The statement with `args` in the arguments' places.
     pub fn bind(&self, args: [&str; N]) -> Statement {
         let values = self
