@@ -19,7 +19,7 @@ pub async fn run(state: Arc<AppState>) {
         backlog = match state.cases.activate_due().await {
             Ok(activated) => {
                 for a in &activated {
-                    let name = sandbox::CASES_ACTIVATED.name(a.sandbox);
+                    let name = a.world.counter(sandbox::CASES_ACTIVATED);
                     metrics::counter!(name, "brand" => a.brand.clone()).increment(1);
                     metrics::histogram!("intake_activation_lag_seconds")
                         .record(a.lag.as_secs_f64());

@@ -1,10 +1,53 @@
-//! What a sandbox client can make happen on purpose: the failures the contract tells partners
-//! to handle, each made by an e-mail address, so a partner tests its fallbacks before a
-//! customer meets them. Only a sandbox client's requests are looked at; for a real client
-//! these are ordinary addresses.
+//! The sandbox: what being a sandbox client changes, decided here and consulted by the routes,
+//! the store and the workers through one value, the [`World`] a request or a case lives in.
+//! A sandbox client's cases live apart from real ones (a world of their own in the cases'
+//! unique key, and in operators' views), activate soon, are counted apart and expire; and a
+//! sandbox client can make happen on purpose the failures the contract tells partners to
+//! handle, each by an e-mail address, so a partner tests its fallbacks before a customer
+//! meets them. For a real client these are ordinary addresses.
 
 use std::collections::HashSet;
 use std::sync::Mutex;
+
+/// Where a client's requests, and the cases they make, live: the real world, or the sandbox
+/// apart from it. Stored as a case's `sandbox` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum World {
+    /// Real partners' real customers.
+    #[default]
+    Real,
+    /// A sandbox client's practice cases.
+    Sandbox,
+}
+
+impl World {
+    /// The world of a sandbox client, or of a real one.
+    pub fn of(sandbox: bool) -> Self {
+        if sandbox { Self::Sandbox } else { Self::Real }
+    }
+
+    /// Whether it is the sandbox: the flag a case is stored with.
+    pub fn is_sandbox(self) -> bool {
+        self == Self::Sandbox
+    }
+
+    /// The failure a sandbox client asks for by its customer's address; none in the real
+    /// world, whose addresses are only addresses.
+    pub fn trigger(self, email: &str) -> Option<Trigger> {
+        match self {
+            Self::Sandbox => Trigger::of(email),
+            Self::Real => None,
+        }
+    }
+
+    /// The counter of `count` that counts this world's traffic.
+    pub fn counter(self, count: Counted) -> &'static str {
+        match self {
+            Self::Real => count.real,
+            Self::Sandbox => count.sandbox,
+        }
+    }
+}
 
 /// The domain of the trigger addresses: reserved for examples (RFC 2606), so no customer
 /// has one.
@@ -19,11 +62,6 @@ pub struct Counted {
 }
 
 impl Counted {
-    /// The counter for a client that is, or is not, a sandbox client.
-    pub fn name(self, sandbox: bool) -> &'static str {
-        if sandbox { self.sandbox } else { self.real }
-    }
-
     /// Both counters' names, the real one first.
     pub fn names(self) -> [&'static str; 2] {
         [self.real, self.sandbox]
@@ -172,6 +210,16 @@ mod tests {
         ] {
             assert_eq!(Trigger::of(ordinary), None, "{ordinary}");
         }
+    }
+
+    #[test]
+    fn only_the_sandbox_has_triggers_and_counts_apart() {
+        let address = "attach-fails@sandbox.example";
+        assert_eq!(World::Sandbox.trigger(address), Some(Trigger::AttachFails));
+        assert_eq!(World::Real.trigger(address), None);
+        assert_eq!(World::Real.counter(CASES), "intake_cases_total");
+        assert_eq!(World::Sandbox.counter(CASES), "intake_sandbox_cases_total");
+        assert!(World::of(true).is_sandbox() && !World::of(false).is_sandbox());
     }
 
     #[test]

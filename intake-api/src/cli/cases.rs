@@ -8,6 +8,7 @@ use service_kit::command_line::reads;
 use crate::config::{IntakeApiNames, Settings, changes};
 use crate::domain::Email;
 use crate::entity::case;
+use crate::sandbox::World;
 use service_kit::command_line::output::Report;
 
 /// The columns of a list of cases.
@@ -44,7 +45,7 @@ pub(super) async fn case_report(
             Report::record(serde_json::to_value(view)?)
         }
         CaseCommand::Find { email, sandbox } => Report::list(
-            serde_json::to_value(cases.find_by_email(&email, sandbox).await?)?,
+            serde_json::to_value(cases.find_by_email(&email, World::of(sandbox)).await?)?,
             CASE_COLUMNS,
             "No cases for that e-mail address.",
         ),
@@ -71,7 +72,11 @@ pub(super) async fn case_report(
             limit,
             sandbox,
         } => Report::list(
-            serde_json::to_value(cases.list(&status, since, limit, sandbox).await?)?,
+            serde_json::to_value(
+                cases
+                    .list(&status, since, limit, World::of(sandbox))
+                    .await?,
+            )?,
             CASE_COLUMNS,
             "No cases.",
         ),

@@ -114,16 +114,6 @@ pub(super) fn record_case(outcome: &str, reference: &str, brand: &str) {
     record(BRAND, brand);
 }
 
-/// The failure a sandbox client asks for by its customer's address; never one for a real
-/// client, whose addresses are only addresses.
-fn sandbox_trigger(partner: &Partner, email: &str) -> Option<Trigger> {
-    if partner.claims.sandbox {
-        Trigger::of(email)
-    } else {
-        None
-    }
-}
-
 /// A new single-use link on `brand`'s portal: its token (stored only as a hash) and the URL
 /// the customer is sent to. Nothing is stored unless the link can be made: an unknown
 /// portal or no randomness answers the spec's 500 `Failed to generate redirect link`.
@@ -178,7 +168,7 @@ impl IntakeApi {
         let state = &self.state;
         let today = chrono::Utc::now().date_naive();
         let enquiry = parse_enquiry(&body.value, &state.brand_ids(), today)?;
-        let trigger = sandbox_trigger(&partner, enquiry.email.as_str());
+        let trigger = partner.world().trigger(enquiry.email.as_str());
         if trigger == Some(Trigger::UnavailableBeforeStoring)
             && state
                 .sandbox_tries
@@ -200,7 +190,7 @@ impl IntakeApi {
                         &enquiry,
                         &body.raw,
                         partner.client_id(),
-                        partner.claims.sandbox,
+                        partner.world(),
                         attempt.keyed(&|done| json_answer(case_answer(done))),
                     )
                     .await,
@@ -211,7 +201,7 @@ impl IntakeApi {
             Outcome::Updated => "updated",
         };
         let brand = enquiry.brand.as_str();
-        let counter = sandbox::CASES.name(partner.claims.sandbox);
+        let counter = partner.world().counter(sandbox::CASES);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(label, &submitted.reference, brand);
         if trigger == Some(Trigger::UnavailableAfterStoring)
@@ -248,7 +238,7 @@ impl IntakeApi {
         let state = &self.state;
         let request = parse_attach(&body.value)?;
         if let Some(trigger @ (Trigger::AttachNotFound | Trigger::AttachFails)) =
-            sandbox_trigger(&partner, request.email.as_str())
+            partner.world().trigger(request.email.as_str())
         {
             return Err(IntakeError::Triggered(trigger));
         }
@@ -336,7 +326,7 @@ impl IntakeApi {
                 StoreError::LeaseLost => IntakeError::from(e),
                 e => IntakeError::RedirectFailed(e.into()),
             })?;
-        let counter = sandbox::PRODUCTS_ATTACHED.name(partner.claims.sandbox);
+        let counter = partner.world().counter(sandbox::PRODUCTS_ATTACHED);
         metrics::counter!(counter, "brand" => case.brand.clone()).increment(1);
         record_case("product_attached", &case.reference, &case.brand);
         Ok(AttachResponse::fresh((200, response)))

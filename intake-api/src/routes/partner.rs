@@ -16,6 +16,7 @@ use shared::profile::Profile;
 
 use crate::auth::AuthError;
 use crate::error::IntakeError;
+use crate::sandbox::World;
 use crate::state::AppState;
 
 /// Name of the security scheme in the OpenAPI document.
@@ -193,6 +194,11 @@ impl<S> Caller<S> {
     /// The caller's client id.
     pub fn client_id(&self) -> &str {
         &self.claims.client_id
+    }
+
+    /// The world the caller's requests live in: a sandbox client's apart from the real one.
+    pub fn world(&self) -> World {
+        World::of(self.claims.sandbox)
     }
 }
 

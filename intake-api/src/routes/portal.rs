@@ -119,7 +119,7 @@ impl PortalApi {
             },
             product_uuid: redeemed.product_uuid,
             email: redeemed.email,
-            sandbox: redeemed.sandbox,
+            sandbox: redeemed.world.is_sandbox(),
         })))
     }
 }

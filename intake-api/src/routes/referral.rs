@@ -129,14 +129,14 @@ impl ReferralApi {
         let (token, redirect) = attempt
             .settle(new_link(state, referral.brand.as_str()))
             .await?;
-        let in_sandbox = partner.claims.sandbox;
+        let world = partner.world();
         let stored = state
             .cases
             .refer(
                 &referral,
                 &body.raw,
                 partner.client_id(),
-                in_sandbox,
+                world,
                 &token.hash(),
                 attempt.keyed(&|done| json_answer(referral_answer(done, &redirect))),
             )
@@ -147,7 +147,7 @@ impl ReferralApi {
             Outcome::Updated => "added",
         };
         let brand = referral.brand.as_str();
-        let counter = sandbox::REFERRALS.name(in_sandbox);
+        let counter = world.counter(sandbox::REFERRALS);
         metrics::counter!(counter, "brand" => brand.to_owned(), "outcome" => label).increment(1);
         record_case(&format!("referral_{label}"), &done.reference, brand);
         Ok(ReferResponse::fresh(referral_answer(&done, &redirect)))

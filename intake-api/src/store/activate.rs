@@ -10,14 +10,15 @@ use uuid::Uuid;
 use super::outbox::queue_events;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::entity::{case, case_event};
+use crate::sandbox::World;
 
 /// A case that has just become active.
 #[derive(Debug, Clone)]
 pub struct Activated {
     /// Its brand.
     pub brand: String,
-    /// A sandbox case, counted apart from real ones.
-    pub sandbox: bool,
+    /// Its world: a sandbox case is counted apart from real ones.
+    pub world: World,
     /// How late the activation was.
     pub lag: Duration,
 }
@@ -149,7 +150,7 @@ impl CaseStore {
             .map(|(_, brand, activates_at, sandbox)| Activated {
                 lag: (now - activates_at).to_std().unwrap_or_default(),
                 brand,
-                sandbox,
+                world: World::of(sandbox),
             })
             .collect())
     }
@@ -178,7 +179,7 @@ mod tests {
                 let body = crate::examples::purchase_enquiry("brand_a", email);
                 let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
                 store
-                    .submit(&enquiry, "{}", "partner", false, None)
+                    .submit(&enquiry, "{}", "partner", World::Real, None)
                     .await
                     .unwrap();
             }

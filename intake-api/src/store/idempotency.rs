@@ -573,7 +573,13 @@ mod tests {
             answer: &answered,
         };
         let submitted = store
-            .submit(&enquiry, "{}", "partner", false, Some(keyed))
+            .submit(
+                &enquiry,
+                "{}",
+                "partner",
+                crate::sandbox::World::Real,
+                Some(keyed),
+            )
             .await
             .unwrap();
         store.release(&held).await;
@@ -635,13 +641,25 @@ mod tests {
         let successor = lease(store.claim(&request("k", "h")).await.unwrap());
         assert!(matches!(
             store
-                .submit(&enquiry, "{}", "partner", false, Some(keyed(&dead)))
+                .submit(
+                    &enquiry,
+                    "{}",
+                    "partner",
+                    crate::sandbox::World::Real,
+                    Some(keyed(&dead))
+                )
                 .await,
             Err(StoreError::LeaseLost)
         ));
         assert_eq!(cases(&store).await, 0, "the dead attempt's case was kept");
         let submitted = store
-            .submit(&enquiry, "{}", "partner", false, Some(keyed(&successor)))
+            .submit(
+                &enquiry,
+                "{}",
+                "partner",
+                crate::sandbox::World::Real,
+                Some(keyed(&successor)),
+            )
             .await
             .unwrap();
         match store.claim(&request("k", "h")).await.unwrap() {

@@ -52,6 +52,7 @@ pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;
 
 use crate::entity::{case_event, submission};
+use crate::sandbox::World;
 
 /// The longest one unit of database work may take, waiting for its turn included: past it
 /// the request answers 503 instead of hanging on a database that stopped answering.
@@ -198,6 +199,16 @@ fn event(
         client_id: Set(client_id.map(str::to_owned)),
         detail: Set(detail),
         created_at: Set(at),
+    }
+}
+
+impl Timing {
+    /// From the creation of a case of `world` to its activation.
+    pub fn activation_delay(&self, world: World) -> Duration {
+        match world {
+            World::Real => self.activation_delay,
+            World::Sandbox => self.sandbox_activation_delay,
+        }
     }
 }
 
@@ -501,7 +512,7 @@ mod statement_tests {
         let sizes = [
             (
                 "submit",
-                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c", false, None)),
+                std::mem::size_of_val(&store.submit(&enquiry, "{}", "c", World::Real, None)),
             ),
             (
                 "find_for_attach",

@@ -9,6 +9,7 @@ use uuid::Uuid;
 use super::refer::newest_referral_link;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::entity::{case, case_event, redirect_token};
+use crate::sandbox::World;
 
 /// What a redeemed link continues with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,8 +22,8 @@ pub struct Redeemed {
     pub email: String,
     /// The product attached when the link was made; none for a referral's link.
     pub product_uuid: Option<Uuid>,
-    /// Whether the case is a sandbox client's, made for practice: not a real customer's.
-    pub sandbox: bool,
+    /// The case's world: a sandbox client's, made for practice, is not a real customer's.
+    pub world: World,
 }
 
 /// What a redeem did.
@@ -124,7 +125,7 @@ impl CaseStore {
             brand: case.brand,
             email: case.email,
             product_uuid: token.product_uuid,
-            sandbox: case.sandbox,
+            world: World::of(case.sandbox),
         }))
     }
 }

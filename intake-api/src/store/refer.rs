@@ -29,6 +29,7 @@ use super::{CaseStore, StoreError, event, later, new_row_id, submission_row};
 
 use crate::domain::Referral;
 use crate::entity::{case, case_event, redirect_token, submission};
+use crate::sandbox::World;
 
 /// The case event a referral leaves in the case's history (heard of by no partner).
 pub const REFERRED_EVENT: &str = "referred";
@@ -38,7 +39,7 @@ struct NewReferral<'a> {
     referral: &'a Referral,
     raw_body: &'a str,
     client_id: &'a str,
-    sandbox: bool,
+    world: World,
     token_hash: &'a str,
 }
 
@@ -56,7 +57,7 @@ impl CaseStore {
         referral: &Referral,
         raw_body: &str,
         client_id: &str,
-        sandbox: bool,
+        world: World,
         token_hash: &str,
         keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
@@ -64,7 +65,7 @@ impl CaseStore {
             referral,
             raw_body,
             client_id,
-            sandbox,
+            world,
             token_hash,
         };
         let key = case_key(referral.brand.as_str(), referral.email.as_str());
@@ -157,7 +158,7 @@ async fn make_case(
         activated_at: Set(None),
         // Its only link, which a release before this one redeems as the case's newest.
         redirect_token_id: Set(Some(token_id)),
-        sandbox: Set(new.sandbox),
+        sandbox: Set(new.world.is_sandbox()),
     })
     // A case found is not written: nothing of it changes for the partners on it. The
     // conflict is on the case's key (the unique index `ux_cases_brand_email_sandbox`).
@@ -193,7 +194,7 @@ async fn answer_on_found_case(
         .columns([case::Column::Id, case::Column::Reference])
         .filter(case::Column::Brand.eq(new.referral.brand.as_str()))
         .filter(case::Column::Email.eq(new.referral.email.as_str()))
-        .filter(case::Column::Sandbox.eq(new.sandbox))
+        .filter(case::Column::Sandbox.eq(new.world.is_sandbox()))
         // Two referrals of one partner at two replicas take turns, so the second sees the
         // first's link (SQLite's write transaction already holds the database).
         .lock_exclusive()

@@ -15,6 +15,7 @@ use super::steps::{Step, Steps};
 use super::{CaseStore, StoreError, bounded, later, new_row_id};
 use crate::domain::Enquiry;
 use crate::entity::case;
+use crate::sandbox::World;
 
 /// Whether a write made a new case (or, for a referral, the partner's first referral of
 /// the customer) or met one it had.
@@ -135,12 +136,12 @@ impl CaseStore {
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
-        sandbox: bool,
+        world: World,
         keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let key = case_key(enquiry.brand.as_str(), enquiry.email.as_str());
         self.drawing_references(key, || {
-            self.try_submit(enquiry, raw_body, client_id, sandbox, keyed)
+            self.try_submit(enquiry, raw_body, client_id, world, keyed)
         })
         .await
     }
@@ -181,15 +182,11 @@ impl CaseStore {
         enquiry: &Enquiry,
         raw_body: &str,
         client_id: &str,
-        sandbox: bool,
+        world: World,
         keyed: Option<Keyed<'_>>,
     ) -> Result<Submitted, StoreError> {
         let now = Utc::now();
-        let delay = if sandbox {
-            self.timing.sandbox_activation_delay
-        } else {
-            self.timing.activation_delay
-        };
+        let delay = self.timing.activation_delay(world);
         let offered = new_row_id();
         // The enquiry goes as JSON text, which PostgreSQL parses into `jsonb` itself: that
         // spares building and encoding a `serde_json::Value` per request.
@@ -208,7 +205,7 @@ impl CaseStore {
             client_id.into(),
             raw_body.into(),
             new_row_id().into(),
-            sandbox.into(),
+            world.is_sandbox().into(),
         ];
         let (case_id, reference) = match self.reused() {
             Some(reused) => Self::submit_on_postgres(reused, offered, values, keyed).await?,

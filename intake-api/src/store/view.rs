@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use super::{CaseStore, StoreError, bounded, enquired_by};
 use crate::entity::{case, case_event, submission};
+use crate::sandbox::World;
 
 /// A case's state, as its partners may read it.
 #[derive(Debug, Clone, Serialize, DerivePartialModel)]
@@ -109,15 +110,15 @@ impl CaseStore {
     }
 
     /// The cases of the customer with `email` (trimmed, in any case), in every brand, most
-    /// recently updated first: real ones, or sandbox clients' when `sandbox`.
+    /// recently updated first, of `world`.
     pub async fn find_by_email(
         &self,
         email: &str,
-        sandbox: bool,
+        world: World,
     ) -> Result<Vec<CaseSummary>, StoreError> {
         Ok(case::Entity::find()
             .filter(case::Column::Email.eq(email.trim().to_lowercase()))
-            .filter(case::Column::Sandbox.eq(sandbox))
+            .filter(case::Column::Sandbox.eq(world.is_sandbox()))
             .order_by_desc(case::Column::UpdatedAt)
             .into_partial_model::<CaseSummary>()
             .all(&self.db)
@@ -125,15 +126,15 @@ impl CaseStore {
     }
 
     /// The newest `limit` cases created at or after `since`, in one of `statuses` (any when
-    /// none), newest first: real ones, or sandbox clients' when `sandbox`.
+    /// none), newest first, of `world`.
     pub async fn list(
         &self,
         statuses: &[case::Status],
         since: Option<DateTime<Utc>>,
         limit: u64,
-        sandbox: bool,
+        world: World,
     ) -> Result<Vec<CaseSummary>, StoreError> {
-        let mut query = case::Entity::find().filter(case::Column::Sandbox.eq(sandbox));
+        let mut query = case::Entity::find().filter(case::Column::Sandbox.eq(world.is_sandbox()));
         if !statuses.is_empty() {
             query = query.filter(case::Column::Status.is_in(statuses.iter().copied()));
         }

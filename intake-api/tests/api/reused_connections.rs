@@ -27,7 +27,13 @@ async fn submit(store: &CaseStore, email: &str) -> Result<Outcome, intake_api::s
     let body = purchase_enquiry("brand_a", email);
     let enquiry = parse_enquiry(&body, &BRANDS, Utc::now().date_naive()).unwrap();
     store
-        .submit(&enquiry, &body.to_string(), "client", false, None)
+        .submit(
+            &enquiry,
+            &body.to_string(),
+            "client",
+            intake_api::sandbox::World::Real,
+            None,
+        )
         .await
         .map(|s| s.outcome)
 }

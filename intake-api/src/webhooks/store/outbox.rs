@@ -14,6 +14,7 @@ use serde::Serialize;
 use uuid::Uuid;
 
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
+use crate::sandbox::{Trigger, World};
 use crate::store::{CaseStore, StoreError, bounded};
 
 /// One event for one partner, as the operator CLI lists it.
@@ -338,9 +339,9 @@ impl CaseStore {
                     row.try_get_by_index::<String>(3)?,
                     detail.and_then(|d| d.get("product_uuid")?.as_str()?.parse().ok()),
                     row.try_get_by_index::<bool>(5)?,
-                    row.try_get_by_index::<bool>(7)?
-                        && crate::sandbox::Trigger::of(&row.try_get_by_index::<String>(6)?)
-                            == Some(crate::sandbox::Trigger::WebhookFails),
+                    World::of(row.try_get_by_index::<bool>(7)?)
+                        .trigger(&row.try_get_by_index::<String>(6)?)
+                        == Some(Trigger::WebhookFails),
                 ),
             );
         }

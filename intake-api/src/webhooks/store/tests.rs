@@ -30,7 +30,7 @@ async fn enquire(store: &CaseStore, client_id: &str, email: &str) -> String {
     let body = crate::examples::purchase_enquiry("brand_a", email);
     let enquiry = crate::domain::parse_enquiry(&body, &["brand_a"], today).unwrap();
     store
-        .submit(&enquiry, "{}", client_id, false, None)
+        .submit(&enquiry, "{}", client_id, crate::sandbox::World::Real, None)
         .await
         .unwrap()
         .reference
