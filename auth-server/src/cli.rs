@@ -399,8 +399,18 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
                 "withdrawn_standby_kid": rotated.withdrawn_standby_kid,
             }))
         }
-        KeyCommand::List => Report::list(
-            serde_json::to_value(signing_keys::list_keys(&db).await?)?,
+        KeyCommand::List {
+            rotation_interval_secs,
+        } => Report::list(
+            serde_json::to_value(
+                signing_keys::list_keys(
+                    &db,
+                    rotation_interval_secs
+                        .and_then(|s| i64::try_from(s).ok())
+                        .and_then(Duration::try_seconds),
+                )
+                .await?,
+            )?,
             &[
                 "kid",
                 "alg",
@@ -410,6 +420,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
                 "retired_at",
                 "unpublish_at",
                 "revoked_at",
+                "rotates_at",
             ],
             "No keys: `auth-server serve` makes the first ones.",
         ),

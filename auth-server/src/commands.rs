@@ -7,7 +7,9 @@ use service_kit::command_line::{Actor, Database, KeyEncryptionKeyArg, args_of, r
 use shared::claims::TokenAlgorithm;
 
 use crate::audit::Head;
-use crate::config::{AllowInsecureArg, AuthServerNames, Config, Fapi2Arg};
+use crate::config::{
+    AllowInsecureArg, AuthServerNames, Config, Fapi2Arg, ROTATION_INTERVAL_VARIABLE,
+};
 use crate::store::clients::AuthMethod;
 
 /// What a command that checks the audit trail takes besides its own arguments.
@@ -354,7 +356,12 @@ pub enum KeyCommand {
   auth-server key list
   auth-server key list -o json | jq -r '.[] | select(.state == \"active\") | .kid'"
     )]
-    List,
+    List {
+        /// The servers' rotation schedule, in seconds: `rotates_at` then shows when the
+        /// newest key is next rotated.
+        #[arg(long, env = ROTATION_INTERVAL_VARIABLE)]
+        rotation_interval_secs: Option<u64>,
+    },
     /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
     /// signing, the standby key takes over at once.
     #[command(

@@ -62,6 +62,11 @@ pub struct Config {
     /// How long resource servers may cache the JWKS, in seconds.
     #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS", default_value_t = 300)]
     pub jwks_max_age_secs: u64,
+    /// Rotate the signing keys on a schedule: once the newest key has been signing this
+    /// many seconds, one replica rotates them as `key rotate` does (audited as
+    /// `scheduler`). Off when unset.
+    #[arg(long, env = ROTATION_INTERVAL_VARIABLE, value_parser = clap::value_parser!(u64).range(1..))]
+    pub key_rotation_interval_secs: Option<u64>,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
     /// encrypted with at rest, and the audit trail sealed with (a key derived from it).
     /// Required by `serve`, every command that changes a client or key, `audit verify` and
@@ -148,6 +153,12 @@ impl Config {
     /// Where clients' JWKS may be fetched from.
     pub fn client_jwks_reach(&self) -> Reach {
         reach(self.client_jwks_allow_insecure)
+    }
+
+    /// How often the signing keys are rotated on schedule, if they are.
+    pub fn key_rotation_interval(&self) -> Option<std::time::Duration> {
+        self.key_rotation_interval_secs
+            .map(std::time::Duration::from_secs)
     }
 
     /// The issuer without a trailing slash, as it appears in tokens and metadata.
@@ -255,6 +266,9 @@ impl From<&Config> for Settings {
 }
 
 const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
+
+/// The setting of the key rotation schedule, which `key list` reads as the servers do.
+pub(crate) const ROTATION_INTERVAL_VARIABLE: &str = "AUTH_KEY_ROTATION_INTERVAL_SECS";
 
 /// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
 #[derive(Debug, Clone, Args)]

@@ -16,6 +16,7 @@ pub mod keys;
 pub mod migration;
 pub mod registry;
 pub mod routes;
+pub mod scheduled_rotation;
 pub mod secrets;
 pub mod startup;
 pub mod state;

@@ -41,6 +41,21 @@ const AUTH_METRICS: &[MetricHelp] = &[
         help: "Requests for /revocations refused, by reason: missing, scope, client_disabled, or why the token did not verify.",
     },
     MetricHelp {
+        name: "auth_signing_key_age_seconds",
+        kind: MetricKind::Gauge,
+        help: "How long the key signing tokens now has been signing.",
+    },
+    MetricHelp {
+        name: "auth_key_rotation_interval_seconds",
+        kind: MetricKind::Gauge,
+        help: "The rotation schedule (AUTH_KEY_ROTATION_INTERVAL_SECS); 0 when the keys are rotated only by hand.",
+    },
+    MetricHelp {
+        name: "auth_scheduled_rotations_total",
+        kind: MetricKind::Counter,
+        help: "Rotations this replica made on schedule, by outcome (ok, or error: retried at the next look).",
+    },
+    MetricHelp {
         name: "auth_registry_reloads_total",
         kind: MetricKind::Counter,
         help: "Reloads of clients and keys from the database, by outcome (`ok` or `error`).",
@@ -222,6 +237,7 @@ impl Server for Application {
             state.registry.db().clone(),
         ));
         background.spawn(prune_spent_ids(state.clone()));
+        background.spawn(crate::scheduled_rotation::run(state.clone()));
         let documents = crate::routes::documents(state.clone());
         let app = ops::service_routes(
             api_service(state.clone()),

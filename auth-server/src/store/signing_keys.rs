@@ -306,12 +306,21 @@ pub struct KeyInfo {
     pub unpublish_at: Option<DateTime<Utc>>,
     /// When it was revoked.
     pub revoked_at: Option<DateTime<Utc>>,
+    /// When the rotation schedule next rotates it: on the newest scheduled key only, and
+    /// only with a schedule.
+    pub rotates_at: Option<DateTime<Utc>>,
 }
 
-/// Every key with its state now, oldest activation first.
-pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> {
+/// Every key with its state now, oldest activation first; with the rotation schedule's
+/// `interval`, when the newest is next rotated.
+pub async fn list_keys(
+    db: &DatabaseConnection,
+    interval: Option<Duration>,
+) -> anyhow::Result<Vec<KeyInfo>> {
     let now = Utc::now();
     let ring = KeyRing::load(db).await?;
+    let rotates_at = interval.and_then(|i| super::key_schedule::next_rotation(&ring, i));
+    let newest = ring.scheduled.last().map(|k| k.kid.clone());
     let usable = ring.scheduled;
     let activations: Vec<_> = usable.iter().map(|k| k.activates_at).collect();
     let times = keys::key_times(&activations, now);
@@ -319,6 +328,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
         .into_iter()
         .zip(times)
         .map(|(k, t)| KeyInfo {
+            rotates_at: rotates_at.filter(|_| newest.as_deref() == Some(k.kid.as_str())),
             kid: k.kid,
             alg: k.alg,
             state: t.state(now),
@@ -339,6 +349,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
             retired_at: None,
             unpublish_at: None,
             revoked_at: None,
+            rotates_at: None,
         });
     }
     let revoked = signing_key::Entity::find()
@@ -354,6 +365,7 @@ pub async fn list_keys(db: &DatabaseConnection) -> anyhow::Result<Vec<KeyInfo>> 
         retired_at: None,
         unpublish_at: k.revoked_at,
         revoked_at: k.revoked_at,
+        rotates_at: None,
     }));
     // Standby keys (no activation) after every scheduled one.
     out.sort_by_key(|k| (k.activates_at.is_none(), k.activates_at, k.created_at));

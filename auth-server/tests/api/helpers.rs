@@ -109,27 +109,7 @@ impl TestApp {
 
     /// Verifies `jwt` against the JWKS the server publishes now, the way a resource server would.
     pub async fn verify(&self, jwt: &str) -> Result<Value, String> {
-        let jwks: jsonwebtoken::jwk::JwkSet =
-            serde_json::from_value(self.jwks().await).map_err(|e| e.to_string())?;
-        let kid = kid_of(jwt);
-        let jwk = jwks
-            .find(&kid)
-            .ok_or_else(|| format!("kid {kid} not published"))?;
-        let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
-        // The algorithm the key's JWK names, never the token's header.
-        let alg: jsonwebtoken::Algorithm = jwk
-            .common
-            .key_algorithm
-            .ok_or("the JWK names no alg")?
-            .to_string()
-            .parse()
-            .map_err(|e: jsonwebtoken::errors::Error| e.to_string())?;
-        let mut v = jsonwebtoken::Validation::new(alg);
-        v.set_audience(&[self.auth.config.audience.as_str()]);
-        v.set_issuer(&[self.auth.config.issuer()]);
-        jsonwebtoken::decode::<Value>(jwt, &key, &v)
-            .map(|d| d.claims)
-            .map_err(|e| e.to_string())
+        verify_with(&self.auth, &jwks_of(&self.auth).await, jwt)
     }
 
     /// Waits until new tokens are signed with `kid`.
@@ -316,4 +296,42 @@ impl TestApp {
         let status = resp.status().as_u16();
         (status, resp.json().await.expect("a JSON body"))
     }
+}
+
+/// The JWKS `server` publishes now.
+pub async fn jwks_of(server: &AuthServer) -> jsonwebtoken::jwk::JwkSet {
+    reqwest::get(format!("{}/.well-known/jwks.json", server.base_url()))
+        .await
+        .expect("jwks")
+        .json()
+        .await
+        .expect("a JWKS")
+}
+
+/// Verifies `jwt`, a token of `server`'s, against `jwks`, the way a resource server holding
+/// that JWKS would.
+pub fn verify_with(
+    server: &AuthServer,
+    jwks: &jsonwebtoken::jwk::JwkSet,
+    jwt: &str,
+) -> Result<Value, String> {
+    let kid = kid_of(jwt);
+    let jwk = jwks
+        .find(&kid)
+        .ok_or_else(|| format!("kid {kid} not published"))?;
+    let key = jsonwebtoken::DecodingKey::from_jwk(jwk).map_err(|e| e.to_string())?;
+    // The algorithm the key's JWK names, never the token's header.
+    let alg: jsonwebtoken::Algorithm = jwk
+        .common
+        .key_algorithm
+        .ok_or("the JWK names no alg")?
+        .to_string()
+        .parse()
+        .map_err(|e: jsonwebtoken::errors::Error| e.to_string())?;
+    let mut v = jsonwebtoken::Validation::new(alg);
+    v.set_audience(&[server.config.audience.as_str()]);
+    v.set_issuer(&[server.config.issuer()]);
+    jsonwebtoken::decode::<Value>(jwt, &key, &v)
+        .map(|d| d.claims)
+        .map_err(|e| e.to_string())
 }

@@ -9,6 +9,7 @@ mod clients;
 mod dpop_nonces;
 mod fapi2;
 mod jwks_uri;
+mod key_schedule;
 mod keys;
 mod limits;
 mod logs;
