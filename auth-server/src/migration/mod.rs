@@ -12,7 +12,7 @@ mod m20261203_000001_add_private_key_jwt;
 mod m20261203_000002_add_client_dpop_required;
 mod m20261204_000001_add_signing_key_alg;
 mod m20261205_000001_add_client_sandbox;
-mod m20261206_000001_create_key_rotation_lease;
+mod m20261208_000001_create_key_rotation_lease;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -33,7 +33,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261204_000001_add_signing_key_alg::Migration),
             Box::new(m20261205_000001_add_client_sandbox::Migration),
             Box::new(service_kit::replay::CreateDpopProofs),
-            Box::new(m20261206_000001_create_key_rotation_lease::Migration),
+            Box::new(m20261208_000001_create_key_rotation_lease::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

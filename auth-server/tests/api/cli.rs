@@ -1538,7 +1538,7 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
             &keys,
             &["--alg", "--publish-ahead-secs"],
         ),
-        (&["key", "list"], &reads, &[]),
+        (&["key", "list"], &reads, &["--rotation-interval-secs"]),
         (&["key", "revoke"], &keys, &[]),
         (&["audit", "list"], &reads, &["--since"]),
         (&["audit", "verify"], &keyed_reads, &["--head"]),

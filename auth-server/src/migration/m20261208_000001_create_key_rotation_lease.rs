@@ -5,7 +5,7 @@ pub struct Migration;
 
 impl MigrationName for Migration {
     fn name(&self) -> &str {
-        "m20261206_000001_create_key_rotation_lease"
+        "m20261208_000001_create_key_rotation_lease"
     }
 }
 
