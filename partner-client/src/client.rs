@@ -179,6 +179,9 @@ impl ClientBuilder {
                 // No timeout at all would let one stalled connection hold a call for ever.
                 .connect_timeout(Duration::from_secs(10))
                 .timeout(Duration::from_secs(60))
+                // The services close a connection idle for 5 seconds: one kept in the pool
+                // longer could be closed under the next call.
+                .pool_idle_timeout(Duration::from_secs(4))
                 .build()
                 .map_err(BuildError::Http)?,
         };

@@ -175,7 +175,12 @@ impl TokenRelay {
         let state = Arc::new(RelayState {
             upstream,
             settings,
-            http: reqwest::Client::new(),
+            // The auth-server closes connections idle for 5 s, the time this relay's tests
+            // wait between tokens: a pooled one could be closed under the next.
+            http: reqwest::Client::builder()
+                .pool_idle_timeout(Duration::from_secs(4))
+                .build()
+                .expect("an HTTP client"),
             arrived: AtomicUsize::new(0),
             seen: Mutex::default(),
         });
