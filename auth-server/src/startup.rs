@@ -106,6 +106,13 @@ pub struct Application {
     state: Arc<AppState>,
 }
 
+impl Application {
+    /// What the server's requests share: for tests and embedders that look inside.
+    pub fn state(&self) -> Arc<AppState> {
+        self.state.clone()
+    }
+}
+
 impl Server for Application {
     type Config = Config;
 

@@ -149,6 +149,8 @@ pub struct AuthServer {
     pub admin_port: Option<u16>,
     /// Its configuration (the CLI commands use it too).
     pub config: auth_server::config::Config,
+    /// What the running server's requests share, to look inside it.
+    pub state: std::sync::Arc<auth_server::state::AppState>,
     /// The resource servers' client (`revocations:read`), made on first use.
     resource_client: tokio::sync::OnceCell<(String, String)>,
 }
@@ -165,7 +167,7 @@ impl AuthServer {
         config.key_encryption_key = Some(TEST_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
         configure(&mut config);
         let app = auth_server::startup::Application::build(config.clone()).await?;
-        let (port, admin_port) = (app.port(), app.admin_port());
+        let (port, admin_port, state) = (app.port(), app.admin_port(), app.state());
         let server = Running::spawn(port, move |rx| async move {
             app.run_until(async {
                 let _ = rx.await;
@@ -176,6 +178,7 @@ impl AuthServer {
             server,
             admin_port,
             config,
+            state,
             resource_client: tokio::sync::OnceCell::new(),
         })
     }
