@@ -381,9 +381,15 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             // Never sooner than every auth-server can have loaded the change: then all
             // switch together.
             let not_before = Utc::now() + Duration::from_std(PROPAGATION)?;
-            let rotated =
-                signing_keys::rotate_keys(&db, &settings.kek()?, alg, ahead, not_before, &actor()?)
-                    .await?;
+            let rotated = signing_keys::rotate_keys(
+                &db,
+                &settings.keys()?,
+                alg,
+                ahead,
+                not_before,
+                &actor()?,
+            )
+            .await?;
             propagated().await;
             let state = if rotated.activates_at <= Utc::now() {
                 KeyState::Active
@@ -425,8 +431,11 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             "No keys: `auth-server serve` makes the first ones.",
         ),
         KeyCommand::Revoke { kid } => {
-            let revoked = signing_keys::revoke_key(&db, &settings.kek()?, &kid, &actor()?).await?;
+            let keys = settings.keys()?;
+            let revoked = signing_keys::revoke_key(&db, &keys, &kid, &actor()?).await?;
             propagated().await;
+            // Once no server signs with it: destroyed where it lives, so it can never sign.
+            keys.destroy(&revoked.revoked)?;
             Report::record(json!({
                 "kid": kid,
                 "state": "revoked",

@@ -8,7 +8,7 @@ use shared::claims::TokenAlgorithm;
 
 use crate::audit::Head;
 use crate::config::{
-    AllowInsecureArg, AuthServerNames, Config, Fapi2Arg, ROTATION_INTERVAL_VARIABLE,
+    AllowInsecureArg, AuthServerNames, Config, Fapi2Arg, KeyStoreArgs, ROTATION_INTERVAL_VARIABLE,
 };
 use crate::store::clients::AuthMethod;
 
@@ -32,6 +32,11 @@ fn changes() -> Vec<clap::Arg> {
         args_of::<OutputArg>(),
     ]
     .concat()
+}
+
+/// What a command that makes or destroys signing keys takes besides its own arguments.
+fn signing_key_changes() -> Vec<clap::Arg> {
+    [changes(), args_of::<KeyStoreArgs>()].concat()
 }
 
 /// What a command that registers a client's keys takes besides its own arguments.
@@ -329,7 +334,7 @@ pub enum ClientCommand {
 pub enum KeyCommand {
     /// Switch signing to the standby key, and publish a new standby.
     #[command(
-        args = changes(),
+        args = signing_key_changes(),
         after_help = "Examples:
   auth-server key rotate                          # the standby signs once every resource server holds it
   auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young
@@ -365,7 +370,7 @@ pub enum KeyCommand {
     /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
     /// signing, the standby key takes over at once.
     #[command(
-        args = changes(),
+        args = signing_key_changes(),
         after_help = "Examples:
   auth-server key revoke KID --actor alice"
     )]

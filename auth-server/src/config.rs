@@ -10,6 +10,13 @@ use service_kit::source::TrustedProxies;
 
 use crate::audit::AuditKey;
 use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use crate::key_store::pkcs11::{Pkcs11Vault, TokenSettings, TokenVault};
+use crate::key_store::{KeyStore, KeyVault};
 use crate::keys::SigningKeySealer;
 
 /// The auth-server's names (binary, variables, defaults) for the settings both services
@@ -73,6 +80,8 @@ pub struct Config {
     /// `audit seal`.
     #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
     pub key_encryption_key: Option<Secret<String>>,
+    #[command(flatten)]
+    pub key_store: KeyStoreArgs,
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     pub redis_url: Option<Secret<String>>,
@@ -137,6 +146,12 @@ impl Config {
     /// is no running without one.
     pub fn kek(&self) -> anyhow::Result<SigningKeySealer> {
         kek(self.key_encryption_key.as_ref())
+    }
+
+    /// Where the signing keys are kept: opens the PKCS#11 token when one is configured,
+    /// failing clearly when its library, token or PIN is wrong.
+    pub fn keys(&self) -> anyhow::Result<Arc<KeyStore>> {
+        self.key_store.open(self.kek()?)
     }
 
     /// The deployment profile the switch names.
@@ -208,6 +223,8 @@ pub struct Settings {
     pub client_jwks_allow_insecure: bool,
     /// Whether the servers run the FAPI 2.0 profile, which takes no secret client.
     pub fapi2: bool,
+    /// Where the signing keys are kept, for the commands that make or destroy them.
+    pub key_store: KeyStoreArgs,
 }
 
 impl Settings {
@@ -219,6 +236,11 @@ impl Settings {
     /// Where a client's JWKS URL may point.
     pub fn client_jwks_reach(&self) -> Reach {
         reach(self.client_jwks_allow_insecure)
+    }
+
+    /// Where the signing keys are kept.
+    pub fn keys(&self) -> anyhow::Result<Arc<KeyStore>> {
+        self.key_store.open(self.kek()?)
     }
 
     /// The key audit entries are sealed with, when the key-encryption key was given.
@@ -247,6 +269,7 @@ impl From<&Given> for Settings {
                 .settings::<AllowInsecureArg>()
                 .is_some_and(|a| a.client_jwks_allow_insecure),
             fapi2: given.settings::<Fapi2Arg>().is_some_and(|a| a.fapi2),
+            key_store: given.settings().unwrap_or_default(),
         }
     }
 }
@@ -261,6 +284,7 @@ impl From<&Config> for Settings {
             jwks_max_age_secs: config.jwks_max_age_secs,
             client_jwks_allow_insecure: config.client_jwks_allow_insecure,
             fapi2: config.fapi2,
+            key_store: config.key_store.clone(),
         }
     }
 }
@@ -269,6 +293,98 @@ const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
 
 /// The setting of the key rotation schedule, which `key list` reads as the servers do.
 pub(crate) const ROTATION_INTERVAL_VARIABLE: &str = "AUTH_KEY_ROTATION_INTERVAL_SECS";
+
+/// Where new signing keys are made and kept.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyStoreKind {
+    /// In the database, sealed under the key-encryption key.
+    #[default]
+    Database,
+    /// Inside a PKCS#11 token, which they never leave (AUTH_PKCS11_*).
+    Pkcs11,
+}
+
+/// The key store's settings: the servers' and those of the commands that make keys.
+#[derive(Debug, Clone, Args)]
+pub struct KeyStoreArgs {
+    /// Where new signing keys are made and kept: `database` (sealed under the
+    /// key-encryption key) or `pkcs11` (inside a token, which they never leave).
+    #[arg(long, env = "AUTH_KEY_STORE", value_enum, default_value_t = KeyStoreKind::Database)]
+    pub key_store: KeyStoreKind,
+    /// The PKCS#11 library of the token (AUTH_KEY_STORE=pkcs11), e.g.
+    /// /usr/lib/softhsm/libsofthsm2.so.
+    #[arg(long, env = "AUTH_PKCS11_MODULE")]
+    pub pkcs11_module: Option<PathBuf>,
+    /// The label of the token the keys live in.
+    #[arg(long, env = "AUTH_PKCS11_TOKEN_LABEL")]
+    pub pkcs11_token_label: Option<String>,
+    /// The token's user PIN (or AUTH_PKCS11_PIN_FILE).
+    #[arg(long, env = "AUTH_PKCS11_PIN", hide_env_values = true)]
+    pub pkcs11_pin: Option<Secret<String>>,
+    /// A file holding the token's user PIN, for a PIN mounted as a secret.
+    #[arg(long, env = "AUTH_PKCS11_PIN_FILE")]
+    pub pkcs11_pin_file: Option<PathBuf>,
+    /// Sessions kept open with the token: as many token requests can be signed at once.
+    #[arg(long, env = "AUTH_PKCS11_SESSIONS", default_value_t = 8)]
+    pub pkcs11_sessions: usize,
+}
+
+impl Default for KeyStoreArgs {
+    fn default() -> Self {
+        Self {
+            key_store: KeyStoreKind::Database,
+            pkcs11_module: None,
+            pkcs11_token_label: None,
+            pkcs11_pin: None,
+            pkcs11_pin_file: None,
+            pkcs11_sessions: 8,
+        }
+    }
+}
+
+impl KeyStoreArgs {
+    /// The key store these settings name, with keys sealed under `sealer`; fails, saying
+    /// which setting, when a PKCS#11 one is missing or wrong.
+    pub fn open(&self, sealer: SigningKeySealer) -> anyhow::Result<Arc<KeyStore>> {
+        let vault: Option<Arc<dyn KeyVault>> = match self.key_store {
+            KeyStoreKind::Database => None,
+            KeyStoreKind::Pkcs11 => {
+                let missing = |name: &str| anyhow::anyhow!("AUTH_KEY_STORE=pkcs11 needs {name}");
+                let pin = match (&self.pkcs11_pin, &self.pkcs11_pin_file) {
+                    (Some(pin), None) => pin.clone(),
+                    (None, Some(path)) => Secret::new(
+                        std::fs::read_to_string(path)
+                            .with_context(|| {
+                                format!("cannot read AUTH_PKCS11_PIN_FILE {}", path.display())
+                            })?
+                            .trim_end_matches(['\r', '\n'])
+                            .to_owned(),
+                    ),
+                    (Some(_), Some(_)) => anyhow::bail!(
+                        "AUTH_PKCS11_PIN and AUTH_PKCS11_PIN_FILE are both set: give one"
+                    ),
+                    (None, None) => return Err(missing("AUTH_PKCS11_PIN or AUTH_PKCS11_PIN_FILE")),
+                };
+                let settings = TokenSettings {
+                    module: self
+                        .pkcs11_module
+                        .clone()
+                        .ok_or_else(|| missing("AUTH_PKCS11_MODULE"))?,
+                    token_label: self
+                        .pkcs11_token_label
+                        .clone()
+                        .ok_or_else(|| missing("AUTH_PKCS11_TOKEN_LABEL"))?,
+                    pin,
+                    sessions: self.pkcs11_sessions,
+                };
+                Some(Arc::new(Pkcs11Vault(Arc::new(TokenVault::open(
+                    &settings,
+                )?))))
+            }
+        };
+        Ok(Arc::new(KeyStore::new(sealer, vault)))
+    }
+}
 
 /// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.
 #[derive(Debug, Clone, Args)]

@@ -127,12 +127,16 @@ pub fn generate_key(alg: TokenAlgorithm) -> anyhow::Result<GeneratedKey> {
         ),
     };
     let der = match &pair {
-        Pair::Rsa(p) => p.as_der().map(|d| d.as_ref().to_vec()),
-        Pair::Ec(p) => p.to_pkcs8v1().map(|d| d.as_ref().to_vec()),
+        Pair::Rsa(p) => p.as_der().map(|d| d.as_ref().to_vec()).ok(),
+        Pair::Ec(p) => p.to_pkcs8v1().map(|d| d.as_ref().to_vec()).ok(),
+        Pair::External(_) => None,
     }
-    .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
+    .ok_or_else(|| anyhow!("cannot encode the new key as PKCS#8"))?;
+    let jwk = pair
+        .jwk(alg, String::new())
+        .ok_or_else(|| anyhow!("the new key has no public half"))?;
     Ok(GeneratedKey {
-        kid: pair.jwk(alg, String::new()).thumbprint(),
+        kid: jwk.thumbprint(),
         alg,
         pkcs8: Secret::new(der),
     })
@@ -182,6 +186,46 @@ fn field(member: &Option<String>) -> &str {
 }
 
 impl Jwk {
+    /// An RSA public key of modulus `n` and exponent `e` (big-endian, no leading zeros).
+    pub fn rsa(alg: TokenAlgorithm, kid: String, n: &[u8], e: &[u8]) -> Self {
+        Self {
+            kty: "RSA".into(),
+            n: Some(URL_SAFE_NO_PAD.encode(n)),
+            e: Some(URL_SAFE_NO_PAD.encode(e)),
+            ..Self::empty(alg, kid)
+        }
+    }
+
+    /// A P-256 public key of coordinates `x` and `y` (32 bytes each).
+    pub fn p256(alg: TokenAlgorithm, kid: String, x: &[u8], y: &[u8]) -> Self {
+        Self {
+            kty: "EC".into(),
+            crv: Some("P-256".into()),
+            x: Some(URL_SAFE_NO_PAD.encode(x)),
+            y: Some(URL_SAFE_NO_PAD.encode(y)),
+            ..Self::empty(alg, kid)
+        }
+    }
+
+    fn empty(alg: TokenAlgorithm, kid: String) -> Self {
+        Self {
+            kty: String::new(),
+            use_: "sig".into(),
+            alg: alg.name().into(),
+            kid,
+            n: None,
+            e: None,
+            crv: None,
+            x: None,
+            y: None,
+        }
+    }
+
+    /// The same key under `kid`.
+    pub fn with_kid(self, kid: String) -> Self {
+        Self { kid, ..self }
+    }
+
     /// RFC 7638 thumbprint (SHA-256, base64url): the key's kid.
     pub fn thumbprint(&self) -> String {
         // The required members in lexicographic order, no whitespace: the RFC's canonical form.
@@ -213,10 +257,19 @@ impl Jwk {
     }
 }
 
-/// A private key, of the type its algorithm needs.
+/// A private key kept outside this process (inside a PKCS#11 token, say): it signs what it
+/// is given and never leaves where it is.
+pub trait ExternalKey: Send + Sync {
+    /// The signature of `message` as `alg` wants it: RSASSA-PKCS1-v1_5 or RSASSA-PSS with
+    /// SHA-256, or ECDSA P-256 with SHA-256 as `r || s`.
+    fn sign(&self, alg: TokenAlgorithm, message: &[u8]) -> anyhow::Result<Vec<u8>>;
+}
+
+/// A private key, of the type its algorithm needs: in this process, or kept elsewhere.
 enum Pair {
     Rsa(RsaKeyPair),
     Ec(EcdsaKeyPair),
+    External(std::sync::Arc<dyn ExternalKey>),
 }
 
 impl Pair {
@@ -232,36 +285,26 @@ impl Pair {
         })
     }
 
-    fn jwk(&self, alg: TokenAlgorithm, kid: String) -> Jwk {
-        let b64 = |bytes: &[u8]| Some(URL_SAFE_NO_PAD.encode(bytes));
-        let mut jwk = Jwk {
-            kty: String::new(),
-            use_: "sig".into(),
-            alg: alg.name().into(),
-            kid,
-            n: None,
-            e: None,
-            crv: None,
-            x: None,
-            y: None,
-        };
+    /// The public half of an in-process key; none for a key kept elsewhere, whose public
+    /// half is known beside it.
+    fn jwk(&self, alg: TokenAlgorithm, kid: String) -> Option<Jwk> {
         match self {
             Self::Rsa(pair) => {
                 let public = pair.public_key();
-                jwk.kty = "RSA".into();
-                jwk.n = b64(public.modulus().big_endian_without_leading_zero());
-                jwk.e = b64(public.exponent().big_endian_without_leading_zero());
+                Some(Jwk::rsa(
+                    alg,
+                    kid,
+                    public.modulus().big_endian_without_leading_zero(),
+                    public.exponent().big_endian_without_leading_zero(),
+                ))
             }
+            // The uncompressed point: 0x04, then x and y of 32 bytes each.
             Self::Ec(pair) => {
-                // The uncompressed point: 0x04, then x and y of 32 bytes each.
                 let point = pair.public_key().as_ref();
-                jwk.kty = "EC".into();
-                jwk.crv = Some("P-256".into());
-                jwk.x = b64(&point[1..33]);
-                jwk.y = b64(&point[33..65]);
+                Some(Jwk::p256(alg, kid, &point[1..33], &point[33..65]))
             }
+            Self::External(_) => None,
         }
-        jwk
     }
 }
 
@@ -304,7 +347,32 @@ impl LoadedKey {
         pkcs8: &[u8],
     ) -> anyhow::Result<Self> {
         let pair = Pair::parse(alg, pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
-        let jwk = pair.jwk(alg, kid.clone());
+        let jwk = pair
+            .jwk(alg, kid.clone())
+            .ok_or_else(|| anyhow!("key {kid} has no public half"))?;
+        Self::with_pair(kid, alg, created_at, activates_at, jwk, pair)
+    }
+
+    /// A key kept elsewhere, whose public half is `jwk`, signing through `key`.
+    pub fn external(
+        kid: String,
+        alg: TokenAlgorithm,
+        created_at: DateTime<Utc>,
+        activates_at: DateTime<Utc>,
+        jwk: Jwk,
+        key: std::sync::Arc<dyn ExternalKey>,
+    ) -> anyhow::Result<Self> {
+        Self::with_pair(kid, alg, created_at, activates_at, jwk, Pair::External(key))
+    }
+
+    fn with_pair(
+        kid: String,
+        alg: TokenAlgorithm,
+        created_at: DateTime<Utc>,
+        activates_at: DateTime<Utc>,
+        jwk: Jwk,
+        pair: Pair,
+    ) -> anyhow::Result<Self> {
         let verifier = jwk.decoding_key()?;
         let mut header = jsonwebtoken::Header::new(alg.jwt());
         header.typ = Some(ACCESS_TOKEN_TYP.to_owned());
@@ -349,6 +417,7 @@ impl LoadedKey {
                 .map_err(|_| anyhow!("ECDSA signing failed"))?
                 .as_ref()
                 .to_vec(),
+            Pair::External(key) => key.sign(self.alg, jwt.as_bytes())?,
         };
         jwt.push('.');
         URL_SAFE_NO_PAD.encode_string(&signature, &mut jwt);

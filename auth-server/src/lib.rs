@@ -12,6 +12,7 @@ pub mod commands;
 pub mod config;
 pub mod entity;
 pub mod error;
+pub mod key_store;
 pub mod keys;
 pub mod migration;
 pub mod registry;

@@ -15,7 +15,8 @@ use sea_orm::{DatabaseConnection, EntityTrait};
 use crate::audit::{self, Head};
 use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret, signing_key};
-use crate::keys::{self, KeyState, LoadedKey, SigningKeySealer};
+use crate::key_store::KeyStore;
+use crate::keys::{self, KeyState, LoadedKey};
 use crate::{secrets, store};
 
 /// How often running servers look for changes made by the CLI or another replica.
@@ -188,20 +189,23 @@ impl Snapshot {
 pub struct Registry {
     current: RwLock<Arc<Snapshot>>,
     db: DatabaseConnection,
-    kek: SigningKeySealer,
+    keys: Arc<KeyStore>,
 }
 
 impl Registry {
-    /// Loads the first snapshot; fails when a stored key cannot be decrypted (a wrong
-    /// key-encryption key) or none can be loaded.
-    pub async fn load(db: DatabaseConnection, kek: SigningKeySealer) -> anyhow::Result<Self> {
+    /// Loads the first snapshot; fails, naming the key, when a stored key cannot be loaded
+    /// (a wrong key-encryption key, a key missing from its token) or none can be.
+    pub async fn load(db: DatabaseConnection, keys: Arc<KeyStore>) -> anyhow::Result<Self> {
         for key in store::signing_keys::KeyRing::load(&db).await?.all() {
-            keys::open_private_key(&kek, &key.kid, &key.private_key)?;
+            let alg = store::signing_keys::key_algorithm(key)?;
+            let keys = keys.clone();
+            let key = key.clone();
+            tokio::task::spawn_blocking(move || keys.load(&key, alg)).await??;
         }
         let registry = Self {
             current: RwLock::new(Arc::new(Snapshot::default())),
             db,
-            kek,
+            keys,
         };
         registry.reload().await?;
         if registry.snapshot().keys.is_empty() {
@@ -216,6 +220,11 @@ impl Registry {
             .read()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
+    }
+
+    /// Where the signing keys are kept.
+    pub fn keys(&self) -> &Arc<KeyStore> {
+        &self.keys
     }
 
     /// The database this registry reads.
@@ -237,14 +246,12 @@ impl Registry {
             {
                 return Some(k.clone());
             }
-            let parsed = store::signing_keys::key_algorithm(row).and_then(|alg| {
-                let der = keys::open_private_key(&self.kek, &row.kid, &row.private_key)?;
-                LoadedKey::new(row.kid.clone(), alg, row.created_at, row.activates_at, &der)
-            });
+            let parsed =
+                store::signing_keys::key_algorithm(row).and_then(|alg| self.keys.load(row, alg));
             match parsed {
                 Ok(k) => Some(Arc::new(k)),
                 Err(e) => {
-                    tracing::error!(kid = %row.kid, error = %e, "signing key skipped");
+                    tracing::error!(kid = %row.kid, error = %format!("{e:#}"), "signing key skipped");
                     None
                 }
             }

@@ -92,11 +92,11 @@ async fn rotate(
     if !key_schedule::take_lease(db, holder, now, lease_until).await? {
         return Ok(None);
     }
-    let kek = state.config.kek()?;
-    let actor = audit::Author::new(ACTOR, audit::AuditKey::derive(&kek)?);
+    let keys = state.registry.keys();
+    let actor = audit::Author::new(ACTOR, audit::AuditKey::derive(keys.sealer())?);
     let rotated = key_schedule::rotate_if_due(
         db,
-        &kek,
+        keys,
         chrono::Duration::from_std(interval)?,
         chrono::Duration::seconds(i64::try_from(state.config.jwks_max_age_secs)?),
         Utc::now() + chrono::Duration::from_std(PROPAGATION)?,

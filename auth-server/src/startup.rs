@@ -132,20 +132,21 @@ impl Server for Application {
         let db = migration::SCHEMA
             .connect_serving(config.database.url(), 10, config.database.migrates())
             .await?;
-        let kek = config.kek()?;
-        let sealed = store::signing_keys::seal_keys_stored_in_clear(&db, &kek).await?;
+        let keys = config.keys()?;
+        let kek = keys.sealer();
+        let sealed = store::signing_keys::seal_keys_stored_in_clear(&db, kek).await?;
         if sealed > 0 {
             tracing::info!(
                 count = sealed,
                 "signing keys stored in clear are now encrypted"
             );
         }
-        for kid in store::signing_keys::ensure_keys(&db, &kek).await? {
+        for kid in store::signing_keys::ensure_keys(&db, &keys).await? {
             tracing::info!(%kid, "created a signing key");
         }
         // Servers seal no entry they did not write: they only mark a trail that needs no
         // accepting, so a seal removed later can never be accepted.
-        let server = audit::Author::server(audit::AuditKey::derive(&kek)?);
+        let server = audit::Author::server(audit::AuditKey::derive(kek)?);
         if let Some(seq) = store::audit_trail::mark_audit_trail(&db, &server).await? {
             tracing::info!(
                 seq,
@@ -159,7 +160,7 @@ impl Server for Application {
         } else {
             None
         };
-        let registry = Arc::new(Registry::load(db, kek).await?);
+        let registry = Arc::new(Registry::load(db, keys.clone()).await?);
         if config.profile().is_fapi2() {
             let snapshot = registry.snapshot();
             let with_secret = snapshot

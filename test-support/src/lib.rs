@@ -3,6 +3,7 @@
 
 mod db;
 pub mod proxy;
+pub mod softhsm;
 
 use std::future::Future;
 use std::time::{Duration, Instant};

@@ -9,7 +9,8 @@ pub struct Model {
     /// Key id: the RFC 7638 thumbprint of the public key.
     #[sea_orm(primary_key, auto_increment = false)]
     pub kid: String,
-    /// PKCS#8 private key, encrypted when a key-encryption key is configured.
+    /// The private key: PKCS#8 sealed under the key-encryption key, or `pkcs11:LABEL`, the
+    /// label of a key that never leaves its PKCS#11 token.
     #[sea_orm(column_type = "Text")]
     pub private_key: String,
     /// When the key was generated (and published).
@@ -23,6 +24,9 @@ pub struct Model {
     pub standby: bool,
     /// The algorithm it signs with: `RS256`, `PS256` or `ES256`.
     pub alg: String,
+    /// The public half as a JWK, for a key whose private half is kept outside the database.
+    #[sea_orm(column_type = "Text", nullable)]
+    pub public_jwk: Option<String>,
 }
 
 // Hand-written so the private key can never reach a log through `{:?}`.
@@ -36,6 +40,7 @@ impl std::fmt::Debug for Model {
             .field("revoked_at", &self.revoked_at)
             .field("standby", &self.standby)
             .field("alg", &self.alg)
+            .field("public_jwk", &self.public_jwk)
             .finish()
     }
 }

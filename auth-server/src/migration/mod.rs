@@ -13,6 +13,7 @@ mod m20261203_000002_add_client_dpop_required;
 mod m20261204_000001_add_signing_key_alg;
 mod m20261205_000001_add_client_sandbox;
 mod m20261208_000001_create_key_rotation_lease;
+mod m20261208_000002_add_signing_key_public_jwk;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -34,6 +35,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261205_000001_add_client_sandbox::Migration),
             Box::new(service_kit::replay::CreateDpopProofs),
             Box::new(m20261208_000001_create_key_rotation_lease::Migration),
+            Box::new(m20261208_000002_add_signing_key_public_jwk::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

@@ -1,6 +1,8 @@
 //! Rotation on a schedule: when the keys are due one, and the lease that lets exactly one
 //! replica of several perform it.
 
+use std::sync::Arc;
+
 use chrono::{DateTime, Duration, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, OnConflict};
 use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
@@ -8,7 +10,7 @@ use sea_orm::{ColumnTrait, DatabaseConnection, EntityTrait, QueryFilter, Set};
 use super::signing_keys::{KeyRing, Rotation, rotate_keys};
 use crate::audit;
 use crate::entity::key_rotation_lease::{self, Column};
-use crate::keys::SigningKeySealer;
+use crate::key_store::KeyStore;
 
 /// When a rotation on an `interval` schedule is next due: `interval` after the newest
 /// scheduled key starts (or started) signing; none while no key was ever made.
@@ -61,7 +63,7 @@ pub async fn release_lease(db: &DatabaseConnection, holder: &str) -> anyhow::Res
 /// has been published `publish_ahead` and not before `not_before`.
 pub async fn rotate_if_due(
     db: &DatabaseConnection,
-    kek: &SigningKeySealer,
+    keys: &Arc<KeyStore>,
     interval: Duration,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
@@ -70,7 +72,7 @@ pub async fn rotate_if_due(
     let ring = KeyRing::load(db).await?;
     match next_rotation(&ring, interval) {
         Some(due) if due <= Utc::now() => Ok(Some(
-            rotate_keys(db, kek, None, publish_ahead, not_before, actor).await?,
+            rotate_keys(db, keys, None, publish_ahead, not_before, actor).await?,
         )),
         _ => Ok(None),
     }

@@ -10,31 +10,23 @@ use serde::Serialize;
 use serde_json::json;
 use service_kit::Secret;
 
+use std::sync::Arc;
+
 use super::begin_change;
 use crate::audit;
 use crate::entity::signing_key;
+use crate::key_store::{KeyStore, NewKey};
 use crate::keys::{self, KeyState, SigningKeySealer};
 use shared::claims::TokenAlgorithm;
 
-/// A freshly generated key, sealed for storage; generated before any transaction opens,
-/// since RSA key generation takes a while.
-struct FreshKey {
-    kid: String,
-    alg: TokenAlgorithm,
-    sealed: String,
-}
-
-async fn fresh_key(kek: &SigningKeySealer, alg: TokenAlgorithm) -> anyhow::Result<FreshKey> {
-    // Key generation is CPU-heavy: keep it off the async workers.
-    let generated = tokio::task::spawn_blocking(move || keys::generate_key(alg))
+/// A freshly made key, ready to store; made before any transaction opens, since key
+/// generation takes a while (and, in a token, a round trip).
+async fn fresh_key(keys: &Arc<KeyStore>, alg: TokenAlgorithm) -> anyhow::Result<NewKey> {
+    let keys = keys.clone();
+    // Key generation is CPU-heavy or blocking: keep it off the async workers.
+    tokio::task::spawn_blocking(move || keys.generate(alg))
         .await
-        .context("key generation task failed")??;
-    let sealed = keys::seal_private_key(kek, &generated.kid, generated.pkcs8.expose())?;
-    Ok(FreshKey {
-        kid: generated.kid,
-        alg,
-        sealed,
-    })
+        .context("key generation task failed")?
 }
 
 /// The algorithm a stored key signs with.
@@ -45,14 +37,15 @@ pub fn key_algorithm(key: &signing_key::Model) -> anyhow::Result<TokenAlgorithm>
 
 async fn insert_key<C: ConnectionTrait>(
     db: &C,
-    key: FreshKey,
+    key: NewKey,
     activates_at: DateTime<Utc>,
     standby: bool,
 ) -> anyhow::Result<String> {
     let now = Utc::now();
     signing_key::ActiveModel {
         kid: Set(key.kid.clone()),
-        private_key: Set(key.sealed),
+        private_key: Set(key.private_key),
+        public_jwk: Set(key.public_jwk),
         alg: Set(key.alg.name().to_owned()),
         created_at: Set(now),
         activates_at: Set(std::cmp::max(activates_at, now)),
@@ -151,7 +144,7 @@ pub async fn seal_keys_stored_in_clear(
 /// Returns the kids it created.
 pub async fn ensure_keys(
     db: &DatabaseConnection,
-    kek: &SigningKeySealer,
+    keys: &Arc<KeyStore>,
 ) -> anyhow::Result<Vec<String>> {
     let now = Utc::now();
     let ring = KeyRing::load(db).await?;
@@ -162,16 +155,16 @@ pub async fn ensure_keys(
     }
     let alg = ring.algorithm();
     let signer = if need_signer {
-        Some(fresh_key(kek, alg).await?)
+        Some(fresh_key(keys, alg).await?)
     } else {
         None
     };
     let standby = if need_standby {
-        Some(fresh_key(kek, alg).await?)
+        Some(fresh_key(keys, alg).await?)
     } else {
         None
     };
-    let server = audit::Author::server(audit::AuditKey::derive(kek)?);
+    let server = audit::Author::server(audit::AuditKey::derive(keys.sealer())?);
     let txn = begin_change(db).await?;
     // Another process may have made them meanwhile.
     let ring = KeyRing::load(&txn).await?;
@@ -222,7 +215,7 @@ pub struct Rotation {
 /// later rotations and revokes stay with it.
 pub async fn rotate_keys(
     db: &DatabaseConnection,
-    kek: &SigningKeySealer,
+    keys: &Arc<KeyStore>,
     alg: Option<TokenAlgorithm>,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
@@ -230,14 +223,14 @@ pub async fn rotate_keys(
 ) -> anyhow::Result<Rotation> {
     let ring = KeyRing::load(db).await?;
     let alg = alg.unwrap_or_else(|| ring.algorithm());
-    let next_standby = fresh_key(kek, alg).await?;
+    let next_standby = fresh_key(keys, alg).await?;
     // Without a usable standby (a database from before standby keys, or one of another
     // algorithm) a new key takes its place.
     let usable = |standby: &signing_key::Model| key_algorithm(standby).ok() == Some(alg);
     let spare = if ring.standby.as_ref().is_some_and(usable) {
         None
     } else {
-        Some(fresh_key(kek, alg).await?)
+        Some(fresh_key(keys, alg).await?)
     };
     let txn = begin_change(db).await?;
     let now = Utc::now();
@@ -379,6 +372,8 @@ pub struct Revocation {
     pub replacement_kid: Option<String>,
     /// The new standby key, when the revoke used up or removed the old one.
     pub standby_kid: Option<String>,
+    /// The key revoked, for [`KeyStore::destroy`] once no server signs with it.
+    pub revoked: signing_key::Model,
 }
 
 /// How long a standby key must have been published before a revoke makes it sign at once:
@@ -393,7 +388,7 @@ pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(
 /// resource server to hold it, the revoke first waits until it has been.
 pub async fn revoke_key(
     db: &DatabaseConnection,
-    kek: &SigningKeySealer,
+    keys: &Arc<KeyStore>,
     kid: &str,
     actor: &audit::Author,
 ) -> anyhow::Result<Revocation> {
@@ -405,7 +400,7 @@ pub async fn revoke_key(
         bail!("key {kid} is already revoked");
     }
     let ring = KeyRing::load(db).await?;
-    let next_standby = fresh_key(kek, ring.algorithm()).await?;
+    let next_standby = fresh_key(keys, ring.algorithm()).await?;
     if let Some(standby) = ring.standby.filter(|s| s.kid != kid) {
         let age = (Utc::now() - standby.created_at)
             .to_std()
@@ -426,12 +421,13 @@ pub async fn revoke_key(
     }
     let was_signing = ring.signer(now).is_some_and(|s| s.kid == kid);
     let was_standby = key.standby;
-    let mut revoked: signing_key::ActiveModel = key.into();
+    let mut revoked: signing_key::ActiveModel = key.clone().into();
     revoked.revoked_at = Set(Some(now));
     revoked.update(&txn).await?;
     let mut outcome = Revocation {
         replacement_kid: None,
         standby_kid: None,
+        revoked: key,
     };
     if was_signing {
         let standby = ring.standby.ok_or_else(|| {

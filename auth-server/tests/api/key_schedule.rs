@@ -38,15 +38,31 @@ async fn scheduled_rotations(server: &AuthServer) -> Vec<(DateTime<Utc>, DateTim
 }
 
 async fn two_replicas_rotate_once_per_interval_and_refuse_no_valid_token(backend: Backend) {
+    rotations_on_schedule(backend, false).await;
+}
+
+/// The same with the keys in a PKCS#11 token: made there every few seconds under load.
+async fn keys_in_a_token_rotate_on_schedule_and_refuse_no_valid_token(backend: Backend) {
+    rotations_on_schedule(backend, true).await;
+}
+
+async fn rotations_on_schedule(backend: Backend, in_token: bool) {
     let db = TestDb::auth(backend).await;
     let configure = |c: &mut auth_server::config::Config| {
+        if in_token {
+            c.key_store = test_support::softhsm::key_store();
+        }
         c.key_rotation_interval_secs = Some(INTERVAL_SECS);
         c.jwks_max_age_secs = MAX_AGE.as_secs();
         c.token_rate_limit = 1_000_000;
         c.source_rate_limit = 1_000_000;
     };
-    let a = AuthServer::start(&db.url, configure).await.unwrap();
-    let b = AuthServer::start(&db.url, configure).await.unwrap();
+    let a = AuthServer::start(&db.url, configure)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let b = AuthServer::start(&db.url, configure)
+        .await
+        .unwrap_or_else(|e| panic!("{e:#}"));
     let (id, secret) = a.create_client(INTAKE).await;
     // A resource server's view of the keys: the JWKS as fetched at most its max-age ago,
     // never refetched for a kid it does not know.
@@ -118,4 +134,7 @@ async fn two_replicas_rotate_once_per_interval_and_refuse_no_valid_token(backend
     assert_eq!(scheduled.len(), 1, "{listed}");
 }
 
-on_both_backends!(two_replicas_rotate_once_per_interval_and_refuse_no_valid_token);
+on_both_backends!(
+    two_replicas_rotate_once_per_interval_and_refuse_no_valid_token,
+    keys_in_a_token_rotate_on_schedule_and_refuse_no_valid_token,
+);

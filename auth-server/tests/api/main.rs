@@ -14,6 +14,7 @@ mod keys;
 mod limits;
 mod logs;
 mod metrics;
+mod pkcs11;
 mod private_key_jwt;
 mod refusals;
 mod revocations;
