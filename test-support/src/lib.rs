@@ -214,6 +214,15 @@ impl AuthServer {
         auth_server::cli::key(&self.config, command).await
     }
 
+    /// Runs `key list` against the same database; panics unless it succeeds.
+    pub async fn key_list(&self) -> serde_json::Value {
+        self.key_cmd(auth_server::commands::KeyCommand::List {
+            rotation_interval_secs: None,
+        })
+        .await
+        .expect("key list")
+    }
+
     /// Runs `key rotate` against the same database, to `alg` (the current algorithm when
     /// `None`) with the standby published at least `publish_ahead_secs` before it signs (the
     /// JWKS max-age when `None`); panics unless it succeeds, and returns its output.

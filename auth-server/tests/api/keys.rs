@@ -34,13 +34,7 @@ async fn rotation_without_publish_ahead_signs_with_the_new_key_and_old_tokens_st
     app.verify(&old_token)
         .await
         .expect("old token still verifies");
-    let listed = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .unwrap();
+    let listed = app.auth.key_list().await;
     let old = listed
         .as_array()
         .unwrap()
@@ -211,13 +205,7 @@ async fn revoking_the_signing_key_makes_the_standby_sign_and_never_an_older_key(
             .token(&app.client_id, &app.client_secret, INTAKE)
             .await,
     );
-    let listed = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .unwrap();
+    let listed = app.auth.key_list().await;
     let standby = listed
         .as_array()
         .unwrap()
@@ -322,13 +310,7 @@ async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first
         .token(&app.client_id, &app.client_secret, INTAKE)
         .await;
     assert_eq!(alg_of(&rsa_token), "RS256");
-    let listed = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .unwrap();
+    let listed = app.auth.key_list().await;
     let rs_standby = listed
         .as_array()
         .unwrap()
@@ -386,13 +368,7 @@ async fn a_rotation_with_alg_moves_the_deployment_to_another_algorithm_key_first
         .await
         .expect("an RS256 token of before still verifies");
 
-    let listed = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .unwrap();
+    let listed = app.auth.key_list().await;
     let alg_by_state = |state: &str| -> Vec<String> {
         listed
             .as_array()

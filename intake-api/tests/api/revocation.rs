@@ -334,13 +334,7 @@ async fn the_revocation_list_is_still_read_after_the_key_that_signed_its_token_i
     let before = issued(app.http.clone(), auth_base.clone(), resource_id.clone()).await;
     assert!(before >= 1.0, "the list was read without a token");
 
-    let keys = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .expect("key list");
+    let keys = app.auth.key_list().await;
     let active = keys
         .as_array()
         .expect("key list is an array")
@@ -513,13 +507,7 @@ async fn rotations_and_revokes_under_load_refuse_no_valid_token_and_fail_no_toke
             *wrongly_refused.entry((*status, kid.clone())).or_default() += 1;
         }
     }
-    let keys = app
-        .auth
-        .key_cmd(KeyCommand::List {
-            rotation_interval_secs: None,
-        })
-        .await
-        .expect("key list");
+    let keys = app.auth.key_list().await;
     assert!(
         wrongly_refused.is_empty(),
         "valid tokens refused (status, kid: count): {wrongly_refused:?}; revoked: {revoked:?}; keys: {keys}"
