@@ -1,6 +1,7 @@
 //! The operator commands: clients, keys and the audit trail. Each makes the report the
 //! binary prints, as a table or as JSON ([`report`]).
 
+use anyhow::Context;
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
@@ -24,7 +25,107 @@ pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Res
         OperatorCommand::Client(c) => client_report(&settings, c).await,
         OperatorCommand::Key(k) => key_report(&settings, k).await,
         OperatorCommand::Audit(a) => audit_report(&settings, a).await,
+        OperatorCommand::Apply {
+            file,
+            dry_run,
+            prune,
+        } => apply_report(&settings, &file, dry_run, prune).await,
     }
+}
+
+/// Runs `auth-server apply` and returns what it prints as JSON.
+pub async fn apply(
+    settings: impl Into<Settings>,
+    file: &std::path::Path,
+    dry_run: bool,
+    prune: bool,
+) -> anyhow::Result<Value> {
+    Ok(apply_report(&settings.into(), file, dry_run, prune)
+        .await?
+        .json)
+}
+
+async fn apply_report(
+    settings: &Settings,
+    file: &std::path::Path,
+    dry_run: bool,
+    prune: bool,
+) -> anyhow::Result<Report> {
+    use clients::apply;
+    use service_kit::command_line::operator::{Refused, UsageError};
+    let stdin = file.as_os_str() == "-";
+    let text = if stdin {
+        std::io::read_to_string(std::io::stdin()).context("cannot read the clients file")?
+    } else {
+        std::fs::read_to_string(file)
+            .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?
+    };
+    let dir = match file.parent() {
+        Some(dir) if !stdin && !dir.as_os_str().is_empty() => dir.to_owned(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let reading = crate::clients_file::Reading {
+        source: &file.display().to_string(),
+        dir: &dir,
+        fapi2: settings.fapi2,
+    };
+    let declared =
+        crate::clients_file::read(&text, &reading).map_err(|bad| UsageError(bad.to_string()))?;
+    let db = open(settings).await?;
+    let refused = |e: anyhow::Error| match e.downcast::<apply::Refusals>() {
+        Ok(r) => anyhow::Error::new(Refused(r.to_string())),
+        Err(e) => e,
+    };
+    let changes = apply::plan(&db, &declared, prune).await.map_err(refused)?;
+    let shown = |changes: &[apply::Change]| serde_json::to_value(changes);
+    if dry_run || changes.is_empty() {
+        let note = if changes.is_empty() {
+            "the clients are as the file declares: nothing to change".to_owned()
+        } else {
+            format!("{} change(s) to make; --dry-run made none", changes.len())
+        };
+        return Ok(Report {
+            note: Some(note),
+            ..Report::record(
+                json!({"dry_run": dry_run, "changed": false, "changes": shown(&changes)?}),
+            )
+        });
+    }
+    let mut fetched = std::collections::HashMap::new();
+    for url in apply::urls_to_fetch(&changes, &declared) {
+        let (_, keys) =
+            client_jwks::fetch_for_registration(url.as_str(), settings.client_jwks_reach())
+                .await
+                .map_err(|e| Refused(format!("the JWKS URL {url} is refused: {e}")))?;
+        fetched.insert(url, keys);
+    }
+    let applied = apply::apply(&db, &declared, prune, &fetched, &author(settings, "apply")?)
+        .await
+        .map_err(refused)?;
+    if !applied.changes.is_empty() {
+        propagated().await;
+    }
+    let made: Vec<Value> = applied
+        .made
+        .iter()
+        .map(|m| {
+            let mut made = json!({"client": m.name, "client_id": m.client_id});
+            if let Some(secret) = &m.made_secret {
+                made["client_secret"] = json!(secret.expose());
+            }
+            made
+        })
+        .collect();
+    let hint = applied.made.iter().any(|m| m.made_secret.is_some());
+    Ok(Report {
+        hint: hint.then_some("Keep the secrets now: they are never shown again."),
+        ..Report::record(json!({
+            "dry_run": false,
+            "changed": !applied.changes.is_empty(),
+            "changes": shown(&applied.changes)?,
+            "made": made,
+        }))
+    })
 }
 
 /// Who makes a change, and the key its audit entry is sealed with: a change is refused

@@ -85,6 +85,31 @@ pub enum OperatorCommand {
   auth-server audit verify --head 42:KEPT_MAC"
     )]
     Audit(AuditCommand),
+    /// Bring the clients to what a file declares: make those it lists and the database has
+    /// not, change what differs, and (with --prune) disable, never delete, those it no
+    /// longer lists; one audit entry per change. Exits 0 when nothing changed or all was
+    /// applied, 2 for a file that cannot be applied as written (every problem with its
+    /// line), 3 when it asks what a change must not do (a sandbox client made real, another
+    /// way of authenticating); nothing is written then.
+    #[command(
+        args = key_changes(),
+        after_help = "Examples:
+  auth-server apply -f clients.yaml --dry-run       # the difference, as a table; changes nothing
+  auth-server apply -f clients.yaml --actor 'PR 214'
+  git show main:clients.yaml | auth-server apply -f - --prune -o json"
+    )]
+    Apply {
+        /// The clients file (YAML); `-` reads standard input. Relative paths in it are read
+        /// from its directory.
+        #[arg(short = 'f', long = "file", value_name = "FILE")]
+        file: std::path::PathBuf,
+        /// Print the difference and change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Disable the enabled clients the file does not list.
+        #[arg(long)]
+        prune: bool,
+    },
 }
 
 /// `auth-server audit ...`

@@ -8,6 +8,7 @@ pub mod bearer;
 pub mod cli;
 pub mod client_jwks;
 pub mod client_keys;
+pub mod clients_file;
 pub mod commands;
 pub mod config;
 pub mod entity;

@@ -1,6 +1,7 @@
 //! Starting a fresh auth-server per test and talking to it.
 
 use std::collections::BTreeMap;
+use std::process::Command;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -334,4 +335,48 @@ pub fn verify_with(
     jsonwebtoken::decode::<Value>(jwt, &key, &v)
         .map(|d| d.claims)
         .map_err(|e| e.to_string())
+}
+
+/// What one run of the binary did.
+pub struct Run {
+    /// Its exit code.
+    pub code: Option<i32>,
+    /// What it printed.
+    pub stdout: String,
+    /// What it said on stderr.
+    pub stderr: String,
+}
+
+impl Run {
+    /// Stdout as JSON; null when empty or on failure.
+    pub fn json(&self) -> Value {
+        if self.code == Some(0) && !self.stdout.trim().is_empty() {
+            serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
+                panic!("stdout is not one JSON document ({e}): {}", self.stdout)
+            })
+        } else {
+            Value::Null
+        }
+    }
+}
+
+/// Runs the binary on the database at `url` with `env` and no other log settings, its
+/// stdout a pipe, as scripts run it.
+pub fn run(url: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+        .args(args)
+        .env("AUTH_DATABASE_URL", url)
+        .env(
+            "AUTH_KEY_ENCRYPTION_KEY",
+            test_support::TEST_KEY_ENCRYPTION_KEY,
+        )
+        .env_remove("RUST_LOG")
+        .envs(env.iter().copied())
+        .output()
+        .expect("auth-server runs");
+    Run {
+        code: out.status.code(),
+        stdout: String::from_utf8(out.stdout).expect("utf-8 stdout"),
+        stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
+    }
 }

@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod apply;
 mod audit;
 mod cli;
 mod clients;

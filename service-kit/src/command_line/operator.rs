@@ -62,11 +62,21 @@ pub fn parse_since(text: &str) -> Result<DateTime<Utc>, String> {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// A change a command was asked for and refuses to make, as against what is stored (say, a
+/// client moved out of the sandbox): exit status 3, which tells a pipeline the input was
+/// read and understood, and not applied.
+#[derive(Debug, thiserror::Error)]
+#[error("refused: {0}")]
+pub struct Refused(pub String);
+
 /// The process exit code for a command that failed with `e`: 3 when its database is not
-/// there or not ready, 2 for a command line that cannot be carried out as given (clap's
-/// usage errors exit 2 by themselves), 1 otherwise.
+/// there or not ready, or it refused what it was asked; 2 for a command line (or a file it
+/// reads) that cannot be carried out as given (clap's usage errors exit 2 by themselves);
+/// 1 otherwise.
 pub fn exit_code(e: &anyhow::Error) -> u8 {
-    if e.downcast_ref::<crate::db::DatabaseNotReady>().is_some() {
+    if e.downcast_ref::<crate::db::DatabaseNotReady>().is_some()
+        || e.downcast_ref::<Refused>().is_some()
+    {
         3
     } else if e.downcast_ref::<UsageError>().is_some() {
         2

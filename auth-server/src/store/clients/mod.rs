@@ -1,6 +1,7 @@
 //! Clients and their secrets: the writes (create, ensure, rotate, set, disable). What an
 //! operator gives is checked in [`input`]; what `client list` and `show` read is [`views`].
 
+pub mod apply;
 pub mod input;
 pub mod views;
 

@@ -1,0 +1,621 @@
+//! Clients kept as code (`auth-server apply`): a declared list of clients, by name, compared
+//! with the stored ones, and the difference made in one transaction, one audit entry a
+//! change. Clients the list no longer names may be disabled (never deleted).
+
+use std::collections::HashMap;
+
+use anyhow::bail;
+use chrono::Utc;
+use sea_orm::{
+    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, Set,
+};
+use serde::Serialize;
+use serde_json::{Value, json};
+use service_kit::Secret;
+
+use super::input::{
+    RegisteredKeys, brands_for, check_sandbox, parse_name, parse_scopes, split_brands, split_scopes,
+};
+use super::{
+    AuthMethod, Registration, check_name_free, expire_secrets, insert_client, insert_secret,
+    stored_keys,
+};
+use crate::client_keys::ClientKeys;
+use crate::entity::{client, client_secret};
+use crate::store::begin_change;
+use crate::{audit, secrets};
+
+/// How a declared client authenticates.
+#[derive(Debug, Clone)]
+pub enum DeclaredAuth {
+    /// With a secret: the one given (from an environment variable or a file the declaration
+    /// names), or none, when a new client gets one made and printed once and an existing
+    /// one keeps its own.
+    Secret(Option<Secret<String>>),
+    /// With assertions signed by these keys, stored.
+    Keys(ClientKeys),
+    /// With assertions signed by the keys this URL serves.
+    Uri(url::Url),
+}
+
+/// One client as the file declares it, before it is checked.
+#[derive(Debug, Clone)]
+pub struct Declaration {
+    /// Partner name: what the file knows the client by.
+    pub name: String,
+    /// Scopes it may be granted.
+    pub scopes: Vec<String>,
+    /// Brands, for a portal client.
+    pub brands: Vec<String>,
+    /// How it authenticates.
+    pub auth: DeclaredAuth,
+    /// Whether it is a sandbox client.
+    pub sandbox: bool,
+    /// Whether it gets only DPoP-bound tokens.
+    pub dpop_required: bool,
+    /// Whether it is disabled.
+    pub disabled: bool,
+}
+
+/// A declaration, checked as `client create` checks what it is given.
+#[derive(Debug, Clone)]
+pub struct Declared {
+    name: String,
+    scopes: Vec<String>,
+    brands: Option<Vec<String>>,
+    auth: DeclaredAuth,
+    sandbox: bool,
+    dpop_required: bool,
+    disabled: bool,
+}
+
+impl Declaration {
+    /// Checks it: every problem, each in a sentence.
+    pub fn check(self) -> Result<Declared, Vec<String>> {
+        let mut problems = Vec::new();
+        let name = parse_name(&self.name).map_err(|e| problems.push(e.to_string()));
+        let scopes = parse_scopes(&self.scopes.join(" "))
+            .map_err(|e| problems.push(e.to_string()))
+            .ok();
+        let mut brands = None;
+        if let Some(scopes) = &scopes {
+            let listed = (!self.brands.is_empty()).then(|| self.brands.join(","));
+            match brands_for(scopes, listed.as_deref()) {
+                Ok(b) => brands = b,
+                Err(e) => problems.push(e.to_string()),
+            }
+            if let Err(e) = check_sandbox(scopes, self.sandbox) {
+                problems.push(e.to_string());
+            }
+        }
+        match (name, scopes) {
+            (Ok(name), Some(scopes)) if problems.is_empty() => Ok(Declared {
+                name,
+                scopes,
+                brands,
+                auth: self.auth,
+                sandbox: self.sandbox,
+                dpop_required: self.dpop_required,
+                disabled: self.disabled,
+            }),
+            _ => Err(problems),
+        }
+    }
+}
+
+impl Declared {
+    /// Its name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn method(&self) -> AuthMethod {
+        match self.auth {
+            DeclaredAuth::Secret(_) => AuthMethod::ClientSecret,
+            DeclaredAuth::Keys(_) | DeclaredAuth::Uri(_) => AuthMethod::PrivateKeyJwt,
+        }
+    }
+}
+
+/// What one change does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A client the file names and the database has not: made.
+    Create,
+    /// Its scopes.
+    SetScopes,
+    /// The brands a portal client is bound to.
+    SetBrands,
+    /// Its secret: the declared one replaces every other at once.
+    SetSecret,
+    /// Its public keys, or the URL they come from.
+    SetKeys,
+    /// Whether it gets only DPoP-bound tokens.
+    SetDpop,
+    /// Disabled: declared so, or (with `--prune`) no longer in the file.
+    Disable,
+    /// Enabled again, as declared.
+    Enable,
+}
+
+/// One difference between the file and the database, as `--dry-run` shows it and the
+/// audit trail records it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    /// The client's name.
+    pub client: String,
+    /// Its id; none for a client still to make.
+    pub client_id: Option<String>,
+    /// What changes.
+    pub change: ChangeKind,
+    /// What it is now.
+    pub from: Value,
+    /// What it becomes.
+    pub to: Value,
+}
+
+/// Why an apply was refused: what the file asks that a change of the stored clients must
+/// not do.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", .0.join("; "))]
+pub struct Refusals(pub Vec<String>);
+
+/// A stored client with its secrets.
+struct Stored {
+    client: client::Model,
+    secrets: Vec<client_secret::Model>,
+}
+
+async fn stored<C: ConnectionTrait>(db: &C) -> anyhow::Result<Vec<Stored>> {
+    let clients = client::Entity::find().all(db).await?;
+    let mut secrets: HashMap<String, Vec<client_secret::Model>> = HashMap::new();
+    for s in client_secret::Entity::find().all(db).await? {
+        secrets.entry(s.client_id.clone()).or_default().push(s);
+    }
+    Ok(clients
+        .into_iter()
+        .map(|client| Stored {
+            secrets: secrets.remove(&client.client_id).unwrap_or_default(),
+            client,
+        })
+        .collect())
+}
+
+/// The changes that bring `db` to `declared` (and, with `prune`, disable the enabled
+/// clients it does not name), without making them.
+pub async fn plan(
+    db: &DatabaseConnection,
+    declared: &[Declared],
+    prune: bool,
+) -> anyhow::Result<Vec<Change>> {
+    Ok(differences(&stored(db).await?, declared, prune)?)
+}
+
+/// Whether `c`'s current secrets include `secret`. One in its grace after a rotation does
+/// not count: it stops working soon.
+fn has_secret(c: &Stored, secret: &Secret<String>) -> bool {
+    let presented = secrets::hash_secret(secret.expose());
+    c.secrets
+        .iter()
+        .filter(|s| s.expires_at.is_none())
+        .filter_map(|s| secrets::decode_hash(&s.secret_hash))
+        .fold(false, |m, h| m | secrets::hashes_match(&h, &presented))
+}
+
+/// What differs between the stored clients and the declared ones, or what of the file
+/// must be refused.
+fn differences(
+    stored: &[Stored],
+    declared: &[Declared],
+    prune: bool,
+) -> Result<Vec<Change>, Refusals> {
+    let by_name: HashMap<String, &Stored> = stored
+        .iter()
+        .map(|s| (s.client.name.to_lowercase(), s))
+        .collect();
+    let mut changes = Vec::new();
+    let mut refusals = Vec::new();
+    for d in declared {
+        let Some(s) = by_name.get(&d.name.to_lowercase()) else {
+            changes.push(Change {
+                client: d.name.clone(),
+                client_id: None,
+                change: ChangeKind::Create,
+                from: Value::Null,
+                to: json!({
+                    "scopes": d.scopes,
+                    "brands": d.brands,
+                    "auth_method": d.method(),
+                    "sandbox": d.sandbox,
+                }),
+            });
+            if d.dpop_required {
+                changes.push(change(
+                    d,
+                    None,
+                    ChangeKind::SetDpop,
+                    json!(false),
+                    json!(true),
+                ));
+            }
+            if d.disabled {
+                changes.push(change(
+                    d,
+                    None,
+                    ChangeKind::Disable,
+                    json!(false),
+                    json!(true),
+                ));
+            }
+            continue;
+        };
+        let c = &s.client;
+        let id = Some(c.client_id.as_str());
+        if c.sandbox != d.sandbox {
+            refusals.push(format!(
+                "client {:?} ({}) is {}a sandbox client: a client does not move between the \
+                 sandbox and the real world; declare another client",
+                d.name,
+                c.client_id,
+                if c.sandbox { "" } else { "not " }
+            ));
+            continue;
+        }
+        if AuthMethod::parse(&c.auth_method) != Some(d.method()) {
+            refusals.push(format!(
+                "client {:?} ({}) authenticates with {}, not {}: a client does not change how \
+                 it authenticates; declare another client",
+                d.name,
+                c.client_id,
+                c.auth_method,
+                d.method().as_str()
+            ));
+            continue;
+        }
+        let scopes = split_scopes(&c.scopes);
+        if !same_set(&scopes, &d.scopes) {
+            changes.push(change(
+                d,
+                id,
+                ChangeKind::SetScopes,
+                json!(scopes),
+                json!(d.scopes),
+            ));
+        }
+        let brands = split_brands(c.brands.as_deref());
+        let wanted = d.brands.clone().unwrap_or_default();
+        if !same_set(&brands, &wanted) {
+            changes.push(change(
+                d,
+                id,
+                ChangeKind::SetBrands,
+                json!(brands),
+                json!(wanted),
+            ));
+        }
+        match &d.auth {
+            DeclaredAuth::Secret(Some(secret)) if !has_secret(s, secret) => {
+                let (from, to) = (json!("another secret"), json!("the declared secret"));
+                changes.push(change(d, id, ChangeKind::SetSecret, from, to));
+            }
+            DeclaredAuth::Secret(_) => {}
+            DeclaredAuth::Keys(keys) => {
+                if c.jwks_uri.is_some() || c.jwks.as_deref() != Some(keys.stored()) {
+                    let from = keys_now(c);
+                    changes.push(change(
+                        d,
+                        id,
+                        ChangeKind::SetKeys,
+                        from,
+                        json!(keys.summary()),
+                    ));
+                }
+            }
+            DeclaredAuth::Uri(url) => {
+                if c.jwks_uri.as_deref() != Some(url.as_str()) {
+                    let from = keys_now(c);
+                    changes.push(change(
+                        d,
+                        id,
+                        ChangeKind::SetKeys,
+                        from,
+                        json!(url.as_str()),
+                    ));
+                }
+            }
+        }
+        if c.dpop_required != d.dpop_required {
+            let (from, to) = (json!(c.dpop_required), json!(d.dpop_required));
+            changes.push(change(d, id, ChangeKind::SetDpop, from, to));
+        }
+        match (c.disabled_at.is_some(), d.disabled) {
+            (false, true) => changes.push(change(
+                d,
+                id,
+                ChangeKind::Disable,
+                json!(false),
+                json!(true),
+            )),
+            (true, false) => {
+                changes.push(change(d, id, ChangeKind::Enable, json!(true), json!(false)))
+            }
+            _ => {}
+        }
+    }
+    if prune {
+        let named: std::collections::HashSet<String> =
+            declared.iter().map(|d| d.name.to_lowercase()).collect();
+        for s in stored {
+            let c = &s.client;
+            if c.disabled_at.is_none() && !named.contains(&c.name.to_lowercase()) {
+                changes.push(Change {
+                    client: c.name.clone(),
+                    client_id: Some(c.client_id.clone()),
+                    change: ChangeKind::Disable,
+                    from: json!(false),
+                    to: json!(true),
+                });
+            }
+        }
+    }
+    if refusals.is_empty() {
+        Ok(changes)
+    } else {
+        Err(Refusals(refusals))
+    }
+}
+
+fn change(d: &Declared, id: Option<&str>, kind: ChangeKind, from: Value, to: Value) -> Change {
+    Change {
+        client: d.name.clone(),
+        client_id: id.map(str::to_owned),
+        change: kind,
+        from,
+        to,
+    }
+}
+
+/// A stored client's keys as `--dry-run` shows them: its URL, or its keys.
+fn keys_now(c: &client::Model) -> Value {
+    match &c.jwks_uri {
+        Some(uri) => json!(uri),
+        None => json!(stored_keys(c.jwks.as_deref())),
+    }
+}
+
+/// Whether two lists hold the same items, whatever their order.
+fn same_set(a: &[String], b: &[String]) -> bool {
+    let (mut a, mut b) = (a.to_vec(), b.to_vec());
+    a.sort();
+    b.sort();
+    a == b
+}
+
+/// A client `apply` made.
+#[derive(Debug)]
+pub struct Made {
+    /// Its name.
+    pub name: String,
+    /// Its id.
+    pub client_id: String,
+    /// The secret made for it, shown this once; none when the file named where its secret
+    /// is, or for a `private_key_jwt` client.
+    pub made_secret: Option<Secret<String>>,
+}
+
+/// What `apply` did.
+#[derive(Debug)]
+pub struct Applied {
+    /// Every change made, in order.
+    pub changes: Vec<Change>,
+    /// The clients made.
+    pub made: Vec<Made>,
+}
+
+/// Makes the changes that bring `db` to `declared` (and, with `prune`, disables the
+/// enabled clients it does not name) in one transaction, one audit entry each, as
+/// `actor`; `fetched` holds what each declared JWKS URL that a change registers serves now.
+/// Nothing is written when nothing differs. The changes are worked out again inside the
+/// transaction, so what is applied is the difference from what the database holds then.
+pub async fn apply(
+    db: &DatabaseConnection,
+    declared: &[Declared],
+    prune: bool,
+    fetched: &HashMap<url::Url, ClientKeys>,
+    actor: &audit::Author,
+) -> anyhow::Result<Applied> {
+    let unchanged = Applied {
+        changes: Vec::new(),
+        made: Vec::new(),
+    };
+    if differences(&stored(db).await?, declared, prune)?.is_empty() {
+        return Ok(unchanged);
+    }
+    let txn = begin_change(db).await?;
+    let changes = differences(&stored(&txn).await?, declared, prune)?;
+    if changes.is_empty() {
+        // Another apply got there first; dropping the transaction undoes the revision bump.
+        return Ok(unchanged);
+    }
+    let by_name: HashMap<String, &Declared> = declared
+        .iter()
+        .map(|d| (d.name.to_lowercase(), d))
+        .collect();
+    let mut made = Vec::new();
+    let mut ids: HashMap<String, String> = HashMap::new();
+    for change in &changes {
+        let declaration = by_name.get(&change.client.to_lowercase()).copied();
+        let id = match &change.client_id {
+            Some(id) => id.clone(),
+            None => ids.get(&change.client).cloned().unwrap_or_default(),
+        };
+        match (change.change, declaration) {
+            (ChangeKind::Create, Some(d)) => {
+                let new = create(&txn, d, fetched, actor).await?;
+                ids.insert(d.name.clone(), new.client_id.clone());
+                made.push(new);
+            }
+            (ChangeKind::SetScopes, Some(d)) => {
+                let found = super::find_client(&txn, &id).await?;
+                let detail =
+                    json!({"scopes": d.scopes, "previous_scopes": split_scopes(&found.scopes)});
+                update(&txn, found, |a| a.scopes = Set(d.scopes.join(" "))).await?;
+                audit::append(&txn, actor, "client.set_scopes", &id, detail).await?;
+            }
+            (ChangeKind::SetBrands, Some(d)) => {
+                let found = super::find_client(&txn, &id).await?;
+                let brands = d.brands.clone().unwrap_or_default();
+                let detail = json!({"brands": brands, "previous_brands": split_brands(found.brands.as_deref())});
+                update(&txn, found, |a| {
+                    a.brands = Set(d.brands.as_ref().map(|b| b.join(" ")))
+                })
+                .await?;
+                audit::append(&txn, actor, "client.set_brands", &id, detail).await?;
+            }
+            (
+                ChangeKind::SetSecret,
+                Some(Declared {
+                    auth: DeclaredAuth::Secret(Some(secret)),
+                    ..
+                }),
+            ) => {
+                let now = Utc::now();
+                expire_secrets(&txn, &id, now).await?;
+                insert_secret(&txn, &id, secret, now).await?;
+                let detail = json!({"previous_secrets_valid_until": now});
+                audit::append(&txn, actor, "client.rotate_secret", &id, detail).await?;
+            }
+            (ChangeKind::SetKeys, Some(d)) => {
+                let found = super::find_client(&txn, &id).await?;
+                let keys = registered(d, fetched)?;
+                let (jwks, jwks_uri) = keys.columns();
+                let mut detail = json!({"keys": keys.summary(), "previous_keys": stored_keys(found.jwks.as_deref())});
+                if jwks_uri.is_some() || found.jwks_uri.is_some() {
+                    detail["jwks_uri"] = json!(jwks_uri);
+                    detail["previous_jwks_uri"] = json!(found.jwks_uri);
+                }
+                update(&txn, found, |a| {
+                    a.jwks = Set(jwks);
+                    a.jwks_uri = Set(jwks_uri);
+                })
+                .await?;
+                audit::append(&txn, actor, "client.set_keys", &id, detail).await?;
+            }
+            (ChangeKind::SetDpop, Some(d)) => {
+                let found = super::find_client(&txn, &id).await?;
+                let detail = json!({"dpop_required": d.dpop_required, "previously_required": found.dpop_required});
+                update(&txn, found, |a| a.dpop_required = Set(d.dpop_required)).await?;
+                audit::append(&txn, actor, "client.set_dpop", &id, detail).await?;
+            }
+            (ChangeKind::Disable | ChangeKind::Enable, _) => {
+                let disable = change.change == ChangeKind::Disable;
+                let found = super::find_client(&txn, &id).await?;
+                let now = Utc::now();
+                update(&txn, found, |a| a.disabled_at = Set(disable.then_some(now))).await?;
+                let action = if disable {
+                    "client.disable"
+                } else {
+                    "client.enable"
+                };
+                audit::append(&txn, actor, action, &id, json!({})).await?;
+            }
+            (kind, _) => bail!(
+                "no declaration of {:?} to make its {kind:?} from",
+                change.client
+            ),
+        }
+    }
+    txn.commit().await?;
+    Ok(Applied { changes, made })
+}
+
+/// Saves `found` as `edit` leaves it, with its change time.
+async fn update(
+    txn: &DatabaseTransaction,
+    found: client::Model,
+    edit: impl FnOnce(&mut client::ActiveModel),
+) -> anyhow::Result<()> {
+    let mut active: client::ActiveModel = found.into();
+    edit(&mut active);
+    active.updated_at = Set(Utc::now());
+    active.update(txn).await?;
+    Ok(())
+}
+
+/// The keys a declaration registers: its own, or those its URL served.
+fn registered(
+    d: &Declared,
+    fetched: &HashMap<url::Url, ClientKeys>,
+) -> anyhow::Result<RegisteredKeys> {
+    match &d.auth {
+        DeclaredAuth::Keys(keys) => Ok(RegisteredKeys::Inline(keys.clone())),
+        DeclaredAuth::Uri(url) => match fetched.get(url) {
+            Some(keys) => Ok(RegisteredKeys::Uri {
+                url: url.clone(),
+                fetched: keys.clone(),
+            }),
+            None => bail!("the keys at {url} were not fetched"),
+        },
+        DeclaredAuth::Secret(_) => bail!("client {:?} has a secret, not keys", d.name),
+    }
+}
+
+/// Makes client `d` with its `client.create` entry.
+async fn create(
+    txn: &DatabaseTransaction,
+    d: &Declared,
+    fetched: &HashMap<url::Url, ClientKeys>,
+    actor: &audit::Author,
+) -> anyhow::Result<Made> {
+    check_name_free(txn, &d.name, None).await?;
+    let (secret, made_secret, keys) = match &d.auth {
+        DeclaredAuth::Secret(Some(given)) => (Some(given.clone()), None, None),
+        DeclaredAuth::Secret(None) => {
+            let made = secrets::generate_secret()?;
+            (Some(made.clone()), Some(made), None)
+        }
+        DeclaredAuth::Keys(_) | DeclaredAuth::Uri(_) => (None, None, Some(registered(d, fetched)?)),
+    };
+    let registration = Registration {
+        client_id: uuid::Uuid::new_v4().to_string(),
+        name: d.name.clone(),
+        scopes: d.scopes.clone(),
+        brands: d.brands.clone(),
+        secret,
+        keys,
+        sandbox: d.sandbox,
+    };
+    if insert_client(txn, &registration, actor).await?.is_none() {
+        bail!(
+            "client {:?} could not be made: its name was taken meanwhile",
+            d.name
+        );
+    }
+    Ok(Made {
+        name: d.name.clone(),
+        client_id: registration.client_id,
+        made_secret,
+    })
+}
+
+/// The declared JWKS URLs that the changes register, to fetch before applying them.
+pub fn urls_to_fetch(changes: &[Change], declared: &[Declared]) -> Vec<url::Url> {
+    let mut urls = Vec::new();
+    for c in changes {
+        if !matches!(c.change, ChangeKind::Create | ChangeKind::SetKeys) {
+            continue;
+        }
+        if let Some(Declared {
+            auth: DeclaredAuth::Uri(url),
+            ..
+        }) = declared
+            .iter()
+            .find(|d| d.name.to_lowercase() == c.client.to_lowercase())
+            && !urls.contains(url)
+        {
+            urls.push(url.clone());
+        }
+    }
+    urls
+}
