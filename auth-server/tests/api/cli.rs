@@ -1507,7 +1507,11 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         ),
         (&["key", "list"], &reads, &["--rotation-interval-secs"]),
         (&["key", "revoke"], &keys, &[]),
-        (&["apply"], &key_changes, &["--dry-run", "--file", "--prune"]),
+        (
+            &["apply"],
+            &key_changes,
+            &["--dry-run", "--file", "--prune"],
+        ),
         (&["audit", "list"], &reads, &["--since"]),
         (&["audit", "verify"], &keyed_reads, &["--head"]),
         (&["audit", "seal"], &changes, &[]),
