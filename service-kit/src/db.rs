@@ -12,6 +12,10 @@ use url::Url;
 
 /// How long a query may wait for a pooled connection before the request fails fast.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long an operator command waits for its first connection: longer than a request
+/// may, since nobody is queued behind it, and a container's first name lookup can be
+/// answered only on the resolver's retry, five seconds later.
+pub const OPERATOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one statement may run on PostgreSQL.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -24,19 +28,22 @@ pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Database
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the database directory {}", dir.display()))?;
     }
-    connect_pool(url, max_connections, true).await
+    connect_pool(url, max_connections, true, ACQUIRE_TIMEOUT).await
 }
 
+/// A pool whose connections, new or pooled, are waited for `wait` at most (sea-orm gives
+/// sqlx one timeout for both).
 async fn connect_pool(
     url: &str,
     max_connections: u32,
     create: bool,
+    wait: Duration,
 ) -> anyhow::Result<DatabaseConnection> {
     let mut opts = ConnectOptions::new(url.to_owned());
     opts.max_connections(max_connections)
         .min_connections(1)
-        .connect_timeout(ACQUIRE_TIMEOUT)
-        .acquire_timeout(ACQUIRE_TIMEOUT)
+        .connect_timeout(wait)
+        .acquire_timeout(wait)
         .idle_timeout(Duration::from_secs(300))
         // No ping before every checkout: it is a round trip per request. A connection that
         // died meanwhile fails its query instead (answered 503) and leaves the pool.
@@ -99,7 +106,7 @@ pub async fn open_existing<M: sea_orm_migration::MigratorTrait>(
         ))
         .into());
     }
-    let db = connect_pool(url, max_connections, false)
+    let db = connect_pool(url, max_connections, false, OPERATOR_CONNECT_TIMEOUT)
         .await
         .map_err(|e| DatabaseNotReady(format!("{e:#}")))?;
     check_schema::<M>(&db, url, binary).await?;
