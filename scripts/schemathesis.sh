@@ -45,7 +45,7 @@ token_of() {
 # The partner's token for the intake API; the auth-server's one protected operation
 # (/revocations) is a resource server's, so it gets the intake-api's own client's token.
 declare -A token_for
-token_for[$intake]=$(token_of "$work/data/demo-client.json" "enquiry:case:intake:create enquiry:referral:create")
+token_for[$intake]=$(token_of "$work/data/demo-client.json" "enquiry:case:intake:create enquiry:referral:create webhooks:manage")
 token_for[$auth]=$(token_of "$work/data/intake-revocations-client.json" revocations:read)
 
 checks=${SCHEMATHESIS_CHECKS:-all}

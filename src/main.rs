@@ -22,8 +22,9 @@ const RESOURCE_CLIENT_FILE: &str = "data/intake-revocations-client.json";
 const KEY_ENCRYPTION_KEY_FILE: &str = "data/key-encryption-key";
 const INTAKE_KEY_ENCRYPTION_KEY_FILE: &str = "data/intake-key-encryption-key";
 const DEMO_SCOPE: &str = "enquiry:case:intake:create";
-/// What the demo partner is granted: enquiries, and referrals to try from the docs page.
-const DEMO_GRANTED: &str = "enquiry:case:intake:create enquiry:referral:create";
+/// What the demo partner is granted: enquiries, and referrals and the webhook calls to try
+/// from the docs page.
+const DEMO_GRANTED: &str = "enquiry:case:intake:create enquiry:referral:create webhooks:manage";
 const DEMO_EMAIL: &str = "jane.doe@example.com";
 /// Under FAPI 2.0: the demo partner's private key (PEM, and as a JWK for the libraries
 /// that read one) and the intake-api's client's.

@@ -81,12 +81,15 @@ pub mod scopes {
     /// Reading the auth-server's list of disabled clients: for resource servers (the
     /// intake-api's own client), not partners.
     pub const REVOCATIONS_READ: &str = "revocations:read";
+    /// Managing the partner's own webhook endpoints and reading their event catalogue.
+    pub const WEBHOOKS_MANAGE: &str = "webhooks:manage";
     /// Every scope the authorization server knows.
-    pub const ALL: [&str; 4] = [
+    pub const ALL: [&str; 5] = [
         REFERRAL_CREATE,
         CASE_INTAKE_CREATE,
         PORTAL_REDIRECT_REDEEM,
         REVOCATIONS_READ,
+        WEBHOOKS_MANAGE,
     ];
 
     /// Whether `scope` is one the authorization server knows.

@@ -141,8 +141,8 @@ enum ErrorResponse {
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// The token lacks the operation's scope (`enquiry:case:intake:create` for partners'
-    /// operations, `enquiry:referral:create` for referrals): `{"message":"Invalid scope(s)
-    /// provided."}`.
+    /// operations, `enquiry:referral:create` for referrals, `webhooks:manage` for webhooks):
+    /// `{"message":"Invalid scope(s) provided."}`.
     #[oai(status = 403)]
     Forbidden(
         Json<InvalidScope>,

@@ -12,6 +12,7 @@ use serde_json::{Map, Value, json};
 use service_kit::openapi::{
     keep_responses, operation_mut, parameter_schema, property_mut, request_examples, schema_mut,
 };
+use shared::intake::webhooks::EventTypeList;
 
 use super::idempotency::{self, MAX_KEY_CHARS};
 use super::intake::MAX_REFERENCE_CHARS;
@@ -458,6 +459,19 @@ fn refine_operations(doc: &mut Value, brand: &str) {
         keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);
         let reference = json!({"type": "string", "minLength": 1, "maxLength": MAX_REFERENCE_CHARS});
         parameter_schema(status, "reference", reference);
+    }
+    if let Some(types) = operation_mut(doc, "/partners/external/webhooks/event-types", "get") {
+        keep_responses(types, &["200", "401", "403", "429", "500", "503"]);
+        let catalogue =
+            serde_json::to_value(EventTypeList::catalogue()).expect("the catalogue is JSON");
+        let content = types
+            .get_mut("responses")
+            .and_then(|r| r.pointer_mut("/200/content"));
+        if let Some(Value::Object(content)) = content {
+            for media in content.values_mut() {
+                media["example"] = catalogue.clone();
+            }
+        }
     }
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
         keep_responses(

@@ -9,6 +9,7 @@ pub mod partner;
 pub mod portal;
 pub mod rate_limit;
 pub mod referral;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -28,11 +29,12 @@ use partner::Authenticate;
 use portal::PortalApi;
 use rate_limit::PartnerRateLimit;
 use referral::ReferralApi;
+use webhooks::WebhooksApi;
 
 /// The OpenAPI service of the intake-api.
 pub fn api_service(
     state: Arc<AppState>,
-) -> OpenApiService<(IntakeApi, ReferralApi, PortalApi), ()> {
+) -> OpenApiService<(IntakeApi, ReferralApi, PortalApi, WebhooksApi), ()> {
     OpenApiService::new(
         (
             IntakeApi {
@@ -41,12 +43,15 @@ pub fn api_service(
             ReferralApi {
                 state: state.clone(),
             },
-            PortalApi { state },
+            PortalApi {
+                state: state.clone(),
+            },
+            WebhooksApi { state },
         ),
         "Partner Intake API",
         env!("CARGO_PKG_VERSION"),
     )
-    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint (a referral, `enquiry:referral:create`); the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
+    .description("Partners submit customer mortgage enquiries as cases and attach eligibility-engine products. Partners' calls need a bearer token with the `enquiry:case:intake:create` scope from the auth-server's token endpoint (a referral, `enquiry:referral:create`); the redeem call, made by brands' customer portals, needs `portal:redirect:redeem`; the webhook calls, `webhooks:manage`. Changes are compatible (new operations, optional fields, answer fields, enum values and event types, which clients must tolerate) unless announced: a breaking change comes as a new path version beside the old one, which answers with `Deprecation` and `Sunset` headers for an announced period (README, Versioning and change policy; CHANGELOG.md).")
 }
 
 /// The operations on their way out, each answering with its `Deprecation`, `Sunset` and

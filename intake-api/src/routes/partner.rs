@@ -152,6 +152,13 @@ impl RequiredScope for ReferralCreate {
     const SCOPE: &'static str = scopes::REFERRAL_CREATE;
 }
 
+/// Partners' webhook operations: `webhooks:manage`.
+pub struct WebhooksManage;
+
+impl RequiredScope for WebhooksManage {
+    const SCOPE: &'static str = scopes::WEBHOOKS_MANAGE;
+}
+
 /// The customer portal's operation: `portal:redirect:redeem`.
 pub struct RedirectRedeem;
 
@@ -185,6 +192,9 @@ pub type Partner = Caller<CaseIntake>;
 
 /// A partner referring a customer: its token carries `enquiry:referral:create`.
 pub type Referrer = Caller<ReferralCreate>;
+
+/// A partner managing its webhooks: its token carries `webhooks:manage`.
+pub type WebhookManager = Caller<WebhooksManage>;
 
 /// A brand's customer portal: its token carries `portal:redirect:redeem` and names at
 /// least one brand.
@@ -290,6 +300,12 @@ impl<'a, S: RequiredScope> ApiExtractor<'a> for Caller<S> {
                                 name: scopes::PORTAL_REDIRECT_REDEEM,
                                 description: Some(
                                     "Redeeming a customer's redirect link (brands' customer portals)",
+                                ),
+                            },
+                            MetaOAuthScope {
+                                name: scopes::WEBHOOKS_MANAGE,
+                                description: Some(
+                                    "Managing the partner's webhook endpoints and reading the event catalogue",
                                 ),
                             },
                         ],

@@ -112,3 +112,41 @@ pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
         .expect("the select lists the insert's columns")
         .to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use shared::intake::webhooks::EventType;
+
+    /// The event types the store writes, in the queueing statement and in the hot paths'
+    /// own SQL, are the catalogue's: a type written but not documented, or documented but
+    /// never written, fails here.
+    #[test]
+    fn the_store_writes_exactly_the_catalogues_event_types() {
+        let mut written: BTreeSet<String> = super::EVENT_TYPES
+            .iter()
+            .map(|(_, t)| (*t).to_owned())
+            .collect();
+        for sql in [
+            super::super::submit::SUBMIT.postgres(),
+            super::super::attach::ATTACH.postgres(),
+        ] {
+            // Every quoted `word.word` literal is an event type.
+            for literal in sql.split('\'').skip(1).step_by(2) {
+                let dotted = literal.split_once('.').is_some_and(|(a, b)| {
+                    !a.is_empty()
+                        && a.bytes().all(|c| c.is_ascii_lowercase())
+                        && !b.is_empty()
+                        && b.bytes().all(|c| c.is_ascii_lowercase() || c == b'_')
+                });
+                if dotted {
+                    written.insert(literal.to_owned());
+                }
+            }
+        }
+        let documented: BTreeSet<String> =
+            EventType::ALL.iter().map(|t| t.name().to_owned()).collect();
+        assert_eq!(written, documented);
+    }
+}

@@ -98,4 +98,37 @@ mod tests {
             .sign(id, 1614265330, body);
         assert_eq!(two.split(' ').count(), 2);
     }
+
+    /// What is sent is what the event catalogue documents, for every type and status.
+    #[test]
+    fn bodies_are_the_catalogues_events() {
+        use shared::intake::webhooks::{EventType, WebhookEvent};
+        for t in EventType::ALL {
+            for status in ["referred", "pending_activation", "active"] {
+                let product = (t == EventType::ProductAttached).then(uuid::Uuid::new_v4);
+                let event = DueDelivery {
+                    id: uuid::Uuid::new_v4(),
+                    case_id: uuid::Uuid::new_v4(),
+                    event_type: t.name().to_owned(),
+                    created_at: chrono::Utc::now(),
+                    attempts: 1,
+                    reference: "418290357116".into(),
+                    brand: "brand_a".into(),
+                    status: status.into(),
+                    product_uuid: product,
+                    later_waiting: false,
+                    fails_on_purpose: false,
+                };
+                let body = payload(&event);
+                let read: WebhookEvent = serde_json::from_str(&body).expect(&body);
+                assert_eq!(read.event_type, t);
+                assert_eq!(read.data.product_uuid, product);
+                assert_eq!(serde_json::to_value(read.data.status).unwrap(), status);
+                assert_eq!(
+                    read.timestamp.timestamp_millis(),
+                    event.created_at.timestamp_millis()
+                );
+            }
+        }
+    }
 }

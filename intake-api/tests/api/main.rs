@@ -29,4 +29,5 @@ mod sandbox;
 mod schema_versions;
 mod validation;
 mod webhook_addresses;
+mod webhook_catalogue;
 mod webhooks;
