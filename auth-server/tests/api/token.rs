@@ -206,7 +206,8 @@ async fn discovery_documents_describe_the_server(backend: Backend) {
             "enquiry:referral:create",
             "enquiry:case:intake:create",
             "portal:redirect:redeem",
-            "revocations:read"
+            "revocations:read",
+            "webhooks:manage"
         ])
     );
     for path in ["/healthz", "/readyz", "/openapi.json", "/docs"] {
