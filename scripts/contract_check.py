@@ -98,7 +98,7 @@ def through_generated_clients(clients, demo):
     answer = token_api.sync_detailed(client=auth, body=token_models.TokenRequest(
         grant_type=token_models.TokenRequestGrantType.CLIENT_CREDENTIALS,
         client_id=demo["client_id"], client_secret=demo["client_secret"],
-        scope="enquiry:case:intake:create enquiry:referral:create"))
+        scope="enquiry:case:intake:create enquiry:referral:create webhooks:manage"))
     check(answer.status_code == 200, f"a token through the generated auth-server client ({answer.status_code})")
     token = answer.parsed.access_token
     intake = intake_pkg.AuthenticatedClient(base_url=INTAKE, token=token)
@@ -135,6 +135,14 @@ def through_generated_clients(clients, demo):
     status = get_case.sync_detailed(client=intake, reference=created.parsed.reference)
     check(status.status_code == 200 and status.parsed.reference == created.parsed.reference,
           f"getCase through the generated client ({status.status_code})")
+    # The event catalogue, read into the generated models: each example is of its own type.
+    event_types = importlib.import_module(f"{intake_pkg.__name__}.api.webhooks.list_webhook_event_types")
+    listed = event_types.sync_detailed(client=intake)
+    entries = listed.parsed.data if listed.status_code == 200 else []
+    check(listed.status_code == 200 and len(entries) > 0
+          and all(e.type_ == e.example.type_ for e in entries)
+          and {e.type_.value for e in entries} >= {"case.created", "case.updated", "case.activated", "product.attached"},
+          f"listWebhookEventTypes through the generated client, each example of its type ({listed.status_code})")
     return token
 
 
