@@ -196,14 +196,31 @@ impl Registry {
     /// Loads the first snapshot; fails, naming the key, when a stored key cannot be loaded
     /// (a wrong key-encryption key, a key missing from its token) or none can be.
     pub async fn load(db: DatabaseConnection, keys: Arc<KeyStore>) -> anyhow::Result<Self> {
-        for key in store::signing_keys::KeyRing::load(&db).await?.all() {
-            let alg = store::signing_keys::key_algorithm(key)?;
-            let keys = keys.clone();
-            let key = key.clone();
-            tokio::task::spawn_blocking(move || keys.load(&key, alg)).await??;
+        // Every key loaded here or start-up fails; the first reload reuses them, as it
+        // reuses a snapshot's keys, rather than loading each again.
+        let ring = store::signing_keys::KeyRing::load(&db).await?;
+        let strictly = |row: &signing_key::Model| {
+            let (keys, row) = (keys.clone(), row.clone());
+            async move {
+                let alg = store::signing_keys::key_algorithm(&row)?;
+                let loaded = tokio::task::spawn_blocking(move || keys.load(&row, alg)).await??;
+                anyhow::Ok(Arc::new(loaded))
+            }
+        };
+        let mut scheduled = Vec::with_capacity(ring.scheduled.len());
+        for row in &ring.scheduled {
+            scheduled.push(strictly(row).await?);
         }
+        let standby = match &ring.standby {
+            Some(row) => Some(strictly(row).await?),
+            None => None,
+        };
         let registry = Self {
-            current: RwLock::new(Arc::new(Snapshot::default())),
+            current: RwLock::new(Arc::new(Snapshot {
+                keys: scheduled,
+                standby,
+                ..Snapshot::default()
+            })),
             db,
             keys,
         };
