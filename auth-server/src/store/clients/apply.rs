@@ -6,9 +6,7 @@ use std::collections::HashMap;
 
 use anyhow::bail;
 use chrono::Utc;
-use sea_orm::{
-    ActiveModelTrait, ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, Set,
-};
+use sea_orm::{ConnectionTrait, DatabaseConnection, DatabaseTransaction, EntityTrait, Set};
 use serde::Serialize;
 use serde_json::{Value, json};
 use service_kit::Secret;
@@ -17,8 +15,8 @@ use super::input::{
     RegisteredKeys, brands_for, check_sandbox, parse_name, parse_scopes, split_brands, split_scopes,
 };
 use super::{
-    AuthMethod, Registration, check_name_free, expire_secrets, insert_client, insert_secret,
-    stored_keys,
+    AuthMethod, Registration, changes, check_name_free, expire_secrets, insert_client,
+    insert_secret, stored_keys,
 };
 use crate::client_keys::ClientKeys;
 use crate::entity::{client, client_secret};
@@ -218,18 +216,13 @@ fn differences(
     let mut refusals = Vec::new();
     for d in declared {
         let Some(s) = by_name.get(&d.name.to_lowercase()) else {
-            changes.push(Change {
-                client: d.name.clone(),
-                client_id: None,
-                change: ChangeKind::Create,
-                from: Value::Null,
-                to: json!({
-                    "scopes": d.scopes,
-                    "brands": d.brands,
-                    "auth_method": d.method(),
-                    "sandbox": d.sandbox,
-                }),
+            let made = json!({
+                "scopes": d.scopes,
+                "brands": d.brands,
+                "auth_method": d.method(),
+                "sandbox": d.sandbox,
             });
+            changes.push(change(d, None, ChangeKind::Create, Value::Null, made));
             if d.dpop_required {
                 changes.push(change(
                     d,
@@ -460,18 +453,12 @@ pub async fn apply(
                 let found = super::find_client(&txn, &id).await?;
                 let detail =
                     json!({"scopes": d.scopes, "previous_scopes": split_scopes(&found.scopes)});
-                update(&txn, found, |a| a.scopes = Set(d.scopes.join(" "))).await?;
+                changes::save(&txn, found, |a| a.scopes = Set(d.scopes.join(" "))).await?;
                 audit::append(&txn, actor, "client.set_scopes", &id, detail).await?;
             }
             (ChangeKind::SetBrands, Some(d)) => {
                 let found = super::find_client(&txn, &id).await?;
-                let brands = d.brands.clone().unwrap_or_default();
-                let detail = json!({"brands": brands, "previous_brands": split_brands(found.brands.as_deref())});
-                update(&txn, found, |a| {
-                    a.brands = Set(d.brands.as_ref().map(|b| b.join(" ")))
-                })
-                .await?;
-                audit::append(&txn, actor, "client.set_brands", &id, detail).await?;
+                changes::write_brands(&txn, actor, found, d.brands.clone()).await?;
             }
             (
                 ChangeKind::SetSecret,
@@ -488,37 +475,16 @@ pub async fn apply(
             }
             (ChangeKind::SetKeys, Some(d)) => {
                 let found = super::find_client(&txn, &id).await?;
-                let keys = registered(d, fetched)?;
-                let (jwks, jwks_uri) = keys.columns();
-                let mut detail = json!({"keys": keys.summary(), "previous_keys": stored_keys(found.jwks.as_deref())});
-                if jwks_uri.is_some() || found.jwks_uri.is_some() {
-                    detail["jwks_uri"] = json!(jwks_uri);
-                    detail["previous_jwks_uri"] = json!(found.jwks_uri);
-                }
-                update(&txn, found, |a| {
-                    a.jwks = Set(jwks);
-                    a.jwks_uri = Set(jwks_uri);
-                })
-                .await?;
-                audit::append(&txn, actor, "client.set_keys", &id, detail).await?;
+                changes::write_keys(&txn, actor, found, &registered(d, fetched)?).await?;
             }
             (ChangeKind::SetDpop, Some(d)) => {
                 let found = super::find_client(&txn, &id).await?;
-                let detail = json!({"dpop_required": d.dpop_required, "previously_required": found.dpop_required});
-                update(&txn, found, |a| a.dpop_required = Set(d.dpop_required)).await?;
-                audit::append(&txn, actor, "client.set_dpop", &id, detail).await?;
+                changes::write_dpop(&txn, actor, found, d.dpop_required).await?;
             }
             (ChangeKind::Disable | ChangeKind::Enable, _) => {
                 let disable = change.change == ChangeKind::Disable;
                 let found = super::find_client(&txn, &id).await?;
-                let now = Utc::now();
-                update(&txn, found, |a| a.disabled_at = Set(disable.then_some(now))).await?;
-                let action = if disable {
-                    "client.disable"
-                } else {
-                    "client.enable"
-                };
-                audit::append(&txn, actor, action, &id, json!({})).await?;
+                changes::write_disabled(&txn, actor, found, disable).await?;
             }
             (kind, _) => bail!(
                 "no declaration of {:?} to make its {kind:?} from",
@@ -528,19 +494,6 @@ pub async fn apply(
     }
     txn.commit().await?;
     Ok(Applied { changes, made })
-}
-
-/// Saves `found` as `edit` leaves it, with its change time.
-async fn update(
-    txn: &DatabaseTransaction,
-    found: client::Model,
-    edit: impl FnOnce(&mut client::ActiveModel),
-) -> anyhow::Result<()> {
-    let mut active: client::ActiveModel = found.into();
-    edit(&mut active);
-    active.updated_at = Set(Utc::now());
-    active.update(txn).await?;
-    Ok(())
 }
 
 /// The keys a declaration registers: its own, or those its URL served.

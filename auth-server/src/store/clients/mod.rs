@@ -2,6 +2,7 @@
 //! operator gives is checked in [`input`]; what `client list` and `show` read is [`views`].
 
 pub mod apply;
+mod changes;
 pub mod input;
 pub mod views;
 
@@ -544,17 +545,7 @@ pub async fn set_client_disabled(
     if found.disabled_at.is_some() == disabled {
         return Ok((found, false));
     }
-    let now = Utc::now();
-    let mut active: client::ActiveModel = found.into();
-    active.disabled_at = Set(disabled.then_some(now));
-    active.updated_at = Set(now);
-    let updated = active.update(&txn).await?;
-    let action = if disabled {
-        "client.disable"
-    } else {
-        "client.enable"
-    };
-    audit::append(&txn, actor, action, client_id, json!({})).await?;
+    let updated = changes::write_disabled(&txn, actor, found, disabled).await?;
     txn.commit().await?;
     Ok((updated, true))
 }
@@ -583,19 +574,9 @@ pub async fn set_client_brands(
     let found = find_client(&txn, client_id).await?;
     let scopes: Vec<String> = split_scopes(&found.scopes);
     let brands = brands_for(&scopes, Some(brands))?.unwrap_or_default();
-    let previous = split_brands(found.brands.as_deref());
-    let mut active: client::ActiveModel = found.into();
-    active.brands = Set(Some(brands.join(" ")));
-    active.updated_at = Set(Utc::now());
-    active.update(&txn).await?;
-    let detail = json!({"brands": brands, "previous_brands": previous});
-    audit::append(&txn, actor, "client.set_brands", client_id, detail).await?;
+    let set = changes::write_brands(&txn, actor, found, Some(brands)).await?;
     txn.commit().await?;
-    Ok(BrandsSet {
-        client_id: client_id.to_owned(),
-        brands,
-        previous_brands: previous,
-    })
+    Ok(set)
 }
 
 /// What `client set-dpop` changed.
@@ -619,19 +600,9 @@ pub async fn set_client_dpop(
 ) -> anyhow::Result<DpopSet> {
     let txn = begin_change(db).await?;
     let found = find_client(&txn, client_id).await?;
-    let previously = found.dpop_required;
-    let mut active: client::ActiveModel = found.into();
-    active.dpop_required = Set(required);
-    active.updated_at = Set(Utc::now());
-    active.update(&txn).await?;
-    let detail = json!({"dpop_required": required, "previously_required": previously});
-    audit::append(&txn, actor, "client.set_dpop", client_id, detail).await?;
+    let set = changes::write_dpop(&txn, actor, found, required).await?;
     txn.commit().await?;
-    Ok(DpopSet {
-        client_id: client_id.to_owned(),
-        dpop_required: required,
-        previously_required: previously,
-    })
+    Ok(set)
 }
 
 /// What `client set-keys` changed.
@@ -670,30 +641,9 @@ pub async fn set_client_keys(
             found.auth_method
         );
     }
-    let previous = stored_keys(found.jwks.as_deref());
-    let previous_uri = found.jwks_uri.clone();
-    let (jwks, jwks_uri) = keys.columns();
-    let mut active: client::ActiveModel = found.into();
-    active.jwks = Set(jwks);
-    active.jwks_uri = Set(jwks_uri.clone());
-    active.updated_at = Set(Utc::now());
-    active.update(&txn).await?;
-    let summary = keys.summary();
-    let mut detail = json!({"keys": summary, "previous_keys": previous});
-    // Named only when a URL is involved, so entries of inline keys read as before.
-    if jwks_uri.is_some() || previous_uri.is_some() {
-        detail["jwks_uri"] = json!(jwks_uri);
-        detail["previous_jwks_uri"] = json!(previous_uri);
-    }
-    audit::append(&txn, actor, "client.set_keys", client_id, detail).await?;
+    let set = changes::write_keys(&txn, actor, found, &keys).await?;
     txn.commit().await?;
-    Ok(KeysSet {
-        client_id: client_id.to_owned(),
-        keys: summary,
-        previous_keys: previous,
-        jwks_uri,
-        previous_jwks_uri: previous_uri,
-    })
+    Ok(set)
 }
 
 /// The keys stored in a client's `jwks` column, as operators see them; none when it holds
