@@ -117,26 +117,22 @@ pub struct GeneratedKey {
 /// Generates a new signing key for `alg`: RSA-2048 for RS256 and PS256, P-256 for ES256.
 pub fn generate_key(alg: TokenAlgorithm) -> anyhow::Result<GeneratedKey> {
     let pair = match alg {
-        TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256 => Pair::Rsa(
+        TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256 => InProcess::Rsa(
             RsaKeyPair::generate(KeySize::Rsa2048)
                 .map_err(|_| anyhow!("RSA key generation failed"))?,
         ),
-        TokenAlgorithm::Es256 => Pair::Ec(
+        TokenAlgorithm::Es256 => InProcess::Ec(
             EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING)
                 .map_err(|_| anyhow!("P-256 key generation failed"))?,
         ),
     };
     let der = match &pair {
-        Pair::Rsa(p) => p.as_der().map(|d| d.as_ref().to_vec()).ok(),
-        Pair::Ec(p) => p.to_pkcs8v1().map(|d| d.as_ref().to_vec()).ok(),
-        Pair::External(_) => None,
+        InProcess::Rsa(p) => p.as_der().map(|d| d.as_ref().to_vec()),
+        InProcess::Ec(p) => p.to_pkcs8v1().map(|d| d.as_ref().to_vec()),
     }
-    .ok_or_else(|| anyhow!("cannot encode the new key as PKCS#8"))?;
-    let jwk = pair
-        .jwk(alg, String::new())
-        .ok_or_else(|| anyhow!("the new key has no public half"))?;
+    .map_err(|_| anyhow!("cannot encode the new key as PKCS#8"))?;
     Ok(GeneratedKey {
-        kid: jwk.thumbprint(),
+        kid: pair.jwk(alg, String::new()).thumbprint(),
         alg,
         pkcs8: Secret::new(der),
     })
@@ -265,14 +261,19 @@ pub trait ExternalKey: Send + Sync {
     fn sign(&self, alg: TokenAlgorithm, message: &[u8]) -> anyhow::Result<Vec<u8>>;
 }
 
-/// A private key, of the type its algorithm needs: in this process, or kept elsewhere.
-enum Pair {
+/// A private key in this process, of the type its algorithm needs.
+enum InProcess {
     Rsa(RsaKeyPair),
     Ec(EcdsaKeyPair),
+}
+
+/// A private key: in this process, or kept elsewhere.
+enum Pair {
+    InProcess(InProcess),
     External(std::sync::Arc<dyn ExternalKey>),
 }
 
-impl Pair {
+impl InProcess {
     fn parse(alg: TokenAlgorithm, pkcs8: &[u8]) -> Result<Self, aws_lc_rs::error::KeyRejected> {
         Ok(match alg {
             TokenAlgorithm::Rs256 | TokenAlgorithm::Ps256 => {
@@ -285,25 +286,23 @@ impl Pair {
         })
     }
 
-    /// The public half of an in-process key; none for a key kept elsewhere, whose public
-    /// half is known beside it.
-    fn jwk(&self, alg: TokenAlgorithm, kid: String) -> Option<Jwk> {
+    /// Its public half.
+    fn jwk(&self, alg: TokenAlgorithm, kid: String) -> Jwk {
         match self {
             Self::Rsa(pair) => {
                 let public = pair.public_key();
-                Some(Jwk::rsa(
+                Jwk::rsa(
                     alg,
                     kid,
                     public.modulus().big_endian_without_leading_zero(),
                     public.exponent().big_endian_without_leading_zero(),
-                ))
+                )
             }
             // The uncompressed point: 0x04, then x and y of 32 bytes each.
             Self::Ec(pair) => {
                 let point = pair.public_key().as_ref();
-                Some(Jwk::p256(alg, kid, &point[1..33], &point[33..65]))
+                Jwk::p256(alg, kid, &point[1..33], &point[33..65])
             }
-            Self::External(_) => None,
         }
     }
 }
@@ -346,11 +345,16 @@ impl LoadedKey {
         activates_at: DateTime<Utc>,
         pkcs8: &[u8],
     ) -> anyhow::Result<Self> {
-        let pair = Pair::parse(alg, pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
-        let jwk = pair
-            .jwk(alg, kid.clone())
-            .ok_or_else(|| anyhow!("key {kid} has no public half"))?;
-        Self::with_pair(kid, alg, created_at, activates_at, jwk, pair)
+        let pair = InProcess::parse(alg, pkcs8).map_err(|e| anyhow!("key {kid} rejected: {e}"))?;
+        let jwk = pair.jwk(alg, kid.clone());
+        Self::with_pair(
+            kid,
+            alg,
+            created_at,
+            activates_at,
+            jwk,
+            Pair::InProcess(pair),
+        )
     }
 
     /// A key kept elsewhere, whose public half is `jwk`, signing through `key`.
@@ -400,7 +404,7 @@ impl LoadedKey {
         URL_SAFE_NO_PAD.encode_string(&payload, &mut jwt);
         let rng = aws_lc_rs::rand::SystemRandom::new();
         let signature = match &self.pair {
-            Pair::Rsa(pair) => {
+            Pair::InProcess(InProcess::Rsa(pair)) => {
                 let padding = if self.alg == TokenAlgorithm::Ps256 {
                     &RSA_PSS_SHA256
                 } else {
@@ -412,7 +416,7 @@ impl LoadedKey {
                 signature
             }
             // The fixed encoding, r then s, is what JWS wants (RFC 7518 section 3.4).
-            Pair::Ec(pair) => pair
+            Pair::InProcess(InProcess::Ec(pair)) => pair
                 .sign(&rng, jwt.as_bytes())
                 .map_err(|_| anyhow!("ECDSA signing failed"))?
                 .as_ref()

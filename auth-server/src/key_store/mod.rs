@@ -28,9 +28,9 @@ pub trait KeyVault: Send + Sync {
     /// kid. Blocking: key generation takes a while.
     fn generate(&self, alg: TokenAlgorithm) -> anyhow::Result<(String, Jwk)>;
 
-    /// The key the vault knows as `name`, ready to sign for `alg`. Fails when the vault
-    /// holds no such key.
-    fn key(&self, name: &str, alg: TokenAlgorithm) -> anyhow::Result<Arc<dyn ExternalKey>>;
+    /// The key the vault knows as `name`, ready to sign. Fails when the vault holds no
+    /// such key.
+    fn key(&self, name: &str) -> anyhow::Result<Arc<dyn ExternalKey>>;
 
     /// Destroys the key the vault knows as `name`, so that it can never sign again.
     fn destroy(&self, name: &str) -> anyhow::Result<()>;
@@ -111,7 +111,7 @@ impl KeyStore {
         if jwk.thumbprint() != row.kid {
             anyhow::bail!("key {}: its stored public half is another key's", row.kid);
         }
-        let key = vault.key(name, alg)?;
+        let key = vault.key(name)?;
         let loaded = LoadedKey::external(
             row.kid.clone(),
             alg,

@@ -282,7 +282,7 @@ impl KeyVault for Pkcs11Vault {
         Ok((kid.clone(), jwk.with_kid(kid)))
     }
 
-    fn key(&self, name: &str, _alg: TokenAlgorithm) -> anyhow::Result<Arc<dyn ExternalKey>> {
+    fn key(&self, name: &str) -> anyhow::Result<Arc<dyn ExternalKey>> {
         let handle = self.0.private_key(name)?;
         Ok(Arc::new(TokenKey {
             vault: self.0.clone(),
