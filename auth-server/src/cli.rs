@@ -203,21 +203,14 @@ fn refuse_secret_under_fapi2(
 /// The secret `client ensure` declares, read from the environment variable `var`: never
 /// from the command line, where `ps` shows it. No error quotes it.
 fn secret_from_env(var: &str) -> anyhow::Result<Secret<String>> {
-    let value = std::env::var_os(var).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--secret-env names {var}, which is not set: set it to the client's secret \
-             (`openssl rand -base64 32` makes one)"
-        )
-    })?;
-    let secret = Secret::new(
-        value
-            .into_string()
-            .map_err(|_| anyhow::anyhow!("the secret in {var} is refused: it is not UTF-8"))?,
-    );
-    if let Some(problem) = secrets::refuse_chosen(secret.expose(), MAX_PARAM_CHARS) {
-        anyhow::bail!("the secret in {var} is refused: {problem}");
-    }
-    Ok(secret)
+    secrets::chosen_from_env(var, MAX_PARAM_CHARS)
+        .map_err(|problem| anyhow::anyhow!("the secret in {var} is refused: {problem}"))?
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--secret-env names {var}, which is not set: set it to the client's secret \
+                 (`openssl rand -base64 32` makes one)"
+            )
+        })
 }
 
 /// What `client ensure` declares the client authenticates with: one method, and what it

@@ -304,12 +304,9 @@ fn declaration(entry: Entry, reading: &Reading<'_>) -> Result<Declaration, Vec<S
 
 /// The secret in environment variable `var`, checked; never quoted in a problem.
 fn secret_from_env(name: &str, var: &str) -> Result<Secret<String>, String> {
-    let value = std::env::var_os(var)
-        .ok_or_else(|| format!("client {name:?}: `secret_env` names {var}, which is not set"))?;
-    let value = value
-        .into_string()
-        .map_err(|_| format!("client {name:?}: the secret in {var} is not UTF-8"))?;
-    checked(name, &format!("the secret in {var}"), value)
+    secrets::chosen_from_env(var, MAX_PARAM_CHARS)
+        .map_err(|problem| format!("client {name:?}: the secret in {var} is refused: {problem}"))?
+        .ok_or_else(|| format!("client {name:?}: `secret_env` names {var}, which is not set"))
 }
 
 /// The secret in the file at `path` (a trailing line break dropped), checked.

@@ -294,6 +294,9 @@ const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
 /// The setting of the key rotation schedule, which `key list` reads as the servers do.
 pub(crate) const ROTATION_INTERVAL_VARIABLE: &str = "AUTH_KEY_ROTATION_INTERVAL_SECS";
 
+/// Sessions kept open with a PKCS#11 token unless AUTH_PKCS11_SESSIONS says otherwise.
+const DEFAULT_PKCS11_SESSIONS: usize = 8;
+
 /// Where new signing keys are made and kept.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum KeyStoreKind {
@@ -309,7 +312,7 @@ pub enum KeyStoreKind {
 pub struct KeyStoreArgs {
     /// Where new signing keys are made and kept: `database` (sealed under the
     /// key-encryption key) or `pkcs11` (inside a token, which they never leave).
-    #[arg(long, env = "AUTH_KEY_STORE", value_enum, default_value_t = KeyStoreKind::Database)]
+    #[arg(long, env = "AUTH_KEY_STORE", value_enum, default_value_t = KeyStoreKind::default())]
     pub key_store: KeyStoreKind,
     /// The PKCS#11 library of the token (AUTH_KEY_STORE=pkcs11), e.g.
     /// /usr/lib/softhsm/libsofthsm2.so.
@@ -325,19 +328,19 @@ pub struct KeyStoreArgs {
     #[arg(long, env = "AUTH_PKCS11_PIN_FILE")]
     pub pkcs11_pin_file: Option<PathBuf>,
     /// Sessions kept open with the token: as many token requests can be signed at once.
-    #[arg(long, env = "AUTH_PKCS11_SESSIONS", default_value_t = 8)]
+    #[arg(long, env = "AUTH_PKCS11_SESSIONS", default_value_t = DEFAULT_PKCS11_SESSIONS)]
     pub pkcs11_sessions: usize,
 }
 
 impl Default for KeyStoreArgs {
     fn default() -> Self {
         Self {
-            key_store: KeyStoreKind::Database,
+            key_store: KeyStoreKind::default(),
             pkcs11_module: None,
             pkcs11_token_label: None,
             pkcs11_pin: None,
             pkcs11_pin_file: None,
-            pkcs11_sessions: 8,
+            pkcs11_sessions: DEFAULT_PKCS11_SESSIONS,
         }
     }
 }

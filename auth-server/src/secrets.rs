@@ -38,6 +38,22 @@ pub fn decode_hash(stored: &str) -> Option<[u8; 32]> {
 /// in base64 carry, where a generated one has 43.
 pub const MIN_CHOSEN_CHARS: usize = 32;
 
+/// A secret an operator chose, read from environment variable `var` and checked as
+/// [`refuse_chosen`] checks: none when `var` is not set, or why it is refused (never
+/// quoting it).
+pub fn chosen_from_env(var: &str, longest: usize) -> Result<Option<Secret<String>>, String> {
+    let Some(value) = std::env::var_os(var) else {
+        return Ok(None);
+    };
+    let value = value
+        .into_string()
+        .map_err(|_| "it is not UTF-8".to_owned())?;
+    match refuse_chosen(&value, longest) {
+        Some(problem) => Err(problem),
+        None => Ok(Some(Secret::new(value))),
+    }
+}
+
 /// Why a secret an operator chose cannot be a client's, if it cannot: too short to be
 /// out of reach of guessing, longer than the token endpoint takes (`longest`), or holding
 /// a control character or surrounding white space, which a file's trailing newline or a

@@ -13,8 +13,9 @@ use url::Url;
 /// How long a query may wait for a pooled connection before the request fails fast.
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an operator command waits for its first connection: longer than a request
-/// may, since nobody is queued behind it, and a container's first name lookup can be
-/// answered only on the resolver's retry, five seconds later.
+/// may, since nobody is queued behind it, and a command run in a container just started
+/// met slow first connections (a name lookup answered only on the resolver's retry, five
+/// seconds later, is the likeliest cause).
 pub const OPERATOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one statement may run on PostgreSQL.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
