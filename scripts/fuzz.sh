@@ -24,6 +24,9 @@ export CARGO_BUILD_JOBS=${CARGO_BUILD_JOBS:-2}
 # 16 codegen units instead of cargo-fuzz's 1: for runs of minutes the build is the cost that
 # matters, and the instrumented dependency tree (sea-orm, poem, aws-lc) is large.
 build_flags=(--fuzz-dir fuzz --debug-assertions --codegen-units 16)
+# FUZZ_TARGET_DIR keeps the instrumented build somewhere that outlives the checkout (CI sets
+# one under /var/cache), so a clean clone rebuilds only what changed.
+[ -n "${FUZZ_TARGET_DIR:-}" ] && build_flags+=(--target-dir "$FUZZ_TARGET_DIR")
 
 log "cargo fuzz build"
 cargo fuzz build "${build_flags[@]}"
