@@ -34,9 +34,9 @@ WITH logged AS (
 )
 SELECT coalesce(array_agg("id"), '{}')::text AS event_ids FROM logged \gset
 -- The events queued for partners' webhooks, as queue_events (intake-api/src/store/outbox.rs) does.
-INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
-    "next_attempt_at", "attempts")
-SELECT "ev"."id", "ep"."client_id", "ev"."case_id", CASE "ev"."kind" WHEN 'created' THEN 'case.created' WHEN 'referred' THEN 'case.referred' WHEN 'updated' THEN 'case.updated' WHEN 'activated' THEN 'case.activated' WHEN 'product_attached' THEN 'product.attached' END, "ev"."created_at", "ev"."created_at", 0
-FROM "case_events" AS "ev" INNER JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "ev"."case_id" AND "submissions"."client_id" = "ep"."client_id" AND "submissions"."kind" = 'enquiry')
+INSERT INTO "webhook_deliveries" ("id", "client_id", "endpoint_id", "case_id", "event_type",
+    "created_at", "next_attempt_at", "attempts")
+SELECT "ev"."id", "ep"."client_id", "ep"."id", "ev"."case_id", CASE "ev"."kind" WHEN 'created' THEN 'case.created' WHEN 'referred' THEN 'case.referred' WHEN 'updated' THEN 'case.updated' WHEN 'activated' THEN 'case.activated' WHEN 'product_attached' THEN 'product.attached' END, "ev"."created_at", "ev"."created_at", 0
+FROM "case_events" AS "ev" INNER JOIN "webhook_endpoints" AS "ep" ON "ep"."disabled_at" IS NULL AND ("ep"."event_types" IS NULL OR ("ep"."event_types" & (CASE "ev"."kind" WHEN 'created' THEN 1 WHEN 'referred' THEN 16 WHEN 'updated' THEN 2 WHEN 'activated' THEN 4 WHEN 'product_attached' THEN 8 ELSE 0 END)) <> 0) AND EXISTS (SELECT 1 FROM "submissions" WHERE "submissions"."case_id" = "ev"."case_id" AND "submissions"."client_id" = "ep"."client_id" AND "submissions"."kind" = 'enquiry')
 WHERE "ev"."id" = ANY(:event_ids::uuid[]);
 ROLLBACK;

@@ -1,9 +1,9 @@
-//! The webhook outbox: one row per event and partner, written in the transaction of the
+//! The webhook outbox: one row per event and endpoint, written in the transaction of the
 //! change it reports, and worked off by the delivery worker.
 
 use sea_orm::entity::prelude::*;
 
-/// One event for one partner.
+/// One event for one endpoint.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_deliveries")]
 pub struct Model {
@@ -14,6 +14,10 @@ pub struct Model {
     /// The partner it goes to.
     #[sea_orm(primary_key, auto_increment = false)]
     pub client_id: String,
+    /// The endpoint it goes to; the nil id when a server that knows one endpoint per
+    /// partner queued it (0.2.0, during a rolling upgrade), until the worker adopts it.
+    #[sea_orm(primary_key, auto_increment = false)]
+    pub endpoint_id: Uuid,
     /// The case it is about.
     pub case_id: Uuid,
     /// `case.created`, `case.referred`, `case.updated`, `case.activated` or `product.attached`.

@@ -1,13 +1,15 @@
-//! Where a partner receives its webhooks, and the secrets they are signed with.
+//! Where a partner receives its webhooks, which events, and the secrets they are signed with.
 
 use sea_orm::entity::prelude::*;
 
-/// One partner's endpoint.
+/// One of a partner's endpoints.
 #[derive(Clone, Debug, PartialEq, Eq, DeriveEntityModel)]
 #[sea_orm(table_name = "webhook_endpoints")]
 pub struct Model {
-    /// The partner.
+    /// The endpoint's id, as the partner names it (`ep_` and its 32 hex digits).
     #[sea_orm(primary_key, auto_increment = false)]
+    pub id: Uuid,
+    /// The partner.
     pub client_id: String,
     /// The URL events are POSTed to.
     #[sea_orm(column_type = "Text")]
@@ -18,6 +20,9 @@ pub struct Model {
     pub previous_secret: Option<String>,
     /// When the previous secret stops signing.
     pub previous_secret_until: Option<DateTimeUtc>,
+    /// The event types it receives, one bit each (`crate::webhooks::store::Subscription`);
+    /// null for every type, those added later too.
+    pub event_types: Option<i32>,
     /// When deliveries stopped (the endpoint answered 410); null while active.
     pub disabled_at: Option<DateTimeUtc>,
     /// Why deliveries stopped.

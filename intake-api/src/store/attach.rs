@@ -47,18 +47,18 @@ pub struct NewLink<'a> {
 pub type KeyedAttach<'a> = (&'a Lease, &'a SealedAnswer);
 
 /// What attaching a product writes: the redirect token's hash, the product and the newest
-/// link on the case, the event, and the event queued for every partner with a webhook
-/// endpoint and an enquiry on the case.
+/// link on the case, the event, and the event queued for every endpoint subscribed to
+/// `product.attached`, of a partner with an enquiry on the case.
 pub(super) static ATTACH: LazyLock<Steps> = LazyLock::new(|| {
     Steps::new(
         &ATTACH_STEPS,
         concat!(
-            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
-    "next_attempt_at", "attempts")
-SELECT $7, "ep"."client_id", $2, 'product.attached', $5, $5, 0
+            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "endpoint_id", "case_id", "event_type",
+    "created_at", "next_attempt_at", "attempts")
+SELECT $7, "ep"."client_id", "ep"."id", $2, 'product.attached', $5, $5, 0
 FROM "webhook_endpoints" AS "ep"
 WHERE "#,
-            hears_of!(case: "$2")
+            hears_of!(case: "$2", bit: "8")
         ),
         &[
             "token_id",

@@ -1,33 +1,51 @@
 //! The webhook outbox's fan-out: which partners hear of a case event.
 //!
-//! An event is queued in the transaction of the change it reports, as one row per partner
-//! with an active endpoint and an enquiry on the case: an acknowledged change always has
+//! An event is queued in the transaction of the change it reports, as one row per active
+//! endpoint subscribed to its type, of a partner with an enquiry on the case: an acknowledged change always has
 //! its events, and a rolled-back one never does. The rows are the delivery worker's queue
 //! (`crate::webhooks`).
 
 use sea_orm::sea_query::{Alias, Expr, ExprTrait, InsertStatement, JoinType, Query};
 
 use crate::entity::{case_event, webhook_delivery, webhook_endpoint};
+use shared::intake::webhooks::EventType;
 use uuid::Uuid;
 
-/// Who hears of an event on case `case` (an SQL expression): partners (`"ep"`, a row of
-/// `webhook_endpoints`) whose endpoint is active and who made an enquiry on the case, or
-/// who are `submitter`, making one in the very statement, which cannot see it yet. SQL text
-/// made at compile time, so the hand-written statements and the ORM's queue share the rule.
+/// Which endpoints hear of an event on case `case` whose type has bit `bit` (SQL
+/// expressions): endpoints (`"ep"`, a row of `webhook_endpoints`) that are active and
+/// subscribed to the type, of partners who made an enquiry on the case, or who are
+/// `submitter`, making one in the very statement, which cannot see it yet. SQL text made
+/// at compile time, so the hand-written statements and the ORM's queue share the rule.
 macro_rules! hears_of {
-    (case: $case:literal) => {
+    (case: $case:literal, bit: $bit:literal) => {
         concat!(
             r#""ep"."disabled_at" IS NULL AND "#,
+            $crate::store::outbox::subscribed!($bit),
+            " AND ",
             $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#)
         )
     };
-    (case: $case:literal, submitter: $submitter:literal) => {
+    (case: $case:literal, submitter: $submitter:literal, bit: $bit:literal) => {
         concat!(
-            r#""ep"."disabled_at" IS NULL AND ("ep"."client_id" = "#,
+            r#""ep"."disabled_at" IS NULL AND "#,
+            $crate::store::outbox::subscribed!($bit),
+            r#" AND ("ep"."client_id" = "#,
             $submitter,
             " OR ",
             $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#),
             ")"
+        )
+    };
+}
+
+/// Whether endpoint `"ep"` receives events whose type has bit `bit` (an SQL expression):
+/// a null mask is every type.
+macro_rules! subscribed {
+    ($bit:literal) => {
+        concat!(
+            r#"("ep"."event_types" IS NULL OR ("ep"."event_types" & ("#,
+            $bit,
+            ")) <> 0)"
         )
     };
 }
@@ -49,13 +67,14 @@ macro_rules! enquired_on {
     };
 }
 
-pub(super) use {enquired_on, hears_of};
+pub(super) use {enquired_on, hears_of, subscribed};
 
 /// The columns an event is queued with; the rest start empty. The hand-written statements
 /// that queue events list the same ones (a test checks).
-pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
+pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 8] = [
     webhook_delivery::Column::Id,
     webhook_delivery::Column::ClientId,
+    webhook_delivery::Column::EndpointId,
     webhook_delivery::Column::CaseId,
     webhook_delivery::Column::EventType,
     webhook_delivery::Column::CreatedAt,
@@ -64,25 +83,54 @@ pub(super) const QUEUED_COLUMNS: [webhook_delivery::Column; 7] = [
 ];
 
 /// The webhook event type of each case event kind that partners hear of.
-const EVENT_TYPES: [(&str, &str); 5] = [
-    ("created", "case.created"),
-    ("referred", "case.referred"),
-    ("updated", "case.updated"),
-    ("activated", "case.activated"),
-    ("product_attached", "product.attached"),
+const EVENT_TYPES: [(&str, EventType); 5] = [
+    ("created", EventType::CaseCreated),
+    ("referred", EventType::CaseReferred),
+    ("updated", EventType::CaseUpdated),
+    ("activated", EventType::CaseActivated),
+    ("product_attached", EventType::ProductAttached),
 ];
+
+/// The bit of `event_type` in an endpoint's `event_types` mask. Stored masks keep these,
+/// so a type keeps its bit for good; the hot paths' SQL writes the same numbers (a test
+/// checks).
+pub(crate) const fn event_bit(event_type: EventType) -> i32 {
+    match event_type {
+        EventType::CaseCreated => 1,
+        EventType::CaseUpdated => 2,
+        EventType::CaseActivated => 4,
+        EventType::ProductAttached => 8,
+        EventType::CaseReferred => 16,
+    }
+}
 
 /// The SQL of the event type of `kind`, a column holding a case event's kind.
 fn event_type_of(kind: &str) -> String {
     let arms: String = EVENT_TYPES
         .iter()
-        .map(|(k, t)| format!(" WHEN '{k}' THEN '{t}'"))
+        .map(|(k, t)| format!(" WHEN '{k}' THEN '{}'", t.name()))
         .collect();
     format!("CASE {kind}{arms} END")
 }
 
-/// Queues the case events `event_ids` for every partner with an active endpoint that has an
-/// enquiry on the event's case; run it in the transaction that wrote the events.
+/// The SQL of the bit of the event type of `kind` ([`event_bit`]).
+fn event_bit_of(kind: &str) -> String {
+    let arms: String = EVENT_TYPES
+        .iter()
+        .map(|(k, t)| format!(" WHEN '{k}' THEN {}", event_bit(*t)))
+        .collect();
+    format!("CASE {kind}{arms} ELSE 0 END")
+}
+
+/// Which endpoints `"ep"` hear of case event `"ev"` ([`hears_of`]).
+pub(super) fn queue_rule() -> String {
+    hears_of!(case: r#""ev"."case_id""#, bit: "$bit")
+        .replace("$bit", &event_bit_of(r#""ev"."kind""#))
+}
+
+/// Queues the case events `event_ids` for every active endpoint subscribed to their type,
+/// of a partner with an enquiry on the event's case; run it in the transaction that wrote
+/// the events.
 pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
     let ev = Alias::new("ev");
     let ep = Alias::new("ep");
@@ -90,6 +138,7 @@ pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
     select
         .column((ev.clone(), case_event::Column::Id))
         .column((ep.clone(), webhook_endpoint::Column::ClientId))
+        .column((ep.clone(), webhook_endpoint::Column::Id))
         .column((ev.clone(), case_event::Column::CaseId))
         .expr(Expr::cust(event_type_of(r#""ev"."kind""#)))
         .column((ev.clone(), case_event::Column::CreatedAt))
@@ -100,7 +149,7 @@ pub(super) fn queue_events(event_ids: &[Uuid]) -> InsertStatement {
             JoinType::InnerJoin,
             webhook_endpoint::Entity,
             ep,
-            Expr::cust(hears_of!(case: r#""ev"."case_id""#)),
+            Expr::cust(queue_rule()),
         )
         .and_where(
             Expr::col((ev.clone(), case_event::Column::Id)).is_in(event_ids.iter().copied()),
@@ -126,7 +175,7 @@ mod tests {
     fn the_store_writes_exactly_the_catalogues_event_types() {
         let mut written: BTreeSet<String> = super::EVENT_TYPES
             .iter()
-            .map(|(_, t)| (*t).to_owned())
+            .map(|(_, t)| t.name().to_owned())
             .collect();
         for sql in [
             super::super::submit::SUBMIT.postgres(),
@@ -148,5 +197,28 @@ mod tests {
         let documented: BTreeSet<String> =
             EventType::ALL.iter().map(|t| t.name().to_owned()).collect();
         assert_eq!(written, documented);
+    }
+
+    /// The hot paths' own SQL checks each endpoint's subscription with the bits
+    /// [`super::event_bit`] gives their types.
+    #[test]
+    fn the_hot_paths_check_subscriptions_with_the_types_bits() {
+        let submit = format!(
+            r#"("ep"."event_types" & (CASE "logged"."kind" WHEN 'created' THEN {} ELSE {} END)) <> 0"#,
+            super::event_bit(EventType::CaseCreated),
+            super::event_bit(EventType::CaseUpdated)
+        );
+        assert!(super::super::submit::SUBMIT.postgres().contains(&submit));
+        let attach = format!(
+            r#"("ep"."event_types" & ({})) <> 0"#,
+            super::event_bit(EventType::ProductAttached)
+        );
+        assert!(super::super::attach::ATTACH.postgres().contains(&attach));
+        let bits: BTreeSet<i32> = EventType::ALL
+            .iter()
+            .map(|t| super::event_bit(*t))
+            .collect();
+        assert_eq!(bits.len(), EventType::ALL.len(), "each type its own bit");
+        assert!(bits.iter().all(|b| b.count_ones() == 1));
     }
 }

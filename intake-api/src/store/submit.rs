@@ -54,8 +54,8 @@ pub(super) fn new_reference() -> String {
 /// What one accepted enquiry writes: the case upserted on its unique (brand, email, sandbox)
 /// key (two first submissions racing each other make one case, not two; a sandbox client's
 /// enquiry makes or changes only a sandbox case), the submission as sent and the event, and
-/// the event queued for every partner with a webhook endpoint and a submission on the case
-/// (or who is the submitter: on PostgreSQL the statement cannot see its own submission). A
+/// the event queued for every endpoint subscribed to its type, of a partner with a submission
+/// on the case (or who is the submitter: on PostgreSQL the statement cannot see its own submission). A
 /// case keeps its id on update, so `id = $1` tells a creation. An enquiry without a product
 /// leaves an attached one in place; the first enquiry on a referred case completes it, to
 /// activate after the delay as a new case would. Its answer is the case's id and reference.
@@ -112,13 +112,17 @@ FROM "upserted""#,
     Step {
         name: "notified",
         sql: concat!(
-            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "case_id", "event_type", "created_at",
-    "next_attempt_at", "attempts")
-SELECT "logged"."id", "ep"."client_id", "logged"."case_id",
+            r#"INSERT INTO "webhook_deliveries" ("id", "client_id", "endpoint_id", "case_id", "event_type",
+    "created_at", "next_attempt_at", "attempts")
+SELECT "logged"."id", "ep"."client_id", "ep"."id", "logged"."case_id",
     CASE "logged"."kind" WHEN 'created' THEN 'case.created' ELSE 'case.updated' END,
     "logged"."created_at", "logged"."created_at", 0
 FROM "logged" JOIN "webhook_endpoints" AS "ep" ON "#,
-            hears_of!(case: r#""logged"."case_id""#, submitter: "$11")
+            hears_of!(
+                case: r#""logged"."case_id""#,
+                submitter: "$11",
+                bit: r#"CASE "logged"."kind" WHEN 'created' THEN 1 ELSE 2 END"#
+            )
         ),
         returns: &[],
     },

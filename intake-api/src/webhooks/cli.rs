@@ -1,11 +1,13 @@
 //! `intake-api webhook ...`: partners' webhook endpoints, their signing secrets and their
-//! deliveries.
+//! deliveries, on the same records partners manage through the API.
 
 use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
+use super::store::{EndpointChange, SetOutcome, endpoint_name, parse_endpoint_name};
 use crate::config::{IntakeApiNames, Settings, webhook_secret, webhook_target};
+use crate::store::CaseStore;
 use service_kit::command_line::output::Report;
 
 /// Runs `intake-api webhook ...` and returns what it prints as JSON, as on a terminal.
@@ -25,6 +27,33 @@ fn secret_to_pipe(what: &str) -> anyhow::Error {
     )))
 }
 
+/// The endpoint of `client_id` a command acts on: the one `name`d, or the partner's only one.
+async fn chosen(
+    cases: &CaseStore,
+    client_id: &str,
+    name: Option<&str>,
+) -> anyhow::Result<uuid::Uuid> {
+    let held = cases.endpoints(Some(client_id)).await?;
+    if let Some(name) = name {
+        return parse_endpoint_name(name)
+            .filter(|id| held.iter().any(|e| e.id == *id))
+            .ok_or_else(|| anyhow::anyhow!("client {client_id} has no webhook endpoint {name}"));
+    }
+    match held.as_slice() {
+        [] => anyhow::bail!("client {client_id} has no webhook endpoint"),
+        [only] => Ok(only.id),
+        several => anyhow::bail!(
+            "client {client_id} has {} webhook endpoints; name one with --endpoint ({})",
+            several.len(),
+            several
+                .iter()
+                .map(|e| endpoint_name(e.id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// Runs a webhook command; `terminal` says whether stdout is one, where a new secret may be
 /// printed without `--show-secret`.
 pub(crate) async fn webhook_report(
@@ -33,7 +62,6 @@ pub(crate) async fn webhook_report(
     terminal: bool,
 ) -> anyhow::Result<Report> {
     let cases = settings.open().await?;
-    let missing = |client_id: &str| anyhow::anyhow!("client {client_id} has no webhook endpoint");
     Ok(match command {
         WebhookCommand::Set {
             client_id,
@@ -44,25 +72,38 @@ pub(crate) async fn webhook_report(
             let seal = settings.webhook_seal()?;
             let secret = super::signing::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
-            let (view, made) = cases
+            match cases
                 .set_webhook(&client_id, url.as_str(), offered, &seal)
                 .await?
-                .ok_or_else(|| secret_to_pipe(&format!("a new endpoint for {client_id}")))?;
-            let mut out = serde_json::to_value(view)?;
-            match made {
-                Some(secret) => out["secret"] = json!(secret),
-                None => eprintln!(
-                    "the endpoint keeps its signing secret, which is not shown again \
-                     (`webhook rotate-secret {client_id}` makes a new one)"
+            {
+                SetOutcome::Made(view) => {
+                    let mut out = serde_json::to_value(view)?;
+                    out["secret"] = json!(secret);
+                    Report::record(out)
+                }
+                SetOutcome::Changed(view) => {
+                    eprintln!(
+                        "the endpoint keeps its signing secret, which is not shown again \
+                         (`webhook rotate-secret {client_id}` makes a new one)"
+                    );
+                    Report::record(serde_json::to_value(view)?)
+                }
+                SetOutcome::NoSecret => {
+                    return Err(secret_to_pipe(&format!("a new endpoint for {client_id}")));
+                }
+                SetOutcome::Several(n) => anyhow::bail!(
+                    "client {client_id} has {n} webhook endpoints; `set` changes a partner's only \
+                     one (the partner manages several through the API)"
                 ),
             }
-            Report::record(out)
         }
-        WebhookCommand::List => Report::list(
-            serde_json::to_value(cases.webhooks().await?)?,
+        WebhookCommand::List { client_id } => Report::list(
+            serde_json::to_value(cases.endpoints(client_id.as_deref()).await?)?,
             &[
+                "id",
                 "client_id",
                 "url",
+                "event_types",
                 "disabled_at",
                 "disabled_reason",
                 "previous_secret_until",
@@ -70,14 +111,40 @@ pub(crate) async fn webhook_report(
             ],
             "No webhook endpoints.",
         ),
-        WebhookCommand::Remove { client_id } => {
-            if !cases.remove_webhook(&client_id).await? {
-                return Err(missing(&client_id));
+        WebhookCommand::Remove {
+            client_id,
+            endpoint,
+        } => {
+            let id = chosen(&cases, &client_id, endpoint.as_deref()).await?;
+            if !cases.delete_endpoint(&client_id, id).await? {
+                anyhow::bail!(
+                    "client {client_id} has no webhook endpoint {}",
+                    endpoint_name(id)
+                );
             }
-            Report::record(json!({ "client_id": client_id, "removed": true }))
+            Report::record(
+                json!({ "client_id": client_id, "id": endpoint_name(id), "removed": true }),
+            )
+        }
+        WebhookCommand::Disable {
+            client_id,
+            endpoint,
+            reason,
+        } => {
+            let id = chosen(&cases, &client_id, endpoint.as_deref()).await?;
+            let change = EndpointChange {
+                disabled: Some(Some(reason)),
+                ..EndpointChange::default()
+            };
+            let view = cases
+                .change_endpoint(&client_id, id, change)
+                .await?
+                .ok_or_else(|| anyhow::anyhow!("client {client_id} has no such endpoint"))?;
+            Report::record(serde_json::to_value(view)?)
         }
         WebhookCommand::RotateSecret {
             client_id,
+            endpoint,
             grace_secs,
             show_secret,
         } => {
@@ -85,15 +152,16 @@ pub(crate) async fn webhook_report(
                 return Err(secret_to_pipe("rotate-secret"));
             }
             let seal = settings.webhook_seal()?;
+            let id = chosen(&cases, &client_id, endpoint.as_deref()).await?;
             let secret = super::signing::new_secret()?;
             let grace = chrono::Duration::seconds(i64::try_from(grace_secs).unwrap_or(i64::MAX));
             let until = chrono::Utc::now()
                 .checked_add_signed(grace)
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
             let view = cases
-                .rotate_webhook_secret(&client_id, &secret, until, &seal)
+                .rotate_endpoint_secret(&client_id, id, &secret, until, &seal)
                 .await?
-                .ok_or_else(|| missing(&client_id))?;
+                .ok_or_else(|| anyhow::anyhow!("client {client_id} has no such endpoint"))?;
             let mut out = serde_json::to_value(view)?;
             out["secret"] = json!(secret);
             Report::record(out)
@@ -106,6 +174,7 @@ pub(crate) async fn webhook_report(
             serde_json::to_value(cases.webhook_deliveries(&client_id, failed, limit).await?)?,
             &[
                 "id",
+                "endpoint_id",
                 "reference",
                 "event_type",
                 "created_at",
@@ -133,9 +202,10 @@ pub(crate) async fn webhook_report(
 /// `intake-api webhook ...`
 #[derive(Debug, Subcommand)]
 pub enum WebhookCommand {
-    /// Send a partner's events to URL (https, public addresses only). A new endpoint gets a
-    /// signing secret, printed this once; setting it again changes the URL and re-enables
-    /// it, keeps the secret and never prints it (`rotate-secret` makes a new one).
+    /// Send a partner's events to URL (https, public addresses only), at its only endpoint.
+    /// A new endpoint gets a signing secret, printed this once; setting it again changes the
+    /// URL and re-enables it, keeps the secret and never prints it (`rotate-secret` makes a
+    /// new one). A partner with several endpoints manages them through the API.
     #[command(
         args = webhook_target(),
         after_help = "Examples:
@@ -152,23 +222,48 @@ pub enum WebhookCommand {
         #[arg(long)]
         show_secret: bool,
     },
-    /// List every endpoint (never the secrets).
+    /// List every endpoint, or a partner's (never the secrets).
     #[command(
         args = reads::<IntakeApiNames>(),
         after_help = "Examples:
   intake-api webhook list
-  intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .client_id'"
+  intake-api webhook list CLIENT_ID
+  intake-api webhook list -o json | jq -r '.[] | select(.disabled_at) | .id'"
     )]
-    List,
-    /// Stop sending a partner's events; the ones not yet delivered are dropped.
+    List {
+        /// Only this partner's.
+        client_id: Option<String>,
+    },
+    /// Remove an endpoint; its events not yet delivered are dropped.
     #[command(
         args = reads::<IntakeApiNames>(),
         after_help = "Examples:
-  intake-api webhook remove CLIENT_ID"
+  intake-api webhook remove CLIENT_ID
+  intake-api webhook remove CLIENT_ID --endpoint ep_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"
     )]
     Remove {
         /// The partner's client id.
         client_id: String,
+        /// Which of its endpoints (`ep_...`); without it, its only one.
+        #[arg(long)]
+        endpoint: Option<String>,
+    },
+    /// Stop sending to an endpoint, saying why; the partner sees the reason, and enables it
+    /// again through the API (or `set`).
+    #[command(
+        args = reads::<IntakeApiNames>(),
+        after_help = "Examples:
+  intake-api webhook disable CLIENT_ID --reason 'answers with our own data'"
+    )]
+    Disable {
+        /// The partner's client id.
+        client_id: String,
+        /// Which of its endpoints (`ep_...`); without it, its only one.
+        #[arg(long)]
+        endpoint: Option<String>,
+        /// Why, as the partner will read it.
+        #[arg(long, default_value = "disabled by an operator")]
+        reason: String,
     },
     /// Give an endpoint a new signing secret; the old one keeps signing beside it for the
     /// grace period, so the partner can switch without missing a delivery.
@@ -182,6 +277,9 @@ pub enum WebhookCommand {
     RotateSecret {
         /// The partner's client id.
         client_id: String,
+        /// Which of its endpoints (`ep_...`); without it, its only one.
+        #[arg(long)]
+        endpoint: Option<String>,
         /// How long the old secret keeps signing, in seconds.
         #[arg(long, default_value_t = 86_400)]
         grace_secs: u64,
@@ -207,7 +305,7 @@ pub enum WebhookCommand {
         #[arg(long, default_value_t = 50)]
         limit: u64,
     },
-    /// Send an event again, at once, to every partner it went to.
+    /// Send an event again, at once, to every endpoint it went to.
     #[command(
         args = reads::<IntakeApiNames>(),
         after_help = "Examples:

@@ -1,4 +1,4 @@
-//! The worker: each partner's due events on a task of their own, sent several at a time
+//! The worker: each endpoint's due events on a task of their own, sent several at a time
 //! while the next ones are claimed and the last ones' outcomes recorded, retried with
 //! back-off.
 
@@ -11,22 +11,23 @@ use chrono::{DateTime, Utc};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use url::Url;
+use uuid::Uuid;
 
 use service_kit::outbound::{TargetError, refused_literal};
 
 use super::signing::{Signer, message_id, payload};
-use super::store::{DueDelivery, TryOutcome};
+use super::store::{DueDelivery, EndpointDue, TryOutcome};
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
 /// How long a partner has to answer.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Events sent to one partner at once (each about a different case): what one slow
-/// partner can hold of this replica, and what a fast one gets.
-const PER_PARTNER: usize = 16;
+/// Events sent to one endpoint at once (each about a different case): what one slow
+/// endpoint can hold of this replica, and what a fast one gets.
+const PER_ENDPOINT: usize = 16;
 
-/// Events one claim takes: several partners' worth of sends, so the next claim runs while
+/// Events one claim takes: several rounds' worth of sends, so the next claim runs while
 /// these go out.
 const CLAIM_BATCH: u64 = 64;
 
@@ -43,7 +44,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(60 * 60);
 /// backlog flows within this, however long it was down.
 const MAX_PROBE_WAIT: Duration = Duration::from_secs(60);
 
-/// The shortest time between two looks for due partners, so a burst of changes costs one
+/// The shortest time between two looks for due endpoints, so a burst of changes costs one
 /// look rather than one each.
 const LOOK_SPACING: Duration = Duration::from_millis(10);
 
@@ -56,7 +57,7 @@ const LOOK_SPACING_WITHOUT_ENDPOINTS: Duration = Duration::from_secs(1);
 const GAUGE_PERIOD: Duration = Duration::from_secs(15);
 
 /// When to try an event again after `attempts` tries: exponential from `base`, at most
-/// [`MAX_BACKOFF`], spread by a random ±20% so many partners' retries do not bunch.
+/// [`MAX_BACKOFF`], spread by a random ±20% so many endpoints' retries do not bunch.
 pub fn next_try(now: DateTime<Utc>, attempts: i32, base: Duration) -> DateTime<Utc> {
     now + chrono::Duration::from_std(backoff(attempts, base, MAX_BACKOFF)).unwrap_or_default()
 }
@@ -71,9 +72,9 @@ fn backoff(tries: i32, base: Duration, cap: Duration) -> Duration {
     wait.mul_f64(0.8 + 0.4 * f64::from(byte[0]) / 255.0)
 }
 
-/// What this replica knows of one partner between rounds.
+/// What this replica knows of one endpoint between rounds.
 #[derive(Debug, Default)]
-struct Partner {
+struct Known {
     /// A round is under way.
     running: bool,
     /// Events fell due while it was: run another before stopping.
@@ -84,16 +85,23 @@ struct Partner {
     resume_at: Option<Instant>,
 }
 
-/// Every partner this replica has sent to.
-type Partners = Arc<Mutex<HashMap<Arc<str>, Partner>>>;
+/// Every endpoint this replica has sent to.
+type Endpoints = Arc<Mutex<HashMap<Uuid, Known>>>;
 
-/// The partners, to read or change: a task that panicked while holding them left nothing
+/// The endpoints, to read or change: a task that panicked while holding them left nothing
 /// half-changed (each change is one assignment), so the worker goes on.
-fn known(partners: &Partners) -> MutexGuard<'_, HashMap<Arc<str>, Partner>> {
-    partners.lock().unwrap_or_else(PoisonError::into_inner)
+fn known(endpoints: &Endpoints) -> MutexGuard<'_, HashMap<Uuid, Known>> {
+    endpoints.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// Sends due events until aborted. Each partner with events due gets a task, when it has
+/// An endpoint a task serves: its id, and its partner for the logs.
+#[derive(Debug, Clone)]
+struct Endpoint {
+    id: Uuid,
+    client_id: Arc<str>,
+}
+
+/// Sends due events until aborted. Each endpoint with events due gets a task, when it has
 /// none here yet; the worker looks for them at every poll period, and, while any endpoint
 /// is active, at once (within [`LOOK_SPACING`]) when this replica made a change that may
 /// queue events.
@@ -111,7 +119,7 @@ pub async fn run(state: Arc<AppState>) {
         }
     };
     let period = Duration::from_millis(state.config.webhook_poll_ms.max(10));
-    let partners = Partners::default();
+    let endpoints = Endpoints::default();
     let mut tasks = JoinSet::new();
     let mut counted: Option<Instant> = None;
     loop {
@@ -123,13 +131,17 @@ pub async fn run(state: Arc<AppState>) {
                 Err(e) => tracing::warn!(error = %e, "counting pending webhook deliveries failed"),
             }
         }
-        let mut endpoints = true;
-        match state.cases.webhook_partners_due().await {
+        let mut active = true;
+        match state.cases.webhook_endpoints_due().await {
             Ok(found) => {
-                endpoints = !found.is_empty();
-                for (client_id, due) in found {
+                active = !found.is_empty();
+                for EndpointDue { id, client_id, due } in found {
                     if due {
-                        start(&state, &http, &partners, &mut tasks, client_id.into());
+                        let endpoint = Endpoint {
+                            id,
+                            client_id: client_id.into(),
+                        };
+                        start(&state, &http, &endpoints, &mut tasks, endpoint);
                     }
                 }
             }
@@ -137,7 +149,7 @@ pub async fn run(state: Arc<AppState>) {
         }
         let now = tokio::time::Instant::now();
         let mut next_look = now + period;
-        let spacing = if endpoints {
+        let spacing = if active {
             LOOK_SPACING
         } else {
             LOOK_SPACING_WITHOUT_ENDPOINTS
@@ -154,85 +166,85 @@ pub async fn run(state: Arc<AppState>) {
     }
 }
 
-/// Starts a round for `client_id`, unless one runs (it is asked to look again when done)
-/// or its endpoint is down and not yet due for another try.
+/// Starts a round for `endpoint`, unless one runs (it is asked to look again when done)
+/// or it is down and not yet due for another try.
 fn start(
     state: &Arc<AppState>,
     http: &reqwest::Client,
-    partners: &Partners,
+    endpoints: &Endpoints,
     tasks: &mut JoinSet<()>,
-    client_id: Arc<str>,
+    endpoint: Endpoint,
 ) {
-    let mut known = known(partners);
-    let partner = known.entry(client_id.clone()).or_default();
-    if partner.running {
-        partner.again = true;
+    let mut known = known(endpoints);
+    let this = known.entry(endpoint.id).or_default();
+    if this.running {
+        this.again = true;
         return;
     }
-    if partner.resume_at.is_some_and(|at| at > Instant::now()) {
+    if this.resume_at.is_some_and(|at| at > Instant::now()) {
         return;
     }
-    partner.running = true;
+    this.running = true;
     tasks.spawn(serve(
         state.clone(),
         http.clone(),
-        partners.clone(),
-        client_id,
+        endpoints.clone(),
+        endpoint,
     ));
 }
 
-/// Runs rounds for `client_id` while they find work, then marks it idle. After a round in
+/// Runs rounds for `endpoint` while they find work, then marks it idle. After a round in
 /// which every send failed, the next one waits, and tries a single event.
 async fn serve(
     state: Arc<AppState>,
     http: reqwest::Client,
-    partners: Partners,
-    client_id: Arc<str>,
+    endpoints: Endpoints,
+    endpoint: Endpoint,
 ) {
     let base = Duration::from_millis(state.config.webhook_backoff_ms);
     let mut serving = Serving {
-        partners: partners.clone(),
-        client_id: client_id.clone(),
+        endpoints: endpoints.clone(),
+        id: endpoint.id,
         ended: false,
     };
     loop {
-        let probe = known(&partners)
-            .get(&client_id)
-            .is_some_and(|p| p.down_rounds > 0);
-        let round = deliver_to(&state, &http, &client_id, probe).await;
-        let mut known = known(&partners);
-        let partner = known.entry(client_id.clone()).or_default();
+        let probe = known(&endpoints)
+            .get(&endpoint.id)
+            .is_some_and(|e| e.down_rounds > 0);
+        let round = deliver_to(&state, &http, &endpoint, probe).await;
+        let mut known = known(&endpoints);
+        let this = known.entry(endpoint.id).or_default();
         match round {
             Round::Down => {
-                partner.down_rounds = partner.down_rounds.saturating_add(1);
-                let wait = backoff(partner.down_rounds, base, MAX_PROBE_WAIT);
-                partner.resume_at = Some(Instant::now() + wait);
-                partner.again = false;
+                this.down_rounds = this.down_rounds.saturating_add(1);
+                let wait = backoff(this.down_rounds, base, MAX_PROBE_WAIT);
+                this.resume_at = Some(Instant::now() + wait);
+                this.again = false;
             }
             Round::Delivered { more } => {
-                partner.down_rounds = 0;
-                partner.resume_at = None;
+                this.down_rounds = 0;
+                this.resume_at = None;
                 if more {
                     continue;
                 }
             }
             Round::Idle => {}
         }
-        if std::mem::take(&mut partner.again) {
+        if std::mem::take(&mut this.again) {
             continue;
         }
-        partner.running = false;
+        this.running = false;
         serving.ended = true;
         return;
     }
 }
 
-/// Marks a partner's task as gone should it end without saying so (a panic in a round), so
-/// that the next look starts another instead of leaving the partner unserved here.
+/// Marks an endpoint's task as gone should it end without saying so (a panic in a round),
+/// so that the next look starts another instead of leaving the endpoint unserved here.
 struct Serving {
-    partners: Partners,
-    client_id: Arc<str>,
-    /// The task marked the partner idle itself, in the same hold of the lock in which it
+    endpoints: Endpoints,
+    id: Uuid,
+    /// The task marked the endpoint idle itself, in the same hold of the lock in which it
     /// found nothing more to do.
     ended: bool,
 }
@@ -242,13 +254,13 @@ impl Drop for Serving {
         if self.ended {
             return;
         }
-        if let Some(partner) = known(&self.partners).get_mut(&self.client_id) {
-            partner.running = false;
+        if let Some(this) = known(&self.endpoints).get_mut(&self.id) {
+            this.running = false;
         }
     }
 }
 
-/// How a round of sends to one partner ended.
+/// How a round of sends to one endpoint ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Round {
     /// Nothing was due, or the endpoint is gone, disabled or refused.
@@ -263,7 +275,7 @@ enum Round {
     Down,
 }
 
-/// Where one partner's events go, as its endpoint was when they were claimed.
+/// Where one endpoint's events go, as it was when they were claimed.
 struct Target {
     url: String,
     signer: Signer,
@@ -279,18 +291,18 @@ enum Claimed {
     Nothing,
 }
 
-/// One round for `client_id`: claims its due events a batch at a time, keeps up to
-/// [`PER_PARTNER`] sends in flight, and records outcomes in batches as they come, until
+/// One round for `endpoint`: claims its due events a batch at a time, keeps up to
+/// [`PER_ENDPOINT`] sends in flight, and records outcomes in batches as they come, until
 /// nothing is due or the endpoint looks down. A `probe` round (the endpoint was down)
 /// claims a single event and goes on at full pace only once it is delivered.
 async fn deliver_to(
     state: &Arc<AppState>,
     http: &reqwest::Client,
-    client_id: &Arc<str>,
+    endpoint: &Endpoint,
     probe: bool,
 ) -> Round {
     let (outcomes, to_record) = mpsc::channel(RECORD_BATCH * 2);
-    let recorder = tokio::spawn(record(state.clone(), client_id.clone(), to_record));
+    let recorder = tokio::spawn(record(state.clone(), endpoint.id, to_record));
     let mut limit = if probe { 1 } else { CLAIM_BATCH };
     let mut target: Option<Arc<Target>> = None;
     let mut waiting: VecDeque<DueDelivery> = VecDeque::new();
@@ -303,11 +315,11 @@ async fn deliver_to(
     let (mut stop, mut gone, mut refused) = (false, false, None);
     loop {
         if more && !stop && claims.is_empty() && waiting.len() < REFILL_BELOW {
-            let (state, client_id) = (state.clone(), client_id.clone());
-            claims.spawn(async move { claim(&state, &client_id, limit).await });
+            let (state, id) = (state.clone(), endpoint.id);
+            claims.spawn(async move { claim(&state, id, limit).await });
         }
         if let Some(target) = &target {
-            while !stop && sends.len() < PER_PARTNER {
+            while !stop && sends.len() < PER_ENDPOINT {
                 let Some(event) = waiting.pop_front() else {
                     break;
                 };
@@ -371,7 +383,7 @@ async fn deliver_to(
                     _ => {
                         failed += 1;
                         failed_in_a_row += 1;
-                        let allowed = if limit == 1 { 1 } else { PER_PARTNER };
+                        let allowed = if limit == 1 { 1 } else { PER_ENDPOINT };
                         stop |= failed_in_a_row >= allowed;
                     }
                 }
@@ -379,26 +391,27 @@ async fn deliver_to(
             }
         }
     }
+    let Endpoint { id, client_id } = endpoint;
     if !waiting.is_empty() {
         let ids: Vec<_> = waiting.iter().map(|e| e.id).collect();
-        if let Err(e) = state.cases.release_deliveries(client_id, &ids).await {
-            tracing::warn!(error = %e, %client_id, "giving back unsent webhook deliveries failed");
+        if let Err(e) = state.cases.release_deliveries(*id, &ids).await {
+            tracing::warn!(error = %e, %client_id, endpoint = %id, "giving back unsent webhook deliveries failed");
         }
     }
     drop(outcomes);
     let _ = recorder.await;
     let disabled = if gone {
-        tracing::warn!(%client_id, "webhook endpoint answered 410 Gone; disabled");
+        tracing::warn!(%client_id, endpoint = %id, "webhook endpoint answered 410 Gone; disabled");
         Some("the endpoint answered 410 Gone".to_owned())
     } else if let Some((ip, reason)) = refused {
-        tracing::warn!(%client_id, %ip, "webhook endpoint's address is not public; disabled");
+        tracing::warn!(%client_id, endpoint = %id, %ip, "webhook endpoint's address is not public; disabled");
         Some(reason)
     } else {
         None
     };
     if let Some(reason) = disabled {
-        if let Err(e) = state.cases.disable_webhook(client_id, &reason).await {
-            tracing::warn!(error = %e, %client_id, "disabling a webhook endpoint failed");
+        if let Err(e) = state.cases.disable_endpoint(*id, &reason).await {
+            tracing::warn!(error = %e, %client_id, endpoint = %id, "disabling a webhook endpoint failed");
         }
         return Round::Idle;
     }
@@ -409,17 +422,17 @@ async fn deliver_to(
     }
 }
 
-/// Reads `client_id`'s endpoint and, when it is active, claims up to `limit` of its due
-/// events.
-async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
-    let endpoint = match state.cases.webhook(client_id).await {
+/// Reads endpoint `id` and, when it is active, claims up to `limit` of its due events.
+async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
+    let endpoint = match state.cases.endpoint_row(id).await {
         Ok(Some(endpoint)) if endpoint.disabled_at.is_none() => endpoint,
         Ok(_) => return Claimed::Nothing,
         Err(e) => {
-            tracing::warn!(error = %e, client_id, "reading a webhook endpoint failed");
+            tracing::warn!(error = %e, endpoint = %id, "reading a webhook endpoint failed");
             return Claimed::Nothing;
         }
     };
+    let client_id = endpoint.client_id.as_str();
     let refused = if state.config.webhook_allow_insecure {
         None
     } else {
@@ -449,15 +462,15 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
     let signer = match signer {
         Ok(signer) => signer,
         Err(e) => {
-            tracing::error!(error = %e, client_id, "a webhook endpoint's secret is unusable");
+            tracing::error!(error = %e, client_id, endpoint = %id, "a webhook endpoint's secret is unusable");
             return Claimed::Nothing;
         }
     };
     let lease = Duration::from_secs(state.config.webhook_lease_secs);
-    let due = match state.cases.claim_deliveries(client_id, limit, lease).await {
+    let due = match state.cases.claim_deliveries(id, limit, lease).await {
         Ok(due) => due,
         Err(e) => {
-            tracing::warn!(error = %e, client_id, "claiming webhook deliveries failed");
+            tracing::warn!(error = %e, client_id, endpoint = %id, "claiming webhook deliveries failed");
             return Claimed::Nothing;
         }
     };
@@ -465,7 +478,7 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
         Some(ip) => Claimed::Refused(ip, due),
         None => Claimed::Due(
             Arc::new(Target {
-                url: endpoint.url,
+                url: endpoint.url.clone(),
                 signer,
             }),
             due,
@@ -478,13 +491,13 @@ async fn claim(state: &AppState, client_id: &str, limit: u64) -> Claimed {
 /// recorded leaves its event claimed: it is sent again when the lease ends.
 async fn record(
     state: Arc<AppState>,
-    client_id: Arc<str>,
+    endpoint: Uuid,
     mut outcomes: mpsc::Receiver<(DueDelivery, TryOutcome)>,
 ) {
     let mut batch = Vec::with_capacity(RECORD_BATCH);
     while outcomes.recv_many(&mut batch, RECORD_BATCH).await > 0 {
-        if let Err(e) = state.cases.finish_deliveries(&client_id, &batch).await {
-            tracing::warn!(error = %e, %client_id, "recording webhook deliveries failed");
+        if let Err(e) = state.cases.finish_deliveries(endpoint, &batch).await {
+            tracing::warn!(error = %e, %endpoint, "recording webhook deliveries failed");
         }
         batch.clear();
     }

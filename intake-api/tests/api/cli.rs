@@ -359,14 +359,48 @@ async fn webhook_commands_print_their_endpoints_and_fail_on_unknown_ones(backend
     let listed = intake_api(url, &["webhook", "list"]).json();
     assert_eq!(listed[0]["url"], "http://127.0.0.1:9/hooks");
     assert!(!listed.to_string().contains(&secret));
+    let endpoint = listed[0]["id"].as_str().unwrap().to_owned();
+    assert!(
+        endpoint.starts_with("ep_") && endpoint.len() == 35,
+        "{listed}"
+    );
+    assert_eq!(listed[0]["event_types"], Value::Null, "every type");
+    assert_eq!(
+        intake_api(url, &["webhook", "list", "partner-1"]).json(),
+        listed
+    );
+    assert_eq!(
+        intake_api(url, &["webhook", "list", "partner-2"]).json(),
+        Value::Array(Vec::new())
+    );
     let table = intake_api(url, &["webhook", "list", "-o", "table"]);
     let lines: Vec<&str> = table.stdout.lines().collect();
-    assert!(lines[0].starts_with("CLIENT ID  URL "), "{}", table.stdout);
     assert!(
-        lines[1].starts_with("partner-1  http://127.0.0.1:9/hooks  -"),
+        lines[0].starts_with("ID ") && lines[0].contains(" CLIENT ID  URL "),
         "{}",
         table.stdout
     );
+    assert!(
+        lines[1].starts_with(&format!(
+            "{endpoint}  partner-1  http://127.0.0.1:9/hooks  -"
+        )),
+        "{}",
+        table.stdout
+    );
+    let disabled = intake_api(
+        url,
+        &[
+            "webhook",
+            "disable",
+            "partner-1",
+            "--endpoint",
+            &endpoint,
+            "--reason",
+            "paused",
+        ],
+    )
+    .json();
+    assert_eq!(disabled["disabled_reason"], "paused");
     let deliveries = intake_api(url, &["webhook", "deliveries", "partner-1"]).json();
     assert_eq!(deliveries, Value::Array(Vec::new()));
 
@@ -374,6 +408,10 @@ async fn webhook_commands_print_their_endpoints_and_fail_on_unknown_ones(backend
         (
             &["webhook", "remove", "partner-2"][..],
             "client partner-2 has no webhook endpoint",
+        ),
+        (
+            &["webhook", "remove", "partner-2", "--endpoint", &endpoint],
+            "client partner-2 has no webhook endpoint ep_",
         ),
         (
             &["webhook", "redeliver", "msg_x"],
@@ -448,10 +486,16 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
             ],
         ),
         (&["webhook", "list"], &[]),
-        (&["webhook", "remove"], &[]),
+        (&["webhook", "remove"], &["--endpoint"]),
+        (&["webhook", "disable"], &["--endpoint", "--reason"]),
         (
             &["webhook", "rotate-secret"],
-            &["--grace-secs", "--key-encryption-key", "--show-secret"],
+            &[
+                "--endpoint",
+                "--grace-secs",
+                "--key-encryption-key",
+                "--show-secret",
+            ],
         ),
         (&["webhook", "deliveries"], &["--failed", "--limit"]),
         (&["webhook", "redeliver"], &[]),

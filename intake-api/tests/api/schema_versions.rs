@@ -367,7 +367,14 @@ async fn referral_links_keep_their_partner_and_roll_back_to_plain_links(backend:
     );
 
     // Rolled back, the link stays, as a link of the case, and links are written as before.
-    Migrator::down(&conn, Some(1)).await.expect("rolled back");
+    let since = Migrator::migrations().len()
+        - Migrator::migrations()
+            .iter()
+            .position(|m| m.name() == "m20261207_000002_referral_links")
+            .expect("the referral links' migration");
+    Migrator::down(&conn, Some(u32::try_from(since).expect("few")))
+        .await
+        .expect("rolled back");
     let hashes: Vec<String> = redirect_token::Entity::find()
         .select_only()
         .column(redirect_token::Column::TokenHash)
@@ -384,8 +391,145 @@ async fn referral_links_keep_their_partner_and_roll_back_to_plain_links(backend:
     conn.close().await.expect("closes");
 }
 
+/// A row as 0.2.0 writes it into `table`: its columns only, whatever later releases added.
+async fn insert_as_0_2_0(
+    conn: &sea_orm::DatabaseConnection,
+    table: &str,
+    values: Vec<(&str, sea_orm::Value)>,
+) -> Result<(), sea_orm::DbErr> {
+    use sea_orm::sea_query::{Alias, Query};
+    let (columns, values): (Vec<_>, Vec<_>) = values.into_iter().unzip();
+    let insert = Query::insert()
+        .into_table(Alias::new(table))
+        .columns(columns.into_iter().map(Alias::new))
+        .values_panic(values.into_iter().map(Into::into))
+        .to_owned();
+    let backend = conn.get_database_backend();
+    conn.execute_raw(backend.build(&insert)).await.map(|_| ())
+}
+
+/// 0.2.0's endpoint (one per partner, keyed by its client id) and its queued events roll
+/// into several endpoints per partner: the endpoint gets an id, its events name it; what
+/// 0.2.0 still writes meanwhile (an endpoint without an id, an event without an endpoint)
+/// is taken; the rollback refuses while a partner has two endpoints, and works once not.
+async fn webhook_endpoints_roll_from_one_per_partner_and_back(backend: Backend) {
+    use intake_api::entity::{webhook_delivery, webhook_endpoint};
+    let db = TestDb::new(backend, "intakeschema").await;
+    let conn = Database::connect(&db.url).await.expect("connects");
+    let before = Migrator::migrations()
+        .iter()
+        .position(|m| m.name() == "m20261208_000001_webhook_endpoints")
+        .expect("the endpoints' migration");
+    Migrator::up(&conn, Some(u32::try_from(before).expect("few")))
+        .await
+        .expect("the schema before it");
+    let now = chrono::Utc::now();
+    let endpoint = |client_id: &str| {
+        vec![
+            ("client_id", client_id.into()),
+            ("url", "https://partner.example/hooks".into()),
+            ("secret", "whsec_c2VjcmV0".into()),
+            ("created_at", now.into()),
+            ("updated_at", now.into()),
+        ]
+    };
+    let delivery = |id: uuid::Uuid, client_id: &str| {
+        vec![
+            ("id", id.into()),
+            ("client_id", client_id.into()),
+            ("case_id", uuid::Uuid::now_v7().into()),
+            ("event_type", "case.created".into()),
+            ("created_at", now.into()),
+            ("next_attempt_at", now.into()),
+            ("attempts", 0i32.into()),
+        ]
+    };
+    insert_as_0_2_0(&conn, "webhook_endpoints", endpoint("p"))
+        .await
+        .expect("0.2.0's endpoint");
+    let queued = uuid::Uuid::now_v7();
+    insert_as_0_2_0(&conn, "webhook_deliveries", delivery(queued, "p"))
+        .await
+        .expect("0.2.0's event");
+
+    Migrator::up(&conn, Some(1)).await.expect("the migration");
+    let ep = webhook_endpoint::Entity::find()
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("the endpoint");
+    assert_ne!(ep.id, uuid::Uuid::nil());
+    assert_eq!((ep.client_id.as_str(), ep.event_types), ("p", None));
+    let event = webhook_delivery::Entity::find()
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("the event");
+    assert_eq!((event.id, event.endpoint_id), (queued, ep.id));
+
+    // 0.2.0 beside this release: its writes still go in.
+    insert_as_0_2_0(&conn, "webhook_endpoints", endpoint("q"))
+        .await
+        .expect("an endpoint as 0.2.0 makes one");
+    let later = uuid::Uuid::now_v7();
+    insert_as_0_2_0(&conn, "webhook_deliveries", delivery(later, "p"))
+        .await
+        .expect("an event as 0.2.0 queues one");
+    let q = webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::ClientId.eq("q"))
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("q's endpoint");
+    assert_ne!(q.id, ep.id);
+    let unassigned = webhook_delivery::Entity::find()
+        .filter(webhook_delivery::Column::Id.eq(later))
+        .one(&conn)
+        .await
+        .expect("read")
+        .expect("the event");
+    assert_eq!(unassigned.endpoint_id, uuid::Uuid::nil());
+
+    let mut second: webhook_endpoint::ActiveModel = ep.clone().into();
+    second.id = Set(uuid::Uuid::now_v7());
+    let second = second.insert(&conn).await.expect("a second endpoint");
+    let refused = Migrator::down(&conn, Some(1)).await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().contains("one of several")),
+        "{refused:?}"
+    );
+    webhook_endpoint::Entity::delete_by_id(second.id)
+        .exec(&conn)
+        .await
+        .expect("deleted");
+    Migrator::down(&conn, Some(1)).await.expect("rolled back");
+    insert_as_0_2_0(
+        &conn,
+        "webhook_deliveries",
+        delivery(uuid::Uuid::now_v7(), "q"),
+    )
+    .await
+    .expect("0.2.0's writes after the rollback");
+    let events: i64 = conn
+        .query_one_raw(sea_orm::Statement::from_string(
+            conn.get_database_backend(),
+            r#"SELECT count(*) FROM "webhook_deliveries""#,
+        ))
+        .await
+        .expect("counted")
+        .expect("a row")
+        .try_get_by_index(0)
+        .expect("a count");
+    assert_eq!(events, 3, "the events kept");
+    Migrator::up(&conn, None).await.expect("migrated again");
+    conn.close().await.expect("closes");
+}
+
 on_both_backends!(
     links_survive_the_referral_migration_and_its_rollback,
+    webhook_endpoints_roll_from_one_per_partner_and_back,
     referral_links_keep_their_partner_and_roll_back_to_plain_links,
     a_server_migrates_by_default_only_on_sqlite,
     a_server_told_not_to_migrate_refuses_an_empty_database,

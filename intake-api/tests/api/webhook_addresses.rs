@@ -184,9 +184,10 @@ async fn an_endpoint_stored_at_a_refused_literal_is_never_connected_to(backend: 
         assert!(error.contains("is not a public address"), "{url}: {error}");
     }
     // The endpoints say why they stopped, so the operator sets them right.
-    let list = intake_api::cli::webhook(&app.intake.config, WebhookCommand::List)
-        .await
-        .expect("list");
+    let list =
+        intake_api::cli::webhook(&app.intake.config, WebhookCommand::List { client_id: None })
+            .await
+            .expect("list");
     for endpoint in list.as_array().unwrap() {
         let reason = endpoint["disabled_reason"].as_str().unwrap_or_default();
         assert!(reason.contains("is not a public address"), "{endpoint}");

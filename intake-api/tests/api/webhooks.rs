@@ -196,6 +196,7 @@ async fn rotate(app: &TestApp, grace_secs: u64) -> Value {
         app,
         WebhookCommand::RotateSecret {
             client_id: app.client_id.clone(),
+            endpoint: None,
             grace_secs,
             show_secret: false,
         },
@@ -324,7 +325,7 @@ async fn a_410_disables_the_endpoint(backend: Backend) {
     let enquiry = purchase_enquiry("brand_a", &fresh_email());
     app.submit(&enquiry).await;
     let list = eventually(Duration::from_secs(20), || async {
-        let list = webhook(&app, WebhookCommand::List).await;
+        let list = webhook(&app, WebhookCommand::List { client_id: None }).await;
         (!list[0]["disabled_at"].is_null()).then_some(list)
     })
     .await
@@ -733,26 +734,28 @@ async fn endpoints_must_be_public_https_unless_allowed() {
 #[tokio::test]
 async fn a_claim_reads_only_what_it_returns_at_a_million_pending() {
     use sea_orm::{ConnectionTrait, Database};
+    const BULK: uuid::Uuid = uuid::uuid!("0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d");
 
     let db = TestDb::intake(Backend::Postgres).await;
     let conn = Database::connect(db.url.as_str()).await.expect("database");
     for sql in [
         // The backlog: one event per case, oldest first.
-        "INSERT INTO webhook_deliveries (id, client_id, case_id, event_type, created_at, \
-         next_attempt_at, attempts) SELECT gen_random_uuid(), 'bulk', gen_random_uuid(), \
+        "INSERT INTO webhook_deliveries (id, client_id, endpoint_id, case_id, event_type, \
+         created_at, next_attempt_at, attempts) SELECT gen_random_uuid(), 'bulk', \
+         '0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d', gen_random_uuid(), \
          'case.created', t, t, 0 FROM (SELECT now() - interval '2 hours' + n * interval '1 ms' \
          AS t FROM generate_series(1, 1000000) AS n) AS times",
         // Cases whose first event waits for a retry, their next event held back with it.
         "WITH waiting AS (SELECT gen_random_uuid() AS case_id, now() - interval '3 hours' AS t \
-         FROM generate_series(1, 1000)) INSERT INTO webhook_deliveries (id, client_id, case_id, \
-         event_type, created_at, next_attempt_at, attempts) SELECT gen_random_uuid(), 'bulk', \
-         case_id, kind, t + step, now() + interval '1 hour', tries FROM waiting, (VALUES \
+         FROM generate_series(1, 1000)) INSERT INTO webhook_deliveries (id, client_id, \
+         endpoint_id, case_id, event_type, created_at, next_attempt_at, attempts) SELECT \
+         gen_random_uuid(), 'bulk', '0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d', case_id, kind, t + step, now() + interval '1 hour', tries FROM waiting, (VALUES \
          ('case.created', interval '0 s', 3), ('case.updated', interval '1 s', 0)) AS e(kind, \
          step, tries)",
         // Events out on another replica's lease.
-        "INSERT INTO webhook_deliveries (id, client_id, case_id, event_type, created_at, \
-         next_attempt_at, locked_until, attempts) SELECT gen_random_uuid(), 'bulk', \
-         gen_random_uuid(), 'case.created', now() - interval '4 hours', now() + interval '1 \
+        "INSERT INTO webhook_deliveries (id, client_id, endpoint_id, case_id, event_type, \
+         created_at, next_attempt_at, locked_until, attempts) SELECT gen_random_uuid(), 'bulk', \
+         '0192f3c4-d5e6-7a8b-9c0d-1e2f3a4b5c6d', gen_random_uuid(), 'case.created', now() - interval '4 hours', now() + interval '1 \
          minute', now() + interval '1 minute', 1 FROM generate_series(1, 64)",
         "ANALYZE webhook_deliveries",
     ] {
@@ -768,7 +771,7 @@ async fn a_claim_reads_only_what_it_returns_at_a_million_pending() {
         },
     );
     let plan = store
-        .claim_plan("bulk", 64)
+        .claim_plan(BULK, 64)
         .await
         .expect("explained")
         .expect("a PostgreSQL plan");
@@ -792,7 +795,7 @@ async fn a_claim_reads_only_what_it_returns_at_a_million_pending() {
     }
     // The claim itself takes the oldest due events, none of them held back or leased.
     let claimed = store
-        .claim_deliveries("bulk", 64, Duration::from_secs(60))
+        .claim_deliveries(BULK, 64, Duration::from_secs(60))
         .await
         .expect("claimed");
     assert_eq!(claimed.len(), 64);

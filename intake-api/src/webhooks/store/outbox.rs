@@ -17,11 +17,14 @@ use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
 use crate::sandbox::{Trigger, World};
 use crate::store::{CaseStore, StoreError, bounded};
 
-/// One event for one partner, as the operator CLI lists it.
+/// One event for one endpoint, as the operator CLI lists it.
 #[derive(Debug, Clone, Serialize)]
 pub struct DeliveryView {
     /// The event's id; `msg_` and this, without hyphens, is its `webhook-id`.
     pub id: Uuid,
+    /// The endpoint it goes to (the nil id until the worker adopts an event queued by a
+    /// server that knew one endpoint per partner).
+    pub endpoint_id: Uuid,
     /// The case's reference.
     pub reference: String,
     /// The event type.
@@ -68,6 +71,17 @@ pub struct DueDelivery {
     /// A sandbox case whose address asks its events to fail a few tries first
     /// ([`crate::sandbox::Trigger::WebhookFails`]).
     pub fails_on_purpose: bool,
+}
+
+/// An active endpoint, and whether it has events due now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EndpointDue {
+    /// The endpoint.
+    pub id: Uuid,
+    /// Its partner.
+    pub client_id: String,
+    /// Whether an event waits for it now.
+    pub due: bool,
 }
 
 /// How a try ended.
@@ -131,6 +145,7 @@ impl CaseStore {
                 };
                 DeliveryView {
                     id: r.id,
+                    endpoint_id: r.endpoint_id,
                     reference: references.get(&r.case_id).cloned().unwrap_or_default(),
                     event_type: r.event_type,
                     created_at: r.created_at,
@@ -145,7 +160,7 @@ impl CaseStore {
             .collect())
     }
 
-    /// Queues event `id` again for every partner it went to (or failed to reach), to be
+    /// Queues event `id` again for every endpoint it went to (or failed to reach), to be
     /// sent at once. How many deliveries were queued.
     pub async fn redeliver(&self, id: Uuid) -> Result<u64, StoreError> {
         let now = Utc::now();
@@ -169,17 +184,26 @@ impl CaseStore {
         Ok(queued.rows_affected)
     }
 
-    /// Every partner with an active endpoint, and whether it has events due now: one probe
-    /// of the due index per endpoint, however long the backlogs.
-    pub async fn webhook_partners_due(&self) -> Result<Vec<(String, bool)>, StoreError> {
+    /// Every active endpoint, and whether it has events due now: one probe of the due index
+    /// per endpoint, however long the backlogs. Events queued without an endpoint (by a
+    /// server that knew one per partner, during a rolling upgrade) are first given their
+    /// partner's oldest endpoint.
+    pub async fn webhook_endpoints_due(&self) -> Result<Vec<EndpointDue>, StoreError> {
         bounded(async {
+            let backend = self.db().get_database_backend();
+            self.db()
+                .execute_raw(backend.build(&adopt_statement()))
+                .await?;
             let now = Utc::now();
             let mut due = Query::select();
             due.expr(Expr::val(1))
                 .from(webhook_delivery::Entity)
                 .and_where(
-                    Expr::col((webhook_delivery::Entity, webhook_delivery::Column::ClientId))
-                        .equals((webhook_endpoint::Entity, webhook_endpoint::Column::ClientId)),
+                    Expr::col((
+                        webhook_delivery::Entity,
+                        webhook_delivery::Column::EndpointId,
+                    ))
+                    .equals((webhook_endpoint::Entity, webhook_endpoint::Column::Id)),
                 )
                 .and_where(pending(webhook_delivery::Entity))
                 .and_where(
@@ -191,33 +215,38 @@ impl CaseStore {
                 );
             Ok(webhook_endpoint::Entity::find()
                 .select_only()
+                .column(webhook_endpoint::Column::Id)
                 .column(webhook_endpoint::Column::ClientId)
                 .expr(Expr::exists(due))
                 .filter(webhook_endpoint::Column::DisabledAt.is_null())
-                .into_tuple::<(String, bool)>()
+                .into_tuple::<(Uuid, String, bool)>()
                 .all(self.db())
-                .await?)
+                .await?
+                .into_iter()
+                .map(|(id, client_id, due)| EndpointDue { id, client_id, due })
+                .collect())
         })
         .await
     }
 
-    /// Claims up to `limit` of `client_id`'s due events for `lease`, oldest due first, each
-    /// the oldest pending one of its case, so a partner hears of one case's changes in order.
+    /// Claims up to `limit` of endpoint `endpoint`'s due events for `lease`, oldest due
+    /// first, each the oldest pending one of its case, so an endpoint hears of one case's
+    /// changes in order.
     /// A claimed event falls due again when the lease ends: other replicas pass it by until
     /// then, and take it over if this one stopped before recording how its send went.
     ///
-    /// The claim reads the partner's due events in the order they fall due and stops at
+    /// The claim reads the endpoint's due events in the order they fall due and stops at
     /// `limit`: its cost follows what it returns, plus the later events of cases whose
     /// earliest event is being sent or waits for a retry, never the backlog's length.
     pub async fn claim_deliveries(
         &self,
-        client_id: &str,
+        endpoint: Uuid,
         limit: u64,
         lease: std::time::Duration,
     ) -> Result<Vec<DueDelivery>, StoreError> {
         bounded(async {
             let backend = self.db().get_database_backend();
-            let claim = claim_statement(backend, client_id, limit, lease);
+            let claim = claim_statement(backend, endpoint, limit, lease);
             let mut claimed = self
                 .db()
                 .query_all_raw(backend.build(&claim))
@@ -242,7 +271,7 @@ impl CaseStore {
             if claimed.is_empty() {
                 return Ok(claimed);
             }
-            self.fill_payloads(client_id, &mut claimed).await?;
+            self.fill_payloads(endpoint, &mut claimed).await?;
             // RETURNING keeps no order: the partner gets the oldest first.
             claimed.sort_by_key(|e| (e.created_at, e.id));
             Ok(claimed)
@@ -250,12 +279,12 @@ impl CaseStore {
         .await
     }
 
-    /// How PostgreSQL runs a claim of `limit` of `client_id`'s events, as
+    /// How PostgreSQL runs a claim of `limit` of endpoint `endpoint`'s events, as
     /// `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)` shows it: the claim is run and rolled back.
     /// For checking what a claim reads against a large backlog; `None` on SQLite.
     pub async fn claim_plan(
         &self,
-        client_id: &str,
+        endpoint: Uuid,
         limit: u64,
     ) -> Result<Option<serde_json::Value>, StoreError> {
         let backend = self.db().get_database_backend();
@@ -264,7 +293,7 @@ impl CaseStore {
         }
         let claim = backend.build(&claim_statement(
             backend,
-            client_id,
+            endpoint,
             limit,
             std::time::Duration::from_secs(60),
         ));
@@ -282,12 +311,12 @@ impl CaseStore {
         Ok(plan)
     }
 
-    /// Fills in what the payloads of `client_id`'s `events` say of their cases (and the
+    /// Fills in what the payloads of endpoint `endpoint`'s `events` say of their cases (and the
     /// product of a `product.attached`), and whether later events of each case wait, in one
     /// read. Cases are never deleted (erasure empties them), so every event finds its own.
     async fn fill_payloads(
         &self,
-        client_id: &str,
+        endpoint: Uuid,
         events: &mut [DueDelivery],
     ) -> Result<(), StoreError> {
         let ev = Alias::new("ev");
@@ -297,7 +326,9 @@ impl CaseStore {
         waiting
             .expr(Expr::val(1))
             .from_as(webhook_delivery::Entity, later.clone())
-            .and_where(Expr::col((later.clone(), webhook_delivery::Column::ClientId)).eq(client_id))
+            .and_where(
+                Expr::col((later.clone(), webhook_delivery::Column::EndpointId)).eq(endpoint),
+            )
             .and_where(
                 Expr::col((later.clone(), webhook_delivery::Column::CaseId))
                     .equals((ev.clone(), case_event::Column::CaseId)),
@@ -357,7 +388,7 @@ impl CaseStore {
         Ok(())
     }
 
-    /// Records how the tries of `client_id`'s `outcomes` ended: every delivery in one write
+    /// Records how the tries of endpoint `endpoint`'s `outcomes` ended: every delivery in one write
     /// (the common case), each retry or failure in one of its own.
     ///
     /// While an event waits for its retry, the later events of its case wait with it (they
@@ -365,7 +396,7 @@ impl CaseStore {
     /// that cannot be sent; once it is delivered or given up on, they are due at once.
     pub async fn finish_deliveries(
         &self,
-        client_id: &str,
+        endpoint: Uuid,
         outcomes: &[(DueDelivery, TryOutcome)],
     ) -> Result<(), StoreError> {
         let now = Utc::now();
@@ -390,7 +421,7 @@ impl CaseStore {
                         webhook_delivery::Column::LastError,
                         Expr::value(None::<String>),
                     )
-                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
                     .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
                     .exec(self.db())
                     .await?;
@@ -418,11 +449,11 @@ impl CaseStore {
                         Expr::value(error.as_str()),
                     )
                     .filter(webhook_delivery::Column::Id.eq(event.id))
-                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
                     .exec(self.db())
                     .await?;
                 if let TryOutcome::Retry { at, .. } = outcome {
-                    later_of_case(client_id, event)
+                    later_of_case(endpoint, event)
                         .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(*at))
                         .filter(webhook_delivery::Column::NextAttemptAt.lt(*at))
                         .exec(self.db())
@@ -432,7 +463,7 @@ impl CaseStore {
             for cases in held.chunks(FINISHED_AT_ONCE) {
                 webhook_delivery::Entity::update_many()
                     .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
-                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
                     .filter(webhook_delivery::Column::CaseId.is_in(cases.iter().copied()))
                     .filter(pending(webhook_delivery::Entity))
                     .filter(webhook_delivery::Column::Attempts.eq(0))
@@ -445,13 +476,9 @@ impl CaseStore {
         .await
     }
 
-    /// Gives back `client_id`'s events `ids`, claimed but never sent: due again at once, the
+    /// Gives back endpoint `endpoint`'s events `ids`, claimed but never sent: due again at once, the
     /// claim's try not counted.
-    pub async fn release_deliveries(
-        &self,
-        client_id: &str,
-        ids: &[Uuid],
-    ) -> Result<(), StoreError> {
+    pub async fn release_deliveries(&self, endpoint: Uuid, ids: &[Uuid]) -> Result<(), StoreError> {
         let now = Utc::now();
         bounded(async {
             for ids in ids.chunks(FINISHED_AT_ONCE) {
@@ -465,7 +492,7 @@ impl CaseStore {
                         webhook_delivery::Column::Attempts,
                         Expr::col(webhook_delivery::Column::Attempts).sub(1),
                     )
-                    .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                    .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
                     .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
                     .filter(pending(webhook_delivery::Entity))
                     .exec(self.db())
@@ -488,11 +515,11 @@ impl CaseStore {
     }
 }
 
-/// The claim of up to `limit` of `client_id`'s due events for `lease`
+/// The claim of up to `limit` of endpoint `endpoint`'s due events for `lease`
 /// ([`CaseStore::claim_deliveries`]).
 fn claim_statement(
     backend: DbBackend,
-    client_id: &str,
+    endpoint: Uuid,
     limit: u64,
     lease: std::time::Duration,
 ) -> UpdateStatement {
@@ -504,7 +531,7 @@ fn claim_statement(
     let mut due = Query::select();
     due.column((d.clone(), webhook_delivery::Column::Id))
         .from_as(webhook_delivery::Entity, d.clone())
-        .and_where(col(webhook_delivery::Column::ClientId).eq(client_id))
+        .and_where(col(webhook_delivery::Column::EndpointId).eq(endpoint))
         .and_where(pending(d.clone()))
         .and_where(col(webhook_delivery::Column::NextAttemptAt).lte(now))
         // Held by a replica that leases without moving the due time (0.2 and earlier),
@@ -531,7 +558,7 @@ fn claim_statement(
             webhook_delivery::Column::Attempts,
             Expr::col(webhook_delivery::Column::Attempts).add(1),
         )
-        .and_where(webhook_delivery::Column::ClientId.eq(client_id))
+        .and_where(webhook_delivery::Column::EndpointId.eq(endpoint))
         .and_where(webhook_delivery::Column::Id.in_subquery(due))
         .returning(Query::returning().columns([
             webhook_delivery::Column::Id,
@@ -543,14 +570,14 @@ fn claim_statement(
         .to_owned()
 }
 
-/// The events of `event`'s case to `client_id` queued after it and never tried: those its
-/// retry holds back.
+/// The events of `event`'s case to endpoint `endpoint` queued after it and never tried:
+/// those its retry holds back.
 fn later_of_case(
-    client_id: &str,
+    endpoint: Uuid,
     event: &DueDelivery,
 ) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
     webhook_delivery::Entity::update_many()
-        .filter(webhook_delivery::Column::ClientId.eq(client_id))
+        .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
         .filter(webhook_delivery::Column::CaseId.eq(event.case_id))
         .filter(pending(webhook_delivery::Entity))
         .filter(webhook_delivery::Column::Attempts.eq(0))
@@ -568,15 +595,15 @@ fn pending(table: impl sea_orm::sea_query::IntoIden + Clone) -> sea_orm::sea_que
         .and(Expr::col((table, webhook_delivery::Column::FailedAt)).is_null())
 }
 
-/// A pending delivery `p` to the same partner, about the same case, older than `d`.
+/// A pending delivery `p` to the same endpoint, about the same case, older than `d`.
 fn earlier_pending(d: &Alias, p: &Alias) -> SelectStatement {
     let col = |t: &Alias, c: webhook_delivery::Column| Expr::col((t.clone(), c));
     Query::select()
         .expr(Expr::val(1))
         .from_as(webhook_delivery::Entity, p.clone())
         .and_where(
-            col(p, webhook_delivery::Column::ClientId)
-                .equals((d.clone(), webhook_delivery::Column::ClientId)),
+            col(p, webhook_delivery::Column::EndpointId)
+                .equals((d.clone(), webhook_delivery::Column::EndpointId)),
         )
         .and_where(
             col(p, webhook_delivery::Column::CaseId)
@@ -593,5 +620,36 @@ fn earlier_pending(d: &Alias, p: &Alias) -> SelectStatement {
                             .lt(col(d, webhook_delivery::Column::Id)),
                     )),
         )
+        .to_owned()
+}
+
+/// Gives each pending event queued without an endpoint (the nil id: a server that knew one
+/// endpoint per partner queued it) its partner's oldest endpoint. Such events are found
+/// through the due index under the nil id, so when there are none this costs one probe.
+fn adopt_statement() -> UpdateStatement {
+    let ep = Alias::new("ep");
+    let mut oldest = Query::select();
+    oldest
+        .column((ep.clone(), webhook_endpoint::Column::Id))
+        .from_as(webhook_endpoint::Entity, ep.clone())
+        .and_where(
+            Expr::col((ep.clone(), webhook_endpoint::Column::ClientId))
+                .equals((webhook_delivery::Entity, webhook_delivery::Column::ClientId)),
+        )
+        .order_by(
+            (ep.clone(), webhook_endpoint::Column::CreatedAt),
+            Order::Asc,
+        )
+        .order_by((ep, webhook_endpoint::Column::Id), Order::Asc)
+        .limit(1);
+    Query::update()
+        .table(webhook_delivery::Entity)
+        .value(
+            webhook_delivery::Column::EndpointId,
+            Expr::SubQuery(None, Box::new(oldest.clone().into())),
+        )
+        .and_where(webhook_delivery::Column::EndpointId.eq(Uuid::nil()))
+        .and_where(pending(webhook_delivery::Entity))
+        .and_where(Expr::exists(oldest))
         .to_owned()
 }

@@ -10,7 +10,13 @@ use service_kit::kek::KeyEncryptionKey;
 use test_support::{Backend, TestDb};
 use uuid::Uuid;
 
+use chrono::{DateTime, Utc};
+use sea_orm::sea_query::Expr;
+use shared::intake::webhooks::EventType;
+
 use super::*;
+use crate::entity::{webhook_delivery, webhook_endpoint};
+use crate::store::{CaseStore, SEALED_SECRET_PREFIX, SecretSeal};
 
 const BACKENDS: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
 const LEASE: Duration = Duration::from_secs(60);
@@ -36,14 +42,53 @@ async fn enquire(store: &CaseStore, client_id: &str, email: &str) -> String {
         .reference
 }
 
-/// Gives `client_id` an endpoint with secret `secret`.
-async fn endpoint(store: &CaseStore, client_id: &str, secret: &str) {
+/// Gives `client_id` an endpoint, receiving every event type, with secret `secret`; its id.
+async fn endpoint(store: &CaseStore, client_id: &str, secret: &str) -> Uuid {
+    subscribed(store, client_id, secret, Subscription::ALL).await
+}
+
+/// Gives `client_id` an endpoint receiving `event_types`, with secret `secret`; its id.
+async fn subscribed(
+    store: &CaseStore,
+    client_id: &str,
+    secret: &str,
+    event_types: Subscription,
+) -> Uuid {
     let url = format!("https://{client_id}.example/hooks");
-    store
-        .set_webhook(client_id, &url, Some(secret), &seal())
+    let new = NewEndpoint {
+        client_id,
+        url: &url,
+        event_types,
+        secret,
+        limit: 10,
+    };
+    match store.create_endpoint(new, &seal()).await.unwrap() {
+        Created::Made(view) => view.id,
+        Created::AtLimit(n) => panic!("{client_id} has {n} endpoints"),
+    }
+}
+
+/// `client_id`'s oldest endpoint with its secrets, if it has one.
+async fn stored(store: &CaseStore, client_id: &str) -> Option<webhook_endpoint::Model> {
+    webhook_endpoint::Entity::find()
+        .filter(webhook_endpoint::Column::ClientId.eq(client_id))
+        .order_by_asc(webhook_endpoint::Column::CreatedAt)
+        .one(store.db())
         .await
         .unwrap()
-        .expect("an endpoint made");
+}
+
+/// Which endpoints are due, by partner, in the order of their partners.
+async fn due_by_partner(store: &CaseStore) -> Vec<(String, bool)> {
+    let mut due: Vec<(String, bool)> = store
+        .webhook_endpoints_due()
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.client_id, e.due))
+        .collect();
+    due.sort();
+    due
 }
 
 /// Every outbox row, oldest first.
@@ -91,58 +136,67 @@ async fn endpoints_are_set_read_replaced_and_removed_per_partner() {
 async fn endpoints_are_set_read_replaced_and_removed_per_partner_on(backend: Backend) {
     let (store, _db) = store(backend).await;
     let seal = seal();
-    assert!(store.webhooks().await.unwrap().is_empty());
+    assert!(store.endpoints(None).await.unwrap().is_empty());
     assert!(
-        store
-            .set_webhook("a", "https://a.example/1", None, &seal)
-            .await
-            .unwrap()
-            .is_none(),
+        matches!(
+            store
+                .set_webhook("a", "https://a.example/1", None, &seal)
+                .await
+                .unwrap(),
+            SetOutcome::NoSecret
+        ),
         "no endpoint is made without a secret"
     );
-    assert!(store.webhook("a").await.unwrap().is_none());
+    assert!(stored(&store, "a").await.is_none());
 
-    let (view, created) = store
+    let SetOutcome::Made(view) = store
         .set_webhook("a", "https://a.example/1", Some("whsec_a1"), &seal)
         .await
         .unwrap()
-        .unwrap();
-    assert_eq!(created.as_deref(), Some("whsec_a1"));
+    else {
+        panic!("a new endpoint");
+    };
+    let ep_a = view.id;
     assert_eq!(
         (view.client_id.as_str(), view.url.as_str()),
         ("a", "https://a.example/1")
     );
-    assert_eq!(view.disabled_at, None);
-    store
-        .set_webhook("b", "https://b.example/1", Some("whsec_b1"), &seal)
-        .await
-        .unwrap()
-        .unwrap();
+    assert_eq!(
+        (view.disabled_at, view.event_types),
+        (None, Subscription::ALL)
+    );
+    let ep_b = endpoint(&store, "b", "whsec_b1").await;
 
-    let stored = store.webhook("a").await.unwrap().unwrap();
-    assert_eq!(stored.url, "https://a.example/1");
-    assert_eq!(seal.open("a", &stored.secret).unwrap().expose(), "whsec_a1");
+    let stored_a = stored(&store, "a").await.unwrap();
+    assert_eq!(stored_a.url, "https://a.example/1");
+    assert_eq!(
+        seal.open("a", &stored_a.secret).unwrap().expose(),
+        "whsec_a1"
+    );
 
-    store.disable_webhook("a", "gone").await.unwrap();
-    let (view, created) = store
+    store.disable_endpoint(ep_a, "gone").await.unwrap();
+    let SetOutcome::Changed(view) = store
         .set_webhook("a", "https://a.example/2", Some("whsec_ignored"), &seal)
         .await
         .unwrap()
-        .unwrap();
-    assert_eq!(created, None, "a replaced endpoint keeps its secret");
+    else {
+        panic!("the endpoint changed");
+    };
+    assert_eq!(view.id, ep_a, "the same endpoint");
     assert_eq!(view.url, "https://a.example/2");
     assert_eq!((view.disabled_at, view.disabled_reason), (None, None));
-    let replaced = store.webhook("a").await.unwrap().unwrap();
+    let replaced = stored(&store, "a").await.unwrap();
     assert_eq!(replaced.url, "https://a.example/2");
     assert_eq!(
         seal.open("a", &replaced.secret).unwrap().expose(),
-        "whsec_a1"
+        "whsec_a1",
+        "a replaced endpoint keeps its secret"
     );
-    assert_eq!(replaced.created_at, stored.created_at);
-    assert!(replaced.updated_at >= stored.updated_at);
+    assert_eq!(replaced.created_at, stored_a.created_at);
+    assert!(replaced.updated_at >= stored_a.updated_at);
 
     let listed: Vec<(String, String)> = store
-        .webhooks()
+        .endpoints(None)
         .await
         .unwrap()
         .into_iter()
@@ -152,24 +206,286 @@ async fn endpoints_are_set_read_replaced_and_removed_per_partner_on(backend: Bac
         listed,
         [
             ("a".to_owned(), "https://a.example/2".to_owned()),
-            ("b".to_owned(), "https://b.example/1".to_owned()),
+            ("b".to_owned(), "https://b.example/hooks".to_owned()),
         ]
     );
 
-    assert!(store.remove_webhook("a").await.unwrap());
-    assert!(!store.remove_webhook("a").await.unwrap());
-    assert!(store.webhook("a").await.unwrap().is_none());
-    let b = store.webhook("b").await.unwrap().unwrap();
-    assert_eq!(b.url, "https://b.example/1");
+    assert!(!store.delete_endpoint("b", ep_a).await.unwrap(), "not b's");
+    assert!(
+        store.endpoint("b", ep_a).await.unwrap().is_none(),
+        "not b's"
+    );
+    assert!(store.endpoint("a", ep_a).await.unwrap().is_some());
+    assert!(store.delete_endpoint("a", ep_a).await.unwrap());
+    assert!(!store.delete_endpoint("a", ep_a).await.unwrap());
+    assert!(stored(&store, "a").await.is_none());
+    let b = stored(&store, "b").await.unwrap();
+    assert_eq!(b.id, ep_b);
     assert_eq!(seal.open("b", &b.secret).unwrap().expose(), "whsec_b1");
     let left: Vec<String> = store
-        .webhooks()
+        .endpoints(None)
         .await
         .unwrap()
         .into_iter()
         .map(|v| v.client_id)
         .collect();
     assert_eq!(left, ["b"]);
+}
+
+/// A partner has as many endpoints as its limit allows, each changed, rotated and removed
+/// alone; another partner can neither see nor change them, whatever id it names.
+#[tokio::test]
+async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own() {
+    for backend in BACKENDS {
+        a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(backend).await;
+    }
+}
+
+async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    let seal = seal();
+    let new = |url: &'static str, limit: u64| NewEndpoint {
+        client_id: "a",
+        url,
+        event_types: Subscription::ALL,
+        secret: "whsec_a",
+        limit,
+    };
+    let mut made = Vec::new();
+    for url in ["https://a.example/1", "https://a.example/2"] {
+        match store.create_endpoint(new(url, 2), &seal).await.unwrap() {
+            Created::Made(view) => made.push(view.id),
+            Created::AtLimit(_) => panic!("under the limit"),
+        }
+    }
+    assert!(matches!(
+        store
+            .create_endpoint(new("https://a.example/3", 2), &seal)
+            .await
+            .unwrap(),
+        Created::AtLimit(2)
+    ));
+    let ep_b = endpoint(&store, "b", "whsec_b").await;
+    assert_eq!(store.endpoints(Some("a")).await.unwrap().len(), 2);
+    assert!(
+        matches!(
+            store
+                .set_webhook("a", "https://a.example/x", None, &seal)
+                .await
+                .unwrap(),
+            SetOutcome::Several(2)
+        ),
+        "the CLI's `set` cannot tell which"
+    );
+
+    let change = EndpointChange {
+        url: Some("https://a.example/changed".to_owned()),
+        event_types: Some(Subscription::only(&[EventType::CaseActivated])),
+        disabled: Some(Some("paused".to_owned())),
+    };
+    assert!(
+        store
+            .change_endpoint("b", made[0], change.clone())
+            .await
+            .unwrap()
+            .is_none(),
+        "b cannot change a's"
+    );
+    assert!(
+        store
+            .rotate_endpoint_secret("b", made[0], "whsec_x", Utc::now(), &seal)
+            .await
+            .unwrap()
+            .is_none(),
+        "b cannot rotate a's"
+    );
+    let changed = store
+        .change_endpoint("a", made[0], change)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(changed.url, "https://a.example/changed");
+    assert_eq!(
+        changed.event_types.types(),
+        Some(vec![EventType::CaseActivated])
+    );
+    assert_eq!(changed.disabled_reason.as_deref(), Some("paused"));
+    let other = store.endpoint("a", made[1]).await.unwrap().unwrap();
+    assert_eq!(
+        (other.url.as_str(), other.disabled_at),
+        ("https://a.example/2", None),
+        "the other endpoint is as it was"
+    );
+    let b = store.endpoint("b", ep_b).await.unwrap().unwrap();
+    assert_eq!(b.url, "https://b.example/hooks");
+
+    let enabled = store
+        .change_endpoint(
+            "a",
+            made[0],
+            EndpointChange {
+                disabled: Some(None),
+                event_types: Some(Subscription::ALL),
+                ..EndpointChange::default()
+            },
+        )
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (enabled.disabled_at, enabled.event_types),
+        (None, Subscription::ALL)
+    );
+    assert!(store.delete_endpoint("a", made[1]).await.unwrap());
+    assert!(matches!(
+        store
+            .create_endpoint(new("https://a.example/3", 2), &seal)
+            .await
+            .unwrap(),
+        Created::Made(_)
+    ));
+}
+
+/// Partners racing to make endpoints never pass their limit.
+#[tokio::test]
+async fn racing_creations_stay_within_the_limit() {
+    for backend in BACKENDS {
+        let (store, _db) = store(backend).await;
+        let mut tries = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let store = store.clone();
+            tries.spawn(async move {
+                let url = format!("https://a.example/{i}");
+                let new = NewEndpoint {
+                    client_id: "a",
+                    url: &url,
+                    event_types: Subscription::ALL,
+                    secret: "whsec_a",
+                    limit: 3,
+                };
+                store.create_endpoint(new, &seal()).await.unwrap()
+            });
+        }
+        let made = tries
+            .join_all()
+            .await
+            .into_iter()
+            .filter(|c| matches!(c, Created::Made(_)))
+            .count();
+        assert_eq!(made, 3, "{backend:?}");
+        assert_eq!(store.endpoints(Some("a")).await.unwrap().len(), 3);
+    }
+}
+
+/// Each endpoint gets the events of the types it is subscribed to, and only those; one
+/// partner's endpoints each get their own copy.
+#[tokio::test]
+async fn events_go_to_each_endpoint_subscribed_to_their_type() {
+    for backend in BACKENDS {
+        events_go_to_each_endpoint_subscribed_to_their_type_on(backend).await;
+    }
+}
+
+async fn events_go_to_each_endpoint_subscribed_to_their_type_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    let every = endpoint(&store, "partner", "whsec_1").await;
+    let created_only = subscribed(
+        &store,
+        "partner",
+        "whsec_2",
+        Subscription::only(&[EventType::CaseCreated]),
+    )
+    .await;
+    let activated_only = subscribed(
+        &store,
+        "partner",
+        "whsec_3",
+        Subscription::only(&[EventType::CaseActivated]),
+    )
+    .await;
+    enquire(&store, "partner", "a@example.com").await;
+    enquire(&store, "partner", "a@example.com").await;
+    let got = |endpoint: Uuid, rows: &[webhook_delivery::Model]| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r.endpoint_id == endpoint)
+            .map(|r| r.event_type.clone())
+            .collect()
+    };
+    let queued = rows(&store).await;
+    assert_eq!(got(every, &queued), ["case.created", "case.updated"]);
+    assert_eq!(got(created_only, &queued), ["case.created"]);
+    assert!(got(activated_only, &queued).is_empty());
+    assert_eq!(queued.len(), 3);
+
+    let claimed = store
+        .claim_deliveries(created_only, 10, LEASE)
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].event_type, "case.created");
+    let claimed = store.claim_deliveries(every, 10, LEASE).await.unwrap();
+    assert_eq!(
+        claimed.len(),
+        1,
+        "the update waits for this endpoint's creation"
+    );
+    assert!(
+        store
+            .claim_deliveries(activated_only, 10, LEASE)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+/// Events a server that knew one endpoint per partner queued (the nil endpoint) go to the
+/// partner's endpoint once the worker looks; a partner without one keeps them queued.
+#[tokio::test]
+async fn events_queued_without_an_endpoint_are_adopted() {
+    for backend in BACKENDS {
+        let (store, _db) = store(backend).await;
+        let ep = endpoint(&store, "partner", "whsec_p").await;
+        enquire(&store, "partner", "a@example.com").await;
+        enquire(&store, "nobody", "b@example.com").await;
+        let queued = rows(&store).await;
+        assert_eq!(queued.len(), 1);
+        webhook_delivery::Entity::update_many()
+            .col_expr(
+                webhook_delivery::Column::EndpointId,
+                Expr::value(Uuid::nil()),
+            )
+            .exec(store.db())
+            .await
+            .unwrap();
+        let mut orphan = queued[0].clone();
+        orphan.client_id = "nobody".to_owned();
+        orphan.endpoint_id = Uuid::nil();
+        webhook_delivery::Entity::insert(webhook_delivery::ActiveModel::from(orphan))
+            .exec(store.db())
+            .await
+            .unwrap();
+        assert!(
+            store
+                .claim_deliveries(ep, 10, LEASE)
+                .await
+                .unwrap()
+                .is_empty()
+        );
+
+        assert_eq!(due_by_partner(&store).await, [("partner".to_owned(), true)]);
+        let claimed = store.claim_deliveries(ep, 10, LEASE).await.unwrap();
+        assert_eq!(claimed.len(), 1, "{backend:?}");
+        assert_eq!(claimed[0].id, queued[0].id);
+        let left: Vec<(String, Uuid)> = rows(&store)
+            .await
+            .into_iter()
+            .map(|r| (r.client_id, r.endpoint_id))
+            .collect();
+        assert!(
+            left.contains(&("nobody".to_owned(), Uuid::nil())),
+            "{left:?}"
+        );
+    }
 }
 
 /// A rotation seals the new secret and keeps the old one signing until its grace ends; a
@@ -187,21 +503,21 @@ async fn a_rotation_keeps_the_old_secret_until_its_grace_ends_on(backend: Backen
     let grace = whole_second(Utc::now() + chrono::Duration::hours(1));
     assert!(
         store
-            .rotate_webhook_secret("nobody", "whsec_x", grace, &seal)
+            .rotate_endpoint_secret("nobody", Uuid::new_v4(), "whsec_x", grace, &seal)
             .await
             .unwrap()
             .is_none()
     );
-    endpoint(&store, "a", "whsec_old").await;
+    let ep_a = endpoint(&store, "a", "whsec_old").await;
     endpoint(&store, "b", "whsec_b").await;
 
     let view = store
-        .rotate_webhook_secret("a", "whsec_new", grace, &seal)
+        .rotate_endpoint_secret("a", ep_a, "whsec_new", grace, &seal)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(view.previous_secret_until, Some(grace));
-    let a = store.webhook("a").await.unwrap().unwrap();
+    let a = stored(&store, "a").await.unwrap();
     assert!(a.secret.starts_with(SEALED_SECRET_PREFIX), "{}", a.secret);
     assert!(!a.secret.contains("whsec_new"));
     assert_eq!(seal.open("a", &a.secret).unwrap().expose(), "whsec_new");
@@ -211,18 +527,18 @@ async fn a_rotation_keeps_the_old_secret_until_its_grace_ends_on(backend: Backen
     assert_eq!(seal.open("a", &previous).unwrap().expose(), "whsec_old");
     assert_eq!(a.previous_secret_until, Some(grace));
 
-    let b = store.webhook("b").await.unwrap().unwrap();
+    let b = stored(&store, "b").await.unwrap();
     assert_eq!(seal.open("b", &b.secret).unwrap().expose(), "whsec_b");
     assert_eq!((b.previous_secret, b.previous_secret_until), (None, None));
 
     let over = Utc::now() - chrono::Duration::seconds(1);
     let view = store
-        .rotate_webhook_secret("a", "whsec_newer", over, &seal)
+        .rotate_endpoint_secret("a", ep_a, "whsec_newer", over, &seal)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(view.previous_secret_until, None);
-    let a = store.webhook("a").await.unwrap().unwrap();
+    let a = stored(&store, "a").await.unwrap();
     assert_eq!(seal.open("a", &a.secret).unwrap().expose(), "whsec_newer");
     assert_eq!((a.previous_secret, a.previous_secret_until), (None, None));
 }
@@ -242,6 +558,8 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
     let now = Utc::now();
     let clear =
         |client_id: &str, secret: &str, previous: Option<String>| webhook_endpoint::ActiveModel {
+            id: Set(Uuid::new_v4()),
+            event_types: Set(None),
             client_id: Set(client_id.to_owned()),
             url: Set(format!("https://{client_id}.example/")),
             secret: Set(secret.to_owned()),
@@ -262,7 +580,7 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
     .await
     .unwrap();
     endpoint(&store, "d", "whsec_d").await;
-    let d_before = store.webhook("d").await.unwrap().unwrap();
+    let d_before = stored(&store, "d").await.unwrap();
 
     assert_eq!(store.seal_webhook_secrets(&seal).await.unwrap(), 3);
     for (client_id, secret, previous) in [
@@ -270,7 +588,7 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
         ("b", "whsec_b", Some("whsec_b_old")),
         ("c", "whsec_c", None),
     ] {
-        let m = store.webhook(client_id).await.unwrap().unwrap();
+        let m = stored(&store, client_id).await.unwrap();
         assert!(m.secret.starts_with(SEALED_SECRET_PREFIX), "{client_id}");
         assert!(!m.secret.contains(secret), "{client_id}");
         assert_eq!(seal.open(client_id, &m.secret).unwrap().expose(), secret);
@@ -281,11 +599,11 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
         assert_eq!(opened.as_deref(), previous, "{client_id}");
     }
     assert_eq!(
-        store.webhook("b").await.unwrap().unwrap().secret,
+        stored(&store, "b").await.unwrap().secret,
         sealed_b,
         "a sealed secret is kept as it was"
     );
-    assert_eq!(store.webhook("d").await.unwrap().unwrap(), d_before);
+    assert_eq!(stored(&store, "d").await.unwrap(), d_before);
     assert_eq!(store.seal_webhook_secrets(&seal).await.unwrap(), 0);
 }
 
@@ -300,7 +618,7 @@ async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it() {
 
 async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
     endpoint(&store, "bystander", "whsec_b").await;
     assert_eq!(store.pending_deliveries().await.unwrap(), 0);
 
@@ -311,7 +629,10 @@ async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it_on(backend: Bac
     let queued = rows(&store).await;
     assert_eq!(queued.len(), 1, "{queued:?}");
     let event = &queued[0];
-    assert_eq!(event.client_id, "partner");
+    assert_eq!(
+        (event.client_id.as_str(), event.endpoint_id),
+        ("partner", ep_partner)
+    );
     assert_eq!(event.event_type, "case.created");
     assert_eq!(event.attempts, 0);
     assert_eq!((event.delivered_at, event.failed_at), (None, None));
@@ -356,8 +677,8 @@ async fn due_events_are_claimed_once_while_leased() {
 
 async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
-    endpoint(&store, "idle", "whsec_i").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
+    let ep_idle = endpoint(&store, "idle", "whsec_i").await;
     let first = enquire(&store, "partner", "a@example.com").await;
     let again = enquire(&store, "partner", "a@example.com").await;
     assert_eq!(first, again, "the same customer's case");
@@ -366,14 +687,12 @@ async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
     let types: Vec<&str> = queued.iter().map(|r| r.event_type.as_str()).collect();
     assert_eq!(types, ["case.created", "case.updated", "case.created"]);
 
-    let mut due = store.webhook_partners_due().await.unwrap();
-    due.sort();
     assert_eq!(
-        due,
+        due_by_partner(&store).await,
         [("idle".to_owned(), false), ("partner".to_owned(), true)]
     );
 
-    let plan = store.claim_plan("partner", 10).await.unwrap();
+    let plan = store.claim_plan(ep_partner, 10).await.unwrap();
     match backend {
         Backend::Sqlite => assert_eq!(plan, None),
         Backend::Postgres => {
@@ -387,7 +706,7 @@ async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
         "the plan's claim is rolled back"
     );
 
-    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let claimed = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     let ids: Vec<Uuid> = claimed.iter().map(|e| e.id).collect();
     assert_eq!(
         ids,
@@ -416,7 +735,7 @@ async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
 
     assert!(
         store
-            .claim_deliveries("partner", 10, LEASE)
+            .claim_deliveries(ep_partner, 10, LEASE)
             .await
             .unwrap()
             .is_empty(),
@@ -424,7 +743,7 @@ async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
     );
     assert!(
         store
-            .claim_deliveries("idle", 10, LEASE)
+            .claim_deliveries(ep_idle, 10, LEASE)
             .await
             .unwrap()
             .is_empty()
@@ -432,7 +751,7 @@ async fn due_events_are_claimed_once_while_leased_on(backend: Backend) {
     assert_eq!(store.pending_deliveries().await.unwrap(), 3);
 
     all_due(&store).await;
-    let limited = store.claim_deliveries("partner", 1, LEASE).await.unwrap();
+    let limited = store.claim_deliveries(ep_partner, 1, LEASE).await.unwrap();
     assert_eq!(limited.len(), 1);
     assert_eq!(
         limited[0].attempts, 2,
@@ -451,20 +770,20 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn() {
 
 async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
     enquire(&store, "partner", "a@example.com").await;
     enquire(&store, "partner", "a@example.com").await;
     enquire(&store, "partner", "b@example.com").await;
     let queued = rows(&store).await;
 
-    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let claimed = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     assert_eq!(claimed.len(), 2);
     let (on_a, on_b) = (claimed[0].clone(), claimed[1].clone());
     assert_eq!(on_a.id, queued[0].id);
     let later = Utc::now() + chrono::Duration::hours(1);
     store
         .finish_deliveries(
-            "partner",
+            ep_partner,
             &[
                 (on_b.clone(), TryOutcome::Delivered),
                 (
@@ -496,12 +815,12 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
     );
     assert_eq!(store.pending_deliveries().await.unwrap(), 2);
     assert_eq!(
-        store.webhook_partners_due().await.unwrap(),
+        due_by_partner(&store).await,
         [("partner".to_owned(), false)]
     );
     assert!(
         store
-            .claim_deliveries("partner", 10, LEASE)
+            .claim_deliveries(ep_partner, 10, LEASE)
             .await
             .unwrap()
             .is_empty()
@@ -517,12 +836,12 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
         .exec(store.db())
         .await
         .unwrap();
-    let retry = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let retry = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     assert_eq!(retry.len(), 1);
     assert_eq!((retry[0].id, retry[0].attempts), (on_a.id, 2));
     store
         .finish_deliveries(
-            "partner",
+            ep_partner,
             &[(
                 retry[0].clone(),
                 TryOutcome::Failed {
@@ -540,7 +859,7 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
     assert_eq!(failed.last_error.as_deref(), Some("refused"));
     assert_eq!(store.pending_deliveries().await.unwrap(), 1);
 
-    let next = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let next = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     let ids: Vec<Uuid> = next.iter().map(|e| e.id).collect();
     assert_eq!(
         ids,
@@ -560,35 +879,35 @@ async fn released_events_are_due_again_uncounted() {
 
 async fn released_events_are_due_again_uncounted_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
     enquire(&store, "partner", "a@example.com").await;
-    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let claimed = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     assert_eq!(claimed.len(), 1);
     let id = claimed[0].id;
 
-    store.release_deliveries("other", &[id]).await.unwrap();
+    store
+        .release_deliveries(Uuid::new_v4(), &[id])
+        .await
+        .unwrap();
     assert!(
         row(&store, id).await.locked_until.is_some(),
         "another partner cannot release it"
     );
-    store.release_deliveries("partner", &[id]).await.unwrap();
+    store.release_deliveries(ep_partner, &[id]).await.unwrap();
     let released = row(&store, id).await;
     assert_eq!(released.locked_until, None);
     assert_eq!(released.attempts, 0);
     assert!(released.next_attempt_at <= Utc::now());
-    assert_eq!(
-        store.webhook_partners_due().await.unwrap(),
-        [("partner".to_owned(), true)]
-    );
+    assert_eq!(due_by_partner(&store).await, [("partner".to_owned(), true)]);
 
-    let again = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let again = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].id, again[0].attempts), (id, 1));
     store
-        .finish_deliveries("partner", &[(again[0].clone(), TryOutcome::Delivered)])
+        .finish_deliveries(ep_partner, &[(again[0].clone(), TryOutcome::Delivered)])
         .await
         .unwrap();
-    store.release_deliveries("partner", &[id]).await.unwrap();
+    store.release_deliveries(ep_partner, &[id]).await.unwrap();
     let done = row(&store, id).await;
     assert!(
         done.delivered_at.is_some(),
@@ -608,17 +927,17 @@ async fn deliveries_are_listed_and_sent_again() {
 
 async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
     endpoint(&store, "other", "whsec_o").await;
     let a = enquire(&store, "partner", "a@example.com").await;
     let b = enquire(&store, "partner", "b@example.com").await;
     enquire(&store, "other", "c@example.com").await;
-    let claimed = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let claimed = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     assert_eq!(claimed.len(), 2);
     let (on_a, on_b) = (claimed[0].clone(), claimed[1].clone());
     store
         .finish_deliveries(
-            "partner",
+            ep_partner,
             &[
                 (on_a.clone(), TryOutcome::Delivered),
                 (
@@ -670,7 +989,7 @@ async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
         assert!(m.next_attempt_at <= Utc::now());
     }
     assert_eq!(store.pending_deliveries().await.unwrap(), 3);
-    let resent = store.claim_deliveries("partner", 10, LEASE).await.unwrap();
+    let resent = store.claim_deliveries(ep_partner, 10, LEASE).await.unwrap();
     let ids: Vec<Uuid> = resent.iter().map(|e| e.id).collect();
     assert_eq!(ids, [on_a.id, on_b.id]);
     assert!(resent.iter().all(|e| e.attempts == 2), "{resent:?}");
@@ -687,29 +1006,23 @@ async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due() {
 
 async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backend) {
     let (store, _db) = store(backend).await;
-    endpoint(&store, "partner", "whsec_p").await;
+    let ep_partner = endpoint(&store, "partner", "whsec_p").await;
     endpoint(&store, "other", "whsec_o").await;
     enquire(&store, "partner", "a@example.com").await;
     enquire(&store, "other", "b@example.com").await;
 
     store
-        .disable_webhook("partner", "410 Gone for a week")
+        .disable_endpoint(ep_partner, "410 Gone for a week")
         .await
         .unwrap();
-    let disabled = store.webhook("partner").await.unwrap().unwrap();
+    let disabled = stored(&store, "partner").await.unwrap();
     assert!(disabled.disabled_at.is_some());
     assert_eq!(
         disabled.disabled_reason.as_deref(),
         Some("410 Gone for a week")
     );
-    assert_eq!(
-        store.webhook("other").await.unwrap().unwrap().disabled_at,
-        None
-    );
-    assert_eq!(
-        store.webhook_partners_due().await.unwrap(),
-        [("other".to_owned(), true)]
-    );
+    assert_eq!(stored(&store, "other").await.unwrap().disabled_at, None);
+    assert_eq!(due_by_partner(&store).await, [("other".to_owned(), true)]);
     // The worker claims only for partners listed as due whose endpoint it reads as active
     // (`delivery::claim`): the claim itself does not look at the endpoint.
     assert_eq!(store.pending_deliveries().await.unwrap(), 2);
@@ -724,21 +1037,23 @@ async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backe
         "nothing is queued for a disabled endpoint"
     );
 
-    store
-        .set_webhook("partner", "https://partner.example/new", None, &seal())
-        .await
-        .unwrap()
-        .unwrap();
+    assert!(matches!(
+        store
+            .set_webhook("partner", "https://partner.example/new", None, &seal())
+            .await
+            .unwrap(),
+        SetOutcome::Changed(_)
+    ));
     assert_eq!(
         store
-            .claim_deliveries("partner", 10, LEASE)
+            .claim_deliveries(ep_partner, 10, LEASE)
             .await
             .unwrap()
             .len(),
         1
     );
 
-    assert!(store.remove_webhook("partner").await.unwrap());
+    assert!(store.delete_endpoint("partner", ep_partner).await.unwrap());
     assert!(
         store
             .webhook_deliveries("partner", false, 10)
@@ -772,19 +1087,20 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     let controls = "https://x.example/\u{1}\u{7}\t\r\n\u{1b}[31m\u{7f}\u{202e}é";
     let with_nul = "https://x.example/a\0b";
 
-    let (view, _) = store
+    let SetOutcome::Made(view) = store
         .set_webhook("ctl", controls, Some("whsec_c"), &seal)
         .await
         .unwrap()
-        .unwrap();
+    else {
+        panic!("an endpoint made");
+    };
+    let ep_ctl = view.id;
     assert_eq!(view.url, controls);
-    assert_eq!(store.webhook("ctl").await.unwrap().unwrap().url, controls);
-    store.disable_webhook("ctl", controls).await.unwrap();
+    assert_eq!(stored(&store, "ctl").await.unwrap().url, controls);
+    store.disable_endpoint(ep_ctl, controls).await.unwrap();
     assert_eq!(
-        store
-            .webhook("ctl")
+        stored(&store, "ctl")
             .await
-            .unwrap()
             .unwrap()
             .disabled_reason
             .as_deref(),
@@ -797,38 +1113,38 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     match backend {
         Backend::Postgres => {
             assert!(made.is_err(), "{made:?}");
-            assert!(store.webhook("nul").await.unwrap().is_none());
+            assert!(stored(&store, "nul").await.is_none());
         }
         Backend::Sqlite => {
             assert!(made.is_ok(), "{made:?}");
-            assert_eq!(store.webhook("nul").await.unwrap().unwrap().url, with_nul);
+            assert_eq!(stored(&store, "nul").await.unwrap().url, with_nul);
         }
     }
     let replaced = store.set_webhook("ctl", with_nul, None, &seal).await;
-    let reason = store.disable_webhook("ctl", "reason\0after").await;
-    let stored = store.webhook("ctl").await.unwrap().unwrap();
+    let reason = store.disable_endpoint(ep_ctl, "reason\0after").await;
+    let kept = stored(&store, "ctl").await.unwrap();
     match backend {
         Backend::Postgres => {
             assert!(replaced.is_err(), "{replaced:?}");
             assert!(reason.is_err(), "{reason:?}");
-            assert_eq!(stored.url, controls, "a refused change changes nothing");
-            assert_eq!(stored.disabled_reason.as_deref(), Some(controls));
+            assert_eq!(kept.url, controls, "a refused change changes nothing");
+            assert_eq!(kept.disabled_reason.as_deref(), Some(controls));
         }
         Backend::Sqlite => {
             assert!(
                 replaced.is_ok() && reason.is_ok(),
                 "{replaced:?} {reason:?}"
             );
-            assert_eq!(stored.url, with_nul);
-            assert_eq!(stored.disabled_reason.as_deref(), Some("reason\0after"));
+            assert_eq!(kept.url, with_nul);
+            assert_eq!(kept.disabled_reason.as_deref(), Some("reason\0after"));
         }
     }
     assert!(
         store
-            .rotate_webhook_secret("ctl", "whsec_\0", Utc::now(), &seal)
+            .rotate_endpoint_secret("ctl", ep_ctl, "whsec_\0", Utc::now(), &seal)
             .await
             .is_ok()
     );
-    let ctl = store.webhook("ctl").await.unwrap().unwrap();
+    let ctl = stored(&store, "ctl").await.unwrap();
     assert_eq!(seal.open("ctl", &ctl.secret).unwrap().expose(), "whsec_\0");
 }
