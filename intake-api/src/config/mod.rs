@@ -232,6 +232,11 @@ pub struct Config {
     /// stopped). Longer than a send may take (10 s), so a slow send is not made twice.
     #[arg(long, env = "INTAKE_WEBHOOK_LEASE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(11..))]
     pub webhook_lease_secs: u64,
+    /// Webhook endpoints a partner may have. Set 1 while servers of 0.2.0 run beside this
+    /// release (a rolling upgrade, or one you may roll back): they send a partner's events
+    /// to one endpoint.
+    #[arg(long, env = "INTAKE_WEBHOOK_ENDPOINTS_PER_PARTNER", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100))]
+    pub webhook_endpoints_per_partner: u64,
 }
 
 impl Config {

@@ -71,6 +71,12 @@ pub enum IntakeError {
     /// No case the partner may see.
     #[error("no case found")]
     CaseNotFound,
+    /// No webhook endpoint of the partner's by that id.
+    #[error("no webhook endpoint found")]
+    EndpointNotFound,
+    /// The partner has as many webhook endpoints as it may.
+    #[error("at the limit of {0} webhook endpoints")]
+    EndpointLimit(u64),
     /// The body is larger than the endpoint takes.
     #[error("the request body is too large")]
     PayloadTooLarge,
@@ -149,7 +155,8 @@ enum ErrorResponse {
         #[oai(header = "WWW-Authenticate")] String,
     ),
     /// No case of yours for this e-mail address or reference: `{"message":"Case not found"}`.
-    /// On attach, send the customer to the enquiry form instead.
+    /// On attach, send the customer to the enquiry form instead. On a webhook endpoint: no
+    /// endpoint of yours by that id (`{"message":"Webhook endpoint not found"}`).
     #[oai(status = 404)]
     NotFound(Json<CaseNotFound>),
     /// Another request with this `Idempotency-Key` is still being processed:
@@ -159,7 +166,9 @@ enum ErrorResponse {
     /// (no `Retry-After`: use a new key for a new request). Or the customer's data was erased
     /// since the key's first request: its answer is gone and the key stays spent
     /// (`{"message":"The answer to this Idempotency-Key was erased with the customer's data;
-    /// send a new request with a new key."}`, no `Retry-After`).
+    /// send a new request with a new key."}`, no `Retry-After`). Making a webhook endpoint:
+    /// you have as many as a partner may (`{"message":"You have 10 webhook endpoints, the
+    /// most a partner may have: remove one first."}`).
     #[oai(status = 409)]
     Conflict(
         Json<RequestInFlight>,
@@ -201,8 +210,10 @@ impl IntakeError {
             Self::NotJson | Self::Unreadable | Self::BadIdempotencyKey => 400,
             Self::Unauthenticated(..) => 401,
             Self::Forbidden(_) => 403,
-            Self::CaseNotFound => 404,
-            Self::KeyInFlight | Self::KeyReused | Self::AnswerErased => 409,
+            Self::CaseNotFound | Self::EndpointNotFound => 404,
+            Self::KeyInFlight | Self::KeyReused | Self::AnswerErased | Self::EndpointLimit(_) => {
+                409
+            }
             Self::PayloadTooLarge => 413,
             Self::Invalid(_) => 422,
             Self::TooManyRequests { .. } => 429,
@@ -282,6 +293,18 @@ impl IntakeError {
                 format!(r#"Bearer error="insufficient_scope", scope="{scope}""#),
             ),
             Self::CaseNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
+            Self::EndpointNotFound => ErrorResponse::NotFound(Json(CaseNotFound {
+                message: "Webhook endpoint not found".into(),
+            })),
+            Self::EndpointLimit(limit) => ErrorResponse::Conflict(
+                Json(RequestInFlight {
+                    message: format!(
+                        "You have {limit} webhook endpoints, the most a partner may have: \
+                         remove one first."
+                    ),
+                }),
+                None,
+            ),
             Self::PayloadTooLarge => ErrorResponse::PayloadTooLarge(Json(TooLarge::default())),
             Self::Invalid(errors) => ErrorResponse::Invalid(Json(errors.into())),
             Self::TooManyRequests { retry_after_secs } => {

@@ -18,8 +18,8 @@ use super::idempotency::{self, MAX_KEY_CHARS};
 use super::intake::MAX_REFERENCE_CHARS;
 use super::partner::SECURITY_SCHEME;
 use crate::domain::{
-    MAX_EMAIL, MAX_MOBILE_CHARS, MOBILE_PATTERN, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS,
-    REMORTGAGE_FIELDS,
+    MAX_EMAIL, MAX_ITEMS, MAX_MOBILE_CHARS, MAX_URL_CHARS, MOBILE_PATTERN, OLDEST_BIRTH_YEAR,
+    PURCHASE_FIELDS, REMORTGAGE_FIELDS,
 };
 
 /// A calendar date as `YYYY-MM-DD`, with months and days in range (the format rules out
@@ -473,6 +473,7 @@ fn refine_operations(doc: &mut Value, brand: &str) {
             }
         }
     }
+    refine_webhook_endpoints(doc);
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
         keep_responses(
             redeem,
@@ -480,6 +481,134 @@ fn refine_operations(doc: &mut Value, brand: &str) {
                 "200", "400", "401", "403", "410", "413", "422", "429", "500", "503",
             ],
         );
+    }
+}
+
+/// Named request examples: name, summary, body.
+type Examples = Vec<(&'static str, &'static str, Value)>;
+
+/// The webhook endpoint operations' own statuses, id format, examples and the answers'
+/// texts that differ from the case operations' ones.
+fn refine_webhook_endpoints(doc: &mut Value) {
+    const ENDPOINTS: &str = "/partners/external/webhooks/endpoints";
+    let one = format!("{ENDPOINTS}/{{endpoint_id}}");
+    let rotate = format!("{one}/rotate-secret");
+    let id = json!({"type": "string", "pattern": "^ep_[0-9a-fA-F]{32}$"});
+    let not_found = json!({"message": "Webhook endpoint not found"});
+    let example = |op: &mut Map<String, Value>, status: &str, value: Value| {
+        let content = op
+            .get_mut("responses")
+            .and_then(|r| r.get_mut(status))
+            .and_then(|r| r.get_mut("content"));
+        if let Some(Value::Object(content)) = content {
+            for media in content.values_mut() {
+                media["example"] = value.clone();
+            }
+        }
+    };
+    let limit = json!({"message": "You have 10 webhook endpoints, the most a partner may have: remove one first."});
+    for name in ["NewWebhookEndpoint", "WebhookEndpointChange"] {
+        let Some(schema) = schema_mut(doc, name) else {
+            continue;
+        };
+        if let Some(url) = property_mut(schema, "url") {
+            url.insert("minLength".into(), json!(1));
+            url.insert("maxLength".into(), json!(MAX_URL_CHARS));
+            url.insert("pattern".into(), json!(NOT_BLANK_NO_CONTROLS));
+        }
+        if let Some(types) = property_mut(schema, "event_types") {
+            types.insert("minItems".into(), json!(1));
+            types.insert("maxItems".into(), json!(MAX_ITEMS));
+        }
+    }
+    for name in [
+        "NewWebhookEndpoint",
+        "WebhookEndpointChange",
+        "SecretRotation",
+        "WebhookEndpoint",
+        "WebhookEndpointWithSecret",
+    ] {
+        if let Some(schema) = schema_mut(doc, name) {
+            nullable_optionals(schema);
+        }
+    }
+    if let Some(create) = operation_mut(doc, ENDPOINTS, "post") {
+        keep_responses(
+            create,
+            &[
+                "201", "400", "401", "403", "409", "413", "422", "429", "500", "503",
+            ],
+        );
+        example(create, "409", limit);
+        request_examples(
+            create,
+            &[
+                (
+                    "every",
+                    "Every event type, those added later too",
+                    json!({"url": "https://partner.example/webhooks/intake"}),
+                ),
+                (
+                    "chosen",
+                    "Only activations and attached products",
+                    json!({
+                        "url": "https://partner.example/webhooks/intake",
+                        "event_types": ["case.activated", "product.attached"],
+                    }),
+                ),
+            ],
+        );
+    }
+    if let Some(list) = operation_mut(doc, ENDPOINTS, "get") {
+        keep_responses(list, &["200", "401", "403", "429", "500", "503"]);
+    }
+    for method in ["get", "delete"] {
+        if let Some(op) = operation_mut(doc, &one, method) {
+            let ok = if method == "get" { "200" } else { "204" };
+            keep_responses(op, &[ok, "401", "403", "404", "429", "500", "503"]);
+            parameter_schema(op, "endpoint_id", id.clone());
+            example(op, "404", not_found.clone());
+        }
+    }
+    let changes: [(&str, &str, Examples); 2] = [
+        (
+            one.as_str(),
+            "patch",
+            vec![
+                (
+                    "disable",
+                    "Stop deliveries for now",
+                    json!({"enabled": false}),
+                ),
+                (
+                    "move",
+                    "A new address, every event type",
+                    json!({"url": "https://partner.example/webhooks/v2", "event_types": null}),
+                ),
+            ],
+        ),
+        (
+            rotate.as_str(),
+            "post",
+            vec![(
+                "hour",
+                "The previous secret signs for one more hour",
+                json!({"grace_period_secs": 3600}),
+            )],
+        ),
+    ];
+    for (path, method, examples) in changes {
+        if let Some(op) = operation_mut(doc, path, method) {
+            keep_responses(
+                op,
+                &[
+                    "200", "400", "401", "403", "404", "413", "422", "429", "500", "503",
+                ],
+            );
+            parameter_schema(op, "endpoint_id", id.clone());
+            example(op, "404", not_found.clone());
+            request_examples(op, &examples);
+        }
     }
 }
 

@@ -54,6 +54,8 @@ pub struct Reply {
     pub replayed: Option<String>,
     /// The `Date` header, if any.
     pub date: Option<String>,
+    /// The `Cache-Control` header, if any.
+    pub cache_control: Option<String>,
 }
 
 impl Reply {
@@ -67,6 +69,7 @@ impl Reply {
         };
         let (challenge, retry_after) = (header("www-authenticate"), header("retry-after"));
         let (replayed, date) = (header("idempotent-replayed"), header("date"));
+        let cache_control = header("cache-control");
         let text = resp.text().await.expect("response body");
         let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
         Self {
@@ -76,6 +79,7 @@ impl Reply {
             retry_after,
             replayed,
             date,
+            cache_control,
         }
     }
 }

@@ -30,4 +30,5 @@ mod schema_versions;
 mod validation;
 mod webhook_addresses;
 mod webhook_catalogue;
+mod webhook_endpoints;
 mod webhooks;

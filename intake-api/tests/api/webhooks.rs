@@ -38,6 +38,11 @@ impl Received {
     pub(crate) fn event(&self) -> Value {
         serde_json::from_str(&self.body).expect("a JSON body")
     }
+
+    /// Its `webhook-signature` header: one signature per secret, space-separated.
+    pub(crate) fn signatures(&self) -> Vec<&str> {
+        self.signature.split(' ').collect()
+    }
 }
 
 struct ReceiverState {
@@ -116,7 +121,7 @@ impl Receiver {
     }
 
     /// The event types acknowledged (2xx), in the order they arrived.
-    fn delivered(&self) -> Vec<String> {
+    pub(crate) fn delivered(&self) -> Vec<String> {
         self.got()
             .iter()
             .filter(|r| (200..300).contains(&r.status))
@@ -149,7 +154,7 @@ async fn spawn(backend: Backend) -> TestApp {
     TestApp::spawn_with(backend, webhook_settings).await
 }
 
-fn webhook_settings(c: &mut Config) {
+pub(crate) fn webhook_settings(c: &mut Config) {
     c.webhook_allow_insecure = true;
     c.webhook_poll_ms = 50;
     c.webhook_backoff_ms = 100;
@@ -205,7 +210,7 @@ async fn rotate(app: &TestApp, grace_secs: u64) -> Value {
 }
 
 /// The signatures Standard Webhooks expects of `received` with `secret`, computed here.
-fn expected_signature(secret: &str, received: &Received) -> String {
+pub(crate) fn expected_signature(secret: &str, received: &Received) -> String {
     let key = STANDARD
         .decode(secret.strip_prefix("whsec_").expect("whsec_ prefix"))
         .expect("base64 secret");

@@ -17,7 +17,7 @@ use shared::intake::wire_names;
 /// Longest accepted name or address line, the column size partners were used to.
 const MAX_TEXT: usize = 255;
 /// Cap on array fields, so one body cannot make us build thousands of rows or messages.
-const MAX_ITEMS: usize = 20;
+pub const MAX_ITEMS: usize = 20;
 
 /// One JSON object being read, with the path prefix its problems are recorded under.
 pub(super) struct Fields<'v, 'e> {

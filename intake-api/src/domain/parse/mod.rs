@@ -6,6 +6,13 @@
 mod fields;
 #[cfg(test)]
 mod tests;
+mod webhook_endpoint;
+
+pub use fields::MAX_ITEMS;
+pub use webhook_endpoint::{
+    EndpointRequest, MAX_URL_CHARS, parse_endpoint_change, parse_new_endpoint,
+    parse_secret_rotation,
+};
 
 use chrono::{Datelike, NaiveDate};
 use serde_json::Value;

@@ -1,0 +1,206 @@
+//! The bodies of the webhook endpoint operations: making one, changing one, rotating its
+//! secret. A field these operations do not take is refused, so a misspelt one is not
+//! silently ignored.
+
+use serde_json::Value;
+use shared::intake::webhook_endpoints::MAX_SECRET_GRACE_SECS;
+use shared::intake::webhooks::EventType;
+
+use super::ValidationErrors;
+use super::fields::{Attr, Fields, array, bounded_text, finish, flag};
+
+/// Longest endpoint URL taken.
+pub const MAX_URL_CHARS: usize = 2048;
+
+/// What a body asks of an endpoint; what it leaves out is `None`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointRequest {
+    /// Where events go (not yet checked to be https on a public address).
+    pub url: Option<String>,
+    /// Which event types: `Some(None)` for every type.
+    pub event_types: Option<Option<Vec<EventType>>>,
+    /// Whether deliveries run.
+    pub enabled: Option<bool>,
+}
+
+/// The body of `createWebhookEndpoint`: `url` (required) and `event_types`.
+pub fn parse_new_endpoint(body: &Value) -> Result<EndpointRequest, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    only(body, &["url", "event_types"], &mut errors);
+    let mut f = Fields::root(body, &mut errors);
+    let url = f.required("url", url);
+    let event_types = event_types(&mut f);
+    let request = url.map(|url| EndpointRequest {
+        url: Some(url),
+        event_types: event_types.or(Some(None)),
+        enabled: None,
+    });
+    finish(request, errors)
+}
+
+/// The body of `updateWebhookEndpoint`: any of `url`, `event_types` (null: every type)
+/// and `enabled`.
+pub fn parse_endpoint_change(body: &Value) -> Result<EndpointRequest, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    only(body, &["url", "event_types", "enabled"], &mut errors);
+    let mut f = Fields::root(body, &mut errors);
+    let request = EndpointRequest {
+        url: f.optional("url", url),
+        event_types: event_types(&mut f),
+        enabled: f.optional("enabled", flag),
+    };
+    finish(Some(request), errors)
+}
+
+/// The body of `rotateWebhookEndpointSecret`: `grace_period_secs`, 0 to a day, a day when
+/// left out.
+pub fn parse_secret_rotation(body: &Value) -> Result<u32, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    only(body, &["grace_period_secs"], &mut errors);
+    let mut f = Fields::root(body, &mut errors);
+    let grace = f
+        .optional("grace_period_secs", |v, attr| {
+            v.as_u64()
+                .and_then(|secs| u32::try_from(secs).ok())
+                .filter(|secs| *secs <= MAX_SECRET_GRACE_SECS)
+                .ok_or_else(|| {
+                    format!(
+                        "The {attr} field must be an integer from 0 to {MAX_SECRET_GRACE_SECS}."
+                    )
+                })
+        })
+        .unwrap_or(MAX_SECRET_GRACE_SECS);
+    finish(Some(grace), errors)
+}
+
+/// Refuses a body that is not an object, and every field of it not in `taken`.
+fn only(body: &Value, taken: &[&str], errors: &mut ValidationErrors) {
+    let Some(object) = body.as_object() else {
+        errors.add("body", "The request body must be a JSON object.");
+        return;
+    };
+    for key in object.keys().filter(|k| !taken.contains(&k.as_str())) {
+        errors.add(
+            key.as_str(),
+            format!("The {key} field is not one this operation takes."),
+        );
+    }
+}
+
+fn url(value: &Value, attr: Attr<'_>) -> Result<String, String> {
+    bounded_text(value, attr, MAX_URL_CHARS)
+}
+
+/// `event_types` as sent: `Some(None)` for null (every type), `None` when left out or
+/// invalid (reported).
+fn event_types(f: &mut Fields<'_, '_>) -> Option<Option<Vec<EventType>>> {
+    if f.obj
+        .and_then(|o| o.get("event_types"))
+        .is_some_and(Value::is_null)
+    {
+        return Some(None);
+    }
+    let items = f.optional("event_types", |v, attr| array(v, attr, 1))?;
+    f.each("event_types", items, |f, path, item| {
+        let known = item.as_str().and_then(EventType::from_name);
+        if known.is_none() {
+            let names: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
+            f.errors.add(
+                path,
+                format!("The {path} field must be one of: {}.", names.join(", ")),
+            );
+        }
+        known
+    })
+    .map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn problems(result: Result<impl std::fmt::Debug, ValidationErrors>) -> Vec<String> {
+        result.unwrap_err().into_map().into_keys().collect()
+    }
+
+    #[test]
+    fn a_new_endpoint_needs_a_url_and_takes_chosen_types() {
+        let every = parse_new_endpoint(&json!({"url": " https://p.example/hooks "})).unwrap();
+        assert_eq!(every.url.as_deref(), Some("https://p.example/hooks"));
+        assert_eq!(every.event_types, Some(None));
+        let chosen = parse_new_endpoint(
+            &json!({"url": "https://p.example/h", "event_types": ["case.activated"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            chosen.event_types,
+            Some(Some(vec![EventType::CaseActivated]))
+        );
+        assert_eq!(
+            problems(parse_new_endpoint(&json!({"event_types": []}))),
+            ["event_types", "url"]
+        );
+        assert_eq!(
+            problems(parse_new_endpoint(
+                &json!({"url": 5, "event_types": ["case.created", "case.deleted", 7], "enabled": true})
+            )),
+            ["enabled", "event_types.1", "event_types.2", "url"]
+        );
+        assert_eq!(problems(parse_new_endpoint(&json!([]))), ["body", "url"]);
+        let long = format!("https://p.example/{}", "a".repeat(MAX_URL_CHARS));
+        assert_eq!(problems(parse_new_endpoint(&json!({"url": long}))), ["url"]);
+        assert_eq!(
+            problems(parse_new_endpoint(
+                &json!({"url": "https://p.example/\u{0}"})
+            )),
+            ["url"]
+        );
+    }
+
+    #[test]
+    fn a_change_says_only_what_changes() {
+        assert_eq!(
+            parse_endpoint_change(&json!({})).unwrap(),
+            EndpointRequest::default()
+        );
+        let change =
+            parse_endpoint_change(&json!({"event_types": null, "enabled": false})).unwrap();
+        assert_eq!(
+            (change.url, change.event_types, change.enabled),
+            (None, Some(None), Some(false))
+        );
+        assert_eq!(
+            problems(parse_endpoint_change(
+                &json!({"enabled": "no", "secret": "x"})
+            )),
+            ["enabled", "secret"]
+        );
+        assert_eq!(problems(parse_endpoint_change(&json!("x"))), ["body"]);
+    }
+
+    #[test]
+    fn a_rotation_shortens_the_grace_at_most_to_nothing() {
+        assert_eq!(
+            parse_secret_rotation(&json!({})).unwrap(),
+            MAX_SECRET_GRACE_SECS
+        );
+        assert_eq!(
+            parse_secret_rotation(&json!({"grace_period_secs": 0})).unwrap(),
+            0
+        );
+        for bad in [
+            json!(86_401),
+            json!(-1),
+            json!(1.5),
+            json!("60"),
+            json!(u64::MAX),
+        ] {
+            assert_eq!(
+                problems(parse_secret_rotation(&json!({"grace_period_secs": bad}))),
+                ["grace_period_secs"]
+            );
+        }
+    }
+}

@@ -1,0 +1,120 @@
+//! A partner's webhook endpoints as the API shows and takes them
+//! (`/partners/external/webhooks/endpoints`): where events go, which types, whether
+//! deliveries run, and the signing secret, shown when it is made and never again.
+//!
+//! The requests are read field by field by the intake-api, so every problem is reported at
+//! once; these types document them and serve clients.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::webhooks::EventType;
+
+/// Whether an endpoint receives events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Enum))]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "openapi", oai(rename_all = "lowercase"))]
+pub enum EndpointStatus {
+    /// Events are sent to it.
+    Enabled,
+    /// Nothing is sent or queued for it; `disabled_reason` says why.
+    Disabled,
+}
+
+/// A webhook endpoint (never its secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+pub struct WebhookEndpoint {
+    /// The endpoint's id: `ep_` and 32 hex digits.
+    pub id: String,
+    /// Where events are POSTed.
+    pub url: String,
+    /// The event types it receives; null for every type, those added later too.
+    pub event_types: Option<Vec<EventType>>,
+    /// Whether events are sent to it.
+    pub status: EndpointStatus,
+    /// Why deliveries stopped: your change, an operator's, a `410 Gone` from the endpoint,
+    /// or an address events may not go to. Null while enabled.
+    pub disabled_reason: Option<String>,
+    /// When deliveries stopped; null while enabled.
+    pub disabled_at: Option<DateTime<Utc>>,
+    /// After a secret rotation, until when the previous secret signs beside the new one
+    /// (each request then carries two signatures); null otherwise.
+    pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// When it was made.
+    pub created_at: DateTime<Utc>,
+    /// When it was last changed.
+    pub updated_at: DateTime<Utc>,
+}
+
+/// An endpoint with its signing secret: the answer to making one or rotating its secret,
+/// the only times the secret is shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+pub struct WebhookEndpointWithSecret {
+    /// The endpoint.
+    #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", oai(flatten))]
+    pub endpoint: WebhookEndpoint,
+    /// The signing secret (`whsec_` and base64), for verifying each request's
+    /// `webhook-signature` as the Standard Webhooks specification has it. Keep it secret;
+    /// it is not shown again.
+    pub secret: String,
+}
+
+/// `{"data": [...]}`: a partner's endpoints, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+pub struct WebhookEndpointList {
+    /// The endpoints.
+    pub data: Vec<WebhookEndpoint>,
+}
+
+/// A new endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+#[cfg_attr(feature = "openapi", oai(deny_unknown_fields))]
+pub struct NewWebhookEndpoint {
+    /// Where events are POSTed: an https URL on a public address.
+    pub url: String,
+    /// The event types it receives (at least one); leave it out, or null, for every type,
+    /// those added later too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<EventType>>,
+}
+
+/// A change to an endpoint: what is left out stays as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+#[cfg_attr(feature = "openapi", oai(deny_unknown_fields))]
+pub struct WebhookEndpointChange {
+    /// Where events are POSTed: an https URL on a public address.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// The event types it receives (at least one); null for every type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_types: Option<Vec<EventType>>,
+    /// False stops deliveries (events are not queued for it meanwhile); true starts them
+    /// again, after a `410 Gone` too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// A new signing secret for an endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+#[cfg_attr(feature = "openapi", oai(deny_unknown_fields))]
+pub struct SecretRotation {
+    /// How long the previous secret keeps signing beside the new one, in seconds: 0 to
+    /// 86400, a day when left out. Switch your verification to the new secret within it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(minimum(value = "0"), maximum(value = "86400")))
+    )]
+    pub grace_period_secs: Option<u32>,
+}
+
+/// The longest (and default) time a previous secret signs beside a new one, in seconds.
+pub const MAX_SECRET_GRACE_SECS: u32 = 86_400;
