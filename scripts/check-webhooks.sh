@@ -2,8 +2,11 @@
 # Webhooks as a partner receives them: a receiver verifying every request with the Standard
 # Webhooks reference library (Python `standardwebhooks`), down while a case is created,
 # updated and given a product, then back up: every event must arrive, verified, each case's
-# in the order the changes happened, and the case's activation after them. Starts the
-# one-process stack (target/debug/partner-intake, or target/release/ when given --release).
+# in the order the changes happened, and the case's activation after them. Then an endpoint
+# the partner makes through the API, receiving only the types it chose, its secret rotated
+# by the partner: during the grace every request verifies with both the new and the
+# previous secret. Starts the one-process stack (target/debug/partner-intake, or
+# target/release/ when given --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/stack.sh
@@ -21,7 +24,11 @@ receiver_port=$(free_port)
 touch "$work/down" "$work/events.jsonl"
 python3 scripts/webhook_receiver.py "$receiver_port" "$work/secret" "$work/events.jsonl" "$work/down" &
 receiver_pid=$!
-trap 'kill $receiver_pid 2>/dev/null; stop_stack' EXIT
+api_port=$(free_port)
+touch "$work/api-events.jsonl" "$work/api-secrets"
+python3 scripts/webhook_receiver.py "$api_port" "$work/api-secrets" "$work/api-events.jsonl" "$work/api-down" &
+api_receiver_pid=$!
+trap 'kill $receiver_pid $api_receiver_pid 2>/dev/null; stop_stack' EXIT
 
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 id=$(field client_id <"$work/data/demo-client.json")
@@ -32,7 +39,8 @@ INTAKE_DATABASE_URL="sqlite://$work/data/intake.db?mode=rwc" INTAKE_WEBHOOK_ALLO
     --show-secret | field secret >"$work/secret"
 
 token=$(curl -fsS "$auth/oauth/token" -d grant_type=client_credentials -d "client_id=$id" \
-    -d "client_secret=$secret" -d scope=enquiry:case:intake:create | field access_token)
+    -d "client_secret=$secret" -d "scope=enquiry:case:intake:create webhooks:manage" |
+    field access_token)
 enquiry=$(sed 's/EMAIL/webhooks@example.com/' bench/enquiry.json)
 post() { curl -fsS -o /dev/null "$intake$1" -H "Authorization: Bearer $token" -H 'Content-Type: application/json' -d "$2"; }
 post /partners/external/intake "$enquiry"
@@ -64,4 +72,39 @@ ids = [r["id"] for r in records]
 if len(set(ids)) != len(ids):
     print(f"note: an event arrived twice (at least once is the promise): {ids}")
 print(f"ok   webhooks: {len(records)} events verified with standardwebhooks, in order: {types}")
+PY
+
+# The partner's own endpoint, made and rotated through the API.
+api() { curl -fsS "$intake/partners/external/webhooks/endpoints$1" -H "Authorization: Bearer $token" \
+    -H 'Content-Type: application/json' -d "$2"; }
+made=$(api "" "{\"url\":\"http://127.0.0.1:$api_port/hooks\",\"event_types\":[\"case.created\",\"case.updated\"]}")
+endpoint=$(field id <<<"$made")
+old=$(field secret <<<"$made")
+new=$(api "/$endpoint/rotate-secret" '{"grace_period_secs":3600}' | field secret)
+[ "$new" != "$old" ] || { echo "FAIL webhooks: the rotation kept the secret" >&2; exit 1; }
+printf '%s\n%s\n' "$new" "$old" >"$work/api-secrets"
+rotated=$(sed 's/EMAIL/rotated@example.com/' bench/enquiry.json)
+post /partners/external/intake "$rotated"
+post /partners/external/intake/attach '{"email":"rotated@example.com","product_uuid":"3f1c2a9e-5b7d-4e21-9c3a-8d4f6b2e1a07"}'
+post /partners/external/intake "$rotated"
+
+python3 - "$work/api-events.jsonl" <<'PY'
+import json, sys, time
+path = sys.argv[1]
+want = ["case.created", "case.updated"]
+deadline = time.time() + 30
+while True:
+    records = [json.loads(l) for l in open(path) if l.strip()]
+    forged = [r for r in records if "forged" in r]
+    if forged:
+        sys.exit(f"FAIL webhooks: a request to the rotated endpoint did not verify with both secrets: {forged[0]}")
+    types = [r["event"]["type"] for r in records]
+    if types == want or time.time() > deadline:
+        break
+    time.sleep(0.2)
+if types != want:
+    sys.exit(f"FAIL webhooks: the API's endpoint got {types}, want {want} (no product.attached)")
+if any(r["secrets"] != 2 for r in records):
+    sys.exit(f"FAIL webhooks: not verified with both secrets: {records}")
+print(f"ok   webhooks: the partner's own endpoint got only its types, {types}, each verified with standardwebhooks under both the rotated and the previous secret")
 PY

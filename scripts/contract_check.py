@@ -19,6 +19,7 @@ import copy
 import importlib
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -175,9 +176,19 @@ def assertion(client_id, private):
     return str(Jwt.sign(claims, key=private, alg="ES256"))
 
 
+def path_values(token):
+    """Values for the documents' path parameters: an endpoint the demo partner makes."""
+    made = httpx.post(f"{INTAKE}/partners/external/webhooks/endpoints",
+                      json={"url": "https://partner.example/contract"},
+                      headers={"Authorization": f"Bearer {token}"})
+    check(made.status_code == 201, f"a webhook endpoint to send the examples to ({made.status_code})")
+    return {"endpoint_id": made.json().get("id", "ep_none")}
+
+
 def every_example_succeeds(docs, demo, token):
     headers = {"Authorization": f"Bearer {token}"}
     keyed = keyed_partner()
+    values = path_values(token)
     sent = 0
     for name, doc in docs.items():
         base = AUTH if name == "auth-server" else INTAKE
@@ -192,7 +203,8 @@ def every_example_succeeds(docs, demo, token):
                         # The example's credentials stand for the partner's own.
                         body.update(client_id=demo["client_id"], client_secret=demo["client_secret"])
                     success = sorted(s for s in op["responses"] if s.startswith("2"))
-                    answer = httpx.request(method.upper(), base + path, json=body, headers=headers)
+                    target = re.sub(r"\{(\w+)\}", lambda m: values[m.group(1)], path)
+                    answer = httpx.request(method.upper(), base + target, json=body, headers=headers)
                     sent += 1
                     check(str(answer.status_code) in success,
                           f"{op['operationId']} example {label!r} answers {answer.status_code} (documented success: {', '.join(success)})")

@@ -2,8 +2,10 @@
 Standard Webhooks reference library and appends each verified event to a file.
 
 Usage: webhook_receiver.py PORT SECRET_FILE EVENTS_FILE DOWN_FLAG_FILE
-While DOWN_FLAG_FILE exists it answers 503 without looking at the request; a request that
-fails verification is answered 400 and written to EVENTS_FILE as {"forged": ...}.
+SECRET_FILE holds one secret a line; a request must verify with each of them (during a
+secret rotation's grace, with the new and the previous one). While DOWN_FLAG_FILE exists it
+answers 503 without looking at the request; a request that fails verification is answered
+400 and written to EVENTS_FILE as {"forged": ...}.
 """
 
 import json
@@ -24,11 +26,13 @@ class Handler(BaseHTTPRequestHandler):
             self.end_headers()
             return
         with open(SECRET_FILE) as f:
-            secret = f.read().strip()
+            secrets = [line.strip() for line in f if line.strip()]
         headers = {k.lower(): v for k, v in self.headers.items()}
         try:
-            event = Webhook(secret).verify(body, headers)
-            record = {"id": headers["webhook-id"], "event": event}
+            if not secrets:
+                raise WebhookVerificationError("no secret to verify with")
+            events = [Webhook(secret).verify(body, headers) for secret in secrets]
+            record = {"id": headers["webhook-id"], "event": events[0], "secrets": len(secrets)}
             status = 204
         except WebhookVerificationError as e:
             record = {"forged": str(e)}

@@ -530,6 +530,10 @@ fn refine_webhook_endpoints(doc: &mut Value) {
     ] {
         if let Some(schema) = schema_mut(doc, name) {
             nullable_optionals(schema);
+            if !name.starts_with("WebhookEndpoint") || name == "WebhookEndpointChange" {
+                // The service refuses a field these requests do not take.
+                schema.insert("additionalProperties".into(), json!(false));
+            }
         }
     }
     if let Some(create) = operation_mut(doc, ENDPOINTS, "post") {
