@@ -28,15 +28,17 @@ pub const REFERRAL_SCOPE: &str = "enquiry:referral:create";
 /// A partner's client of the intake API. Cheap to clone; clones share one token.
 #[derive(Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
-struct Inner {
+pub(crate) struct Inner {
     http: reqwest::Client,
     submit_url: reqwest::Url,
     attach_url: reqwest::Url,
     referral_url: reqwest::Url,
     cases_url: reqwest::Url,
+    /// `/partners/external/webhooks`, the base of the webhook operations.
+    pub(crate) webhooks_url: reqwest::Url,
     tokens: TokenSource,
 }
 
@@ -166,11 +168,12 @@ impl ClientBuilder {
             let url = format!("{}{path}", base.as_str().trim_end_matches('/'));
             parse_url("intake", &url)
         };
-        let (submit_url, attach_url, referral_url, cases_url) = (
+        let (submit_url, attach_url, referral_url, cases_url, webhooks_url) = (
             endpoint("/partners/external/intake")?,
             endpoint("/partners/external/intake/attach")?,
             endpoint("/partners/external/referrals")?,
             endpoint("/partners/external/cases")?,
+            endpoint("/partners/external/webhooks")?,
         );
         let http = match self.http {
             Some(http) => http,
@@ -203,6 +206,7 @@ impl ClientBuilder {
                 attach_url,
                 referral_url,
                 cases_url,
+                webhooks_url,
                 tokens,
             }),
         })
@@ -288,7 +292,7 @@ impl Client {
         Ok(answer.body)
     }
 
-    async fn post<B: serde::Serialize, T: DeserializeOwned>(
+    pub(crate) async fn post<B: serde::Serialize, T: DeserializeOwned>(
         &self,
         url: &reqwest::Url,
         body: &B,
@@ -301,7 +305,7 @@ impl Client {
             .await
     }
 
-    async fn call<T: DeserializeOwned>(
+    pub(crate) async fn call<T: DeserializeOwned>(
         &self,
         method: Method,
         url: &reqwest::Url,
@@ -397,7 +401,13 @@ async fn read<T: DeserializeOwned>(
         .map(str::to_owned);
     let bytes = resp.bytes().await.map_err(Error::Http)?;
     if success.contains(&status) {
-        let body = serde_json::from_slice(&bytes)
+        // An answer without a body (204) reads as JSON null: `()` for the callers expecting it.
+        let bytes = if status == 204 {
+            &b"null"[..]
+        } else {
+            &bytes[..]
+        };
+        let body = serde_json::from_slice(bytes)
             .map_err(|source| Error::UnexpectedBody { status, source })?;
         return Ok(Answer {
             status,

@@ -59,6 +59,19 @@ pub enum Error {
         /// The service's message.
         message: String,
     },
+    /// 404 to a webhook endpoint operation: this partner has no endpoint by that id.
+    #[error("webhook endpoint not found (404): {message}")]
+    EndpointNotFound {
+        /// The service's message.
+        message: String,
+    },
+    /// 409 to making a webhook endpoint: this partner has as many as it may; remove one
+    /// first.
+    #[error("at the webhook endpoint limit (409): {message}")]
+    EndpointLimit {
+        /// The service's message.
+        message: String,
+    },
     /// 413: the body is over the service's size limit.
     #[error("request too large (413): {message}")]
     TooLarge {
@@ -114,6 +127,16 @@ pub enum Error {
 }
 
 impl Error {
+    /// The same error as a webhook endpoint operation means it: a 404 is about the
+    /// endpoint, a 409 (without `Retry-After`, no key being sent) about the limit.
+    pub(crate) fn about_endpoints(self) -> Self {
+        match self {
+            Self::CaseNotFound { message } => Self::EndpointNotFound { message },
+            Self::KeyReused { message } => Self::EndpointLimit { message },
+            other => other,
+        }
+    }
+
     /// How long the service asked to wait before retrying, when it said.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

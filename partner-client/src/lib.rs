@@ -4,8 +4,9 @@
 //! it 30 seconds before it expires (spec 5.4), with a single token request in flight however
 //! many tasks call at once, and retries a call once with a fresh token when the API answers
 //! 401. [`Client::submit`], [`Client::attach`], [`Client::refer`] and [`Client::case`] take and
-//! return the types of `openapi/intake-api.yaml`; every documented error is an [`Error`]
-//! variant.
+//! return the types of `openapi/intake-api.yaml`, as do the webhook endpoint operations
+//! ([`Client::create_webhook_endpoint`]...); every documented error is an [`Error`] variant.
+//! [`WebhookVerifier`] checks a webhook delivery's signature.
 //!
 //! ```no_run
 //! # async fn run(enquiry: partner_client::Enquiry) -> Result<(), Box<dyn std::error::Error>> {
@@ -30,6 +31,7 @@
 
 mod client;
 mod error;
+mod webhooks;
 pub mod wire;
 
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
@@ -47,9 +49,14 @@ pub use token_client::{
 };
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;
+pub use webhooks::{
+    DEFAULT_TOLERANCE, SignatureError, VerifyError, WEBHOOKS_SCOPE, WebhookVerifier,
+};
 pub use wire::{
     Address, ApplicationType, AttachRequest, CaseResponse, CaseState, CaseStatusBody, CreditIssue,
-    EmploymentStatus, Enquiry, MessageBody, MortgageScheme, OAuthErrorBody, Purchase, PurchaseType,
-    Purpose, RedirectResponse, ReferralRequest, ReferralResponse, Remortgage, RemortgageReason,
-    Stage, ValidationErrorBody,
+    EmploymentStatus, EndpointStatus, Enquiry, EventType, EventTypeList, MessageBody,
+    MortgageScheme, NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose,
+    RedirectResponse, ReferralRequest, ReferralResponse, Remortgage, RemortgageReason, Stage,
+    ValidationErrorBody, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointWithSecret,
+    WebhookEvent, WebhookEventData,
 };

@@ -2,6 +2,11 @@
 //! goes over the wire is exactly what serde makes of these.
 
 pub use shared::error::OAuthErrorBody;
+pub use shared::intake::webhook_endpoints::{
+    EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
+    WebhookEndpointList, WebhookEndpointWithSecret,
+};
+pub use shared::intake::webhooks::{EventType, EventTypeList, WebhookEvent, WebhookEventData};
 pub use shared::intake::{
     Address, AttachRequest, CaseResponse, CaseState, CaseStatusBody, Enquiry, MessageBody,
     Purchase, Purpose, RedirectResponse, ReferralRequest, ReferralResponse, Remortgage,

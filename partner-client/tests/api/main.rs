@@ -6,4 +6,5 @@ mod helpers;
 mod calls;
 mod dpop;
 mod tokens;
+mod webhooks;
 mod wire;

@@ -3,9 +3,11 @@
 
 use std::collections::BTreeSet;
 
+use partner_client::wire::SecretRotation;
 use partner_client::{
-    Address, AttachRequest, CaseState, CaseStatusBody, Enquiry, OAuthErrorBody, Purchase,
-    PurchaseType, Purpose, Remortgage, RemortgageReason,
+    Address, AttachRequest, CaseState, CaseStatusBody, EndpointStatus, Enquiry, EventType,
+    NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose, Remortgage,
+    RemortgageReason, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointWithSecret,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -109,9 +111,41 @@ fn the_wire_types_name_every_property_of_the_documents() {
         activated_at: Some(now),
         product_uuid: Some(product()),
     };
-    let cases = cases
-        .into_iter()
-        .chain([("CaseStatusBody", keys_of(&[case]))]);
+    let endpoint = WebhookEndpoint {
+        id: "ep_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d".into(),
+        url: "https://partner.example/hooks".into(),
+        event_types: Some(vec![EventType::CaseCreated]),
+        status: EndpointStatus::Disabled,
+        disabled_reason: Some("disabled by the partner".into()),
+        disabled_at: Some(now),
+        previous_secret_expires_at: Some(now),
+        created_at: now,
+        updated_at: now,
+    };
+    let with_secret = WebhookEndpointWithSecret {
+        endpoint: endpoint.clone(),
+        secret: "whsec_c2VjcmV0".into(),
+    };
+    let new = NewWebhookEndpoint {
+        url: endpoint.url.clone(),
+        event_types: Some(vec![EventType::CaseCreated]),
+    };
+    let change = WebhookEndpointChange {
+        url: Some(endpoint.url.clone()),
+        event_types: Some(vec![EventType::CaseCreated]),
+        enabled: Some(true),
+    };
+    let rotation = SecretRotation {
+        grace_period_secs: Some(60),
+    };
+    let cases = cases.into_iter().chain([
+        ("CaseStatusBody", keys_of(&[case])),
+        ("WebhookEndpoint", keys_of(&[endpoint])),
+        ("WebhookEndpointWithSecret", keys_of(&[with_secret])),
+        ("NewWebhookEndpoint", keys_of(&[new])),
+        ("WebhookEndpointChange", keys_of(&[change])),
+        ("SecretRotation", keys_of(&[rotation])),
+    ]);
     for (schema, ours) in cases {
         assert_eq!(schema_properties(&intake, schema), ours, "{schema}");
     }
