@@ -190,10 +190,19 @@ impl CaseStore {
     /// partner's oldest endpoint.
     pub async fn webhook_endpoints_due(&self) -> Result<Vec<EndpointDue>, StoreError> {
         bounded(async {
-            let backend = self.db().get_database_backend();
-            self.db()
-                .execute_raw(backend.build(&adopt_statement()))
+            // Looked for first, so the common case (none) takes no write lock: on SQLite an
+            // UPDATE would, even one that changes nothing.
+            let unassigned = webhook_delivery::Entity::find()
+                .filter(webhook_delivery::Column::EndpointId.eq(Uuid::nil()))
+                .filter(pending(webhook_delivery::Entity))
+                .one(self.db())
                 .await?;
+            if unassigned.is_some() {
+                let backend = self.db().get_database_backend();
+                self.db()
+                    .execute_raw(backend.build(&adopt_statement()))
+                    .await?;
+            }
             let now = Utc::now();
             let mut due = Query::select();
             due.expr(Expr::val(1))
@@ -624,8 +633,8 @@ fn earlier_pending(d: &Alias, p: &Alias) -> SelectStatement {
 }
 
 /// Gives each pending event queued without an endpoint (the nil id: a server that knew one
-/// endpoint per partner queued it) its partner's oldest endpoint. Such events are found
-/// through the due index under the nil id, so when there are none this costs one probe.
+/// endpoint per partner queued it) its partner's oldest endpoint; they are found through the
+/// due index under the nil id.
 fn adopt_statement() -> UpdateStatement {
     let ep = Alias::new("ep");
     let mut oldest = Query::select();
