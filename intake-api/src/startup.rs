@@ -113,6 +113,11 @@ const INTAKE_METRICS: &[MetricHelp] = &[
         help: "Webhook sends, by outcome: `delivered`, `retry` (to be tried again), `failed` (retry window over) or `gone` (410: endpoint disabled).",
     },
     MetricHelp {
+        name: "intake_webhook_endpoints_disabled_total",
+        kind: MetricKind::Counter,
+        help: "Webhook endpoints the worker disabled, by reason: `gone` (410), `not_public` (its address) or `failing` (every try failed for INTAKE_WEBHOOK_DISABLE_AFTER_SECS).",
+    },
+    MetricHelp {
         name: "intake_webhook_delivery_lag_seconds",
         kind: MetricKind::Histogram,
         help: "From a change to its webhook's delivery.",

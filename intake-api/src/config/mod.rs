@@ -237,6 +237,10 @@ pub struct Config {
     /// to one endpoint.
     #[arg(long, env = "INTAKE_WEBHOOK_ENDPOINTS_PER_PARTNER", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100))]
     pub webhook_endpoints_per_partner: u64,
+    /// How long an endpoint may fail every delivery before it is disabled, in seconds (5
+    /// days); the partner sees why and enables it again.
+    #[arg(long, env = "INTAKE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub webhook_disable_after_secs: u64,
 }
 
 impl Config {

@@ -23,6 +23,8 @@ pub struct Model {
     /// The event types it receives, one bit each (`crate::webhooks::store::Subscription`);
     /// null for every type, those added later too.
     pub event_types: Option<i32>,
+    /// Since when every round of sends to it failed; null while deliveries go through.
+    pub failing_since: Option<DateTimeUtc>,
     /// When deliveries stopped (the endpoint answered 410); null while active.
     pub disabled_at: Option<DateTimeUtc>,
     /// Why deliveries stopped.

@@ -369,6 +369,7 @@ fn wire(view: EndpointView) -> WebhookEndpoint {
         },
         disabled_reason: view.disabled_at.and(view.disabled_reason),
         disabled_at: view.disabled_at,
+        failing_since: view.failing_since,
         previous_secret_expires_at: view.previous_secret_until,
         created_at: view.created_at,
         updated_at: view.updated_at,

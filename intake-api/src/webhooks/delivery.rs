@@ -119,6 +119,9 @@ pub async fn run(state: Arc<AppState>) {
         }
     };
     let period = Duration::from_millis(state.config.webhook_poll_ms.max(10));
+    for reason in DISABLED_REASONS {
+        metrics::counter!(DISABLED_METRIC, "reason" => reason).increment(0);
+    }
     let endpoints = Endpoints::default();
     let mut tasks = JoinSet::new();
     let mut counted: Option<Instant> = None;
@@ -215,9 +218,10 @@ async fn serve(
         let mut known = known(&endpoints);
         let this = known.entry(endpoint.id).or_default();
         match round {
-            Round::Down => {
+            Round::Down { asked } => {
                 this.down_rounds = this.down_rounds.saturating_add(1);
-                let wait = backoff(this.down_rounds, base, MAX_PROBE_WAIT);
+                let wait =
+                    backoff(this.down_rounds, base, MAX_PROBE_WAIT).max(asked.min(MAX_BACKOFF));
                 this.resume_at = Some(Instant::now() + wait);
                 this.again = false;
             }
@@ -271,14 +275,20 @@ enum Round {
         /// Whether to look again at once.
         more: bool,
     },
-    /// Sends were tried and none was delivered: the endpoint looks down.
-    Down,
+    /// Sends were tried and none was delivered: the endpoint looks down. `asked` is the
+    /// longest `Retry-After` it answered with (zero when none).
+    Down {
+        /// How long the endpoint asked to be left alone.
+        asked: Duration,
+    },
 }
 
 /// Where one endpoint's events go, as it was when they were claimed.
 struct Target {
     url: String,
     signer: Signer,
+    /// Its rounds were all failing when it was read.
+    failing: bool,
 }
 
 /// What a claim found: where to send, and what.
@@ -313,6 +323,8 @@ async fn deliver_to(
     let (mut more, mut successors) = (true, false);
     // The endpoint is down, gone or refused: nothing more is sent this round.
     let (mut stop, mut gone, mut refused) = (false, false, None);
+    // The longest `Retry-After` of the round's answers, and whether the endpoint was failing.
+    let (mut asked, mut failing) = (Duration::ZERO, false);
     loop {
         if more && !stop && claims.is_empty() && waiting.len() < REFILL_BELOW {
             let (state, id) = (state.clone(), endpoint.id);
@@ -344,6 +356,7 @@ async fn deliver_to(
                         more = due.len() as u64 == limit;
                         // Their cases' later events fall due once these are recorded.
                         successors |= due.iter().any(|e| e.later_waiting);
+                        failing |= endpoint.failing;
                         target = Some(endpoint);
                         waiting.extend(due);
                     }
@@ -365,6 +378,9 @@ async fn deliver_to(
                 let Ok((event, sent)) = done else {
                     continue;
                 };
+                if let Ok(answer) = &sent {
+                    asked = asked.max(answer.retry_after.unwrap_or_default());
+                }
                 let outcome = judge(state, &event, sent);
                 count(&outcome);
                 match &outcome {
@@ -400,26 +416,87 @@ async fn deliver_to(
     }
     drop(outcomes);
     let _ = recorder.await;
+    let round = match (delivered, failed) {
+        (0, 0) => Round::Idle,
+        (0, _) => Round::Down { asked },
+        _ => Round::Delivered { more: successors },
+    };
     let disabled = if gone {
         tracing::warn!(%client_id, endpoint = %id, "webhook endpoint answered 410 Gone; disabled");
-        Some("the endpoint answered 410 Gone".to_owned())
+        Some(("gone", "the endpoint answered 410 Gone".to_owned()))
     } else if let Some((ip, reason)) = refused {
         tracing::warn!(%client_id, endpoint = %id, %ip, "webhook endpoint's address is not public; disabled");
-        Some(reason)
+        Some(("not_public", reason))
     } else {
-        None
+        match round {
+            Round::Down { .. } => failing_too_long(state, endpoint).await,
+            Round::Delivered { .. } if failing => {
+                if let Err(e) = state.cases.endpoint_recovered(*id).await {
+                    tracing::warn!(error = %e, %client_id, endpoint = %id, "noting a webhook endpoint's recovery failed");
+                }
+                None
+            }
+            _ => None,
+        }
     };
-    if let Some(reason) = disabled {
-        if let Err(e) = state.cases.disable_endpoint(*id, &reason).await {
-            tracing::warn!(error = %e, %client_id, endpoint = %id, "disabling a webhook endpoint failed");
+    if let Some((label, reason)) = disabled {
+        match state.cases.disable_endpoint(*id, &reason).await {
+            Ok(()) => metrics::counter!(DISABLED_METRIC, "reason" => label).increment(1),
+            Err(e) => {
+                tracing::warn!(error = %e, %client_id, endpoint = %id, "disabling a webhook endpoint failed");
+            }
         }
         return Round::Idle;
     }
-    match (delivered, failed) {
-        (0, 0) => Round::Idle,
-        (0, _) => Round::Down,
-        _ => Round::Delivered { more: successors },
+    round
+}
+
+/// Endpoints disabled by the worker, by why: `gone` (410), `not_public` (its address), or
+/// `failing` (every try failed for `INTAKE_WEBHOOK_DISABLE_AFTER_SECS`).
+pub const DISABLED_METRIC: &str = "intake_webhook_endpoints_disabled_total";
+
+/// The reasons of [`DISABLED_METRIC`], each counted from zero from the start so the first
+/// disabling shows as an increase.
+pub const DISABLED_REASONS: [&str; 3] = ["gone", "not_public", "failing"];
+
+/// Notes a failed round of `endpoint`'s; the reason to disable it when its rounds have all
+/// failed for longer than the deployment allows.
+async fn failing_too_long(state: &AppState, endpoint: &Endpoint) -> Option<(&'static str, String)> {
+    let Endpoint { id, client_id } = endpoint;
+    let now = Utc::now();
+    let since = match state.cases.endpoint_failing(*id, now).await {
+        Ok(since) => since?,
+        Err(e) => {
+            tracing::warn!(error = %e, %client_id, endpoint = %id, "noting a webhook endpoint's failure failed");
+            return None;
+        }
+    };
+    let allowed = Duration::from_secs(state.config.webhook_disable_after_secs);
+    let failing = (now - since).to_std().unwrap_or_default();
+    if failing < allowed {
+        return None;
     }
+    tracing::warn!(%client_id, endpoint = %id, %since, "webhook endpoint failed every delivery for too long; disabled");
+    Some((
+        "failing",
+        format!(
+            "every delivery failed for {} (since {}); fix the endpoint, then enable it again",
+            humane(allowed),
+            since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+        ),
+    ))
+}
+
+/// A duration as people read it: the largest whole unit.
+fn humane(d: Duration) -> String {
+    let secs = d.as_secs();
+    let (n, unit) = match secs {
+        s if s >= 86_400 && s % 86_400 == 0 => (s / 86_400, "day"),
+        s if s >= 3_600 && s % 3_600 == 0 => (s / 3_600, "hour"),
+        s if s >= 60 && s % 60 == 0 => (s / 60, "minute"),
+        s => (s, "second"),
+    };
+    format!("{n} {unit}{}", if n == 1 { "" } else { "s" })
 }
 
 /// Reads endpoint `id` and, when it is active, claims up to `limit` of its due events.
@@ -480,6 +557,7 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
             Arc::new(Target {
                 url: endpoint.url.clone(),
                 signer,
+                failing: endpoint.failing_since.is_some(),
             }),
             due,
         ),
@@ -516,8 +594,24 @@ fn count(outcome: &TryOutcome) {
     metrics::counter!("intake_webhook_attempts_total", "outcome" => label).increment(1);
 }
 
-/// What came of one send: the status, or why none came.
-type Sent = Result<u16, String>;
+/// An endpoint's answer to one send.
+struct Answer {
+    status: u16,
+    /// How long it asked us to wait (`Retry-After`), if it did.
+    retry_after: Option<Duration>,
+}
+
+/// What came of one send: the answer, or why none came.
+type Sent = Result<Answer, String>;
+
+/// A `Retry-After` header's wait: seconds, or an HTTP date (none for one passed).
+fn retry_after(headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    let value = headers.get(reqwest::header::RETRY_AFTER)?;
+    token_client::retry_after(Some(value)).or_else(|| {
+        let at = chrono::DateTime::parse_from_rfc2822(value.to_str().ok()?.trim()).ok()?;
+        (at.with_timezone(&Utc) - Utc::now()).to_std().ok()
+    })
+}
 
 async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> Sent {
     if event.fails_on_purpose && event.attempts <= WEBHOOK_FAILURES {
@@ -547,22 +641,39 @@ async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> S
                 format!("could not connect: {e}")
             }
         })?;
-    Ok(answer.status().as_u16())
+    Ok(Answer {
+        status: answer.status().as_u16(),
+        retry_after: retry_after(answer.headers()),
+    })
 }
 
 /// How a send ends for the event: delivered on 2xx; on 410 given up (the endpoint is
-/// disabled); otherwise tried again, unless the retry window has passed.
+/// disabled); otherwise tried again, unless the retry window has passed: after the back-off,
+/// or the `Retry-After` of a 429 or 503 when that is longer (an hour at most).
 fn judge(state: &AppState, event: &DueDelivery, sent: Sent) -> TryOutcome {
-    let (status, error) = match sent {
-        Ok(status) if (200..300).contains(&status) => return TryOutcome::Delivered,
-        Ok(410) => {
+    let (status, error, asked) = match sent {
+        Ok(answer) if (200..300).contains(&answer.status) => return TryOutcome::Delivered,
+        Ok(Answer { status: 410, .. }) => {
             return TryOutcome::Failed {
                 status: Some(410),
                 error: "the endpoint answered 410 Gone".into(),
             };
         }
-        Ok(status) => (Some(status), format!("the endpoint answered {status}")),
-        Err(error) => (None, error),
+        Ok(Answer {
+            status,
+            retry_after,
+        }) => {
+            let asked = retry_after.filter(|_| matches!(status, 429 | 503));
+            let error = match asked {
+                Some(wait) => format!(
+                    "the endpoint answered {status}, Retry-After {} s",
+                    wait.as_secs()
+                ),
+                None => format!("the endpoint answered {status}"),
+            };
+            (Some(status), error, asked)
+        }
+        Err(error) => (None, error, None),
     };
     let now = Utc::now();
     let window = chrono::Duration::seconds(state.config.webhook_retry_secs as i64);
@@ -570,11 +681,12 @@ fn judge(state: &AppState, event: &DueDelivery, sent: Sent) -> TryOutcome {
         return TryOutcome::Failed { status, error };
     }
     let base = Duration::from_millis(state.config.webhook_backoff_ms);
-    TryOutcome::Retry {
-        at: next_try(now, event.attempts, base),
-        status,
-        error,
+    let mut at = next_try(now, event.attempts, base);
+    if let Some(asked) = asked {
+        let asked = now + chrono::Duration::from_std(asked.min(MAX_BACKOFF)).unwrap_or_default();
+        at = at.max(asked);
     }
+    TryOutcome::Retry { at, status, error }
 }
 
 #[cfg(test)]

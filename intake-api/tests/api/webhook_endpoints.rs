@@ -4,11 +4,15 @@
 //! during the grace, removed. Another partner can neither read nor change them, nor tell
 //! them from ids that name nothing; bad requests get a 4xx saying what is wrong.
 
+use std::time::Duration;
+
 use reqwest::Method;
 use serde_json::{Value, json};
 use shared::claims::scopes::WEBHOOKS_MANAGE;
 
-use crate::helpers::{Backend, ENQUIRY, INTAKE, Reply, TestApp, fresh_email, purchase_enquiry};
+use crate::helpers::{
+    Backend, ENQUIRY, INTAKE, Reply, TestApp, eventually, fresh_email, metric, purchase_enquiry,
+};
 use crate::webhooks::{Receiver, expected_signature, webhook_settings};
 use test_support::on_both_backends;
 
@@ -326,7 +330,87 @@ async fn isolation_holds_under_random_interleavings(backend: Backend) {
     }
 }
 
+/// An endpoint whose every try fails for the deployment's period is disabled: the partner
+/// reads why and since when, operators count it; enabled again, its events go.
+async fn an_endpoint_failing_for_the_period_is_disabled_and_says_why(backend: Backend) {
+    let app = TestApp::spawn_with(backend, |c| {
+        webhook_settings(c);
+        c.webhook_disable_after_secs = 1;
+    })
+    .await;
+    let partner = Partner::new(&app).await;
+    let receiver = Receiver::start().await;
+    receiver.answer(500);
+    let made = partner.create(&app, json!({"url": receiver.url})).await;
+    let id = id_of(&made);
+    partner.enquire(&app, &fresh_email()).await;
+
+    let disabled = eventually(Duration::from_secs(30), || async {
+        let read = partner.read(&app, &id).await;
+        (read.body["status"] == "disabled").then_some(read.body)
+    })
+    .await
+    .expect("disabled after failing for a second");
+    let reason = disabled["disabled_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("every delivery failed for 1 second (since "),
+        "{reason}"
+    );
+    assert!(disabled["failing_since"].is_string(), "{disabled}");
+    // The recorder is the test process's: the other database's run may have counted too.
+    let counted = metric(
+        &app.http,
+        &app.intake.base_url(),
+        "intake_webhook_endpoints_disabled_total",
+        "failing",
+    )
+    .await;
+    assert!(counted >= 1.0, "{counted}");
+    let tries = receiver.got().len();
+    assert!(tries >= 2, "{tries} tries");
+
+    // Fixed and enabled: what waited is sent, and it is failing no more.
+    receiver.answer(200);
+    let enabled = partner.change(&app, &id, json!({"enabled": true})).await;
+    assert_eq!(
+        enabled.body["failing_since"],
+        Value::Null,
+        "{}",
+        enabled.body
+    );
+    receiver.wait_for(1).await;
+    assert_eq!(receiver.delivered(), ["case.created"]);
+}
+
+/// A 429 or 503 with `Retry-After` is tried again no sooner than it asks, however short the
+/// back-off.
+async fn retry_after_is_waited_for(backend: Backend) {
+    let app = TestApp::spawn_with(backend, webhook_settings).await;
+    let partner = Partner::new(&app).await;
+    let receiver = Receiver::start().await;
+    receiver.answer(429);
+    receiver.ask_to_wait(2);
+    partner.create(&app, json!({"url": receiver.url})).await;
+    partner.enquire(&app, &fresh_email()).await;
+    eventually(Duration::from_secs(10), || async {
+        (!receiver.got().is_empty()).then_some(())
+    })
+    .await
+    .expect("a first try");
+    receiver.ask_to_wait(0);
+    receiver.answer(200);
+    let got = receiver.wait_for(1).await;
+    let all = receiver.got();
+    let waited = got[0].at.duration_since(all[0].at);
+    assert!(
+        waited >= Duration::from_millis(1900),
+        "tried again after {waited:?}"
+    );
+}
+
 on_both_backends!(
+    an_endpoint_failing_for_the_period_is_disabled_and_says_why,
+    retry_after_is_waited_for,
     a_partner_manages_its_endpoints_through_the_api,
     partners_see_and_change_only_their_own_endpoints,
     isolation_holds_under_random_interleavings,

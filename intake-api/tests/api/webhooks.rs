@@ -32,6 +32,8 @@ pub(crate) struct Received {
     body: String,
     /// The status it was answered with.
     status: u16,
+    /// When it arrived.
+    pub(crate) at: std::time::Instant,
 }
 
 impl Received {
@@ -54,6 +56,8 @@ struct ReceiverState {
     fail_every: AtomicUsize,
     /// While false, requests wait before they are recorded and answered (a slow partner).
     open: tokio::sync::watch::Sender<bool>,
+    /// When not 0, the `Retry-After` seconds sent with every answer.
+    retry_after: AtomicU16,
 }
 
 #[handler]
@@ -79,10 +83,15 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
         signature: header("webhook-signature"),
         body,
         status,
+        at: std::time::Instant::now(),
     });
-    poem::Response::builder()
-        .status(poem::http::StatusCode::from_u16(status).unwrap())
-        .finish()
+    let mut answer =
+        poem::Response::builder().status(poem::http::StatusCode::from_u16(status).unwrap());
+    let wait = state.retry_after.load(Ordering::SeqCst);
+    if wait > 0 {
+        answer = answer.header("retry-after", wait.to_string());
+    }
+    answer.finish()
 }
 
 /// A partner's webhook receiver on a free local port.
@@ -101,6 +110,7 @@ impl Receiver {
             arrived: AtomicUsize::new(0),
             fail_every: AtomicUsize::new(0),
             open: tokio::sync::watch::channel(true).0,
+            retry_after: AtomicU16::new(0),
         });
         let app = Route::new().at("/hook", post(receive)).data(state.clone());
         let server = Running::serve_locally(app).await;
@@ -112,8 +122,13 @@ impl Receiver {
         }
     }
 
-    fn answer(&self, status: u16) {
+    pub(crate) fn answer(&self, status: u16) {
         self.state.status.store(status, Ordering::SeqCst);
+    }
+
+    /// Answers with `Retry-After: secs` from now on (0: without).
+    pub(crate) fn ask_to_wait(&self, secs: u16) {
+        self.state.retry_after.store(secs, Ordering::SeqCst);
     }
 
     pub(crate) fn got(&self) -> Vec<Received> {

@@ -118,6 +118,7 @@ fn the_wire_types_name_every_property_of_the_documents() {
         status: EndpointStatus::Disabled,
         disabled_reason: Some("disabled by the partner".into()),
         disabled_at: Some(now),
+        failing_since: Some(now),
         previous_secret_expires_at: Some(now),
         created_at: now,
         updated_at: now,

@@ -39,6 +39,10 @@ pub struct WebhookEndpoint {
     pub disabled_reason: Option<String>,
     /// When deliveries stopped; null while enabled.
     pub disabled_at: Option<DateTime<Utc>>,
+    /// Since when every try to deliver to it has failed; null while deliveries go through.
+    /// An endpoint failing for longer than the deployment's period (the README says it) is
+    /// disabled.
+    pub failing_since: Option<DateTime<Utc>>,
     /// After a secret rotation, until when the previous secret signs beside the new one
     /// (each request then carries two signatures); null otherwise.
     pub previous_secret_expires_at: Option<DateTime<Utc>>,

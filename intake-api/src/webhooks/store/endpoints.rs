@@ -103,6 +103,8 @@ pub struct EndpointView {
     pub event_types: Subscription,
     /// Whether the previous secret still signs, and until when.
     pub previous_secret_until: Option<DateTime<Utc>>,
+    /// Since when every round of sends failed, while they do.
+    pub failing_since: Option<DateTime<Utc>>,
     /// When deliveries stopped, if they did.
     pub disabled_at: Option<DateTime<Utc>>,
     /// Why.
@@ -122,6 +124,7 @@ impl From<webhook_endpoint::Model> for EndpointView {
             url: m.url,
             event_types: Subscription::from_stored(m.event_types),
             previous_secret_until: m.previous_secret_until.filter(|until| *until > now),
+            failing_since: m.failing_since,
             disabled_at: m.disabled_at,
             disabled_reason: m.disabled_reason,
             created_at: m.created_at,
@@ -216,6 +219,7 @@ impl CaseStore {
             previous_secret: Set(None),
             previous_secret_until: Set(None),
             event_types: Set(new.event_types.stored()),
+            failing_since: Set(None),
             disabled_at: Set(None),
             disabled_reason: Set(None),
             created_at: Set(now),
@@ -296,8 +300,10 @@ impl CaseStore {
                 active.disabled_reason = Set(Some(reason));
             }
             Some(None) => {
+                // Enabled again: its failures are counted afresh.
                 active.disabled_at = Set(None);
                 active.disabled_reason = Set(None);
+                active.failing_since = Set(None);
             }
             None => {}
         }
@@ -441,8 +447,38 @@ impl CaseStore {
         Ok(sealed)
     }
 
-    /// Stops deliveries to endpoint `id`, saying why (the worker, on 410 Gone or an address
-    /// events may not go to).
+    /// Notes that a round of sends to endpoint `id` failed at `now`: since when its rounds
+    /// have all failed (`now`, unless an earlier failure is already noted).
+    pub async fn endpoint_failing(
+        &self,
+        id: Uuid,
+        now: DateTime<Utc>,
+    ) -> Result<Option<DateTime<Utc>>, StoreError> {
+        webhook_endpoint::Entity::update_many()
+            .col_expr(webhook_endpoint::Column::FailingSince, Expr::value(now))
+            .filter(webhook_endpoint::Column::Id.eq(id))
+            .filter(webhook_endpoint::Column::FailingSince.is_null())
+            .exec(self.db())
+            .await?;
+        Ok(self.endpoint_row(id).await?.and_then(|m| m.failing_since))
+    }
+
+    /// Notes that endpoint `id` took a delivery: it is failing no more.
+    pub async fn endpoint_recovered(&self, id: Uuid) -> Result<(), StoreError> {
+        webhook_endpoint::Entity::update_many()
+            .col_expr(
+                webhook_endpoint::Column::FailingSince,
+                Expr::value(None::<DateTime<Utc>>),
+            )
+            .filter(webhook_endpoint::Column::Id.eq(id))
+            .filter(webhook_endpoint::Column::FailingSince.is_not_null())
+            .exec(self.db())
+            .await?;
+        Ok(())
+    }
+
+    /// Stops deliveries to endpoint `id`, saying why (the worker, on 410 Gone, an address
+    /// events may not go to, or failures for longer than the deployment allows).
     pub async fn disable_endpoint(&self, id: Uuid, reason: &str) -> Result<(), StoreError> {
         let now = Utc::now();
         webhook_endpoint::Entity::update_many()

@@ -560,6 +560,7 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
         |client_id: &str, secret: &str, previous: Option<String>| webhook_endpoint::ActiveModel {
             id: Set(Uuid::new_v4()),
             event_types: Set(None),
+            failing_since: Set(None),
             client_id: Set(client_id.to_owned()),
             url: Set(format!("https://{client_id}.example/")),
             secret: Set(secret.to_owned()),
@@ -1147,4 +1148,37 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     );
     let ctl = stored(&store, "ctl").await.unwrap();
     assert_eq!(seal.open("ctl", &ctl.secret).unwrap().expose(), "whsec_\0");
+}
+
+/// A failing endpoint keeps the time of its first failure until a delivery clears it;
+/// another endpoint's is its own.
+#[tokio::test]
+async fn failing_since_is_the_first_failure_until_a_delivery() {
+    for backend in BACKENDS {
+        let (store, _db) = store(backend).await;
+        let (a, b) = (
+            endpoint(&store, "a", "whsec_a").await,
+            endpoint(&store, "b", "whsec_b").await,
+        );
+        let first = whole_second(Utc::now() - chrono::Duration::minutes(5));
+        assert_eq!(store.endpoint_failing(a, first).await.unwrap(), Some(first));
+        let later = whole_second(Utc::now());
+        assert_eq!(
+            store.endpoint_failing(a, later).await.unwrap(),
+            Some(first),
+            "{backend:?}"
+        );
+        let view = store.endpoint("a", a).await.unwrap().unwrap();
+        assert_eq!(view.failing_since, Some(first));
+        assert_eq!(
+            store.endpoint("b", b).await.unwrap().unwrap().failing_since,
+            None
+        );
+        store.endpoint_recovered(a).await.unwrap();
+        assert_eq!(
+            store.endpoint("a", a).await.unwrap().unwrap().failing_since,
+            None
+        );
+        assert_eq!(store.endpoint_failing(a, later).await.unwrap(), Some(later));
+    }
 }
