@@ -1,12 +1,14 @@
-//! Hostile request bodies: whatever JSON arrives, the enquiry and attach parsers must answer
-//! without panicking, and their answers must keep the promises the rest of the service relies on.
+//! Hostile request bodies: whatever JSON arrives, the enquiry, attach and webhook endpoint
+//! parsers must answer without panicking, and their answers must keep the promises the rest
+//! of the service relies on.
 
 #![no_main]
 
 use chrono::NaiveDate;
 use intake_api::domain::{
-    ADDRESS_FIELDS, ENQUIRY_FIELDS, Enquiry, Purpose, PurchaseType, RemortgageReason,
-    ValidationErrors, parse_attach, parse_enquiry,
+    ADDRESS_FIELDS, ENQUIRY_FIELDS, EndpointRequest, Enquiry, MAX_URL_CHARS, Purpose,
+    PurchaseType, RemortgageReason, ValidationErrors, parse_attach, parse_endpoint_change,
+    parse_enquiry, parse_new_endpoint, parse_secret_rotation,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
@@ -40,7 +42,43 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(errors) => check_errors(&errors, |path| path == "email" || path == "product_uuid"),
     }
+    check_webhook_bodies(&body);
 });
+
+/// The webhook endpoint bodies: an accepted one holds a URL fit to check and store, or none
+/// for a change, and problems are reported at the fields sent or the ones the body needs.
+fn check_webhook_bodies(body: &Value) {
+    let sent = |path: &str| {
+        let field = path.split('.').next().unwrap_or_default();
+        path == "body" || body.get(field).is_some()
+    };
+    let check_request = |request: &EndpointRequest| {
+        if let Some(url) = &request.url {
+            assert!(!url.is_empty() && url.chars().count() <= MAX_URL_CHARS);
+            assert!(!url.chars().any(char::is_control), "{url:?}");
+            assert_eq!(url.trim(), url);
+        }
+        if let Some(Some(types)) = &request.event_types {
+            assert!(!types.is_empty());
+        }
+    };
+    match parse_new_endpoint(body) {
+        Ok(request) => {
+            assert!(request.url.is_some() && request.event_types.is_some());
+            assert_eq!(request.enabled, None);
+            check_request(&request);
+        }
+        Err(errors) => check_errors(&errors, |path| path == "url" || sent(path)),
+    }
+    match parse_endpoint_change(body) {
+        Ok(request) => check_request(&request),
+        Err(errors) => check_errors(&errors, sent),
+    }
+    match parse_secret_rotation(body) {
+        Ok(grace) => assert!(grace <= 86_400),
+        Err(errors) => check_errors(&errors, sent),
+    }
+}
 
 /// The promises an accepted enquiry makes to the code past the handler.
 fn check_enquiry(enquiry: &Enquiry, body: &Value, today: NaiveDate) {

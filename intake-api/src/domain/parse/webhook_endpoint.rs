@@ -80,9 +80,15 @@ fn only(body: &Value, taken: &[&str], errors: &mut ValidationErrors) {
         return;
     };
     for key in object.keys().filter(|k| !taken.contains(&k.as_str())) {
+        // Named as every other message names a field of the body (underscores as spaces).
+        let name = if key.contains('.') {
+            key.clone()
+        } else {
+            key.replace('_', " ")
+        };
         errors.add(
             key.as_str(),
-            format!("The {key} field is not one this operation takes."),
+            format!("The {name} field is not one this operation takes."),
         );
     }
 }
