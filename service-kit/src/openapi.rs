@@ -104,6 +104,20 @@ pub fn keep_responses(operation: &mut Map<String, Value>, statuses: &[&str]) {
     }
 }
 
+/// Sets the example of an operation's answer with `status`, where the body type's own
+/// example (shared with other operations or statuses) says something else.
+pub fn response_example(operation: &mut Map<String, Value>, status: &str, example: &Value) {
+    let content = operation
+        .get_mut("responses")
+        .and_then(|responses| responses.get_mut(status))
+        .and_then(|response| response.get_mut("content"));
+    if let Some(Value::Object(content)) = content {
+        for media in content.values_mut() {
+            media["example"] = example.clone();
+        }
+    }
+}
+
 /// Named examples (`name`, summary, value) for an operation's JSON request body, in the
 /// order given: the docs page offers them in a list and fills the first in.
 pub fn request_examples(operation: &mut Map<String, Value>, examples: &[(&str, &str, Value)]) {

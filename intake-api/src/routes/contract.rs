@@ -10,7 +10,8 @@
 
 use serde_json::{Map, Value, json};
 use service_kit::openapi::{
-    keep_responses, operation_mut, parameter_schema, property_mut, request_examples, schema_mut,
+    keep_responses, operation_mut, parameter_schema, property_mut, request_examples,
+    response_example, schema_mut,
 };
 use shared::intake::webhooks::EventTypeList;
 
@@ -387,14 +388,8 @@ fn refine_operations(doc: &mut Value, brand: &str) {
         );
         request_examples(submit, &enquiry_examples(brand));
         // The shared body type's example says "Case created"; an update says otherwise.
-        let updated = submit
-            .get_mut("responses")
-            .and_then(|r| r.pointer_mut("/200/content"));
-        if let Some(Value::Object(content)) = updated {
-            for media in content.values_mut() {
-                media["example"] = json!({"message": "Case updated", "reference": "418290357116"});
-            }
-        }
+        let updated = json!({"message": "Case updated", "reference": "418290357116"});
+        response_example(submit, "200", &updated);
     }
     if let Some(attach) = operation_mut(doc, "/partners/external/intake/attach", "post") {
         keyed(attach);
@@ -442,18 +437,12 @@ fn refine_operations(doc: &mut Value, brand: &str) {
             )],
         );
         // The shared body type's example says "Referral created"; an addition says otherwise.
-        let added = refer
-            .get_mut("responses")
-            .and_then(|r| r.pointer_mut("/200/content"));
-        if let Some(Value::Object(content)) = added {
-            for media in content.values_mut() {
-                media["example"] = json!({
-                    "message": "Referral added",
-                    "reference": "418290357116",
-                    "redirect": "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM",
-                });
-            }
-        }
+        let added = json!({
+            "message": "Referral added",
+            "reference": "418290357116",
+            "redirect": "https://portal.brand-a.example/continue?token=q0Vn3qN0m2wq6mCV6a5o0Ze4Jm0P1u4F6Yt1lW9fQkM",
+        });
+        response_example(refer, "200", &added);
     }
     if let Some(status) = operation_mut(doc, "/partners/external/cases/{reference}", "get") {
         keep_responses(status, &["200", "401", "403", "404", "429", "500", "503"]);
@@ -464,14 +453,7 @@ fn refine_operations(doc: &mut Value, brand: &str) {
         keep_responses(types, &["200", "401", "403", "429", "500", "503"]);
         let catalogue =
             serde_json::to_value(EventTypeList::catalogue()).expect("the catalogue is JSON");
-        let content = types
-            .get_mut("responses")
-            .and_then(|r| r.pointer_mut("/200/content"));
-        if let Some(Value::Object(content)) = content {
-            for media in content.values_mut() {
-                media["example"] = catalogue.clone();
-            }
-        }
+        response_example(types, "200", &catalogue);
     }
     refine_webhook_endpoints(doc);
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
@@ -495,17 +477,6 @@ fn refine_webhook_endpoints(doc: &mut Value) {
     let rotate = format!("{one}/rotate-secret");
     let id = json!({"type": "string", "pattern": "^ep_[0-9a-fA-F]{32}$"});
     let not_found = json!({"message": "Webhook endpoint not found"});
-    let example = |op: &mut Map<String, Value>, status: &str, value: Value| {
-        let content = op
-            .get_mut("responses")
-            .and_then(|r| r.get_mut(status))
-            .and_then(|r| r.get_mut("content"));
-        if let Some(Value::Object(content)) = content {
-            for media in content.values_mut() {
-                media["example"] = value.clone();
-            }
-        }
-    };
     let limit = json!({"message": "You have 10 webhook endpoints, the most a partner may have: remove one first."});
     for name in ["NewWebhookEndpoint", "WebhookEndpointChange"] {
         let Some(schema) = schema_mut(doc, name) else {
@@ -543,7 +514,7 @@ fn refine_webhook_endpoints(doc: &mut Value) {
                 "201", "400", "401", "403", "409", "413", "422", "429", "500", "503",
             ],
         );
-        example(create, "409", limit);
+        response_example(create, "409", &limit);
         request_examples(
             create,
             &[
@@ -571,7 +542,7 @@ fn refine_webhook_endpoints(doc: &mut Value) {
             let ok = if method == "get" { "200" } else { "204" };
             keep_responses(op, &[ok, "401", "403", "404", "429", "500", "503"]);
             parameter_schema(op, "endpoint_id", id.clone());
-            example(op, "404", not_found.clone());
+            response_example(op, "404", &not_found);
         }
     }
     let changes: [(&str, &str, Examples); 2] = [
@@ -610,7 +581,7 @@ fn refine_webhook_endpoints(doc: &mut Value) {
                 ],
             );
             parameter_schema(op, "endpoint_id", id.clone());
-            example(op, "404", not_found.clone());
+            response_example(op, "404", &not_found);
             request_examples(op, &examples);
         }
     }
