@@ -243,7 +243,20 @@ pub struct Config {
     pub webhook_disable_after_secs: u64,
 }
 
+/// Where partners' webhook endpoints may point, as the API and the CLI check them.
+fn webhook_reach(allow_insecure: bool) -> service_kit::outbound::Reach {
+    service_kit::outbound::Reach {
+        allow_insecure,
+        switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
+    }
+}
+
 impl Config {
+    /// Where a partner may point its webhook endpoints through the API.
+    pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
+        webhook_reach(self.webhook_allow_insecure)
+    }
+
     /// The server's settings from the environment alone, as `intake-api` with no command
     /// reads them.
     pub fn from_env() -> Result<Self, clap::Error> {

@@ -46,10 +46,7 @@ impl Settings {
 
     /// Where `webhook set` may point a partner's endpoint.
     pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
-        service_kit::outbound::Reach {
-            allow_insecure: self.webhook_allow_insecure,
-            switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
-        }
+        super::webhook_reach(self.webhook_allow_insecure)
     }
 
     /// What a command that makes a webhook secret seals it with.

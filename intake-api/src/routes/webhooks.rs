@@ -328,11 +328,7 @@ impl WebhooksApi {
         let Some(url) = url else {
             return Ok(None);
         };
-        let reach = service_kit::outbound::Reach {
-            allow_insecure: self.state.config.webhook_allow_insecure,
-            switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
-        };
-        match service_kit::outbound::check_target(url, reach).await {
+        match service_kit::outbound::check_target(url, self.state.config.webhook_reach()).await {
             Ok(checked) => Ok(Some(checked.to_string())),
             Err(e) => {
                 let mut errors = ValidationErrors::default();

@@ -44,11 +44,6 @@ impl Subscription {
         )
     }
 
-    /// Whether events of `event_type` go to the endpoint.
-    pub fn includes(self, event_type: EventType) -> bool {
-        self.0.is_none_or(|mask| mask & event_bit(event_type) != 0)
-    }
-
     /// As the `event_types` column keeps it.
     pub fn stored(self) -> Option<i32> {
         self.0
@@ -79,10 +74,9 @@ pub fn endpoint_name(id: Uuid) -> String {
 
 /// The endpoint `name` names ([`endpoint_name`]); `None` when it names none.
 pub fn parse_endpoint_name(name: &str) -> Option<Uuid> {
+    // Only the 32-digit form: `Uuid` would also take hyphenated and braced ones.
     let hex = name.strip_prefix(ENDPOINT_PREFIX)?;
-    (hex.len() == 32 && hex.bytes().all(|b| b.is_ascii_hexdigit()))
-        .then(|| Uuid::try_parse(hex).ok())
-        .flatten()
+    Uuid::try_parse(hex).ok().filter(|_| hex.len() == 32)
 }
 
 fn serialize_endpoint_name<S: Serializer>(id: &Uuid, s: S) -> Result<S::Ok, S::Error> {
@@ -258,11 +252,7 @@ impl CaseStore {
         client_id: &str,
         id: Uuid,
     ) -> Result<Option<EndpointView>, StoreError> {
-        Ok(self
-            .endpoint_row(id)
-            .await?
-            .filter(|m| m.client_id == client_id)
-            .map(EndpointView::from))
+        Ok(own(self.db(), client_id, id).await?.map(EndpointView::from))
     }
 
     /// Endpoint `id` with its secrets, whoever's it is: for the worker.
