@@ -268,7 +268,9 @@ while read -r kind name pod container ip uid grace memory admin; do
     [ "$(podman inspect --format '{{.HostConfig.ReadonlyRootfs}} {{.HostConfig.Memory}}' "$container")" = "true $memory" ] ||
         fail "$container: not a read-only root with the memory limit $memory"
     [ "$admin" != - ] || fail "$name has no port named admin"
-    curl -fsS -m 5 "http://$ip:$admin/metrics" | grep -q '^build_info{' ||
+    # Read whole before the match: grep -q stops at the first line, and under pipefail the
+    # curl it leaves writing into a closed pipe would fail the check.
+    metrics=$(curl -fsS -m 5 "http://$ip:$admin/metrics") && grep -q '^build_info{' <<<"$metrics" ||
         { show_log "$container"; fail "$pod: /metrics on the admin port $admin has no build_info"; }
     echo "ok   $pod: uid $uid, no capabilities, read-only root, $((memory >> 20)) MiB limit, /metrics on the admin port"
 done <"$play/workloads"
