@@ -19,7 +19,8 @@ const PURGE_PERIOD: Duration = Duration::from_secs(60);
 
 /// Purges expired idempotency keys, submission bodies older than
 /// `INTAKE_SUBMISSION_RETENTION_DAYS` when it is set, sandbox cases older than
-/// `INTAKE_SANDBOX_RETENTION_DAYS`, and DPoP proofs too old to be accepted again, every
+/// `INTAKE_SANDBOX_RETENTION_DAYS`, settled webhook events older than
+/// `INTAKE_WEBHOOK_HISTORY_DAYS`, and DPoP proofs too old to be accepted again, every
 /// [`PURGE_PERIOD`] until aborted.
 /// Replicas doing it at once only empty the same rows.
 pub async fn run(state: Arc<AppState>) {
@@ -42,6 +43,7 @@ pub async fn run(state: Arc<AppState>) {
             purged_up_to = purge_submissions(&state, retention, purged_up_to).await;
         }
         purge_sandbox(&state).await;
+        prune_webhook_history(&state).await;
         if let Err(e) = state.replay.prune(&DPOP_PROOFS, Utc::now()).await {
             tracing::warn!(error = %e, "forgetting expired DPoP proofs failed");
         }
@@ -65,6 +67,29 @@ async fn purge_sandbox(state: &AppState) {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "deleting sandbox cases past their retention failed");
+                return;
+            }
+        }
+    }
+}
+
+/// Deletes the webhook events delivered or given up on more than
+/// `INTAKE_WEBHOOK_HISTORY_DAYS` ago, with their tries, a batch at a time.
+async fn prune_webhook_history(state: &AppState) {
+    let days = i64::from(state.config.webhook_history_days);
+    let cutoff = Utc::now() - chrono::Duration::days(days);
+    loop {
+        match state.cases.prune_history(cutoff).await {
+            Ok(deleted) => {
+                if deleted > 0 {
+                    tracing::info!(deleted, "webhook events past the history's retention deleted");
+                }
+                if deleted < PURGE_BATCH {
+                    return;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "deleting webhook events past the history's retention failed");
                 return;
             }
         }

@@ -217,6 +217,10 @@ pub struct Config {
     /// Days a sandbox client's case is kept before it is deleted, with all about it.
     #[arg(long, env = "INTAKE_SANDBOX_RETENTION_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub sandbox_retention_days: u32,
+    /// Days partners' delivery history keeps an event once it is delivered or given up on,
+    /// with its tries; older ones are deleted in the background.
+    #[arg(long, env = "INTAKE_WEBHOOK_HISTORY_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
+    pub webhook_history_days: u32,
     /// How long an event is retried before it is marked failed, in seconds.
     #[arg(long, env = "INTAKE_WEBHOOK_RETRY_SECS", default_value_t = 86_400)]
     pub webhook_retry_secs: u64,

@@ -74,6 +74,9 @@ pub enum IntakeError {
     /// No webhook endpoint of the partner's by that id.
     #[error("no webhook endpoint found")]
     EndpointNotFound,
+    /// No event of the partner's by that id for that endpoint.
+    #[error("no webhook delivery found")]
+    DeliveryNotFound,
     /// The partner has as many webhook endpoints as it may.
     #[error("at the limit of {0} webhook endpoints")]
     EndpointLimit(u64),
@@ -210,7 +213,7 @@ impl IntakeError {
             Self::NotJson | Self::Unreadable | Self::BadIdempotencyKey => 400,
             Self::Unauthenticated(..) => 401,
             Self::Forbidden(_) => 403,
-            Self::CaseNotFound | Self::EndpointNotFound => 404,
+            Self::CaseNotFound | Self::EndpointNotFound | Self::DeliveryNotFound => 404,
             Self::KeyInFlight | Self::KeyReused | Self::AnswerErased | Self::EndpointLimit(_) => {
                 409
             }
@@ -295,6 +298,9 @@ impl IntakeError {
             Self::CaseNotFound => ErrorResponse::NotFound(Json(CaseNotFound::default())),
             Self::EndpointNotFound => ErrorResponse::NotFound(Json(CaseNotFound {
                 message: "Webhook endpoint not found".into(),
+            })),
+            Self::DeliveryNotFound => ErrorResponse::NotFound(Json(CaseNotFound {
+                message: "Webhook delivery not found".into(),
             })),
             Self::EndpointLimit(limit) => ErrorResponse::Conflict(
                 Json(RequestInFlight {

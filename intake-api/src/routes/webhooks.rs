@@ -1,32 +1,37 @@
 //! The partners' webhook operations under `/partners/external/webhooks`: the event
-//! catalogue, and their own endpoints (make, list, read, change, remove, rotate the
-//! secret). A partner sees and changes only its own endpoints: another's id is answered
-//! as one that does not exist.
+//! catalogue, their own endpoints (make, list, read, change, remove, rotate the secret),
+//! and the delivery history (list, read with each try, send one again, recover the failed
+//! ones since a time). A partner sees and changes only its own endpoints and events:
+//! another's id is answered as one that does not exist.
 
 use std::sync::Arc;
 
 use chrono::Utc;
-use poem_openapi::param::Path;
+use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
 use shared::intake::webhook_endpoints::{
     EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
     WebhookEndpointList, WebhookEndpointWithSecret,
 };
-use shared::intake::webhooks::EventTypeList;
+use shared::intake::webhook_deliveries::{
+    RecoverRequest, RecoverResult, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
+    WebhookDeliveryList,
+};
+use shared::intake::webhooks::{EventType, EventTypeList};
 
 use super::body::LenientJson;
 use super::partner::WebhookManager;
 use crate::domain::{
-    EndpointRequest, ValidationErrors, parse_endpoint_change, parse_new_endpoint,
-    parse_secret_rotation,
+    EndpointRequest, HistoryParams, ValidationErrors, parse_endpoint_change,
+    parse_history_filter, parse_new_endpoint, parse_recover, parse_secret_rotation,
 };
 use crate::error::IntakeError;
 use crate::state::AppState;
-use crate::webhooks::signing::new_secret;
+use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
-    Created, EndpointChange, EndpointView, NewEndpoint, Subscription, endpoint_name,
-    parse_endpoint_name,
+    AttemptView, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor,
+    HistoryQuery, NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
 };
 
 #[derive(Tags)]
@@ -83,6 +88,38 @@ pub enum RemovedResponse {
     /// The endpoint is gone, with its events not yet delivered.
     #[oai(status = 204)]
     Removed,
+}
+
+/// Answers with a page of the delivery history.
+#[derive(ApiResponse)]
+pub enum DeliveryListResponse {
+    /// The events, newest first.
+    #[oai(status = 200)]
+    Ok(Json<WebhookDeliveryList>),
+}
+
+/// Answers with one event for one endpoint, and its tries.
+#[derive(ApiResponse)]
+pub enum DeliveryResponse {
+    /// The event, how it stands, and each try.
+    #[oai(status = 200)]
+    Ok(Json<WebhookDeliveryDetail>),
+}
+
+/// Answers of a redelivery.
+#[derive(ApiResponse)]
+pub enum RedeliveredResponse {
+    /// The event is queued to be sent at once (or is being sent now).
+    #[oai(status = 202)]
+    Accepted(Json<WebhookDelivery>),
+}
+
+/// Answers of a recovery.
+#[derive(ApiResponse)]
+pub enum RecoveredResponse {
+    /// The failed events found are queued to be sent again.
+    #[oai(status = 202)]
+    Accepted(Json<RecoverResult>),
 }
 
 /// Secrets are in the answer: no cache along the way may keep it.
@@ -319,6 +356,198 @@ impl WebhooksApi {
             no_store(),
         ))
     }
+
+    /// List webhook deliveries.
+    ///
+    /// Your events for each of your endpoints, newest first, with how each stands
+    /// (`pending`, `failing`, `delivered`, `failed`), its tries so far and the next one's
+    /// time; filter by endpoint, status, event type and time, and page with `cursor`. The
+    /// history keeps an event for the days the deployment says (README, Webhooks) once it
+    /// is delivered or given up on. Needs `webhooks:manage`.
+    #[oai(
+        path = "/partners/external/webhooks/deliveries",
+        method = "get",
+        operation_id = "listWebhookDeliveries",
+        tag = "ApiTags::Webhooks"
+    )]
+    #[allow(clippy::too_many_arguments)]
+    async fn deliveries(
+        &self,
+        manager: WebhookManager,
+        /// Only this endpoint's (`ep_` and 32 hex digits).
+        endpoint_id: Query<Option<String>>,
+        /// Only those that stand so: `pending`, `failing`, `delivered` or `failed`.
+        status: Query<Option<String>>,
+        /// Only events of this type (`case.activated`...).
+        event_type: Query<Option<String>>,
+        /// Only events that happened at or after this time (RFC 3339, e.g.
+        /// `2026-12-01T09:00:00Z`).
+        since: Query<Option<String>>,
+        /// Only events that happened before this time (RFC 3339).
+        until: Query<Option<String>>,
+        /// How many at most: 1 to 100, 20 when left out.
+        limit: Query<Option<String>>,
+        /// The `next_cursor` of the page before, to go on from it.
+        cursor: Query<Option<String>>,
+    ) -> Result<DeliveryListResponse, IntakeError> {
+        let mut errors = ValidationErrors::default();
+        let filter = parse_history_filter(
+            HistoryParams {
+                status: status.as_deref(),
+                event_type: event_type.as_deref(),
+                since: since.as_deref(),
+                until: until.as_deref(),
+                limit: limit.as_deref(),
+            },
+            &mut errors,
+        );
+        // Another partner's endpoint is not refused: its events are simply not yours.
+        let endpoint = endpoint_id.as_deref().and_then(|name| {
+            let id = parse_endpoint_name(name);
+            if id.is_none() {
+                errors.add("endpoint_id", "The endpoint_id parameter must be an endpoint's id: ep_ and 32 hex digits.");
+            }
+            id
+        });
+        let after = cursor.as_deref().and_then(|text| {
+            let cursor = HistoryCursor::decode(text);
+            if cursor.is_none() {
+                errors.add("cursor", "The cursor parameter must be a next_cursor this operation gave.");
+            }
+            cursor
+        });
+        if !errors.is_empty() {
+            return Err(errors.into());
+        }
+        let query = HistoryQuery {
+            client_id: manager.client_id(),
+            endpoint,
+            status: filter.status,
+            event_type: filter.event_type.map(EventType::name),
+            since: filter.since,
+            until: filter.until,
+            after,
+            limit: filter.limit,
+        };
+        let (views, next) = self.state.cases.history(query).await?;
+        Ok(DeliveryListResponse::Ok(Json(WebhookDeliveryList {
+            data: views.into_iter().filter_map(delivery_wire).collect(),
+            next_cursor: next.map(HistoryCursor::encode),
+        })))
+    }
+
+    /// Read a webhook delivery.
+    ///
+    /// One of your events for one of your endpoints, with each try: when, the answer's
+    /// status or why none came, how long it took, and when the next try was set for.
+    /// `delivery_id` is the event's `webhook-id`. Needs `webhooks:manage`.
+    #[oai(
+        path = "/partners/external/webhooks/endpoints/:endpoint_id/deliveries/:delivery_id",
+        method = "get",
+        operation_id = "getWebhookDelivery",
+        tag = "ApiTags::Webhooks"
+    )]
+    async fn delivery(
+        &self,
+        manager: WebhookManager,
+        /// The endpoint's id (`ep_` and 32 hex digits).
+        endpoint_id: Path<String>,
+        /// The event's id, its `webhook-id` (`msg_` and 32 hex digits).
+        delivery_id: Path<String>,
+    ) -> Result<DeliveryResponse, IntakeError> {
+        let (endpoint, id) = delivery_of(&endpoint_id, &delivery_id)?;
+        let (view, attempts) = self
+            .state
+            .cases
+            .delivery(manager.client_id(), endpoint, id)
+            .await?
+            .ok_or(IntakeError::DeliveryNotFound)?;
+        let delivery = delivery_wire(view).ok_or(IntakeError::DeliveryNotFound)?;
+        Ok(DeliveryResponse::Ok(Json(WebhookDeliveryDetail {
+            delivery,
+            attempts: attempts.into_iter().map(attempt_wire).collect(),
+        })))
+    }
+
+    /// Send a webhook delivery again.
+    ///
+    /// Queues one of your events for one of your endpoints to be sent at once, whether it
+    /// was delivered, failed or waits for a retry; one being sent right now is left to
+    /// that send. It keeps its `webhook-id`, so a receiver that drops repeats drops it. An
+    /// event older than the retry window gets one try. A disabled endpoint gets it once
+    /// enabled. Needs `webhooks:manage`.
+    #[oai(
+        path = "/partners/external/webhooks/endpoints/:endpoint_id/deliveries/:delivery_id/redeliver",
+        method = "post",
+        operation_id = "redeliverWebhookDelivery",
+        tag = "ApiTags::Webhooks"
+    )]
+    async fn redeliver(
+        &self,
+        manager: WebhookManager,
+        /// The endpoint's id (`ep_` and 32 hex digits).
+        endpoint_id: Path<String>,
+        /// The event's id, its `webhook-id` (`msg_` and 32 hex digits).
+        delivery_id: Path<String>,
+    ) -> Result<RedeliveredResponse, IntakeError> {
+        let (endpoint, id) = delivery_of(&endpoint_id, &delivery_id)?;
+        let client_id = manager.client_id();
+        self.state
+            .cases
+            .redeliver(Some((client_id, endpoint)), id)
+            .await?;
+        let (view, _) = self
+            .state
+            .cases
+            .delivery(client_id, endpoint, id)
+            .await?
+            .ok_or(IntakeError::DeliveryNotFound)?;
+        self.state.cases.events_queued().notify_one();
+        let delivery = delivery_wire(view).ok_or(IntakeError::DeliveryNotFound)?;
+        Ok(RedeliveredResponse::Accepted(Json(delivery)))
+    }
+
+    /// Recover an endpoint's failed webhook deliveries.
+    ///
+    /// Queues again every event for this endpoint that was given up on (`failed`) and
+    /// happened in the window (`since`, up to `until` or now), oldest first: each is sent
+    /// once more, each case's events in order, keeping their `webhook-id`s. At most 1,000
+    /// a request: when `more` is true, send the same request again. Needs
+    /// `webhooks:manage`.
+    #[oai(
+        path = "/partners/external/webhooks/endpoints/:endpoint_id/recover",
+        method = "post",
+        operation_id = "recoverWebhookDeliveries",
+        tag = "ApiTags::Webhooks"
+    )]
+    async fn recover(
+        &self,
+        manager: WebhookManager,
+        /// The endpoint's id (`ep_` and 32 hex digits).
+        endpoint_id: Path<String>,
+        body: LenientJson<RecoverRequest>,
+    ) -> Result<RecoveredResponse, IntakeError> {
+        let id = endpoint_id_of(&endpoint_id)?;
+        let (since, until) = parse_recover(&body.value, Utc::now())?;
+        let client_id = manager.client_id();
+        self.state
+            .cases
+            .endpoint(client_id, id)
+            .await?
+            .ok_or(IntakeError::EndpointNotFound)?;
+        let (queued, more) = self
+            .state
+            .cases
+            .recover(client_id, id, since, until)
+            .await?;
+        if queued > 0 {
+            self.state.cases.events_queued().notify_one();
+        }
+        Ok(RecoveredResponse::Accepted(Json(RecoverResult {
+            queued,
+            more,
+        })))
+    }
 }
 
 impl WebhooksApi {
@@ -345,6 +574,44 @@ impl WebhooksApi {
 /// The endpoint an id names; one that names none is answered as one not found.
 fn endpoint_id_of(name: &str) -> Result<uuid::Uuid, IntakeError> {
     parse_endpoint_name(name).ok_or(IntakeError::EndpointNotFound)
+}
+
+/// The endpoint and event a delivery's path names; a path naming none is answered as a
+/// delivery not found.
+fn delivery_of(endpoint: &str, delivery: &str) -> Result<(uuid::Uuid, uuid::Uuid), IntakeError> {
+    parse_endpoint_name(endpoint)
+        .zip(parse_message_id(delivery))
+        .ok_or(IntakeError::DeliveryNotFound)
+}
+
+/// A delivery as partners read it; `None` for an event type this release does not know
+/// (one a later release queued, during a rollback).
+fn delivery_wire(view: DeliveryView) -> Option<WebhookDelivery> {
+    Some(WebhookDelivery {
+        id: message_id(view.id),
+        endpoint_id: endpoint_name(view.endpoint_id),
+        event_type: EventType::from_name(&view.event_type)?,
+        reference: view.reference,
+        created_at: view.created_at,
+        status: view.state,
+        attempt_count: u32::try_from(view.attempts).unwrap_or(0),
+        next_attempt_at: view.next_attempt_at,
+        delivered_at: view.delivered_at,
+        last_status: view.last_status.and_then(|s| u16::try_from(s).ok()),
+        last_error: view.last_error,
+    })
+}
+
+/// A try as partners read it.
+fn attempt_wire(a: AttemptView) -> WebhookAttempt {
+    WebhookAttempt {
+        attempt: u32::try_from(a.attempt).unwrap_or(0),
+        attempted_at: a.attempted_at,
+        status: a.status.and_then(|s| u16::try_from(s).ok()),
+        error: a.error,
+        duration_ms: u32::try_from(a.duration_ms).unwrap_or(0),
+        next_attempt_at: a.next_attempt_at,
+    }
 }
 
 /// The subscription to `types`, every type for none.

@@ -19,7 +19,7 @@ use uuid::Uuid;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::domain::{Email, hash_token};
 use crate::entity::{
-    case, case_event, idempotency_key, redirect_token, submission, webhook_delivery,
+    case, case_event, idempotency_key, redirect_token, submission, webhook_attempt, webhook_delivery,
 };
 
 /// The start of an erased case's e-mail: no address has it, and the case id after it keeps
@@ -186,6 +186,10 @@ impl CaseStore {
                 .filter(case_event::Column::CaseId.is_in(ids.clone()))
                 .as_query()
                 .to_owned();
+            webhook_attempt::Entity::delete_many()
+                .filter(webhook_attempt::Column::DeliveryId.in_subquery(events.clone()))
+                .exec(&txn)
+                .await?;
             webhook_delivery::Entity::delete_many()
                 .filter(webhook_delivery::Column::Id.in_subquery(events))
                 .exec(&txn)
@@ -281,7 +285,7 @@ fn link_token(answer: &str) -> Option<String> {
 }
 
 /// The smallest UUIDv7 of the millisecond `at`: every row id made before `at` is below it.
-fn first_id_at(at: DateTime<Utc>) -> Uuid {
+pub(crate) fn first_id_at(at: DateTime<Utc>) -> Uuid {
     let millis = u64::try_from(at.timestamp_millis()).unwrap_or(0);
     let mut bytes = [0u8; 16];
     bytes[..6].copy_from_slice(&millis.to_be_bytes()[2..]);

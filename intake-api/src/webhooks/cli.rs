@@ -190,7 +190,7 @@ pub(crate) async fn webhook_report(
             let raw = delivery_id.strip_prefix("msg_").unwrap_or(&delivery_id);
             let id = uuid::Uuid::try_parse(raw)
                 .map_err(|_| anyhow::anyhow!("{delivery_id} is not a delivery id"))?;
-            let queued = cases.redeliver(id).await?;
+            let queued = cases.redeliver(None, id).await?;
             if queued == 0 {
                 anyhow::bail!("no delivery with id {delivery_id}");
             }

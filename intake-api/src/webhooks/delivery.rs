@@ -16,7 +16,7 @@ use uuid::Uuid;
 use service_kit::outbound::{TargetError, refused_literal};
 
 use super::signing::{Signer, message_id, payload};
-use super::store::{DueDelivery, EndpointDue, TryOutcome};
+use super::store::{DueDelivery, EndpointDue, Tried, TryOutcome};
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
@@ -337,8 +337,10 @@ async fn deliver_to(
                 };
                 let (http, target) = (http.clone(), target.clone());
                 sends.spawn(async move {
+                    let (at, started) = (Utc::now(), Instant::now());
                     let sent = send(&http, &target, &event).await;
-                    (event, sent)
+                    let duration = started.elapsed();
+                    (event, sent, Tried { at, duration })
                 });
             }
         }
@@ -362,10 +364,11 @@ async fn deliver_to(
                     }
                     Claimed::Refused(ip, due) => {
                         let reason = TargetError::NotPublic(ip).to_string();
+                        let tried = Tried { at: Utc::now(), duration: Duration::ZERO };
                         for event in due {
                             let outcome = TryOutcome::Failed { status: None, error: reason.clone() };
                             count(&outcome);
-                            let _ = outcomes.send((event, outcome)).await;
+                            let _ = outcomes.send((event, outcome, tried)).await;
                         }
                         (stop, refused) = (true, Some((ip, reason)));
                     }
@@ -375,7 +378,7 @@ async fn deliver_to(
             Some(done) = sends.join_next() => {
                 // A send task does not panic; were one to, its event falls due again when
                 // the claim's lease ends.
-                let Ok((event, sent)) = done else {
+                let Ok((event, sent, tried)) = done else {
                     continue;
                 };
                 if let Ok(answer) = &sent {
@@ -384,7 +387,7 @@ async fn deliver_to(
                 let outcome = judge(state, &event, sent);
                 count(&outcome);
                 match &outcome {
-                    TryOutcome::Delivered => {
+                    TryOutcome::Delivered { .. } => {
                         delivered += 1;
                         failed_in_a_row = 0;
                         let lag = (Utc::now() - event.created_at).num_milliseconds().max(0);
@@ -403,7 +406,7 @@ async fn deliver_to(
                         stop |= failed_in_a_row >= allowed;
                     }
                 }
-                let _ = outcomes.send((event, outcome)).await;
+                let _ = outcomes.send((event, outcome, tried)).await;
             }
         }
     }
@@ -570,7 +573,7 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
 async fn record(
     state: Arc<AppState>,
     endpoint: Uuid,
-    mut outcomes: mpsc::Receiver<(DueDelivery, TryOutcome)>,
+    mut outcomes: mpsc::Receiver<(DueDelivery, TryOutcome, Tried)>,
 ) {
     let mut batch = Vec::with_capacity(RECORD_BATCH);
     while outcomes.recv_many(&mut batch, RECORD_BATCH).await > 0 {
@@ -584,7 +587,7 @@ async fn record(
 /// Counts a try by how it ended.
 fn count(outcome: &TryOutcome) {
     let label = match outcome {
-        TryOutcome::Delivered => "delivered",
+        TryOutcome::Delivered { .. } => "delivered",
         TryOutcome::Retry { .. } => "retry",
         TryOutcome::Failed {
             status: Some(410), ..
@@ -652,7 +655,11 @@ async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> S
 /// or the `Retry-After` of a 429 or 503 when that is longer (an hour at most).
 fn judge(state: &AppState, event: &DueDelivery, sent: Sent) -> TryOutcome {
     let (status, error, asked) = match sent {
-        Ok(answer) if (200..300).contains(&answer.status) => return TryOutcome::Delivered,
+        Ok(answer) if (200..300).contains(&answer.status) => {
+            return TryOutcome::Delivered {
+                status: answer.status,
+            };
+        }
         Ok(Answer { status: 410, .. }) => {
             return TryOutcome::Failed {
                 status: Some(410),

@@ -61,6 +61,13 @@ pub fn message_id(id: uuid::Uuid) -> String {
     format!("msg_{}", id.simple())
 }
 
+/// The event a `webhook-id` names ([`message_id`]); `None` when it names none.
+pub fn parse_message_id(name: &str) -> Option<uuid::Uuid> {
+    // Only the 32-digit form: `Uuid` would also take hyphenated and braced ones.
+    let hex = name.strip_prefix("msg_")?;
+    uuid::Uuid::try_parse(hex).ok().filter(|_| hex.len() == 32)
+}
+
 /// The body of an event: thin, `{"type","timestamp","data":{"reference","brand","status",...}}`.
 pub fn payload(event: &DueDelivery) -> String {
     let mut data = serde_json::json!({

@@ -20,6 +20,7 @@ use uuid::Uuid;
 mod examples;
 #[cfg(feature = "openapi")]
 pub mod messages;
+pub mod webhook_deliveries;
 pub mod webhook_endpoints;
 pub mod webhooks;
 

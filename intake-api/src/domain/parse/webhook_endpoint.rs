@@ -2,8 +2,10 @@
 //! secret. A field these operations do not take is refused, so a misspelt one is not
 //! silently ignored.
 
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use shared::intake::webhook_endpoints::MAX_SECRET_GRACE_SECS;
+use shared::intake::webhook_deliveries::DeliveryStatus;
 use shared::intake::webhooks::EventType;
 
 use super::ValidationErrors;
@@ -71,6 +73,141 @@ pub fn parse_secret_rotation(body: &Value) -> Result<u32, ValidationErrors> {
         })
         .unwrap_or(MAX_SECRET_GRACE_SECS);
     finish(Some(grace), errors)
+}
+
+/// The body of `recoverWebhookDeliveries`: `since` (required) and `until` (now when left
+/// out), RFC 3339 times, `since` before `until`.
+pub fn parse_recover(
+    body: &Value,
+    now: DateTime<Utc>,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    only(body, &["since", "until"], &mut errors);
+    let mut f = Fields::root(body, &mut errors);
+    let since = f.required("since", instant);
+    let until = f.optional("until", instant);
+    let window = since.map(|since| (since, until.unwrap_or(now)));
+    if let Some((since, until)) = window
+        && since >= until
+    {
+        errors.add("since", "The since field must be before until (now when left out).");
+    }
+    finish(window, errors)
+}
+
+/// An RFC 3339 time, with its offset (`2026-12-01T09:00:00Z`).
+fn instant(value: &Value, attr: Attr<'_>) -> Result<DateTime<Utc>, String> {
+    value
+        .as_str()
+        .and_then(rfc3339)
+        .ok_or_else(|| format!("The {attr} field {TIME_FORMAT}."))
+}
+
+/// What a time field or parameter must be.
+const TIME_FORMAT: &str = "must be a time as RFC 3339 writes it, e.g. 2026-12-01T09:00:00Z";
+
+fn rfc3339(text: &str) -> Option<DateTime<Utc>> {
+    (text.len() <= 40)
+        .then(|| DateTime::parse_from_rfc3339(text).ok())
+        .flatten()
+        .map(|at| at.with_timezone(&Utc))
+}
+
+/// The filters of `listWebhookDeliveries` as sent, before they are read.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct HistoryParams<'a> {
+    /// `status`: pending, failing, delivered or failed.
+    pub status: Option<&'a str>,
+    /// `event_type`: one of the catalogue's.
+    pub event_type: Option<&'a str>,
+    /// `since`: an RFC 3339 time.
+    pub since: Option<&'a str>,
+    /// `until`: an RFC 3339 time.
+    pub until: Option<&'a str>,
+    /// `limit`: 1 to [`MAX_HISTORY_PAGE`].
+    pub limit: Option<&'a str>,
+}
+
+/// The filters of `listWebhookDeliveries`, read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HistoryFilter {
+    /// Only deliveries that stand so.
+    pub status: Option<DeliveryStatus>,
+    /// Only this type's.
+    pub event_type: Option<EventType>,
+    /// Only events at or after.
+    pub since: Option<DateTime<Utc>>,
+    /// Only events before.
+    pub until: Option<DateTime<Utc>>,
+    /// How many at most.
+    pub limit: u64,
+}
+
+/// The longest page of the delivery history.
+pub const MAX_HISTORY_PAGE: u64 = 100;
+
+/// The page of the delivery history when `limit` is left out.
+pub const DEFAULT_HISTORY_PAGE: u64 = 20;
+
+/// Reads the history's filters, each problem into `errors` (under the parameter's name).
+pub fn parse_history_filter(
+    params: HistoryParams<'_>,
+    errors: &mut ValidationErrors,
+) -> HistoryFilter {
+    let status = params.status.and_then(|name| {
+        let status = DeliveryStatus::from_name(name);
+        if status.is_none() {
+            let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.name()).collect();
+            errors.add("status", format!("The status parameter must be one of: {}.", names.join(", ")));
+        }
+        status
+    });
+    let event_type = params.event_type.and_then(|name| {
+        let known = EventType::from_name(name);
+        if known.is_none() {
+            let names: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
+            errors.add("event_type", format!("The event_type parameter must be one of: {}.", names.join(", ")));
+        }
+        known
+    });
+    let mut time = |name: &str, text: Option<&str>| {
+        let at = text.map(|text| (text, rfc3339(text)));
+        match at {
+            Some((_, Some(at))) => Some(at),
+            Some((_, None)) => {
+                errors.add(name, format!("The {name} parameter {TIME_FORMAT}."));
+                None
+            }
+            None => None,
+        }
+    };
+    let since = time("since", params.since);
+    let until = time("until", params.until);
+    if let (Some(since), Some(until)) = (since, until)
+        && since >= until
+    {
+        errors.add("since", "The since parameter must be before until.");
+    }
+    let limit = match params.limit {
+        None => DEFAULT_HISTORY_PAGE,
+        Some(text) => match text.parse::<u64>() {
+            Ok(n) if (1..=MAX_HISTORY_PAGE).contains(&n) && text.len() <= 3 => n,
+            _ => {
+                errors.add(
+                    "limit",
+                    format!("The limit parameter must be a whole number from 1 to {MAX_HISTORY_PAGE}."),
+                );
+                DEFAULT_HISTORY_PAGE
+            }
+        },
+    };
+    HistoryFilter {
+        status,
+        event_type,
+        since,
+        until,
+        limit,
+    }
 }
 
 /// Refuses a body that is not an object, and every field of it not in `taken`.

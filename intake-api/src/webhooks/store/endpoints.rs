@@ -7,13 +7,13 @@ use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait};
 use sea_orm::{
     ActiveValue::Set, ColumnTrait, ConnectionTrait, DbBackend, EntityTrait, PaginatorTrait,
-    QueryFilter, QueryOrder, Statement,
+    QueryFilter, QueryOrder, QuerySelect, QueryTrait, Statement,
 };
 use serde::{Serialize, Serializer};
 use shared::intake::webhooks::EventType;
 use uuid::Uuid;
 
-use crate::entity::{webhook_delivery, webhook_endpoint};
+use crate::entity::{webhook_attempt, webhook_delivery, webhook_endpoint};
 use crate::store::event_bit;
 use crate::store::{CaseStore, SEALED_SECRET_PREFIX, SecretSeal, StoreError};
 
@@ -310,10 +310,26 @@ impl CaseStore {
         if own(&txn, client_id, id).await?.is_none() {
             return Ok(false);
         }
+        let unsent = || {
+            webhook_delivery::Column::EndpointId
+                .eq(id)
+                .and(webhook_delivery::Column::DeliveredAt.is_null())
+                .and(webhook_delivery::Column::FailedAt.is_null())
+        };
+        // Their failed tries go with them; the history keeps what was settled.
+        let unsent_ids = webhook_delivery::Entity::find()
+            .select_only()
+            .column(webhook_delivery::Column::Id)
+            .filter(unsent())
+            .as_query()
+            .to_owned();
+        webhook_attempt::Entity::delete_many()
+            .filter(webhook_attempt::Column::EndpointId.eq(id))
+            .filter(webhook_attempt::Column::DeliveryId.in_subquery(unsent_ids))
+            .exec(&txn)
+            .await?;
         webhook_delivery::Entity::delete_many()
-            .filter(webhook_delivery::Column::EndpointId.eq(id))
-            .filter(webhook_delivery::Column::DeliveredAt.is_null())
-            .filter(webhook_delivery::Column::FailedAt.is_null())
+            .filter(unsent())
             .exec(&txn)
             .await?;
         webhook_endpoint::Entity::delete_by_id(id)

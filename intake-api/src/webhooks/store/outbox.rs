@@ -8,42 +8,14 @@ use sea_orm::sea_query::{
 };
 use sea_orm::{
     ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait, PaginatorTrait, QueryFilter,
-    QueryOrder, QuerySelect,
+    QuerySelect,
 };
-use serde::Serialize;
 use uuid::Uuid;
 
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
 use crate::sandbox::{Trigger, World};
+use super::history::{Tried, record_attempts};
 use crate::store::{CaseStore, StoreError, bounded};
-
-/// One event for one endpoint, as the operator CLI lists it.
-#[derive(Debug, Clone, Serialize)]
-pub struct DeliveryView {
-    /// The event's id; `msg_` and this, without hyphens, is its `webhook-id`.
-    pub id: Uuid,
-    /// The endpoint it goes to (the nil id until the worker adopts an event queued by a
-    /// server that knew one endpoint per partner).
-    pub endpoint_id: Uuid,
-    /// The case's reference.
-    pub reference: String,
-    /// The event type.
-    pub event_type: String,
-    /// When the change happened.
-    pub created_at: DateTime<Utc>,
-    /// `pending`, `delivered` or `failed`.
-    pub state: &'static str,
-    /// Tries so far.
-    pub attempts: i32,
-    /// When it is next tried, while pending.
-    pub next_attempt_at: Option<DateTime<Utc>>,
-    /// When the partner acknowledged it.
-    pub delivered_at: Option<DateTime<Utc>>,
-    /// The last answer's status.
-    pub last_status: Option<i16>,
-    /// What went wrong last.
-    pub last_error: Option<String>,
-}
 
 /// An event claimed for sending, with what its payload needs.
 #[derive(Debug, Clone)]
@@ -88,7 +60,10 @@ pub struct EndpointDue {
 #[derive(Debug, Clone)]
 pub enum TryOutcome {
     /// The partner answered 2xx.
-    Delivered,
+    Delivered {
+        /// The answer's status.
+        status: u16,
+    },
     /// To be tried again at the given time.
     Retry {
         /// When.
@@ -108,82 +83,6 @@ pub enum TryOutcome {
 }
 
 impl CaseStore {
-    /// `client_id`'s events, newest first, at most `limit`; only failed ones if `failed`.
-    pub async fn webhook_deliveries(
-        &self,
-        client_id: &str,
-        failed: bool,
-        limit: u64,
-    ) -> Result<Vec<DeliveryView>, StoreError> {
-        let mut query = webhook_delivery::Entity::find()
-            .filter(webhook_delivery::Column::ClientId.eq(client_id));
-        if failed {
-            query = query.filter(webhook_delivery::Column::FailedAt.is_not_null());
-        }
-        let rows = query
-            .order_by_desc(webhook_delivery::Column::CreatedAt)
-            .limit(limit)
-            .all(self.db())
-            .await?;
-        let case_ids: Vec<Uuid> = rows.iter().map(|r| r.case_id).collect();
-        let references: std::collections::HashMap<Uuid, String> = case::Entity::find()
-            .select_only()
-            .columns([case::Column::Id, case::Column::Reference])
-            .filter(case::Column::Id.is_in(case_ids))
-            .into_tuple::<(Uuid, String)>()
-            .all(self.db())
-            .await?
-            .into_iter()
-            .collect();
-        Ok(rows
-            .into_iter()
-            .map(|r| {
-                let state = match (r.delivered_at, r.failed_at) {
-                    (Some(_), _) => "delivered",
-                    (None, Some(_)) => "failed",
-                    (None, None) => "pending",
-                };
-                DeliveryView {
-                    id: r.id,
-                    endpoint_id: r.endpoint_id,
-                    reference: references.get(&r.case_id).cloned().unwrap_or_default(),
-                    event_type: r.event_type,
-                    created_at: r.created_at,
-                    state,
-                    attempts: r.attempts,
-                    next_attempt_at: (state == "pending").then_some(r.next_attempt_at),
-                    delivered_at: r.delivered_at,
-                    last_status: r.last_status,
-                    last_error: r.last_error,
-                }
-            })
-            .collect())
-    }
-
-    /// Queues event `id` again for every endpoint it went to (or failed to reach), to be
-    /// sent at once. How many deliveries were queued.
-    pub async fn redeliver(&self, id: Uuid) -> Result<u64, StoreError> {
-        let now = Utc::now();
-        let queued = webhook_delivery::Entity::update_many()
-            .col_expr(
-                webhook_delivery::Column::DeliveredAt,
-                Expr::value(None::<DateTime<Utc>>),
-            )
-            .col_expr(
-                webhook_delivery::Column::FailedAt,
-                Expr::value(None::<DateTime<Utc>>),
-            )
-            .col_expr(
-                webhook_delivery::Column::LockedUntil,
-                Expr::value(None::<DateTime<Utc>>),
-            )
-            .col_expr(webhook_delivery::Column::NextAttemptAt, Expr::value(now))
-            .filter(webhook_delivery::Column::Id.eq(id))
-            .exec(self.db())
-            .await?;
-        Ok(queued.rows_affected)
-    }
-
     /// Every active endpoint, and whether it has events due now: one probe of the due index
     /// per endpoint, however long the backlogs. Events queued without an endpoint (by a
     /// server that knew one per partner, during a rolling upgrade) are first given their
@@ -406,25 +305,39 @@ impl CaseStore {
     pub async fn finish_deliveries(
         &self,
         endpoint: Uuid,
-        outcomes: &[(DueDelivery, TryOutcome)],
+        outcomes: &[(DueDelivery, TryOutcome, Tried)],
     ) -> Result<(), StoreError> {
         let now = Utc::now();
         let none = None::<DateTime<Utc>>;
-        let delivered: Vec<Uuid> = outcomes
-            .iter()
-            .filter(|(_, o)| matches!(o, TryOutcome::Delivered))
-            .map(|(e, _)| e.id)
-            .collect();
+        // Delivered events by the answer's status: one write for each status (one, as a
+        // rule).
+        let mut delivered: Vec<(u16, Vec<Uuid>)> = Vec::new();
+        for (event, outcome, _) in outcomes {
+            if let TryOutcome::Delivered { status } = outcome {
+                match delivered.iter_mut().find(|(s, _)| s == status) {
+                    Some((_, ids)) => ids.push(event.id),
+                    None => delivered.push((*status, vec![event.id])),
+                }
+            }
+        }
         // Cases whose later events may have been held back by a retry of this one.
         let held: Vec<Uuid> = outcomes
             .iter()
-            .filter(|(e, o)| e.attempts > 1 && !matches!(o, TryOutcome::Retry { .. }))
-            .map(|(e, _)| e.case_id)
+            .filter(|(e, o, _)| e.attempts > 1 && !matches!(o, TryOutcome::Retry { .. }))
+            .map(|(e, _, _)| e.case_id)
             .collect();
         bounded(async {
-            for ids in delivered.chunks(FINISHED_AT_ONCE) {
+            // The tries first: a try that happened stays in the history even should what
+            // follows fail (the event is then sent again when its lease ends).
+            record_attempts(self.db(), endpoint, outcomes).await?;
+            for (status, ids) in &delivered {
+                for ids in ids.chunks(FINISHED_AT_ONCE) {
                 webhook_delivery::Entity::update_many()
                     .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
+                    .col_expr(
+                        webhook_delivery::Column::LastStatus,
+                        Expr::value(*status as i16),
+                    )
                     .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
                     .col_expr(
                         webhook_delivery::Column::LastError,
@@ -434,11 +347,12 @@ impl CaseStore {
                     .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
                     .exec(self.db())
                     .await?;
+                }
             }
-            for (event, outcome) in outcomes {
+            for (event, outcome, _) in outcomes {
                 // A failed try marks when to try again (or that it was given up on) and why.
                 let (mark, at, status, error) = match outcome {
-                    TryOutcome::Delivered => continue,
+                    TryOutcome::Delivered { .. } => continue,
                     TryOutcome::Retry { at, status, error } => {
                         (webhook_delivery::Column::NextAttemptAt, *at, status, error)
                     }
