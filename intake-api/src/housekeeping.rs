@@ -82,7 +82,10 @@ async fn prune_webhook_history(state: &AppState) {
         match state.cases.prune_history(cutoff).await {
             Ok(deleted) => {
                 if deleted > 0 {
-                    tracing::info!(deleted, "webhook events past the history's retention deleted");
+                    tracing::info!(
+                        deleted,
+                        "webhook events past the history's retention deleted"
+                    );
                 }
                 if deleted < PURGE_BATCH {
                     return;

@@ -57,7 +57,9 @@ impl MigrationTrait for Migration {
                     .col(small_integer_null(WebhookAttempts::Status))
                     .col(text_null(WebhookAttempts::Error))
                     .col(integer(WebhookAttempts::DurationMs))
-                    .col(timestamp_with_time_zone_null(WebhookAttempts::NextAttemptAt))
+                    .col(timestamp_with_time_zone_null(
+                        WebhookAttempts::NextAttemptAt,
+                    ))
                     .primary_key(
                         Index::create()
                             .col(WebhookAttempts::DeliveryId)

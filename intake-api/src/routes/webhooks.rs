@@ -10,28 +10,28 @@ use chrono::Utc;
 use poem_openapi::param::{Path, Query};
 use poem_openapi::payload::Json;
 use poem_openapi::{ApiResponse, OpenApi, Tags};
-use shared::intake::webhook_endpoints::{
-    EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
-    WebhookEndpointList, WebhookEndpointWithSecret,
-};
 use shared::intake::webhook_deliveries::{
     RecoverRequest, RecoverResult, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
     WebhookDeliveryList,
+};
+use shared::intake::webhook_endpoints::{
+    EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
+    WebhookEndpointList, WebhookEndpointWithSecret,
 };
 use shared::intake::webhooks::{EventType, EventTypeList};
 
 use super::body::LenientJson;
 use super::partner::WebhookManager;
 use crate::domain::{
-    EndpointRequest, HistoryParams, ValidationErrors, parse_endpoint_change,
-    parse_history_filter, parse_new_endpoint, parse_recover, parse_secret_rotation,
+    EndpointRequest, HistoryParams, ValidationErrors, parse_endpoint_change, parse_history_filter,
+    parse_new_endpoint, parse_recover, parse_secret_rotation,
 };
 use crate::error::IntakeError;
 use crate::state::AppState;
 use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
-    AttemptView, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor,
-    HistoryQuery, NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
+    AttemptView, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor, HistoryQuery,
+    NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
 };
 
 #[derive(Tags)]
@@ -405,14 +405,20 @@ impl WebhooksApi {
         let endpoint = endpoint_id.as_deref().and_then(|name| {
             let id = parse_endpoint_name(name);
             if id.is_none() {
-                errors.add("endpoint_id", "The endpoint_id parameter must be an endpoint's id: ep_ and 32 hex digits.");
+                errors.add(
+                    "endpoint_id",
+                    "The endpoint_id parameter must be an endpoint's id: ep_ and 32 hex digits.",
+                );
             }
             id
         });
         let after = cursor.as_deref().and_then(|text| {
             let cursor = HistoryCursor::decode(text);
             if cursor.is_none() {
-                errors.add("cursor", "The cursor parameter must be a next_cursor this operation gave.");
+                errors.add(
+                    "cursor",
+                    "The cursor parameter must be a next_cursor this operation gave.",
+                );
             }
             cursor
         });

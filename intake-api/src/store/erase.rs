@@ -19,7 +19,8 @@ use uuid::Uuid;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::domain::{Email, hash_token};
 use crate::entity::{
-    case, case_event, idempotency_key, redirect_token, submission, webhook_attempt, webhook_delivery,
+    case, case_event, idempotency_key, redirect_token, submission, webhook_attempt,
+    webhook_delivery,
 };
 
 /// The start of an erased case's e-mail: no address has it, and the case id after it keeps

@@ -37,8 +37,8 @@ use uuid::Uuid;
 
 pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
-pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub(crate) use erase::first_id_at;
+pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
 pub use idempotency::{
     AnswerKeys, AnswerOf, Claim, KEY_TTL, Keyed, KeyedRequest, LEASE, Lease, Replayed,
     SealedAnswer, StoredAnswer, json_answer, seal_answer,

@@ -11,8 +11,8 @@ mod webhook_endpoint;
 pub use fields::MAX_ITEMS;
 pub use webhook_endpoint::{
     DEFAULT_HISTORY_PAGE, EndpointRequest, HistoryFilter, HistoryParams, MAX_HISTORY_PAGE,
-    MAX_URL_CHARS, parse_endpoint_change, parse_history_filter, parse_new_endpoint,
-    parse_recover, parse_secret_rotation,
+    MAX_URL_CHARS, parse_endpoint_change, parse_history_filter, parse_new_endpoint, parse_recover,
+    parse_secret_rotation,
 };
 
 use chrono::{Datelike, NaiveDate};

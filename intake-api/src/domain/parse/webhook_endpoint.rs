@@ -4,8 +4,8 @@
 
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use shared::intake::webhook_endpoints::MAX_SECRET_GRACE_SECS;
 use shared::intake::webhook_deliveries::DeliveryStatus;
+use shared::intake::webhook_endpoints::MAX_SECRET_GRACE_SECS;
 use shared::intake::webhooks::EventType;
 
 use super::ValidationErrors;
@@ -90,7 +90,10 @@ pub fn parse_recover(
     if let Some((since, until)) = window
         && since >= until
     {
-        errors.add("since", "The since field must be before until (now when left out).");
+        errors.add(
+            "since",
+            "The since field must be before until (now when left out).",
+        );
     }
     finish(window, errors)
 }
@@ -158,7 +161,10 @@ pub fn parse_history_filter(
         let status = DeliveryStatus::from_name(name);
         if status.is_none() {
             let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.name()).collect();
-            errors.add("status", format!("The status parameter must be one of: {}.", names.join(", ")));
+            errors.add(
+                "status",
+                format!("The status parameter must be one of: {}.", names.join(", ")),
+            );
         }
         status
     });
@@ -166,7 +172,13 @@ pub fn parse_history_filter(
         let known = EventType::from_name(name);
         if known.is_none() {
             let names: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
-            errors.add("event_type", format!("The event_type parameter must be one of: {}.", names.join(", ")));
+            errors.add(
+                "event_type",
+                format!(
+                    "The event_type parameter must be one of: {}.",
+                    names.join(", ")
+                ),
+            );
         }
         known
     });
@@ -190,16 +202,18 @@ pub fn parse_history_filter(
     }
     let limit = match params.limit {
         None => DEFAULT_HISTORY_PAGE,
-        Some(text) => match text.parse::<u64>() {
-            Ok(n) if (1..=MAX_HISTORY_PAGE).contains(&n) && text.len() <= 3 => n,
-            _ => {
-                errors.add(
+        Some(text) => {
+            match text.parse::<u64>() {
+                Ok(n) if (1..=MAX_HISTORY_PAGE).contains(&n) && text.len() <= 3 => n,
+                _ => {
+                    errors.add(
                     "limit",
                     format!("The limit parameter must be a whole number from 1 to {MAX_HISTORY_PAGE}."),
                 );
-                DEFAULT_HISTORY_PAGE
+                    DEFAULT_HISTORY_PAGE
+                }
             }
-        },
+        }
     };
     HistoryFilter {
         status,

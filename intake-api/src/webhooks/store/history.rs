@@ -168,9 +168,9 @@ impl CaseStore {
             }
             if let Some(after) = query.after {
                 select = select.filter(
-                    D::Id.lt(after.id).or(D::Id
-                        .eq(after.id)
-                        .and(D::EndpointId.lt(after.endpoint))),
+                    D::Id
+                        .lt(after.id)
+                        .or(D::Id.eq(after.id).and(D::EndpointId.lt(after.endpoint))),
                 );
             }
             let mut rows = select
@@ -351,16 +351,12 @@ impl CaseStore {
             left.expr(Expr::val(1))
                 .from(webhook_delivery::Entity)
                 .and_where(
-                    Expr::col((webhook_delivery::Entity, D::Id)).equals((
-                        webhook_attempt::Entity,
-                        webhook_attempt::Column::DeliveryId,
-                    )),
+                    Expr::col((webhook_delivery::Entity, D::Id))
+                        .equals((webhook_attempt::Entity, webhook_attempt::Column::DeliveryId)),
                 )
                 .and_where(
-                    Expr::col((webhook_delivery::Entity, D::EndpointId)).equals((
-                        webhook_attempt::Entity,
-                        webhook_attempt::Column::EndpointId,
-                    )),
+                    Expr::col((webhook_delivery::Entity, D::EndpointId))
+                        .equals((webhook_attempt::Entity, webhook_attempt::Column::EndpointId)),
                 );
             webhook_attempt::Entity::delete_many()
                 .filter(webhook_attempt::Column::DeliveryId.is_in(ids))
@@ -428,7 +424,9 @@ pub(super) async fn record_attempts(
         let rows = chunk.iter().map(|(event, outcome, tried)| {
             let (status, error, next) = match outcome {
                 TryOutcome::Delivered { status } => (Some(*status), None, None),
-                TryOutcome::Retry { at, status, error } => (*status, Some(error.clone()), Some(*at)),
+                TryOutcome::Retry { at, status, error } => {
+                    (*status, Some(error.clone()), Some(*at))
+                }
                 TryOutcome::Failed { status, error } => (*status, Some(error.clone()), None),
             };
             webhook_attempt::ActiveModel {

@@ -12,9 +12,9 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::history::{Tried, record_attempts};
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
 use crate::sandbox::{Trigger, World};
-use super::history::{Tried, record_attempts};
 use crate::store::{CaseStore, StoreError, bounded};
 
 /// An event claimed for sending, with what its payload needs.
@@ -332,21 +332,21 @@ impl CaseStore {
             record_attempts(self.db(), endpoint, outcomes).await?;
             for (status, ids) in &delivered {
                 for ids in ids.chunks(FINISHED_AT_ONCE) {
-                webhook_delivery::Entity::update_many()
-                    .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
-                    .col_expr(
-                        webhook_delivery::Column::LastStatus,
-                        Expr::value(*status as i16),
-                    )
-                    .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
-                    .col_expr(
-                        webhook_delivery::Column::LastError,
-                        Expr::value(None::<String>),
-                    )
-                    .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
-                    .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
-                    .exec(self.db())
-                    .await?;
+                    webhook_delivery::Entity::update_many()
+                        .col_expr(webhook_delivery::Column::DeliveredAt, Expr::value(now))
+                        .col_expr(
+                            webhook_delivery::Column::LastStatus,
+                            Expr::value(*status as i16),
+                        )
+                        .col_expr(webhook_delivery::Column::LockedUntil, Expr::value(none))
+                        .col_expr(
+                            webhook_delivery::Column::LastError,
+                            Expr::value(None::<String>),
+                        )
+                        .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
+                        .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
+                        .exec(self.db())
+                        .await?;
                 }
             }
             for (event, outcome, _) in outcomes {

@@ -12,6 +12,7 @@ use uuid::Uuid;
 
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::Expr;
+use shared::intake::webhook_deliveries::DeliveryStatus;
 use shared::intake::webhooks::EventType;
 
 use super::*;
@@ -649,7 +650,7 @@ async fn an_enquiry_queues_its_event_for_partners_who_hear_of_it_on(backend: Bac
     assert_eq!(listed.len(), 1);
     assert_eq!(listed[0].id, event.id);
     assert_eq!(listed[0].reference, reference);
-    assert_eq!(listed[0].state, "pending");
+    assert_eq!(listed[0].state, DeliveryStatus::Pending);
     assert_eq!(listed[0].next_attempt_at, Some(event.next_attempt_at));
     assert!(
         store
@@ -786,7 +787,7 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
         .finish_deliveries(
             ep_partner,
             &[
-                (on_b.clone(), TryOutcome::Delivered),
+                (on_b.clone(), TryOutcome::Delivered { status: 200 }, tried()),
                 (
                     on_a.clone(),
                     TryOutcome::Retry {
@@ -794,6 +795,7 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
                         status: Some(503),
                         error: "busy".to_owned(),
                     },
+                    tried(),
                 ),
             ],
         )
@@ -849,6 +851,7 @@ async fn outcomes_are_recorded_and_retries_wait_their_turn_on(backend: Backend) 
                     status: None,
                     error: "refused".to_owned(),
                 },
+                tried(),
             )],
         )
         .await
@@ -905,7 +908,14 @@ async fn released_events_are_due_again_uncounted_on(backend: Backend) {
     assert_eq!(again.len(), 1);
     assert_eq!((again[0].id, again[0].attempts), (id, 1));
     store
-        .finish_deliveries(ep_partner, &[(again[0].clone(), TryOutcome::Delivered)])
+        .finish_deliveries(
+            ep_partner,
+            &[(
+                again[0].clone(),
+                TryOutcome::Delivered { status: 200 },
+                tried(),
+            )],
+        )
         .await
         .unwrap();
     store.release_deliveries(ep_partner, &[id]).await.unwrap();
@@ -940,13 +950,14 @@ async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
         .finish_deliveries(
             ep_partner,
             &[
-                (on_a.clone(), TryOutcome::Delivered),
+                (on_a.clone(), TryOutcome::Delivered { status: 200 }, tried()),
                 (
                     on_b.clone(),
                     TryOutcome::Failed {
                         status: Some(410),
                         error: "gone".to_owned(),
                     },
+                    tried(),
                 ),
             ],
         )
@@ -959,7 +970,7 @@ async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
         .unwrap();
     let listed: Vec<(&str, &str)> = all
         .iter()
-        .map(|d| (d.reference.as_str(), d.state))
+        .map(|d| (d.reference.as_str(), d.state.name()))
         .collect();
     assert_eq!(listed, [(b.as_str(), "failed"), (a.as_str(), "delivered")]);
     assert_eq!(all[0].last_status, Some(410));
@@ -976,11 +987,11 @@ async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
     assert_eq!(newest[0].id, on_b.id);
     let other = store.webhook_deliveries("other", false, 10).await.unwrap();
     assert_eq!(other.len(), 1);
-    assert_eq!(other[0].state, "pending");
+    assert_eq!(other[0].state, DeliveryStatus::Pending);
 
-    assert_eq!(store.redeliver(Uuid::new_v4()).await.unwrap(), 0);
-    assert_eq!(store.redeliver(on_a.id).await.unwrap(), 1);
-    assert_eq!(store.redeliver(on_b.id).await.unwrap(), 1);
+    assert_eq!(store.redeliver(None, Uuid::new_v4()).await.unwrap(), 0);
+    assert_eq!(store.redeliver(None, on_a.id).await.unwrap(), 1);
+    assert_eq!(store.redeliver(None, on_b.id).await.unwrap(), 1);
     for id in [on_a.id, on_b.id] {
         let m = row(&store, id).await;
         assert_eq!(
@@ -994,6 +1005,287 @@ async fn deliveries_are_listed_and_sent_again_on(backend: Backend) {
     let ids: Vec<Uuid> = resent.iter().map(|e| e.id).collect();
     assert_eq!(ids, [on_a.id, on_b.id]);
     assert!(resent.iter().all(|e| e.attempts == 2), "{resent:?}");
+}
+
+/// A try as the worker reports it, 12 ms long.
+fn tried() -> Tried {
+    Tried {
+        at: Utc::now(),
+        duration: Duration::from_millis(12),
+    }
+}
+
+/// Each try of `id` for `endpoint` in the history, as (attempt, status, error).
+async fn tries(
+    store: &CaseStore,
+    endpoint: Uuid,
+    id: Uuid,
+) -> Vec<(i32, Option<i16>, Option<String>)> {
+    crate::entity::webhook_attempt::Entity::find()
+        .filter(crate::entity::webhook_attempt::Column::EndpointId.eq(endpoint))
+        .filter(crate::entity::webhook_attempt::Column::DeliveryId.eq(id))
+        .order_by_asc(crate::entity::webhook_attempt::Column::Attempt)
+        .all(store.db())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.attempt, a.status, a.error))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_history_keeps_each_try_pages_resends_and_prunes() {
+    for backend in BACKENDS {
+        the_history_keeps_each_try_pages_resends_and_prunes_on(backend).await;
+    }
+}
+
+async fn the_history_keeps_each_try_pages_resends_and_prunes_on(backend: Backend) {
+    let (store, _db) = store(backend).await;
+    let ep = endpoint(&store, "partner", "whsec_p").await;
+    let ep_other = endpoint(&store, "other", "whsec_o").await;
+    for email in ["a@example.com", "b@example.com", "c@example.com"] {
+        enquire(&store, "partner", email).await;
+    }
+    enquire(&store, "other", "d@example.com").await;
+    let claimed = store.claim_deliveries(ep, 10, LEASE).await.unwrap();
+    let [a, b, c] = [0, 1, 2].map(|i| claimed[i].clone());
+    let later = Utc::now() + chrono::Duration::hours(1);
+    let outcomes = [
+        (a.clone(), TryOutcome::Delivered { status: 204 }, tried()),
+        (
+            b.clone(),
+            TryOutcome::Retry {
+                at: later,
+                status: Some(503),
+                error: "busy".to_owned(),
+            },
+            tried(),
+        ),
+        (
+            c.clone(),
+            TryOutcome::Failed {
+                status: Some(410),
+                error: "gone".to_owned(),
+            },
+            tried(),
+        ),
+    ];
+    store.finish_deliveries(ep, &outcomes).await.unwrap();
+    // Recorded twice (a lease ran out meanwhile): the history keeps one of each try.
+    store.finish_deliveries(ep, &outcomes).await.unwrap();
+
+    let (view, attempts) = store.delivery("partner", ep, a.id).await.unwrap().unwrap();
+    assert_eq!(
+        (view.state, view.last_status),
+        (DeliveryStatus::Delivered, Some(204))
+    );
+    assert_eq!(attempts.len(), 1);
+    assert_eq!((attempts[0].attempt, attempts[0].status), (1, Some(204)));
+    assert_eq!(
+        (attempts[0].duration_ms, attempts[0].error.as_deref()),
+        (12, None)
+    );
+    let (view, attempts) = store.delivery("partner", ep, b.id).await.unwrap().unwrap();
+    assert_eq!(view.state, DeliveryStatus::Failing);
+    assert_eq!(
+        view.next_attempt_at.map(whole_second),
+        Some(whole_second(later))
+    );
+    assert_eq!(
+        attempts[0].next_attempt_at.map(whole_second),
+        Some(whole_second(later))
+    );
+    assert_eq!(attempts[0].error.as_deref(), Some("busy"));
+    let (view, _) = store.delivery("partner", ep, c.id).await.unwrap().unwrap();
+    assert_eq!(
+        (view.state, view.next_attempt_at),
+        (DeliveryStatus::Failed, None)
+    );
+    // Another partner, or another endpoint, finds nothing by the same ids.
+    assert!(store.delivery("other", ep, a.id).await.unwrap().is_none());
+    assert!(
+        store
+            .delivery("partner", ep_other, a.id)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Pages, newest first, each event once.
+    let page = |after, status, endpoint| HistoryQuery {
+        client_id: "partner",
+        endpoint,
+        status,
+        after,
+        limit: 2,
+        ..HistoryQuery::default()
+    };
+    let (first, next) = store.history(page(None, None, None)).await.unwrap();
+    assert_eq!(first.iter().map(|v| v.id).collect::<Vec<_>>(), [c.id, b.id]);
+    let (second, last) = store.history(page(next, None, None)).await.unwrap();
+    assert_eq!(second.iter().map(|v| v.id).collect::<Vec<_>>(), [a.id]);
+    assert_eq!(last, None);
+    let cursor = next.unwrap();
+    assert_eq!(HistoryCursor::decode(&cursor.encode()), Some(cursor));
+    assert_eq!(HistoryCursor::decode("not a cursor"), None);
+    for (status, id) in [
+        (DeliveryStatus::Failing, b.id),
+        (DeliveryStatus::Failed, c.id),
+        (DeliveryStatus::Delivered, a.id),
+    ] {
+        let (found, _) = store.history(page(None, Some(status), None)).await.unwrap();
+        assert_eq!(
+            found.iter().map(|v| v.id).collect::<Vec<_>>(),
+            [id],
+            "{status:?}"
+        );
+    }
+    let (pending, _) = store
+        .history(page(None, Some(DeliveryStatus::Pending), None))
+        .await
+        .unwrap();
+    assert!(pending.is_empty());
+    // Naming another partner's endpoint finds none of its events.
+    let (theirs, _) = store
+        .history(page(None, None, Some(ep_other)))
+        .await
+        .unwrap();
+    assert!(theirs.is_empty());
+    let window = |since: DateTime<Utc>, until: DateTime<Utc>| HistoryQuery {
+        client_id: "partner",
+        since: Some(since),
+        until: Some(until),
+        limit: 10,
+        ..HistoryQuery::default()
+    };
+    let now = Utc::now();
+    let hour = chrono::Duration::hours(1);
+    assert_eq!(
+        store
+            .history(window(now - hour, now + hour))
+            .await
+            .unwrap()
+            .0
+            .len(),
+        3
+    );
+    assert!(
+        store
+            .history(window(now + hour, now + hour * 2))
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
+    assert!(
+        store
+            .history(window(now - hour * 2, now - hour))
+            .await
+            .unwrap()
+            .0
+            .is_empty()
+    );
+
+    // Sent again: only by its partner, for its endpoint; not while it is being sent.
+    assert_eq!(store.redeliver(Some(("other", ep)), c.id).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .redeliver(Some(("partner", ep_other)), c.id)
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        store.redeliver(Some(("partner", ep)), c.id).await.unwrap(),
+        1
+    );
+    let (view, attempts) = store.delivery("partner", ep, c.id).await.unwrap().unwrap();
+    assert_eq!(
+        (view.state, view.last_error),
+        (DeliveryStatus::Pending, None)
+    );
+    assert_eq!(attempts.len(), 1, "the failed try stays in the history");
+    let again = store.claim_deliveries(ep, 10, LEASE).await.unwrap();
+    assert_eq!(again.iter().map(|e| e.id).collect::<Vec<_>>(), [c.id]);
+    assert_eq!(
+        store.redeliver(Some(("partner", ep)), c.id).await.unwrap(),
+        0
+    );
+    let failed_again = TryOutcome::Failed {
+        status: None,
+        error: "could not connect".to_owned(),
+    };
+    store
+        .finish_deliveries(ep, &[(again[0].clone(), failed_again, tried())])
+        .await
+        .unwrap();
+    assert_eq!(
+        tries(&store, ep, c.id).await,
+        [
+            (1, Some(410), Some("gone".to_owned())),
+            (2, None, Some("could not connect".to_owned()))
+        ]
+    );
+
+    // Recovered: the failed ones of the window, for this partner's endpoint only.
+    assert_eq!(
+        store
+            .recover("other", ep, now - hour, now + hour)
+            .await
+            .unwrap(),
+        (0, false)
+    );
+    assert_eq!(
+        store
+            .recover("partner", ep, now + hour, now + hour * 2)
+            .await
+            .unwrap(),
+        (0, false)
+    );
+    assert_eq!(
+        store
+            .recover("partner", ep, now - hour, now + hour)
+            .await
+            .unwrap(),
+        (1, false)
+    );
+    assert_eq!(row(&store, c.id).await.failed_at, None);
+    assert_eq!(
+        store
+            .recover("partner", ep, now - hour, now + hour)
+            .await
+            .unwrap(),
+        (0, false),
+        "each failed event once"
+    );
+
+    // Pruned: what is settled goes with its tries; what waits stays.
+    let d = store.claim_deliveries(ep_other, 10, LEASE).await.unwrap();
+    store
+        .finish_deliveries(
+            ep_other,
+            &[(d[0].clone(), TryOutcome::Delivered { status: 200 }, tried())],
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.prune_history(now - hour).await.unwrap(), 0);
+    assert_eq!(store.prune_history(now + hour).await.unwrap(), 2);
+    assert_eq!(store.prune_history(now + hour).await.unwrap(), 0);
+    assert!(store.delivery("partner", ep, a.id).await.unwrap().is_none());
+    assert!(tries(&store, ep, a.id).await.is_empty());
+    assert!(tries(&store, ep_other, d[0].id).await.is_empty());
+    assert_eq!(
+        tries(&store, ep, b.id).await.len(),
+        1,
+        "b waits for its retry"
+    );
+    assert_eq!(tries(&store, ep, c.id).await.len(), 2, "c is queued again");
+
+    // Removing the endpoint drops its waiting events and their tries.
+    assert!(store.delete_endpoint("partner", ep).await.unwrap());
+    assert!(tries(&store, ep, b.id).await.is_empty());
+    assert!(tries(&store, ep, c.id).await.is_empty());
 }
 
 /// A disabled endpoint says why and is no longer listed for claims; nothing new is queued
