@@ -30,5 +30,6 @@ mod schema_versions;
 mod validation;
 mod webhook_addresses;
 mod webhook_catalogue;
+mod webhook_deliveries;
 mod webhook_endpoints;
 mod webhooks;

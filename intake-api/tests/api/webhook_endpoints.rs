@@ -19,16 +19,16 @@ use test_support::on_both_backends;
 const ENDPOINTS: &str = "/partners/external/webhooks/endpoints";
 
 /// A partner holding `webhooks:manage` and the enquiry scope.
-struct Partner {
-    bearer: String,
+pub(crate) struct Partner {
+    pub(crate) bearer: String,
 }
 
 impl Partner {
-    async fn new(app: &TestApp) -> Self {
+    pub(crate) async fn new(app: &TestApp) -> Self {
         Self::with_scopes(app, &format!("{INTAKE} {WEBHOOKS_MANAGE}"), false).await
     }
 
-    async fn with_scopes(app: &TestApp, scopes: &str, sandbox: bool) -> Self {
+    pub(crate) async fn with_scopes(app: &TestApp, scopes: &str, sandbox: bool) -> Self {
         let (client_id, secret) = if sandbox {
             app.auth.create_sandbox_client(scopes).await
         } else {
@@ -40,7 +40,13 @@ impl Partner {
         }
     }
 
-    async fn send(&self, app: &TestApp, method: Method, path: &str, body: Option<Value>) -> Reply {
+    pub(crate) async fn send(
+        &self,
+        app: &TestApp,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Reply {
         let mut request = app
             .http
             .request(method, app.url(path))
@@ -53,7 +59,7 @@ impl Partner {
         Reply::read(request.send().await.expect("the intake-api answers")).await
     }
 
-    async fn create(&self, app: &TestApp, body: Value) -> Reply {
+    pub(crate) async fn create(&self, app: &TestApp, body: Value) -> Reply {
         self.send(app, Method::POST, ENDPOINTS, Some(body)).await
     }
 
@@ -83,7 +89,7 @@ impl Partner {
         reply.body["data"].as_array().expect("a list").clone()
     }
 
-    async fn enquire(&self, app: &TestApp, email: &str) {
+    pub(crate) async fn enquire(&self, app: &TestApp, email: &str) {
         let reply = app
             .post(
                 ENQUIRY,
@@ -95,7 +101,7 @@ impl Partner {
     }
 }
 
-fn id_of(reply: &Reply) -> String {
+pub(crate) fn id_of(reply: &Reply) -> String {
     reply.body["id"].as_str().expect("an id").to_owned()
 }
 

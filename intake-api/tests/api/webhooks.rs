@@ -26,7 +26,8 @@ use test_support::on_both_backends;
 /// One request the receiver got.
 #[derive(Debug, Clone)]
 pub(crate) struct Received {
-    id: String,
+    /// Its `webhook-id`.
+    pub(crate) id: String,
     timestamp: String,
     signature: String,
     body: String,
