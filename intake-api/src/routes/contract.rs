@@ -13,13 +13,14 @@ use service_kit::openapi::{
     keep_responses, operation_mut, parameter_schema, property_mut, request_examples,
     response_example, schema_mut,
 };
-use shared::intake::webhooks::EventTypeList;
+use shared::intake::webhook_deliveries::DeliveryStatus;
+use shared::intake::webhooks::{EventType, EventTypeList};
 
 use super::idempotency::{self, MAX_KEY_CHARS};
 use super::intake::MAX_REFERENCE_CHARS;
 use super::partner::SECURITY_SCHEME;
 use crate::domain::{
-    MAX_EMAIL, MAX_ITEMS, MAX_MOBILE_CHARS, MAX_URL_CHARS, MOBILE_PATTERN, OLDEST_BIRTH_YEAR,
+    DEFAULT_HISTORY_PAGE, MAX_HISTORY_PAGE, MAX_EMAIL, MAX_ITEMS, MAX_MOBILE_CHARS, MAX_URL_CHARS, MOBILE_PATTERN, OLDEST_BIRTH_YEAR,
     PURCHASE_FIELDS, REMORTGAGE_FIELDS,
 };
 
@@ -456,6 +457,7 @@ fn refine_operations(doc: &mut Value, brand: &str) {
         response_example(types, "200", &catalogue);
     }
     refine_webhook_endpoints(doc);
+    refine_webhook_deliveries(doc);
     if let Some(redeem) = operation_mut(doc, "/portal/redirect-tokens/redeem", "post") {
         keep_responses(
             redeem,
@@ -584,6 +586,83 @@ fn refine_webhook_endpoints(doc: &mut Value) {
             response_example(op, "404", &not_found);
             request_examples(op, &examples);
         }
+    }
+}
+
+/// The delivery history's operations: what their parameters take (the service reads them
+/// itself, so every problem is answered in one 422), the answers each may give, and their
+/// examples.
+fn refine_webhook_deliveries(doc: &mut Value) {
+    const ENDPOINTS: &str = "/partners/external/webhooks/endpoints";
+    let one = format!("{ENDPOINTS}/{{endpoint_id}}/deliveries/{{delivery_id}}");
+    let redeliver = format!("{one}/redeliver");
+    let recover = format!("{ENDPOINTS}/{{endpoint_id}}/recover");
+    let endpoint_id = json!({"type": "string", "pattern": "^ep_[0-9a-fA-F]{32}$"});
+    let delivery_id = json!({"type": "string", "pattern": "^msg_[0-9a-fA-F]{32}$"});
+    let not_found = json!({"message": "Webhook delivery not found"});
+    if let Some(list) = operation_mut(doc, "/partners/external/webhooks/deliveries", "get") {
+        keep_responses(list, &["200", "401", "403", "422", "429", "500", "503"]);
+        let statuses: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.name()).collect();
+        let types: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
+        let time = json!({"type": "string", "format": "date-time"});
+        for (name, schema) in [
+            ("endpoint_id", endpoint_id.clone()),
+            ("status", json!({"type": "string", "enum": statuses})),
+            ("event_type", json!({"type": "string", "enum": types})),
+            ("since", time.clone()),
+            ("until", time),
+            (
+                "limit",
+                json!({"type": "integer", "minimum": 1, "maximum": MAX_HISTORY_PAGE, "default": DEFAULT_HISTORY_PAGE}),
+            ),
+            (
+                "cursor",
+                json!({"type": "string", "pattern": "^[A-Za-z0-9_-]{43}$"}),
+            ),
+        ] {
+            parameter_schema(list, name, schema);
+        }
+    }
+    for (path, method, ok) in [
+        (one.as_str(), "get", "200"),
+        (redeliver.as_str(), "post", "202"),
+    ] {
+        if let Some(op) = operation_mut(doc, path, method) {
+            keep_responses(op, &[ok, "401", "403", "404", "429", "500", "503"]);
+            parameter_schema(op, "endpoint_id", endpoint_id.clone());
+            parameter_schema(op, "delivery_id", delivery_id.clone());
+            response_example(op, "404", &not_found);
+        }
+    }
+    if let Some(schema) = schema_mut(doc, "RecoverRequest") {
+        nullable_optionals(schema);
+        // The service refuses a field the request does not take.
+        schema.insert("additionalProperties".into(), json!(false));
+    }
+    if let Some(op) = operation_mut(doc, &recover, "post") {
+        keep_responses(
+            op,
+            &[
+                "202", "400", "401", "403", "404", "413", "422", "429", "500", "503",
+            ],
+        );
+        parameter_schema(op, "endpoint_id", endpoint_id);
+        response_example(op, "404", &json!({"message": "Webhook endpoint not found"}));
+        request_examples(
+            op,
+            &[
+                (
+                    "since",
+                    "Every failed event since the start of an outage",
+                    json!({"since": "2026-12-01T09:00:00Z"}),
+                ),
+                (
+                    "window",
+                    "The failed events of one morning",
+                    json!({"since": "2026-12-01T06:00:00Z", "until": "2026-12-01T12:00:00Z"}),
+                ),
+            ],
+        );
     }
 }
 
