@@ -634,8 +634,18 @@ fn refine_webhook_deliveries(doc: &mut Value) {
             response_example(op, "404", &not_found);
         }
     }
+    for name in [
+        "WebhookDelivery",
+        "WebhookDeliveryDetail",
+        "WebhookAttempt",
+        "WebhookDeliveryList",
+        "RecoverRequest",
+    ] {
+        if let Some(schema) = schema_mut(doc, name) {
+            nullable_optionals(schema);
+        }
+    }
     if let Some(schema) = schema_mut(doc, "RecoverRequest") {
-        nullable_optionals(schema);
         // The service refuses a field the request does not take.
         schema.insert("additionalProperties".into(), json!(false));
     }
