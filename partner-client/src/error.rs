@@ -65,6 +65,13 @@ pub enum Error {
         /// The service's message.
         message: String,
     },
+    /// 404 to a delivery history operation: this partner has no such event for that
+    /// endpoint (or no such endpoint).
+    #[error("webhook delivery not found (404): {message}")]
+    DeliveryNotFound {
+        /// The service's message.
+        message: String,
+    },
     /// 409 to making a webhook endpoint: this partner has as many as it may; remove one
     /// first.
     #[error("at the webhook endpoint limit (409): {message}")]
@@ -133,6 +140,14 @@ impl Error {
         match self {
             Self::CaseNotFound { message } => Self::EndpointNotFound { message },
             Self::KeyReused { message } => Self::EndpointLimit { message },
+            other => other,
+        }
+    }
+
+    /// The same error as a delivery history operation means it: a 404 is about the event.
+    pub(crate) fn about_deliveries(self) -> Self {
+        match self {
+            Self::CaseNotFound { message } => Self::DeliveryNotFound { message },
             other => other,
         }
     }

@@ -50,7 +50,7 @@ pub use token_client::{
 /// Re-exported: [`Enquiry`] and [`AttachRequest`] use its types.
 pub use uuid;
 pub use webhooks::{
-    DEFAULT_TOLERANCE, SignatureError, VerifyError, WEBHOOKS_SCOPE, WebhookVerifier,
+    DEFAULT_TOLERANCE, DeliveryFilter, SignatureError, VerifyError, WEBHOOKS_SCOPE, WebhookVerifier,
 };
 pub use wire::{
     Address, ApplicationType, AttachRequest, CaseResponse, CaseState, CaseStatusBody, CreditIssue,
@@ -59,4 +59,8 @@ pub use wire::{
     RedirectResponse, ReferralRequest, ReferralResponse, Remortgage, RemortgageReason, Stage,
     ValidationErrorBody, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointWithSecret,
     WebhookEvent, WebhookEventData,
+};
+pub use wire::{
+    DeliveryStatus, RecoverResult, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
+    WebhookDeliveryList,
 };

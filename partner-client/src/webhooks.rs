@@ -1,18 +1,24 @@
-//! A partner's webhooks: its endpoints through the API ([`Client::webhook_endpoints`] and
-//! the rest, with a token holding [`WEBHOOKS_SCOPE`]), and [`WebhookVerifier`], which checks
-//! a delivery's signature before its body is trusted.
+//! A partner's webhooks: its endpoints and delivery history through the API
+//! ([`Client::webhook_endpoints`], [`Client::webhook_deliveries`] and the rest, with a token
+//! holding [`WEBHOOKS_SCOPE`]), and [`WebhookVerifier`], which checks a delivery's signature
+//! before its body is trusted.
 
 use std::time::Duration;
 
 use aws_lc_rs::hmac;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
+use chrono::{DateTime, SecondsFormat, Utc};
 use reqwest::Method;
+use shared::intake::webhook_deliveries::{
+    DeliveryStatus, RecoverRequest, RecoverResult, WebhookDelivery, WebhookDeliveryDetail,
+    WebhookDeliveryList,
+};
 use shared::intake::webhook_endpoints::{
     NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
     WebhookEndpointList, WebhookEndpointWithSecret,
 };
-use shared::intake::webhooks::{EventTypeList, WebhookEvent};
+use shared::intake::webhooks::{EventType, EventTypeList, WebhookEvent};
 
 use crate::client::Client;
 use crate::error::Error;
@@ -96,6 +102,85 @@ impl Client {
         Ok(rotated.map_err(Error::about_endpoints)?.body)
     }
 
+    /// A page of this partner's delivery history, newest event first
+    /// (`GET /partners/external/webhooks/deliveries`); pass its `next_cursor` in
+    /// `filter.cursor` for the next one.
+    pub async fn webhook_deliveries(
+        &self,
+        filter: &DeliveryFilter,
+    ) -> Result<WebhookDeliveryList, Error> {
+        let mut url = self.webhooks(&["deliveries"]);
+        {
+            let mut query = url.query_pairs_mut();
+            let times = [("since", filter.since), ("until", filter.until)];
+            for (name, at) in times {
+                if let Some(at) = at {
+                    query.append_pair(name, &at.to_rfc3339_opts(SecondsFormat::Micros, true));
+                }
+            }
+            let texts = [
+                ("endpoint_id", filter.endpoint_id.as_deref()),
+                ("status", filter.status.map(DeliveryStatus::name)),
+                ("event_type", filter.event_type.map(EventType::name)),
+                ("cursor", filter.cursor.as_deref()),
+            ];
+            for (name, value) in texts {
+                if let Some(value) = value {
+                    query.append_pair(name, value);
+                }
+            }
+            if let Some(limit) = filter.limit {
+                query.append_pair("limit", &limit.to_string());
+            }
+        }
+        let url = strip_empty_query(url);
+        Ok(self.call(Method::GET, &url, None, None, &[200]).await?.body)
+    }
+
+    /// Event `delivery_id` (its `webhook-id`) for endpoint `endpoint_id`, with each try;
+    /// [`Error::DeliveryNotFound`] for any other pair.
+    pub async fn webhook_delivery(
+        &self,
+        endpoint_id: &str,
+        delivery_id: &str,
+    ) -> Result<WebhookDeliveryDetail, Error> {
+        let url = self.webhooks(&["endpoints", endpoint_id, "deliveries", delivery_id]);
+        let read = self.call(Method::GET, &url, None, None, &[200]).await;
+        Ok(read.map_err(Error::about_deliveries)?.body)
+    }
+
+    /// Sends event `delivery_id` to endpoint `endpoint_id` again, at once.
+    pub async fn redeliver_webhook(
+        &self,
+        endpoint_id: &str,
+        delivery_id: &str,
+    ) -> Result<WebhookDelivery, Error> {
+        let url = self.webhooks(&[
+            "endpoints",
+            endpoint_id,
+            "deliveries",
+            delivery_id,
+            "redeliver",
+        ]);
+        let queued = self.call(Method::POST, &url, None, None, &[202]).await;
+        Ok(queued.map_err(Error::about_deliveries)?.body)
+    }
+
+    /// Sends again the events endpoint `endpoint_id` failed to get that happened from
+    /// `since` (until `until`, or now), oldest first; while the answer's `more` is true,
+    /// call again.
+    pub async fn recover_webhook_deliveries(
+        &self,
+        endpoint_id: &str,
+        since: DateTime<Utc>,
+        until: Option<DateTime<Utc>>,
+    ) -> Result<RecoverResult, Error> {
+        let url = self.webhooks(&["endpoints", endpoint_id, "recover"]);
+        let request = RecoverRequest { since, until };
+        let queued = self.post(&url, &request, None, &[202]).await;
+        Ok(queued.map_err(Error::about_endpoints)?.body)
+    }
+
     /// The webhook operations' URL with `segments` pushed (each one encoded whole).
     fn webhooks(&self, segments: &[&str]) -> reqwest::Url {
         let mut url = self.inner.webhooks_url.clone();
@@ -105,6 +190,33 @@ impl Client {
         }
         url
     }
+}
+
+/// Which events [`Client::webhook_deliveries`] lists: all of them by default.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DeliveryFilter {
+    /// Only this endpoint's (`ep_...`).
+    pub endpoint_id: Option<String>,
+    /// Only those that stand so.
+    pub status: Option<DeliveryStatus>,
+    /// Only this type's.
+    pub event_type: Option<EventType>,
+    /// Only events that happened at or after this.
+    pub since: Option<DateTime<Utc>>,
+    /// Only events that happened before this.
+    pub until: Option<DateTime<Utc>>,
+    /// At most this many (1 to 100; 20 when `None`).
+    pub limit: Option<u32>,
+    /// The `next_cursor` of the page before.
+    pub cursor: Option<String>,
+}
+
+/// `url` without a `?` when no parameter was appended.
+fn strip_empty_query(mut url: reqwest::Url) -> reqwest::Url {
+    if url.query() == Some("") {
+        url.set_query(None);
+    }
+    url
 }
 
 /// How far a delivery's `webhook-timestamp` may be from now, either way, as the Standard

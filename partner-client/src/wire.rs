@@ -2,6 +2,10 @@
 //! goes over the wire is exactly what serde makes of these.
 
 pub use shared::error::OAuthErrorBody;
+pub use shared::intake::webhook_deliveries::{
+    DeliveryStatus, RecoverResult, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
+    WebhookDeliveryList,
+};
 pub use shared::intake::webhook_endpoints::{
     EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
     WebhookEndpointList, WebhookEndpointWithSecret,

@@ -1,13 +1,13 @@
-//! The webhook endpoint operations through the client against the real services, and
-//! deliveries the intake-api really sent checked with the client's `WebhookVerifier`,
-//! through a secret rotation.
+//! The webhook endpoint and delivery history operations through the client against the real
+//! services, and deliveries the intake-api really sent checked with the client's
+//! `WebhookVerifier`, through a secret rotation.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use partner_client::{
-    Client, Credentials, EndpointStatus, Error, EventType, NewWebhookEndpoint, WEBHOOKS_SCOPE,
-    WebhookEndpointChange, WebhookVerifier,
+    Client, Credentials, DeliveryFilter, DeliveryStatus, EndpointStatus, Error, EventType,
+    NewWebhookEndpoint, WEBHOOKS_SCOPE, WebhookEndpointChange, WebhookVerifier,
 };
 use poem::web::Data;
 use poem::{EndpointExt, Request, Route, handler, post};
@@ -148,6 +148,67 @@ async fn endpoints_are_managed_and_deliveries_verified_through_the_client(backen
             .expect("verified during the grace");
         assert_eq!(event.event_type, EventType::CaseUpdated);
     }
+
+    // The history: both events delivered, each with its try; one sent again on request.
+    let history = eventually(Duration::from_secs(10), || async {
+        let page = client
+            .webhook_deliveries(&DeliveryFilter {
+                status: Some(DeliveryStatus::Delivered),
+                ..DeliveryFilter::default()
+            })
+            .await
+            .expect("the history");
+        (page.data.len() == 2).then_some(page)
+    })
+    .await
+    .expect("both events in the history as delivered");
+    assert_eq!(history.data[0].id, msg, "newest first");
+    assert_eq!(history.data[0].event_type, EventType::CaseUpdated);
+    let first = client
+        .webhook_deliveries(&DeliveryFilter {
+            limit: Some(1),
+            event_type: Some(EventType::CaseUpdated),
+            endpoint_id: Some(endpoint.clone()),
+            since: Some(chrono::Utc::now() - chrono::Duration::hours(1)),
+            ..DeliveryFilter::default()
+        })
+        .await
+        .expect("a page");
+    assert_eq!(first.data.len(), 1);
+    assert_eq!(first.next_cursor, None);
+    let detail = client
+        .webhook_delivery(&endpoint, &msg)
+        .await
+        .expect("the event with its tries");
+    assert_eq!(detail.attempts.len(), 1);
+    assert_eq!(detail.attempts[0].status, Some(200));
+    let again = client
+        .redeliver_webhook(&endpoint, &msg)
+        .await
+        .expect("sent again");
+    assert_eq!(again.id, msg);
+    assert_eq!(arrived(&got, 3).await[2].0, msg, "the same webhook-id");
+    let recovered = client
+        .recover_webhook_deliveries(
+            &endpoint,
+            chrono::Utc::now() - chrono::Duration::hours(1),
+            None,
+        )
+        .await
+        .expect("recovered");
+    assert_eq!(
+        (recovered.queued, recovered.more),
+        (0, false),
+        "nothing failed"
+    );
+    let missing = client
+        .webhook_delivery(&endpoint, "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d")
+        .await
+        .expect_err("no such event");
+    assert!(
+        matches!(missing, Error::DeliveryNotFound { .. }),
+        "{missing:?}"
+    );
 
     // The limit, and an endpoint gone, as the errors say.
     let second = NewWebhookEndpoint {

@@ -5,9 +5,10 @@ use std::collections::BTreeSet;
 
 use partner_client::wire::SecretRotation;
 use partner_client::{
-    Address, AttachRequest, CaseState, CaseStatusBody, EndpointStatus, Enquiry, EventType,
-    NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose, Remortgage,
-    RemortgageReason, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointWithSecret,
+    Address, AttachRequest, CaseState, CaseStatusBody, DeliveryStatus, EndpointStatus, Enquiry,
+    EventType, NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose, RecoverResult,
+    Remortgage, RemortgageReason, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
+    WebhookDeliveryList, WebhookEndpoint, WebhookEndpointChange, WebhookEndpointWithSecret,
 };
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -139,6 +140,46 @@ fn the_wire_types_name_every_property_of_the_documents() {
     let rotation = SecretRotation {
         grace_period_secs: Some(60),
     };
+    let delivery = WebhookDelivery {
+        id: "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d".into(),
+        endpoint_id: "ep_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d".into(),
+        event_type: EventType::CaseCreated,
+        reference: "418290357116".into(),
+        created_at: now,
+        status: DeliveryStatus::Failing,
+        attempt_count: 2,
+        next_attempt_at: Some(now),
+        delivered_at: Some(now),
+        last_status: Some(503),
+        last_error: Some("the endpoint answered 503".into()),
+    };
+    let attempt = WebhookAttempt {
+        attempt: 1,
+        attempted_at: now,
+        status: Some(503),
+        error: Some("the endpoint answered 503".into()),
+        duration_ms: 12,
+        next_attempt_at: Some(now),
+    };
+    let detail = WebhookDeliveryDetail {
+        delivery: delivery.clone(),
+        attempts: vec![attempt.clone()],
+    };
+    let list = WebhookDeliveryList {
+        data: vec![delivery.clone()],
+        next_cursor: Some("c".into()),
+    };
+    let recovered = RecoverResult {
+        queued: 1,
+        more: false,
+    };
+    let cases = cases.into_iter().chain([
+        ("WebhookDelivery", keys_of(&[delivery])),
+        ("WebhookAttempt", keys_of(&[attempt])),
+        ("WebhookDeliveryDetail", keys_of(&[detail])),
+        ("WebhookDeliveryList", keys_of(&[list])),
+        ("RecoverResult", keys_of(&[recovered])),
+    ]);
     let cases = cases.into_iter().chain([
         ("CaseStatusBody", keys_of(&[case])),
         ("WebhookEndpoint", keys_of(&[endpoint])),
