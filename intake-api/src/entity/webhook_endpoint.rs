@@ -33,6 +33,11 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// When it was last changed.
     pub updated_at: DateTimeUtc,
+    /// Events a second at most, as its partner asked; null for as fast as it answers.
+    pub rate_limit: Option<i32>,
+    /// Who made the last change ([`crate::webhooks::store::ChangedBy`]); null for changes
+    /// made before this was kept.
+    pub changed_by: Option<String>,
 }
 
 /// Relations of `webhook_endpoints`.

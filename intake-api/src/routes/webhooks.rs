@@ -30,8 +30,8 @@ use crate::error::IntakeError;
 use crate::state::AppState;
 use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
-    AttemptView, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor, HistoryQuery,
-    NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
+    AttemptView, ChangedBy, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor,
+    HistoryQuery, NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
 };
 
 #[derive(Tags)]
@@ -181,6 +181,8 @@ impl WebhooksApi {
             event_types: subscription(request.event_types.flatten()),
             secret: &secret,
             limit: self.state.config.webhook_endpoints_per_partner,
+            rate_limit: request.rate_limit.flatten(),
+            by: &ChangedBy::partner(),
         };
         match self
             .state
@@ -269,12 +271,15 @@ impl WebhooksApi {
             url,
             event_types,
             enabled,
+            rate_limit,
         } = parse_endpoint_change(&body.value)?;
         let url = self.checked_url(url.as_deref()).await?;
         let change = EndpointChange {
             url,
             event_types: event_types.map(subscription),
             disabled: enabled.map(|on| (!on).then(|| "disabled by the partner".to_owned())),
+            rate_limit,
+            by: ChangedBy::partner(),
         };
         let view = self
             .state
@@ -345,6 +350,7 @@ impl WebhooksApi {
                 &secret,
                 until,
                 &self.state.webhook_secrets,
+                &ChangedBy::partner(),
             )
             .await?
             .ok_or(IntakeError::EndpointNotFound)?;
@@ -640,6 +646,7 @@ fn wire(view: EndpointView) -> WebhookEndpoint {
         disabled_at: view.disabled_at,
         failing_since: view.failing_since,
         previous_secret_expires_at: view.previous_secret_until,
+        rate_limit: view.rate_limit,
         created_at: view.created_at,
         updated_at: view.updated_at,
     }

@@ -5,7 +5,7 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use super::store::{EndpointChange, SetOutcome, endpoint_name, parse_endpoint_name};
+use super::store::{ChangedBy, EndpointChange, SetOutcome, endpoint_name, parse_endpoint_name};
 use crate::config::{IntakeApiNames, Settings, webhook_secret, webhook_target};
 use crate::store::CaseStore;
 use service_kit::command_line::output::Report;
@@ -73,7 +73,13 @@ pub(crate) async fn webhook_report(
             let secret = super::signing::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
             match cases
-                .set_webhook(&client_id, url.as_str(), offered, &seal)
+                .set_webhook(
+                    &client_id,
+                    url.as_str(),
+                    offered,
+                    &seal,
+                    &ChangedBy::operator(),
+                )
                 .await?
             {
                 SetOutcome::Made(view) => {
@@ -107,7 +113,9 @@ pub(crate) async fn webhook_report(
                 "disabled_at",
                 "disabled_reason",
                 "previous_secret_until",
+                "rate_limit",
                 "updated_at",
+                "changed_by",
             ],
             "No webhook endpoints.",
         ),
@@ -133,8 +141,11 @@ pub(crate) async fn webhook_report(
         } => {
             let id = chosen(&cases, &client_id, endpoint.as_deref()).await?;
             let change = EndpointChange {
+                url: None,
+                event_types: None,
                 disabled: Some(Some(reason)),
-                ..EndpointChange::default()
+                rate_limit: None,
+                by: ChangedBy::operator(),
             };
             let view = cases
                 .change_endpoint(&client_id, id, change)
@@ -159,7 +170,14 @@ pub(crate) async fn webhook_report(
                 .checked_add_signed(grace)
                 .unwrap_or(chrono::DateTime::<chrono::Utc>::MAX_UTC);
             let view = cases
-                .rotate_endpoint_secret(&client_id, id, &secret, until, &seal)
+                .rotate_endpoint_secret(
+                    &client_id,
+                    id,
+                    &secret,
+                    until,
+                    &seal,
+                    &ChangedBy::operator(),
+                )
                 .await?
                 .ok_or_else(|| anyhow::anyhow!("client {client_id} has no such endpoint"))?;
             let mut out = serde_json::to_value(view)?;

@@ -14,9 +14,10 @@ use url::Url;
 use uuid::Uuid;
 
 use service_kit::outbound::{TargetError, refused_literal};
+use service_kit::ratelimit::{Decision, Limit};
 
 use super::signing::{Signer, message_id, payload};
-use super::store::{DueDelivery, EndpointDue, Tried, TryOutcome};
+use super::store::{ChangedBy, DueDelivery, EndpointDue, Tried, TryOutcome};
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
@@ -83,6 +84,8 @@ struct Known {
     down_rounds: i32,
     /// Not tried before this, while its endpoint is down.
     resume_at: Option<Instant>,
+    /// Under a rate limit, when the next send may go (a round's pace holds into the next).
+    next_send: Option<tokio::time::Instant>,
 }
 
 /// Every endpoint this replica has sent to.
@@ -211,12 +214,17 @@ async fn serve(
         ended: false,
     };
     loop {
-        let probe = known(&endpoints)
-            .get(&endpoint.id)
-            .is_some_and(|e| e.down_rounds > 0);
-        let round = deliver_to(&state, &http, &endpoint, probe).await;
+        let (probe, mut next_send) =
+            known(&endpoints)
+                .get(&endpoint.id)
+                .map_or((false, tokio::time::Instant::now()), |e| {
+                    let next = e.next_send.unwrap_or_else(tokio::time::Instant::now);
+                    (e.down_rounds > 0, next)
+                });
+        let round = deliver_to(&state, &http, &endpoint, probe, &mut next_send).await;
         let mut known = known(&endpoints);
         let this = known.entry(endpoint.id).or_default();
+        this.next_send = Some(next_send);
         match round {
             Round::Down { asked } => {
                 this.down_rounds = this.down_rounds.saturating_add(1);
@@ -289,12 +297,19 @@ struct Target {
     signer: Signer,
     /// Its rounds were all failing when it was read.
     failing: bool,
+    /// The time between two sends its partner's rate limit asks for; none without one.
+    gap: Option<Duration>,
+    /// That rate limit, in sends a second.
+    rate: Option<u32>,
+    /// The endpoint, to count its sends by.
+    id: Uuid,
 }
 
 /// What a claim found: where to send, and what.
 enum Claimed {
-    /// The endpoint and its due events (maybe none).
-    Due(Arc<Target>, Vec<DueDelivery>),
+    /// The endpoint, its due events (maybe none), and how many the claim could take (fewer
+    /// than asked under a rate limit).
+    Due(Arc<Target>, Vec<DueDelivery>, u64),
     /// The endpoint's address is one events may not go to; `Vec` is what was claimed.
     Refused(IpAddr, Vec<DueDelivery>),
     /// No endpoint, a disabled one, or the database did not answer.
@@ -304,12 +319,15 @@ enum Claimed {
 /// One round for `endpoint`: claims its due events a batch at a time, keeps up to
 /// [`PER_ENDPOINT`] sends in flight, and records outcomes in batches as they come, until
 /// nothing is due or the endpoint looks down. A `probe` round (the endpoint was down)
-/// claims a single event and goes on at full pace only once it is delivered.
+/// claims a single event and goes on at full pace only once it is delivered. Under a rate
+/// limit, sends are spaced evenly from `next_send` on (left where the next one may go), and
+/// every replica's sends to the endpoint together stay within it each second.
 async fn deliver_to(
     state: &Arc<AppState>,
     http: &reqwest::Client,
     endpoint: &Endpoint,
     probe: bool,
+    next_send: &mut tokio::time::Instant,
 ) -> Round {
     let (outcomes, to_record) = mpsc::channel(RECORD_BATCH * 2);
     let recorder = tokio::spawn(record(state.clone(), endpoint.id, to_record));
@@ -318,6 +336,9 @@ async fn deliver_to(
     let mut waiting: VecDeque<DueDelivery> = VecDeque::new();
     let mut sends = JoinSet::new();
     let mut claims = JoinSet::new();
+    // Under a rate limit, how few claimed events may wait, so each is sent well within its
+    // lease.
+    let mut refill_below = REFILL_BELOW;
     let (mut delivered, mut failed, mut failed_in_a_row) = (0, 0, 0);
     // A claim may find more; the cases sent hold later events, due once these are recorded.
     let (mut more, mut successors) = (true, false);
@@ -326,17 +347,25 @@ async fn deliver_to(
     // The longest `Retry-After` of the round's answers, and whether the endpoint was failing.
     let (mut asked, mut failing) = (Duration::ZERO, false);
     loop {
-        if more && !stop && claims.is_empty() && waiting.len() < REFILL_BELOW {
+        if more && !stop && claims.is_empty() && waiting.len() < refill_below {
             let (state, id) = (state.clone(), endpoint.id);
             claims.spawn(async move { claim(&state, id, limit).await });
         }
         if let Some(target) = &target {
             while !stop && sends.len() < PER_ENDPOINT {
+                let now = tokio::time::Instant::now();
+                if target.gap.is_some() && now < *next_send {
+                    break;
+                }
                 let Some(event) = waiting.pop_front() else {
                     break;
                 };
-                let (http, target) = (http.clone(), target.clone());
+                if let Some(gap) = target.gap {
+                    *next_send = (*next_send).max(now) + gap;
+                }
+                let (http, target, shared) = (http.clone(), target.clone(), state.clone());
                 sends.spawn(async move {
+                    within_shared_limit(&shared, &target).await;
                     let (at, started) = (Utc::now(), Instant::now());
                     let sent = send(&http, &target, &event).await;
                     let duration = started.elapsed();
@@ -347,15 +376,21 @@ async fn deliver_to(
         if sends.is_empty() && claims.is_empty() && (stop || waiting.is_empty()) {
             break;
         }
+        let paced = target.as_ref().is_some_and(|t| t.gap.is_some())
+            && !stop
+            && !waiting.is_empty()
+            && sends.len() < PER_ENDPOINT;
         tokio::select! {
+            () = tokio::time::sleep_until(*next_send), if paced => {}
             Some(done) = claims.join_next() => {
                 let Ok(found) = done else {
                     more = false;
                     continue;
                 };
                 match found {
-                    Claimed::Due(endpoint, due) => {
-                        more = due.len() as u64 == limit;
+                    Claimed::Due(endpoint, due, taken) => {
+                        more = due.len() as u64 == taken;
+                        refill_below = REFILL_BELOW.min(taken as usize);
                         // Their cases' later events fall due once these are recorded.
                         successors |= due.iter().any(|e| e.later_waiting);
                         failing |= endpoint.failing;
@@ -443,7 +478,11 @@ async fn deliver_to(
         }
     };
     if let Some((label, reason)) = disabled {
-        match state.cases.disable_endpoint(*id, &reason).await {
+        match state
+            .cases
+            .disable_endpoint(*id, &reason, &ChangedBy::worker())
+            .await
+        {
             Ok(()) => metrics::counter!(DISABLED_METRIC, "reason" => label).increment(1),
             Err(e) => {
                 tracing::warn!(error = %e, %client_id, endpoint = %id, "disabling a webhook endpoint failed");
@@ -452,6 +491,20 @@ async fn deliver_to(
         return Round::Idle;
     }
     round
+}
+
+/// Waits until every replica's sends to `target` this second leave room for one more, when
+/// its partner set a rate limit. The count is kept where the deployment keeps its rate
+/// limits (Redis, or this replica alone without it).
+async fn within_shared_limit(state: &AppState, target: &Target) {
+    let Some(rate) = target.rate else {
+        return;
+    };
+    let key = format!("webhook-endpoint:{}", target.id);
+    while let Decision::Limited { retry_after } = state.limiter.hit(&key, Limit::per(rate, 1)).await
+    {
+        tokio::time::sleep(retry_after.max(Duration::from_millis(10))).await;
+    }
 }
 
 /// Endpoints disabled by the worker, by why: `gone` (410), `not_public` (its address), or
@@ -547,6 +600,15 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
         }
     };
     let lease = Duration::from_secs(state.config.webhook_lease_secs);
+    let rate = endpoint
+        .rate_limit
+        .and_then(|r| u32::try_from(r).ok())
+        .filter(|r| *r > 0);
+    // Under a rate limit, what one claim takes and what waits besides it are each sent
+    // within a quarter of the lease.
+    let limit = rate.map_or(limit, |rate| {
+        limit.min((u64::from(rate) * lease.as_secs() / 4).max(1))
+    });
     let due = match state.cases.claim_deliveries(id, limit, lease).await {
         Ok(due) => due,
         Err(e) => {
@@ -561,8 +623,12 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
                 url: endpoint.url.clone(),
                 signer,
                 failing: endpoint.failing_since.is_some(),
+                gap: rate.map(|rate| Duration::from_secs(1) / rate),
+                rate,
+                id,
             }),
             due,
+            limit,
         ),
     }
 }

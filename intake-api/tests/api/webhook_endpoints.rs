@@ -414,7 +414,48 @@ async fn retry_after_is_waited_for(backend: Backend) {
     );
 }
 
+/// A rate limit spaces an endpoint's deliveries; lifted, they go as fast as it answers.
+/// Operators see who changed the endpoint last.
+async fn a_rate_limit_paces_deliveries(backend: Backend) {
+    let app = TestApp::spawn_with(backend, webhook_settings).await;
+    let partner = Partner::new(&app).await;
+    let receiver = Receiver::start().await;
+    let made = partner
+        .create(&app, json!({"url": receiver.url, "rate_limit": 4}))
+        .await;
+    assert_eq!(made.status, 201, "{}", made.body);
+    assert_eq!(made.body["rate_limit"], 4);
+    let id = id_of(&made);
+    for _ in 0..6 {
+        partner.enquire(&app, &fresh_email()).await;
+    }
+    let got = receiver.wait_for(6).await;
+    // Four a second: six sends span at least five gaps of a quarter second.
+    let span = got[5].at.duration_since(got[0].at);
+    assert!(
+        span >= Duration::from_millis(1200),
+        "six sends within {span:?}"
+    );
+
+    let lifted = partner.change(&app, &id, json!({"rate_limit": null})).await;
+    assert_eq!(lifted.status, 200, "{}", lifted.body);
+    assert_eq!(lifted.body["rate_limit"], Value::Null);
+    assert!(
+        lifted.body.get("changed_by").is_none(),
+        "operators' business"
+    );
+    let listed = intake_api::cli::webhook(
+        &app.intake.config,
+        intake_api::cli::WebhookCommand::List { client_id: None },
+    )
+    .await
+    .expect("webhook list");
+    assert_eq!(listed[0]["changed_by"], "partner", "{listed}");
+    assert_eq!(listed[0]["rate_limit"], Value::Null, "{listed}");
+}
+
 on_both_backends!(
+    a_rate_limit_paces_deliveries,
     an_endpoint_failing_for_the_period_is_disabled_and_says_why,
     retry_after_is_waited_for,
     a_partner_manages_its_endpoints_through_the_api,
@@ -455,6 +496,26 @@ async fn bad_requests_are_refused_with_what_is_wrong(backend: Backend) {
             "secret",
         ),
         (json!([1, 2]), "body"),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": 0}),
+            "rate_limit",
+        ),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": 10_001}),
+            "rate_limit",
+        ),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": 2.5}),
+            "rate_limit",
+        ),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": "5"}),
+            "rate_limit",
+        ),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": 1e300}),
+            "rate_limit",
+        ),
     ];
     for (body, field) in refused {
         let reply = partner.create(&app, body.clone()).await;

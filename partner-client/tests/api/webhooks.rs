@@ -78,6 +78,7 @@ async fn endpoints_are_managed_and_deliveries_verified_through_the_client(backen
         .create_webhook_endpoint(&NewWebhookEndpoint {
             url: format!("http://127.0.0.1:{}/hook", receiver.port),
             event_types: Some(vec![EventType::CaseCreated, EventType::CaseUpdated]),
+            rate_limit: None,
         })
         .await
         .expect("made");
@@ -214,6 +215,7 @@ async fn endpoints_are_managed_and_deliveries_verified_through_the_client(backen
     let second = NewWebhookEndpoint {
         url: "http://127.0.0.1:9/second".into(),
         event_types: None,
+        rate_limit: None,
     };
     client
         .create_webhook_endpoint(&second)

@@ -121,6 +121,7 @@ fn the_wire_types_name_every_property_of_the_documents() {
         disabled_at: Some(now),
         failing_since: Some(now),
         previous_secret_expires_at: Some(now),
+        rate_limit: Some(5),
         created_at: now,
         updated_at: now,
     };
@@ -131,11 +132,13 @@ fn the_wire_types_name_every_property_of_the_documents() {
     let new = NewWebhookEndpoint {
         url: endpoint.url.clone(),
         event_types: Some(vec![EventType::CaseCreated]),
+        rate_limit: Some(5),
     };
     let change = WebhookEndpointChange {
         url: Some(endpoint.url.clone()),
         event_types: Some(vec![EventType::CaseCreated]),
         enabled: Some(true),
+        rate_limit: Some(5),
     };
     let rotation = SecretRotation {
         grace_period_secs: Some(60),

@@ -46,6 +46,8 @@ pub struct WebhookEndpoint {
     /// After a secret rotation, until when the previous secret signs beside the new one
     /// (each request then carries two signatures); null otherwise.
     pub previous_secret_expires_at: Option<DateTime<Utc>>,
+    /// Events a second at most that are sent to it; null for as fast as it answers.
+    pub rate_limit: Option<u32>,
     /// When it was made.
     pub created_at: DateTime<Utc>,
     /// When it was last changed.
@@ -86,6 +88,14 @@ pub struct NewWebhookEndpoint {
     /// those added later too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_types: Option<Vec<EventType>>,
+    /// Events a second at most to send it (1 to 10000); leave it out, or null, for as fast
+    /// as it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(minimum(value = "1"), maximum(value = "10000")))
+    )]
+    pub rate_limit: Option<u32>,
 }
 
 /// A change to an endpoint: what is left out stays as it is.
@@ -103,7 +113,17 @@ pub struct WebhookEndpointChange {
     /// again, after a `410 Gone` too.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enabled: Option<bool>,
+    /// Events a second at most to send it (1 to 10000); null for as fast as it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(
+        feature = "openapi",
+        oai(validator(minimum(value = "1"), maximum(value = "10000")))
+    )]
+    pub rate_limit: Option<u32>,
 }
+
+/// The highest `rate_limit` an endpoint takes, in events a second.
+pub const MAX_RATE_LIMIT: u32 = 10_000;
 
 /// A new signing secret for an endpoint.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use shared::intake::webhook_deliveries::DeliveryStatus;
-use shared::intake::webhook_endpoints::MAX_SECRET_GRACE_SECS;
+use shared::intake::webhook_endpoints::{MAX_RATE_LIMIT, MAX_SECRET_GRACE_SECS};
 use shared::intake::webhooks::EventType;
 
 use super::ValidationErrors;
@@ -23,33 +23,42 @@ pub struct EndpointRequest {
     pub event_types: Option<Option<Vec<EventType>>>,
     /// Whether deliveries run.
     pub enabled: Option<bool>,
+    /// Events a second at most: `Some(None)` for as fast as the endpoint answers.
+    pub rate_limit: Option<Option<u32>>,
 }
 
-/// The body of `createWebhookEndpoint`: `url` (required) and `event_types`.
+/// The body of `createWebhookEndpoint`: `url` (required), `event_types` and `rate_limit`.
 pub fn parse_new_endpoint(body: &Value) -> Result<EndpointRequest, ValidationErrors> {
     let mut errors = ValidationErrors::default();
-    only(body, &["url", "event_types"], &mut errors);
+    only(body, &["url", "event_types", "rate_limit"], &mut errors);
     let mut f = Fields::root(body, &mut errors);
     let url = f.required("url", url);
     let event_types = event_types(&mut f);
+    let rate_limit = rate_limit(&mut f);
     let request = url.map(|url| EndpointRequest {
         url: Some(url),
         event_types: event_types.or(Some(None)),
         enabled: None,
+        rate_limit,
     });
     finish(request, errors)
 }
 
-/// The body of `updateWebhookEndpoint`: any of `url`, `event_types` (null: every type)
-/// and `enabled`.
+/// The body of `updateWebhookEndpoint`: any of `url`, `event_types` (null: every type),
+/// `enabled` and `rate_limit` (null: none).
 pub fn parse_endpoint_change(body: &Value) -> Result<EndpointRequest, ValidationErrors> {
     let mut errors = ValidationErrors::default();
-    only(body, &["url", "event_types", "enabled"], &mut errors);
+    only(
+        body,
+        &["url", "event_types", "enabled", "rate_limit"],
+        &mut errors,
+    );
     let mut f = Fields::root(body, &mut errors);
     let request = EndpointRequest {
         url: f.optional("url", url),
         event_types: event_types(&mut f),
         enabled: f.optional("enabled", flag),
+        rate_limit: rate_limit(&mut f),
     };
     finish(Some(request), errors)
 }
@@ -242,6 +251,26 @@ fn only(body: &Value, taken: &[&str], errors: &mut ValidationErrors) {
             format!("The {name} field is not one this operation takes."),
         );
     }
+}
+
+/// `rate_limit` as sent: `Some(None)` for null (no limit), `None` when left out or invalid
+/// (reported).
+fn rate_limit(f: &mut Fields<'_, '_>) -> Option<Option<u32>> {
+    if f.obj
+        .and_then(|o| o.get("rate_limit"))
+        .is_some_and(Value::is_null)
+    {
+        return Some(None);
+    }
+    f.optional("rate_limit", |v, attr| {
+        v.as_u64()
+            .and_then(|n| u32::try_from(n).ok())
+            .filter(|n| (1..=MAX_RATE_LIMIT).contains(n))
+            .ok_or_else(|| {
+                format!("The {attr} field must be a whole number of events a second from 1 to {MAX_RATE_LIMIT}, or null for none.")
+            })
+    })
+    .map(Some)
 }
 
 fn url(value: &Value, attr: Attr<'_>) -> Result<String, String> {

@@ -107,6 +107,45 @@ pub struct EndpointView {
     pub created_at: DateTime<Utc>,
     /// When it was last changed.
     pub updated_at: DateTime<Utc>,
+    /// Events a second at most; none for as fast as it answers.
+    pub rate_limit: Option<u32>,
+    /// Who made the last change.
+    pub changed_by: Option<String>,
+}
+
+/// Who changes an endpoint, as operators read it in `webhook list`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChangedBy(String);
+
+impl ChangedBy {
+    /// Its partner, through the API.
+    pub fn partner() -> Self {
+        Self("partner".to_owned())
+    }
+
+    /// An operator, through the CLI: the account it ran under, when the system says.
+    pub fn operator() -> Self {
+        let account = ["USER", "LOGNAME"]
+            .iter()
+            .find_map(|name| std::env::var(name).ok())
+            .filter(|name| {
+                !name.is_empty() && name.len() <= 64 && !name.chars().any(char::is_control)
+            });
+        Self(match account {
+            Some(account) => format!("operator ({account})"),
+            None => "operator".to_owned(),
+        })
+    }
+
+    /// The delivery worker, disabling an endpoint that failed or is gone.
+    pub fn worker() -> Self {
+        Self("delivery worker".to_owned())
+    }
+
+    /// As stored and shown.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
 }
 
 impl From<webhook_endpoint::Model> for EndpointView {
@@ -123,6 +162,8 @@ impl From<webhook_endpoint::Model> for EndpointView {
             disabled_reason: m.disabled_reason,
             created_at: m.created_at,
             updated_at: m.updated_at,
+            rate_limit: m.rate_limit.and_then(|r| u32::try_from(r).ok()),
+            changed_by: m.changed_by,
         }
     }
 }
@@ -140,10 +181,14 @@ pub struct NewEndpoint<'a> {
     pub secret: &'a str,
     /// How many endpoints the partner may have, this one included.
     pub limit: u64,
+    /// Events a second at most; none for as fast as it answers.
+    pub rate_limit: Option<u32>,
+    /// Who makes it.
+    pub by: &'a ChangedBy,
 }
 
 /// A change to an endpoint: what is `None` stays as it is.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct EndpointChange {
     /// Where events go.
     pub url: Option<String>,
@@ -151,6 +196,10 @@ pub struct EndpointChange {
     pub event_types: Option<Subscription>,
     /// Disable, with the reason, or enable again (clearing the last reason).
     pub disabled: Option<Option<String>>,
+    /// Events a second at most, or as fast as it answers (`Some(None)`).
+    pub rate_limit: Option<Option<u32>>,
+    /// Who makes the change.
+    pub by: ChangedBy,
 }
 
 /// What [`CaseStore::create_endpoint`] did.
@@ -218,6 +267,8 @@ impl CaseStore {
             disabled_reason: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            rate_limit: Set(new.rate_limit.map(stored_rate)),
+            changed_by: Set(Some(new.by.as_str().to_owned())),
         })
         .exec_with_returning(&txn)
         .await?;
@@ -297,6 +348,10 @@ impl CaseStore {
             }
             None => {}
         }
+        if let Some(rate) = change.rate_limit {
+            active.rate_limit = Set(rate.map(stored_rate));
+        }
+        active.changed_by = Set(Some(change.by.0));
         active.updated_at = Set(now);
         let model = webhook_endpoint::Entity::update(active).exec(&txn).await?;
         txn.commit().await?;
@@ -349,6 +404,7 @@ impl CaseStore {
         new_secret: &str,
         grace_until: DateTime<Utc>,
         seal: &SecretSeal,
+        by: &ChangedBy,
     ) -> Result<Option<EndpointView>, StoreError> {
         let txn = self.begin_write().await?;
         let Some(m) = own(&txn, client_id, id).await? else {
@@ -365,6 +421,7 @@ impl CaseStore {
         active.secret = Set(new);
         active.previous_secret = Set((grace_until > now).then_some(old));
         active.previous_secret_until = Set((grace_until > now).then_some(grace_until));
+        active.changed_by = Set(Some(by.as_str().to_owned()));
         active.updated_at = Set(now);
         let updated = webhook_endpoint::Entity::update(active).exec(&txn).await?;
         txn.commit().await?;
@@ -380,6 +437,7 @@ impl CaseStore {
         url: &str,
         new_secret: Option<&str>,
         seal: &SecretSeal,
+        by: &ChangedBy,
     ) -> Result<SetOutcome, StoreError> {
         let held = self.endpoints(Some(client_id)).await?;
         match (held.as_slice(), new_secret) {
@@ -391,6 +449,8 @@ impl CaseStore {
                     event_types: Subscription::ALL,
                     secret,
                     limit: 1,
+                    rate_limit: None,
+                    by,
                 };
                 Ok(match self.create_endpoint(new, seal).await? {
                     Created::Made(view) => SetOutcome::Made(view),
@@ -402,6 +462,8 @@ impl CaseStore {
                     url: Some(url.to_owned()),
                     event_types: None,
                     disabled: Some(None),
+                    rate_limit: None,
+                    by: by.clone(),
                 };
                 Ok(self
                     .change_endpoint(client_id, only.id, change)
@@ -485,13 +547,22 @@ impl CaseStore {
 
     /// Stops deliveries to endpoint `id`, saying why (the worker, on 410 Gone, an address
     /// events may not go to, or failures for longer than the deployment allows).
-    pub async fn disable_endpoint(&self, id: Uuid, reason: &str) -> Result<(), StoreError> {
+    pub async fn disable_endpoint(
+        &self,
+        id: Uuid,
+        reason: &str,
+        by: &ChangedBy,
+    ) -> Result<(), StoreError> {
         let now = Utc::now();
         webhook_endpoint::Entity::update_many()
             .col_expr(webhook_endpoint::Column::DisabledAt, Expr::value(now))
             .col_expr(
                 webhook_endpoint::Column::DisabledReason,
                 Expr::value(reason),
+            )
+            .col_expr(
+                webhook_endpoint::Column::ChangedBy,
+                Expr::value(by.as_str()),
             )
             .col_expr(webhook_endpoint::Column::UpdatedAt, Expr::value(now))
             .filter(webhook_endpoint::Column::Id.eq(id))
@@ -502,6 +573,11 @@ impl CaseStore {
 }
 
 /// `client_id`'s endpoint `id`, read in `txn`.
+/// A rate as stored: the column is a signed integer.
+fn stored_rate(rate: u32) -> i32 {
+    i32::try_from(rate).unwrap_or(i32::MAX)
+}
+
 async fn own(
     txn: &impl ConnectionTrait,
     client_id: &str,

@@ -9,8 +9,8 @@ mod history;
 mod outbox;
 
 pub use endpoints::{
-    Created, EndpointChange, EndpointView, NewEndpoint, SetOutcome, Subscription, endpoint_name,
-    parse_endpoint_name,
+    ChangedBy, Created, EndpointChange, EndpointView, NewEndpoint, SetOutcome, Subscription,
+    endpoint_name, parse_endpoint_name,
 };
 pub use history::{AttemptView, DeliveryView, HistoryCursor, HistoryQuery, RECOVER_AT_ONCE, Tried};
 pub use outbox::{DueDelivery, EndpointDue, TryOutcome};

@@ -62,6 +62,8 @@ async fn subscribed(
         event_types,
         secret,
         limit: 10,
+        rate_limit: None,
+        by: &ChangedBy::partner(),
     };
     match store.create_endpoint(new, &seal()).await.unwrap() {
         Created::Made(view) => view.id,
@@ -141,7 +143,13 @@ async fn endpoints_are_set_read_replaced_and_removed_per_partner_on(backend: Bac
     assert!(
         matches!(
             store
-                .set_webhook("a", "https://a.example/1", None, &seal)
+                .set_webhook(
+                    "a",
+                    "https://a.example/1",
+                    None,
+                    &seal,
+                    &ChangedBy::operator()
+                )
                 .await
                 .unwrap(),
             SetOutcome::NoSecret
@@ -151,7 +159,13 @@ async fn endpoints_are_set_read_replaced_and_removed_per_partner_on(backend: Bac
     assert!(stored(&store, "a").await.is_none());
 
     let SetOutcome::Made(view) = store
-        .set_webhook("a", "https://a.example/1", Some("whsec_a1"), &seal)
+        .set_webhook(
+            "a",
+            "https://a.example/1",
+            Some("whsec_a1"),
+            &seal,
+            &ChangedBy::operator(),
+        )
         .await
         .unwrap()
     else {
@@ -175,9 +189,18 @@ async fn endpoints_are_set_read_replaced_and_removed_per_partner_on(backend: Bac
         "whsec_a1"
     );
 
-    store.disable_endpoint(ep_a, "gone").await.unwrap();
+    store
+        .disable_endpoint(ep_a, "gone", &ChangedBy::worker())
+        .await
+        .unwrap();
     let SetOutcome::Changed(view) = store
-        .set_webhook("a", "https://a.example/2", Some("whsec_ignored"), &seal)
+        .set_webhook(
+            "a",
+            "https://a.example/2",
+            Some("whsec_ignored"),
+            &seal,
+            &ChangedBy::operator(),
+        )
         .await
         .unwrap()
     else {
@@ -245,12 +268,15 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own() {
 async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(backend: Backend) {
     let (store, _db) = store(backend).await;
     let seal = seal();
+    let partner = ChangedBy::partner();
     let new = |url: &'static str, limit: u64| NewEndpoint {
         client_id: "a",
         url,
         event_types: Subscription::ALL,
         secret: "whsec_a",
         limit,
+        rate_limit: None,
+        by: &partner,
     };
     let mut made = Vec::new();
     for url in ["https://a.example/1", "https://a.example/2"] {
@@ -271,7 +297,13 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
     assert!(
         matches!(
             store
-                .set_webhook("a", "https://a.example/x", None, &seal)
+                .set_webhook(
+                    "a",
+                    "https://a.example/x",
+                    None,
+                    &seal,
+                    &ChangedBy::operator()
+                )
                 .await
                 .unwrap(),
             SetOutcome::Several(2)
@@ -283,6 +315,8 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
         url: Some("https://a.example/changed".to_owned()),
         event_types: Some(Subscription::only(&[EventType::CaseActivated])),
         disabled: Some(Some("paused".to_owned())),
+        rate_limit: Some(Some(5)),
+        by: ChangedBy::partner(),
     };
     assert!(
         store
@@ -294,7 +328,14 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
     );
     assert!(
         store
-            .rotate_endpoint_secret("b", made[0], "whsec_x", Utc::now(), &seal)
+            .rotate_endpoint_secret(
+                "b",
+                made[0],
+                "whsec_x",
+                Utc::now(),
+                &seal,
+                &ChangedBy::partner()
+            )
             .await
             .unwrap()
             .is_none(),
@@ -311,6 +352,8 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
         Some(vec![EventType::CaseActivated])
     );
     assert_eq!(changed.disabled_reason.as_deref(), Some("paused"));
+    assert_eq!(changed.rate_limit, Some(5));
+    assert_eq!(changed.changed_by.as_deref(), Some("partner"));
     let other = store.endpoint("a", made[1]).await.unwrap().unwrap();
     assert_eq!(
         (other.url.as_str(), other.disabled_at),
@@ -325,9 +368,11 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
             "a",
             made[0],
             EndpointChange {
+                url: None,
                 disabled: Some(None),
                 event_types: Some(Subscription::ALL),
-                ..EndpointChange::default()
+                rate_limit: Some(None),
+                by: ChangedBy::operator(),
             },
         )
         .await
@@ -336,6 +381,15 @@ async fn a_partner_has_several_endpoints_up_to_its_limit_and_only_its_own_on(bac
     assert_eq!(
         (enabled.disabled_at, enabled.event_types),
         (None, Subscription::ALL)
+    );
+    assert_eq!(enabled.rate_limit, None, "the limit lifted");
+    assert!(
+        enabled
+            .changed_by
+            .as_deref()
+            .unwrap()
+            .starts_with("operator"),
+        "{enabled:?}"
     );
     assert!(store.delete_endpoint("a", made[1]).await.unwrap());
     assert!(matches!(
@@ -363,6 +417,8 @@ async fn racing_creations_stay_within_the_limit() {
                     event_types: Subscription::ALL,
                     secret: "whsec_a",
                     limit: 3,
+                    rate_limit: None,
+                    by: &ChangedBy::partner(),
                 };
                 store.create_endpoint(new, &seal()).await.unwrap()
             });
@@ -504,7 +560,14 @@ async fn a_rotation_keeps_the_old_secret_until_its_grace_ends_on(backend: Backen
     let grace = whole_second(Utc::now() + chrono::Duration::hours(1));
     assert!(
         store
-            .rotate_endpoint_secret("nobody", Uuid::new_v4(), "whsec_x", grace, &seal)
+            .rotate_endpoint_secret(
+                "nobody",
+                Uuid::new_v4(),
+                "whsec_x",
+                grace,
+                &seal,
+                &ChangedBy::partner()
+            )
             .await
             .unwrap()
             .is_none()
@@ -513,7 +576,7 @@ async fn a_rotation_keeps_the_old_secret_until_its_grace_ends_on(backend: Backen
     endpoint(&store, "b", "whsec_b").await;
 
     let view = store
-        .rotate_endpoint_secret("a", ep_a, "whsec_new", grace, &seal)
+        .rotate_endpoint_secret("a", ep_a, "whsec_new", grace, &seal, &ChangedBy::partner())
         .await
         .unwrap()
         .unwrap();
@@ -534,7 +597,7 @@ async fn a_rotation_keeps_the_old_secret_until_its_grace_ends_on(backend: Backen
 
     let over = Utc::now() - chrono::Duration::seconds(1);
     let view = store
-        .rotate_endpoint_secret("a", ep_a, "whsec_newer", over, &seal)
+        .rotate_endpoint_secret("a", ep_a, "whsec_newer", over, &seal, &ChangedBy::partner())
         .await
         .unwrap()
         .unwrap();
@@ -571,6 +634,8 @@ async fn secrets_left_in_clear_are_sealed_once_on(backend: Backend) {
             disabled_reason: Set(None),
             created_at: Set(now),
             updated_at: Set(now),
+            rate_limit: Set(None),
+            changed_by: Set(None),
         };
     let sealed_b = seal.seal("b", "whsec_b").unwrap();
     webhook_endpoint::Entity::insert_many([
@@ -1305,7 +1370,7 @@ async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backe
     enquire(&store, "other", "b@example.com").await;
 
     store
-        .disable_endpoint(ep_partner, "410 Gone for a week")
+        .disable_endpoint(ep_partner, "410 Gone for a week", &ChangedBy::worker())
         .await
         .unwrap();
     let disabled = stored(&store, "partner").await.unwrap();
@@ -1314,6 +1379,7 @@ async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backe
         disabled.disabled_reason.as_deref(),
         Some("410 Gone for a week")
     );
+    assert_eq!(disabled.changed_by.as_deref(), Some("delivery worker"));
     assert_eq!(stored(&store, "other").await.unwrap().disabled_at, None);
     assert_eq!(due_by_partner(&store).await, [("other".to_owned(), true)]);
     // The worker claims only for partners listed as due whose endpoint it reads as active
@@ -1332,7 +1398,13 @@ async fn a_disabled_endpoint_says_why_and_is_not_listed_as_due_on(backend: Backe
 
     assert!(matches!(
         store
-            .set_webhook("partner", "https://partner.example/new", None, &seal())
+            .set_webhook(
+                "partner",
+                "https://partner.example/new",
+                None,
+                &seal(),
+                &ChangedBy::operator()
+            )
             .await
             .unwrap(),
         SetOutcome::Changed(_)
@@ -1381,7 +1453,13 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     let with_nul = "https://x.example/a\0b";
 
     let SetOutcome::Made(view) = store
-        .set_webhook("ctl", controls, Some("whsec_c"), &seal)
+        .set_webhook(
+            "ctl",
+            controls,
+            Some("whsec_c"),
+            &seal,
+            &ChangedBy::operator(),
+        )
         .await
         .unwrap()
     else {
@@ -1390,7 +1468,10 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     let ep_ctl = view.id;
     assert_eq!(view.url, controls);
     assert_eq!(stored(&store, "ctl").await.unwrap().url, controls);
-    store.disable_endpoint(ep_ctl, controls).await.unwrap();
+    store
+        .disable_endpoint(ep_ctl, controls, &ChangedBy::worker())
+        .await
+        .unwrap();
     assert_eq!(
         stored(&store, "ctl")
             .await
@@ -1401,7 +1482,13 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     );
 
     let made = store
-        .set_webhook("nul", with_nul, Some("whsec_n"), &seal)
+        .set_webhook(
+            "nul",
+            with_nul,
+            Some("whsec_n"),
+            &seal,
+            &ChangedBy::operator(),
+        )
         .await;
     match backend {
         Backend::Postgres => {
@@ -1413,8 +1500,12 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
             assert_eq!(stored(&store, "nul").await.unwrap().url, with_nul);
         }
     }
-    let replaced = store.set_webhook("ctl", with_nul, None, &seal).await;
-    let reason = store.disable_endpoint(ep_ctl, "reason\0after").await;
+    let replaced = store
+        .set_webhook("ctl", with_nul, None, &seal, &ChangedBy::operator())
+        .await;
+    let reason = store
+        .disable_endpoint(ep_ctl, "reason\0after", &ChangedBy::worker())
+        .await;
     let kept = stored(&store, "ctl").await.unwrap();
     match backend {
         Backend::Postgres => {
@@ -1434,7 +1525,14 @@ async fn hostile_bytes_are_refused_or_stored_exactly_on(backend: Backend) {
     }
     assert!(
         store
-            .rotate_endpoint_secret("ctl", ep_ctl, "whsec_\0", Utc::now(), &seal)
+            .rotate_endpoint_secret(
+                "ctl",
+                ep_ctl,
+                "whsec_\0",
+                Utc::now(),
+                &seal,
+                &ChangedBy::partner()
+            )
             .await
             .is_ok()
     );
