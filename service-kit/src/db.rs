@@ -14,8 +14,7 @@ use url::Url;
 pub const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long an operator command waits for its first connection: longer than a request
 /// may, since nobody is queued behind it, and a command run in a container just started
-/// met slow first connections (a name lookup answered only on the resolver's retry, five
-/// seconds later, is the likeliest cause).
+/// met slow first connections and failed name lookups (looked up again meanwhile).
 pub const OPERATOR_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long one statement may run on PostgreSQL.
 pub const STATEMENT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -107,11 +106,45 @@ pub async fn open_existing<M: sea_orm_migration::MigratorTrait>(
         ))
         .into());
     }
-    let db = connect_pool(url, max_connections, false, OPERATOR_CONNECT_TIMEOUT)
+    let db = connect_looking_up(url, max_connections, OPERATOR_CONNECT_TIMEOUT)
         .await
         .map_err(|e| DatabaseNotReady(format!("{e:#}")))?;
     check_schema::<M>(&db, url, binary).await?;
     Ok(db)
+}
+
+/// How long to wait before looking the database's host up again.
+const LOOKUP_RETRY: Duration = Duration::from_millis(500);
+
+/// Connects as [`connect_pool`] does, for operator commands, looking the host up again
+/// until `wait` has passed when its name did not resolve: the driver retries a refused
+/// connection but not a failed lookup, and a command started in a container just started
+/// (or on a busy host) met its resolver not answering yet.
+async fn connect_looking_up(
+    url: &str,
+    max_connections: u32,
+    wait: Duration,
+) -> anyhow::Result<DatabaseConnection> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        match connect_pool(url, max_connections, false, left.max(LOOKUP_RETRY)).await {
+            Err(e) if lookup_failed(&e) && left > LOOKUP_RETRY => {
+                tokio::time::sleep(LOOKUP_RETRY).await;
+            }
+            answer => return answer,
+        }
+    }
+}
+
+/// Whether `e` is a failed look-up of the database's host name (the standard library's
+/// words for any `getaddrinfo` failure).
+fn lookup_failed(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .to_string()
+            .contains("failed to lookup address information")
+    })
 }
 
 /// Where the database's schema stands against the migrations this build knows.
@@ -417,6 +450,28 @@ mod tests {
         );
         assert_eq!(sqlite_file("sqlite::memory:"), None);
         assert_eq!(sqlite_file("postgres://localhost/test"), None);
+    }
+
+    /// A host whose name does not resolve is looked up again until the wait is over, then
+    /// the command is told why.
+    #[tokio::test]
+    async fn a_failed_lookup_is_tried_again_until_the_wait_ends() {
+        let started = std::time::Instant::now();
+        let wait = Duration::from_millis(1600);
+        let e = connect_looking_up("postgres://u@no-such-host.invalid/db", 1, wait)
+            .await
+            .expect_err("nothing there");
+        assert!(lookup_failed(&e), "{e:#}");
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_millis(1000),
+            "gave up after {took:?}"
+        );
+        // Anything else is answered at once: a refused connection is the driver's to retry.
+        let e = connect_looking_up("sqlite:///no/such/dir/x.db?mode=ro", 1, wait)
+            .await
+            .expect_err("no file");
+        assert!(!lookup_failed(&e), "{e:#}");
     }
 
     #[test]
