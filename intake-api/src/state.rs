@@ -39,6 +39,8 @@ pub struct AppState {
     pub dpop_nonces: Option<Arc<service_kit::dpop_nonce::DpopNonces>>,
     /// Sandbox submissions whose first try failed on purpose.
     pub sandbox_tries: crate::sandbox::FirstTries,
+    /// What webhook events are sent with: the worker's deliveries and partners' test events.
+    pub webhook_http: reqwest::Client,
 }
 
 impl AppState {
@@ -109,6 +111,7 @@ impl AppState {
             .with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         let replay = ReplayStore::new("intake-api", cases.db().clone(), config.redis_url.as_ref())?;
+        let webhook_http = crate::webhooks::delivery::http_client(config.webhook_allow_insecure)?;
         Ok(Self {
             config,
             brands,
@@ -120,6 +123,7 @@ impl AppState {
             replay,
             dpop_nonces,
             sandbox_tries: Default::default(),
+            webhook_http,
         })
     }
 

@@ -20,7 +20,7 @@ pub use parse::{
     HistoryParams, MAX_HISTORY_PAGE, MAX_ITEMS, MAX_PARTNER_REFERENCE, MAX_REFERRAL_NOTE,
     MAX_URL_CHARS, OLDEST_BIRTH_YEAR, PURCHASE_FIELDS, REMORTGAGE_FIELDS, parse_attach,
     parse_endpoint_change, parse_enquiry, parse_history_filter, parse_new_endpoint, parse_recover,
-    parse_redeem, parse_referral, parse_secret_rotation,
+    parse_redeem, parse_referral, parse_secret_rotation, parse_test_event,
 };
 pub use redirect::{RedirectToken, hash_token};
 pub use reference::CaseReference;

@@ -639,15 +639,50 @@ fn refine_webhook_deliveries(doc: &mut Value) {
         "WebhookDeliveryDetail",
         "WebhookAttempt",
         "WebhookDeliveryList",
-        "RecoverRequest",
+        "WebhookTestResult",
     ] {
         if let Some(schema) = schema_mut(doc, name) {
             nullable_optionals(schema);
         }
     }
-    if let Some(schema) = schema_mut(doc, "RecoverRequest") {
-        // The service refuses a field the request does not take.
-        schema.insert("additionalProperties".into(), json!(false));
+    for name in ["RecoverRequest", "WebhookTestRequest"] {
+        if let Some(schema) = schema_mut(doc, name) {
+            nullable_optionals(schema);
+            // The service refuses a field the request does not take.
+            schema.insert("additionalProperties".into(), json!(false));
+        }
+    }
+    if let Some(event_type) =
+        schema_mut(doc, "WebhookTestRequest").and_then(|s| property_mut(s, "event_type"))
+    {
+        // Only the types sent have an example to send.
+        let sent: Vec<&str> = EventType::SENT.iter().map(|t| t.name()).collect();
+        event_type.clear();
+        event_type.insert("type".into(), json!("string"));
+        event_type.insert("enum".into(), json!(sent));
+        event_type.insert(
+            "description".into(),
+            json!("Which type's example to send; `case.created` when left out."),
+        );
+        event_type.insert("nullable".into(), json!(true));
+    }
+    if let Some(op) = operation_mut(doc, &format!("{ENDPOINTS}/{{endpoint_id}}/test"), "post") {
+        keep_responses(
+            op,
+            &[
+                "200", "400", "401", "403", "404", "413", "422", "429", "500", "503",
+            ],
+        );
+        parameter_schema(op, "endpoint_id", endpoint_id.clone());
+        response_example(op, "404", &json!({"message": "Webhook endpoint not found"}));
+        request_examples(
+            op,
+            &[(
+                "activated",
+                "The example of a case.activated event",
+                json!({"event_type": "case.activated"}),
+            )],
+        );
     }
     if let Some(op) = operation_mut(doc, &recover, "post") {
         keep_responses(

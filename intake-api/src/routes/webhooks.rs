@@ -16,7 +16,7 @@ use shared::intake::webhook_deliveries::{
 };
 use shared::intake::webhook_endpoints::{
     EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
-    WebhookEndpointList, WebhookEndpointWithSecret,
+    WebhookEndpointList, WebhookEndpointWithSecret, WebhookTestRequest, WebhookTestResult,
 };
 use shared::intake::webhooks::{EventType, EventTypeList};
 
@@ -24,10 +24,11 @@ use super::body::LenientJson;
 use super::partner::WebhookManager;
 use crate::domain::{
     EndpointRequest, HistoryParams, ValidationErrors, parse_endpoint_change, parse_history_filter,
-    parse_new_endpoint, parse_recover, parse_secret_rotation,
+    parse_new_endpoint, parse_recover, parse_secret_rotation, parse_test_event,
 };
 use crate::error::IntakeError;
 use crate::state::AppState;
+use crate::webhooks::delivery::send_test;
 use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
     AttemptView, ChangedBy, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor,
@@ -120,6 +121,14 @@ pub enum RecoveredResponse {
     /// The failed events found are queued to be sent again.
     #[oai(status = 202)]
     Accepted(Json<RecoverResult>),
+}
+
+/// Answers of a test event.
+#[derive(ApiResponse)]
+pub enum TestedResponse {
+    /// The test event was sent; whether the endpoint took it is in the body.
+    #[oai(status = 200)]
+    Ok(Json<WebhookTestResult>),
 }
 
 /// Secrets are in the answer: no cache along the way may keep it.
@@ -361,6 +370,53 @@ impl WebhooksApi {
             }),
             no_store(),
         ))
+    }
+
+    /// Send a test event to a webhook endpoint.
+    ///
+    /// Sends the catalogue's example of `event_type` (`case.created` when left out) to the
+    /// endpoint at once, signed as its events are, with a new `webhook-id`, whether or not
+    /// the endpoint is enabled, and answers how it went: check an endpoint before you
+    /// enable it. A test event is not retried and not in the delivery history. Needs
+    /// `webhooks:manage`.
+    #[oai(
+        path = "/partners/external/webhooks/endpoints/:endpoint_id/test",
+        method = "post",
+        operation_id = "testWebhookEndpoint",
+        tag = "ApiTags::Webhooks"
+    )]
+    async fn test(
+        &self,
+        manager: WebhookManager,
+        /// The endpoint's id (`ep_` and 32 hex digits).
+        endpoint_id: Path<String>,
+        body: LenientJson<WebhookTestRequest>,
+    ) -> Result<TestedResponse, IntakeError> {
+        let id = endpoint_id_of(&endpoint_id)?;
+        let event_type = parse_test_event(&body.value)?;
+        let endpoint = self
+            .state
+            .cases
+            .endpoint_of(manager.client_id(), id)
+            .await?
+            .ok_or(IntakeError::EndpointNotFound)?;
+        let mut event = EventTypeList::catalogue()
+            .data
+            .into_iter()
+            .find(|entry| entry.event_type == event_type)
+            .map(|entry| entry.example)
+            .ok_or(IntakeError::EndpointNotFound)?;
+        event.timestamp = Utc::now();
+        let sent = send_test(&self.state, &endpoint, &event)
+            .await
+            .map_err(IntakeError::Internal)?;
+        Ok(TestedResponse::Ok(Json(WebhookTestResult {
+            id: sent.id,
+            delivered: sent.error.is_none(),
+            status: sent.status,
+            error: sent.error,
+            duration_ms: u32::try_from(sent.duration.as_millis()).unwrap_or(u32::MAX),
+        })))
     }
 
     /// List webhook deliveries.

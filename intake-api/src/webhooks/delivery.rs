@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
+use shared::intake::webhooks::WebhookEvent;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use url::Url;
@@ -18,6 +19,7 @@ use service_kit::ratelimit::{Decision, Limit};
 
 use super::signing::{Signer, message_id, payload};
 use super::store::{ChangedBy, DueDelivery, EndpointDue, Tried, TryOutcome};
+use crate::entity::webhook_endpoint;
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
@@ -109,18 +111,7 @@ struct Endpoint {
 /// is active, at once (within [`LOOK_SPACING`]) when this replica made a change that may
 /// queue events.
 pub async fn run(state: Arc<AppState>) {
-    let user_agent = concat!("partner-intake-webhooks/", env!("CARGO_PKG_VERSION"));
-    let http = match service_kit::outbound::client(
-        user_agent,
-        SEND_TIMEOUT,
-        state.config.webhook_allow_insecure,
-    ) {
-        Ok(http) => http,
-        Err(e) => {
-            tracing::error!(error = %e, "webhook client could not be built; no webhooks are sent");
-            return;
-        }
-    };
+    let http = state.webhook_http.clone();
     let period = Duration::from_millis(state.config.webhook_poll_ms.max(10));
     for reason in DISABLED_REASONS {
         metrics::counter!(DISABLED_METRIC, "reason" => reason).increment(0);
@@ -170,6 +161,13 @@ pub async fn run(state: Arc<AppState>) {
             }
         }
     }
+}
+
+/// The HTTP client events are sent with: no redirects, no proxy, and (unless `insecure`)
+/// https to public addresses only, each name checked as it is resolved.
+pub fn http_client(insecure: bool) -> anyhow::Result<reqwest::Client> {
+    let user_agent = concat!("partner-intake-webhooks/", env!("CARGO_PKG_VERSION"));
+    service_kit::outbound::client(user_agent, SEND_TIMEOUT, insecure)
 }
 
 /// Starts a round for `endpoint`, unless one runs (it is asked to look again when done)
@@ -566,33 +564,8 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
         }
     };
     let client_id = endpoint.client_id.as_str();
-    let refused = if state.config.webhook_allow_insecure {
-        None
-    } else {
-        Url::parse(&endpoint.url)
-            .ok()
-            .and_then(|url| refused_literal(&url))
-    };
-    let mut stored = vec![endpoint.secret.as_str()];
-    if let (Some(previous), Some(until)) =
-        (&endpoint.previous_secret, endpoint.previous_secret_until)
-        && until > Utc::now()
-    {
-        stored.push(previous);
-    }
-    let signer = stored
-        .iter()
-        .map(|s| state.webhook_secrets.open(client_id, s))
-        .collect::<anyhow::Result<Vec<_>>>()
-        .and_then(|secrets| {
-            Signer::new(
-                &secrets
-                    .iter()
-                    .map(|s| s.expose().as_str())
-                    .collect::<Vec<_>>(),
-            )
-        });
-    let signer = match signer {
+    let refused = refused_address(state, &endpoint);
+    let signer = match signer_of(state, &endpoint) {
         Ok(signer) => signer,
         Err(e) => {
             tracing::error!(error = %e, client_id, endpoint = %id, "a webhook endpoint's secret is unusable");
@@ -631,6 +604,95 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
             limit,
         ),
     }
+}
+
+/// The address of `endpoint`'s URL when it is an IP literal events may not go to (names are
+/// checked as they are resolved).
+fn refused_address(state: &AppState, endpoint: &webhook_endpoint::Model) -> Option<IpAddr> {
+    if state.config.webhook_allow_insecure {
+        return None;
+    }
+    Url::parse(&endpoint.url)
+        .ok()
+        .and_then(|url| refused_literal(&url))
+}
+
+/// What signs `endpoint`'s events: its secret, and the previous one during its grace.
+fn signer_of(state: &AppState, endpoint: &webhook_endpoint::Model) -> anyhow::Result<Signer> {
+    let mut stored = vec![endpoint.secret.as_str()];
+    if let (Some(previous), Some(until)) =
+        (&endpoint.previous_secret, endpoint.previous_secret_until)
+        && until > Utc::now()
+    {
+        stored.push(previous);
+    }
+    let secrets = stored
+        .iter()
+        .map(|s| state.webhook_secrets.open(&endpoint.client_id, s))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Signer::new(
+        &secrets
+            .iter()
+            .map(|s| s.expose().as_str())
+            .collect::<Vec<_>>(),
+    )
+}
+
+/// How a test event's send went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TestSend {
+    /// Its `webhook-id`: a new one, never an event's.
+    pub id: String,
+    /// The answer's status, when one came.
+    pub status: Option<u16>,
+    /// What went wrong; none for a 2xx.
+    pub error: Option<String>,
+    /// How long it took.
+    pub duration: Duration,
+}
+
+/// Sends `event` (an example, not a case's) to `endpoint` at once, signed as its events
+/// are, through the same guard; nothing is queued or recorded.
+pub async fn send_test(
+    state: &AppState,
+    endpoint: &webhook_endpoint::Model,
+    event: &WebhookEvent,
+) -> anyhow::Result<TestSend> {
+    let id = message_id(Uuid::now_v7());
+    if let Some(ip) = refused_address(state, endpoint) {
+        return Ok(TestSend {
+            id,
+            status: None,
+            error: Some(TargetError::NotPublic(ip).to_string()),
+            duration: Duration::ZERO,
+        });
+    }
+    let target = Target {
+        url: endpoint.url.clone(),
+        signer: signer_of(state, endpoint)?,
+        failing: false,
+        gap: None,
+        rate: None,
+        id: endpoint.id,
+    };
+    let body = serde_json::to_string(event)?;
+    let started = Instant::now();
+    let sent = post_signed(&state.webhook_http, &target, &id, body).await;
+    let duration = started.elapsed();
+    let (status, error) = match sent {
+        Ok(answer) if (200..300).contains(&answer.status) => (Some(answer.status), None),
+        Ok(answer) => (
+            Some(answer.status),
+            Some(format!("the endpoint answered {}", answer.status)),
+        ),
+        Err(error) => (None, Some(error)),
+    };
+    Ok(TestSend {
+        id,
+        status,
+        error,
+        duration,
+    })
 }
 
 /// Records the outcomes sent on `outcomes` as they come, as many at once as have come
@@ -690,14 +752,17 @@ async fn send(http: &reqwest::Client, target: &Target, event: &DueDelivery) -> S
             event.attempts
         ));
     }
-    let id = message_id(event.id);
+    post_signed(http, target, &message_id(event.id), payload(event)).await
+}
+
+/// POSTs `body` to `target` as message `id`, signed: the endpoint's answer, or why none came.
+async fn post_signed(http: &reqwest::Client, target: &Target, id: &str, body: String) -> Sent {
     let timestamp = Utc::now().timestamp();
-    let body = payload(event);
-    let signature = target.signer.sign(&id, timestamp, &body);
+    let signature = target.signer.sign(id, timestamp, &body);
     let answer = http
         .post(&target.url)
         .header("content-type", "application/json")
-        .header("webhook-id", &id)
+        .header("webhook-id", id)
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
         .body(body)

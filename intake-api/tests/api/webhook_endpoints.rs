@@ -454,7 +454,97 @@ async fn a_rate_limit_paces_deliveries(backend: Backend) {
     assert_eq!(listed[0]["rate_limit"], Value::Null, "{listed}");
 }
 
+/// A test event goes at once, signed with the endpoint's secret, whether or not it is
+/// enabled, and says how it went; it is neither queued nor in the history. Only the
+/// endpoint's partner can send one.
+async fn a_test_event_is_sent_at_once_and_answered(backend: Backend) {
+    let app = TestApp::spawn_with(backend, webhook_settings).await;
+    let (partner, other) = (Partner::new(&app).await, Partner::new(&app).await);
+    let receiver = Receiver::start().await;
+    let made = partner.create(&app, json!({"url": receiver.url})).await;
+    let (id, secret) = (id_of(&made), secret_of(&made));
+    let test = format!("{ENDPOINTS}/{id}/test");
+
+    let sent = partner
+        .send(
+            &app,
+            Method::POST,
+            &test,
+            Some(json!({"event_type": "case.activated"})),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{}", sent.body);
+    assert_eq!(sent.body["delivered"], true, "{}", sent.body);
+    assert_eq!(sent.body["status"], 200);
+    assert_eq!(sent.body["error"], Value::Null);
+    let got = receiver.got();
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].id, sent.body["id"].as_str().unwrap());
+    assert_eq!(got[0].event()["type"], "case.activated");
+    assert_eq!(got[0].signatures(), [expected_signature(&secret, &got[0])]);
+
+    // Disabled, and failing: still sent, and the answer says so.
+    partner.change(&app, &id, json!({"enabled": false})).await;
+    receiver.answer(503);
+    let failed = partner
+        .send(&app, Method::POST, &test, Some(json!({})))
+        .await;
+    assert_eq!(failed.status, 200, "{}", failed.body);
+    assert_eq!(failed.body["delivered"], false);
+    assert_eq!(failed.body["status"], 503);
+    assert_eq!(failed.body["error"], "the endpoint answered 503");
+    assert_ne!(failed.body["id"], sent.body["id"], "a new id each time");
+    assert_eq!(receiver.got()[1].event()["type"], "case.created");
+    let history = partner
+        .send(
+            &app,
+            Method::GET,
+            "/partners/external/webhooks/deliveries",
+            None,
+        )
+        .await;
+    assert_eq!(
+        history.body["data"],
+        json!([]),
+        "tests are not in the history"
+    );
+
+    // Another partner's, or nobody's: the same 404, and nothing sent.
+    let theirs = other.send(&app, Method::POST, &test, Some(json!({}))).await;
+    let nobody = other
+        .send(
+            &app,
+            Method::POST,
+            &format!("{ENDPOINTS}/ep_00000000000000000000000000000000/test"),
+            Some(json!({})),
+        )
+        .await;
+    assert_eq!(theirs.status, 404, "{}", theirs.body);
+    assert_eq!((theirs.status, &theirs.body), (nobody.status, &nobody.body));
+    for (body, field) in [
+        (json!({"event_type": "case.deleted"}), "event_type"),
+        (json!({"event_type": "case.created\u{0}"}), "event_type"),
+        (json!({"event_type": 7}), "event_type"),
+        (json!({"event_type": ""}), "event_type"),
+        (json!({"event_type": "case.referred"}), "event_type"),
+        (json!({"url": "https://elsewhere.example/"}), "url"),
+        (json!([]), "body"),
+    ] {
+        let refused = partner
+            .send(&app, Method::POST, &test, Some(body.clone()))
+            .await;
+        assert_eq!(refused.status, 422, "{body}: {}", refused.body);
+        assert!(
+            refused.body["errors"].get(field).is_some(),
+            "{body}: {}",
+            refused.body
+        );
+    }
+    assert_eq!(receiver.got().len(), 2, "nothing else was sent");
+}
+
 on_both_backends!(
+    a_test_event_is_sent_at_once_and_answered,
     a_rate_limit_paces_deliveries,
     an_endpoint_failing_for_the_period_is_disabled_and_says_why,
     retry_after_is_waited_for,
@@ -516,6 +606,10 @@ async fn bad_requests_are_refused_with_what_is_wrong(backend: Backend) {
             json!({"url": "https://partner.example/h", "rate_limit": 1e300}),
             "rate_limit",
         ),
+        (
+            json!({"url": "https://partner.example/h", "rate_limit": ""}),
+            "rate_limit",
+        ),
     ];
     for (body, field) in refused {
         let reply = partner.create(&app, body.clone()).await;
@@ -572,7 +666,13 @@ async fn bad_requests_are_refused_with_what_is_wrong(backend: Backend) {
         assert_eq!(reply.status, 422, "{body}: {}", reply.body);
         assert!(reply.body["errors"].get(field).is_some(), "{}", reply.body);
     }
-    for grace in [json!(86_401), json!(-5), json!(1e300), json!("60")] {
+    for grace in [
+        json!(86_401),
+        json!(-5),
+        json!(1e300),
+        json!("60"),
+        json!(""),
+    ] {
         let reply = partner
             .rotate(&app, &made[0], json!({"grace_period_secs": grace}))
             .await;

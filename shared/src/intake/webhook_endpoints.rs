@@ -142,3 +142,30 @@ pub struct SecretRotation {
 
 /// The longest (and default) time a previous secret signs beside a new one, in seconds.
 pub const MAX_SECRET_GRACE_SECS: u32 = 86_400;
+
+/// A test event to send to an endpoint.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+#[cfg_attr(feature = "openapi", oai(deny_unknown_fields))]
+pub struct WebhookTestRequest {
+    /// Which type's example to send (the catalogue's); `case.created` when left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_type: Option<EventType>,
+}
+
+/// How a test event's send went: sent at once, whether or not the endpoint is enabled, and
+/// kept out of the delivery history.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
+pub struct WebhookTestResult {
+    /// The test event's `webhook-id` (`msg_` and 32 hex digits), a new one each time.
+    pub id: String,
+    /// Whether the endpoint answered 2xx.
+    pub delivered: bool,
+    /// The answer's HTTP status; null when none came (`error` says why).
+    pub status: Option<u16>,
+    /// What went wrong; null when it was delivered.
+    pub error: Option<String>,
+    /// How long the endpoint took to answer, or the send to fail, in milliseconds.
+    pub duration_ms: u32,
+}

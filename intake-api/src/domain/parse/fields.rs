@@ -95,6 +95,17 @@ impl<'v> Fields<'v, '_> {
         self.check(key, value, parse)
     }
 
+    /// A field that is not text: anything but null is parsed, a blank string too (refused
+    /// by a parser that takes no text), so only what the schema allows passes.
+    pub(super) fn optional_value<T>(
+        &mut self,
+        key: &str,
+        parse: impl FnOnce(&'v Value, Attr<'_>) -> Result<T, String>,
+    ) -> Option<T> {
+        let value = self.obj?.get(key).filter(|v| !v.is_null())?;
+        self.check(key, value, parse)
+    }
+
     /// An optional text field: blank counts as not sent, unless it is longer than a text
     /// may be (the document refuses it then).
     pub(super) fn optional_text(&mut self, key: &str) -> Option<String> {

@@ -12,7 +12,7 @@ pub use fields::MAX_ITEMS;
 pub use webhook_endpoint::{
     DEFAULT_HISTORY_PAGE, EndpointRequest, HistoryFilter, HistoryParams, MAX_HISTORY_PAGE,
     MAX_URL_CHARS, parse_endpoint_change, parse_history_filter, parse_new_endpoint, parse_recover,
-    parse_secret_rotation,
+    parse_secret_rotation, parse_test_event,
 };
 
 use chrono::{Datelike, NaiveDate};

@@ -70,7 +70,7 @@ pub fn parse_secret_rotation(body: &Value) -> Result<u32, ValidationErrors> {
     only(body, &["grace_period_secs"], &mut errors);
     let mut f = Fields::root(body, &mut errors);
     let grace = f
-        .optional("grace_period_secs", |v, attr| {
+        .optional_value("grace_period_secs", |v, attr| {
             v.as_u64()
                 .and_then(|secs| u32::try_from(secs).ok())
                 .filter(|secs| *secs <= MAX_SECRET_GRACE_SECS)
@@ -84,6 +84,24 @@ pub fn parse_secret_rotation(body: &Value) -> Result<u32, ValidationErrors> {
     finish(Some(grace), errors)
 }
 
+/// The body of `testWebhookEndpoint`: `event_type`, one the catalogue lists, `case.created`
+/// when left out.
+pub fn parse_test_event(body: &Value) -> Result<EventType, ValidationErrors> {
+    let mut errors = ValidationErrors::default();
+    only(body, &["event_type"], &mut errors);
+    let mut f = Fields::root(body, &mut errors);
+    let chosen = f.optional_value("event_type", |v, attr| {
+        v.as_str()
+            .and_then(EventType::from_name)
+            .filter(|t| EventType::SENT.contains(t))
+            .ok_or_else(|| {
+                let names: Vec<&str> = EventType::SENT.iter().map(|t| t.name()).collect();
+                format!("The {attr} field must be one of: {}.", names.join(", "))
+            })
+    });
+    finish(Some(chosen.unwrap_or(EventType::CaseCreated)), errors)
+}
+
 /// The body of `recoverWebhookDeliveries`: `since` (required) and `until` (now when left
 /// out), RFC 3339 times, `since` before `until`.
 pub fn parse_recover(
@@ -94,7 +112,7 @@ pub fn parse_recover(
     only(body, &["since", "until"], &mut errors);
     let mut f = Fields::root(body, &mut errors);
     let since = f.required("since", instant);
-    let until = f.optional("until", instant);
+    let until = f.optional_value("until", instant);
     let window = since.map(|since| (since, until.unwrap_or(now)));
     if let Some((since, until)) = window
         && since >= until
@@ -262,7 +280,7 @@ fn rate_limit(f: &mut Fields<'_, '_>) -> Option<Option<u32>> {
     {
         return Some(None);
     }
-    f.optional("rate_limit", |v, attr| {
+    f.optional_value("rate_limit", |v, attr| {
         v.as_u64()
             .and_then(|n| u32::try_from(n).ok())
             .filter(|n| (1..=MAX_RATE_LIMIT).contains(n))

@@ -306,6 +306,16 @@ impl CaseStore {
         Ok(own(self.db(), client_id, id).await?.map(EndpointView::from))
     }
 
+    /// `client_id`'s endpoint `id` with its secrets (sealed), for sending it a test event;
+    /// `None` when it has none by that id.
+    pub async fn endpoint_of(
+        &self,
+        client_id: &str,
+        id: Uuid,
+    ) -> Result<Option<webhook_endpoint::Model>, StoreError> {
+        own(self.db(), client_id, id).await
+    }
+
     /// Endpoint `id` with its secrets, whoever's it is: for the worker.
     pub async fn endpoint_row(
         &self,
