@@ -8,8 +8,9 @@ use chrono::NaiveDate;
 use intake_api::domain::{
     ADDRESS_FIELDS, ENQUIRY_FIELDS, EndpointRequest, Enquiry, MAX_URL_CHARS, Purpose,
     PurchaseType, RemortgageReason, ValidationErrors, parse_attach, parse_endpoint_change,
-    parse_enquiry, parse_new_endpoint, parse_secret_rotation,
+    parse_enquiry, parse_new_endpoint, parse_recover, parse_secret_rotation, parse_test_event,
 };
+use shared::intake::webhooks::EventType;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
@@ -62,6 +63,9 @@ fn check_webhook_bodies(body: &Value) {
         if let Some(Some(types)) = &request.event_types {
             assert!(!types.is_empty());
         }
+        if let Some(Some(rate)) = request.rate_limit {
+            assert!((1..=10_000).contains(&rate), "{rate}");
+        }
     };
     match parse_new_endpoint(body) {
         Ok(request) => {
@@ -78,6 +82,15 @@ fn check_webhook_bodies(body: &Value) {
     match parse_secret_rotation(body) {
         Ok(grace) => assert!(grace <= 86_400),
         Err(errors) => check_errors(&errors, sent),
+    }
+    match parse_test_event(body) {
+        Ok(event_type) => assert!(EventType::SENT.contains(&event_type)),
+        Err(errors) => check_errors(&errors, sent),
+    }
+    let now = chrono::DateTime::from_timestamp(1_800_000_000, 0).expect("a time");
+    match parse_recover(body, now) {
+        Ok((since, until)) => assert!(since < until, "{since} {until}"),
+        Err(errors) => check_errors(&errors, |path| path == "since" || sent(path)),
     }
 }
 

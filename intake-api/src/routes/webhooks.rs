@@ -543,7 +543,7 @@ impl WebhooksApi {
     /// was delivered, failed or waits for a retry; one being sent right now is left to
     /// that send. It keeps its `webhook-id`, so a receiver that drops repeats drops it. An
     /// event older than the retry window gets one try. A disabled endpoint gets it once
-    /// enabled. Needs `webhooks:manage`.
+    /// enabled; a removed one's events are not sent again (404). Needs `webhooks:manage`.
     #[oai(
         path = "/partners/external/webhooks/endpoints/:endpoint_id/deliveries/:delivery_id/redeliver",
         method = "post",
@@ -560,6 +560,12 @@ impl WebhooksApi {
     ) -> Result<RedeliveredResponse, IntakeError> {
         let (endpoint, id) = delivery_of(&endpoint_id, &delivery_id)?;
         let client_id = manager.client_id();
+        // An event of an endpoint since removed is in the history, but nothing would send it.
+        self.state
+            .cases
+            .endpoint(client_id, endpoint)
+            .await?
+            .ok_or(IntakeError::DeliveryNotFound)?;
         self.state
             .cases
             .redeliver(Some((client_id, endpoint)), id)

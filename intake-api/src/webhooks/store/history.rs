@@ -11,14 +11,15 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
-    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, Set,
+    ColumnTrait, ConnectionTrait, EntityTrait, QueryFilter, QueryOrder, QuerySelect, QueryTrait,
+    Set,
 };
 use serde::Serialize;
 use shared::intake::webhook_deliveries::DeliveryStatus;
 use uuid::Uuid;
 
 use super::outbox::{DueDelivery, TryOutcome};
-use crate::entity::{case, webhook_attempt, webhook_delivery};
+use crate::entity::{case, webhook_attempt, webhook_delivery, webhook_endpoint};
 use crate::store::{CaseStore, PURGE_BATCH, StoreError, bounded, first_id_at};
 
 /// One event for one endpoint, as partners and operators read it.
@@ -465,10 +466,15 @@ fn standing(status: DeliveryStatus) -> sea_orm::sea_query::SimpleExpr {
 }
 
 /// Makes deliveries pending and due at `now`, as if never tried, except those being sent
-/// right now (leased): their send settles them.
+/// right now (leased), which their send settles, and those of an endpoint since removed,
+/// which nothing would send.
 fn queue_again(now: DateTime<Utc>) -> sea_orm::UpdateMany<webhook_delivery::Entity> {
     use webhook_delivery::Column as D;
     let none = None::<DateTime<Utc>>;
+    let endpoints = webhook_endpoint::Entity::find()
+        .select_only()
+        .column(webhook_endpoint::Column::Id)
+        .into_query();
     webhook_delivery::Entity::update_many()
         .col_expr(D::DeliveredAt, Expr::value(none))
         .col_expr(D::FailedAt, Expr::value(none))
@@ -483,4 +489,5 @@ fn queue_again(now: DateTime<Utc>) -> sea_orm::UpdateMany<webhook_delivery::Enti
                 .or(D::DeliveredAt.is_not_null())
                 .or(D::FailedAt.is_not_null()),
         )
+        .filter(D::EndpointId.in_subquery(endpoints))
 }

@@ -1347,10 +1347,30 @@ async fn the_history_keeps_each_try_pages_resends_and_prunes_on(backend: Backend
     );
     assert_eq!(tries(&store, ep, c.id).await.len(), 2, "c is queued again");
 
-    // Removing the endpoint drops its waiting events and their tries.
+    // Removing the endpoint drops its waiting events and their tries; what it settled is
+    // kept, and no longer sent again (nothing would send it).
+    let e = store.claim_deliveries(ep, 10, LEASE).await.unwrap();
+    let delivered = TryOutcome::Delivered { status: 200 };
+    let done: Vec<_> = e
+        .iter()
+        .map(|e| (e.clone(), delivered.clone(), tried()))
+        .collect();
+    store.finish_deliveries(ep, &done).await.unwrap();
     assert!(store.delete_endpoint("partner", ep).await.unwrap());
     assert!(tries(&store, ep, b.id).await.is_empty());
-    assert!(tries(&store, ep, c.id).await.is_empty());
+    assert_eq!(tries(&store, ep, c.id).await.len(), 3, "c was settled");
+    assert_eq!(
+        store.redeliver(Some(("partner", ep)), c.id).await.unwrap(),
+        0
+    );
+    assert_eq!(store.redeliver(None, c.id).await.unwrap(), 0);
+    assert_eq!(
+        store
+            .recover("partner", ep, now - hour, now + hour)
+            .await
+            .unwrap(),
+        (0, false)
+    );
 }
 
 /// A disabled endpoint says why and is no longer listed for claims; nothing new is queued
