@@ -184,6 +184,17 @@ async fn a_partner_reads_its_history_and_sends_events_again(backend: Backend) {
         let page = history(&app, &partner, &query).await;
         assert_eq!(ids(&page).len(), expected, "{query}: {page}");
     }
+
+    // The endpoint removed: its events stay in the history, and are not sent again.
+    let removed = partner
+        .send(&app, Method::DELETE, &format!("{ENDPOINTS}/{endpoint}"), None)
+        .await;
+    assert_eq!(removed.status, 204, "{}", removed.body);
+    assert_eq!(ids(&history(&app, &partner, "").await).len(), 2);
+    let read = partner.send(&app, Method::GET, &one, None).await;
+    assert_eq!(read.status, 200, "{}", read.body);
+    let refused = partner.send(&app, Method::POST, &redeliver, None).await;
+    assert_eq!(refused.status, 404, "{}", refused.body);
 }
 
 async fn another_partner_finds_nothing_of_it(backend: Backend) {
