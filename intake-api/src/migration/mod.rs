@@ -16,7 +16,7 @@ mod m20261206_000001_referrals;
 mod m20261207_000002_referral_links;
 mod m20261208_000001_webhook_endpoints;
 mod m20261208_000002_webhook_failing_since;
-mod m20261209_000001_webhook_history;
+mod m20261209_000001_webhook_attempts;
 mod m20261209_000002_webhook_endpoint_throttle;
 
 /// Every migration of the intake database, oldest first.
@@ -42,7 +42,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261207_000002_referral_links::Migration),
             Box::new(m20261208_000001_webhook_endpoints::Migration),
             Box::new(m20261208_000002_webhook_failing_since::Migration),
-            Box::new(m20261209_000001_webhook_history::Migration),
+            Box::new(m20261209_000001_webhook_attempts::Migration),
             Box::new(m20261209_000002_webhook_endpoint_throttle::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]

@@ -187,7 +187,12 @@ async fn a_partner_reads_its_history_and_sends_events_again(backend: Backend) {
 
     // The endpoint removed: its events stay in the history, and are not sent again.
     let removed = partner
-        .send(&app, Method::DELETE, &format!("{ENDPOINTS}/{endpoint}"), None)
+        .send(
+            &app,
+            Method::DELETE,
+            &format!("{ENDPOINTS}/{endpoint}"),
+            None,
+        )
         .await;
     assert_eq!(removed.status, 204, "{}", removed.body);
     assert_eq!(ids(&history(&app, &partner, "").await).len(), 2);

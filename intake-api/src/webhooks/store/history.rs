@@ -3,8 +3,10 @@
 //! the deployment keeps it.
 //!
 //! An event's id is a UUIDv7 (its case event's), so the history's order, newest first, is
-//! the order of ids, and a time bound is a bound on ids: the history index
-//! (`client_id`, `id`) serves a partner's pages and the retention's range alike.
+//! the order of ids, and a time bound is a bound on ids: a partner's settled events are
+//! paged through the history index (`client_id`, `id`, of settled events only, so queueing
+//! and claiming never write it), its pending ones through the worker's pending indexes,
+//! and the retention walks the primary key's range.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -146,40 +148,24 @@ impl CaseStore {
     ) -> Result<(Vec<DeliveryView>, Option<HistoryCursor>), StoreError> {
         bounded(async {
             use webhook_delivery::Column as D;
-            let mut select =
-                webhook_delivery::Entity::find().filter(D::ClientId.eq(query.client_id));
-            if let Some(endpoint) = query.endpoint {
-                select = select.filter(D::EndpointId.eq(endpoint));
-            }
-            if let Some(status) = query.status {
-                select = select.filter(standing(status));
-            }
-            if let Some(event_type) = query.event_type {
-                select = select.filter(D::EventType.eq(event_type));
-            }
-            if let Some(since) = query.since {
-                select = select
-                    .filter(D::CreatedAt.gte(since))
-                    .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)));
-            }
-            if let Some(until) = query.until {
-                select = select
-                    .filter(D::CreatedAt.lt(until))
-                    .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)));
-            }
-            if let Some(after) = query.after {
-                select = select.filter(
-                    D::Id
-                        .lt(after.id)
-                        .or(D::Id.eq(after.id).and(D::EndpointId.lt(after.endpoint))),
+            // Settled events through the history index, pending ones through the worker's
+            // pending indexes: each part newest first, a page of each at most, merged.
+            let settled = D::DeliveredAt.is_not_null().or(D::FailedAt.is_not_null());
+            let unsettled = D::DeliveredAt.is_null().and(D::FailedAt.is_null());
+            let parts = match query.status {
+                Some(status) => vec![standing(status)],
+                None => vec![settled, unsettled],
+            };
+            let mut rows = Vec::new();
+            for part in parts {
+                rows.extend(
+                    self.history_part(&query, part)
+                        .limit(query.limit + 1)
+                        .all(self.db())
+                        .await?,
                 );
             }
-            let mut rows = select
-                .order_by_desc(D::Id)
-                .order_by_desc(D::EndpointId)
-                .limit(query.limit + 1)
-                .all(self.db())
-                .await?;
+            rows.sort_by(|a, b| (b.id, b.endpoint_id).cmp(&(a.id, a.endpoint_id)));
             let next = if rows.len() as u64 > query.limit {
                 rows.truncate(query.limit as usize);
                 rows.last().map(|r| HistoryCursor {
@@ -192,6 +178,42 @@ impl CaseStore {
             Ok((self.views(rows).await?, next))
         })
         .await
+    }
+
+    /// The events `query` asks for that also meet `part`, newest first.
+    fn history_part(
+        &self,
+        query: &HistoryQuery<'_>,
+        part: sea_orm::sea_query::SimpleExpr,
+    ) -> sea_orm::Select<webhook_delivery::Entity> {
+        use webhook_delivery::Column as D;
+        let mut select = webhook_delivery::Entity::find()
+            .filter(D::ClientId.eq(query.client_id))
+            .filter(part);
+        if let Some(endpoint) = query.endpoint {
+            select = select.filter(D::EndpointId.eq(endpoint));
+        }
+        if let Some(event_type) = query.event_type {
+            select = select.filter(D::EventType.eq(event_type));
+        }
+        if let Some(since) = query.since {
+            select = select
+                .filter(D::CreatedAt.gte(since))
+                .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)));
+        }
+        if let Some(until) = query.until {
+            select = select
+                .filter(D::CreatedAt.lt(until))
+                .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)));
+        }
+        if let Some(after) = query.after {
+            select = select.filter(
+                D::Id
+                    .lt(after.id)
+                    .or(D::Id.eq(after.id).and(D::EndpointId.lt(after.endpoint))),
+            );
+        }
+        select.order_by_desc(D::Id).order_by_desc(D::EndpointId)
     }
 
     /// `client_id`'s events, newest first, at most `limit`; only failed ones if `failed`.

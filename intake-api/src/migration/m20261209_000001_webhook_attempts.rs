@@ -1,7 +1,9 @@
 //! Delivery history partners read: each try of an event (when, the answer's status or why
 //! none came, how long it took, when the next one is due) in `webhook_attempts`, and an
-//! index of a partner's events newest first (an event's id is a UUIDv7, so its order is
-//! the order of time), which the history pages through and the retention prunes by.
+//! index of a partner's settled events (delivered or given up on) newest first: an event's
+//! id is a UUIDv7, so its order is the order of time. The index is partial so that queueing
+//! and claiming an event (the hot paths) never touch it; only the write that settles it
+//! does. Pending events are found by the pending indexes the worker already has.
 //!
 //! Tries are keyed by their event first, as deliveries are: whatever removes events (the
 //! retention, a sandbox case's end, an endpoint's removal) finds their tries by the ids.
@@ -16,7 +18,7 @@ pub struct Migration;
 
 impl MigrationName for Migration {
     fn name(&self) -> &str {
-        "m20261209_000001_webhook_history"
+        "m20261209_000001_webhook_attempts"
     }
 }
 
@@ -36,12 +38,11 @@ enum WebhookAttempts {
 #[derive(DeriveIden)]
 enum WebhookDeliveries {
     Table,
-    ClientId,
-    Id,
 }
 
-/// A partner's events, newest first.
+/// A partner's settled events, newest first.
 const HISTORY_INDEX: &str = "idx_webhook_deliveries_history";
+const HISTORY_INDEX_SQL: &str = r#"CREATE INDEX "idx_webhook_deliveries_history" ON "webhook_deliveries" ("client_id", "id") WHERE "delivered_at" IS NOT NULL OR "failed_at" IS NOT NULL"#;
 
 #[async_trait::async_trait]
 impl MigrationTrait for Migration {
@@ -69,16 +70,9 @@ impl MigrationTrait for Migration {
                     .to_owned(),
             )
             .await?;
-        manager
-            .create_index(
-                Index::create()
-                    .name(HISTORY_INDEX)
-                    .table(WebhookDeliveries::Table)
-                    .col(WebhookDeliveries::ClientId)
-                    .col(WebhookDeliveries::Id)
-                    .to_owned(),
-            )
-            .await
+        let db = manager.get_connection();
+        db.execute_unprepared(HISTORY_INDEX_SQL).await?;
+        Ok(())
     }
 
     async fn down(&self, manager: &SchemaManager) -> Result<(), DbErr> {
