@@ -165,7 +165,7 @@ impl CaseStore {
                         .await?,
                 );
             }
-            rows.sort_by(|a, b| (b.id, b.endpoint_id).cmp(&(a.id, a.endpoint_id)));
+            rows.sort_by_key(|r| std::cmp::Reverse((r.id, r.endpoint_id)));
             let next = if rows.len() as u64 > query.limit {
                 rows.truncate(query.limit as usize);
                 rows.last().map(|r| HistoryCursor {
