@@ -134,7 +134,7 @@ async fn a_partner_reads_its_history_and_sends_events_again(backend: Backend) {
     })
     .await
     .expect("the recovered event is delivered");
-    assert_eq!(ids(&delivered), [id.clone()]);
+    assert_eq!(ids(&delivered), std::slice::from_ref(&id));
     assert_eq!(delivered["data"][0]["last_status"], 200);
     assert!(delivered["data"][0]["delivered_at"].is_string());
     let detail = partner.send(&app, Method::GET, &one, None).await;
@@ -164,13 +164,13 @@ async fn a_partner_reads_its_history_and_sends_events_again(backend: Backend) {
     assert_ne!(newest, id);
     assert_eq!(all["next_cursor"], Value::Null);
     let first = history(&app, &partner, "?limit=1").await;
-    assert_eq!(ids(&first), [newest.clone()]);
+    assert_eq!(ids(&first), std::slice::from_ref(&newest));
     let cursor = first["next_cursor"]
         .as_str()
         .expect("a next page")
         .to_owned();
     let second = history(&app, &partner, &format!("?limit=1&cursor={cursor}")).await;
-    assert_eq!(ids(&second), [id.clone()]);
+    assert_eq!(ids(&second), std::slice::from_ref(&id));
     assert_eq!(second["next_cursor"], Value::Null);
     for (query, expected) in [
         (format!("?endpoint_id={endpoint}"), 2),
@@ -212,11 +212,11 @@ async fn another_partner_finds_nothing_of_it(backend: Backend) {
     let id = receiver.wait_for(1).await[0].id.clone();
 
     let nobody = "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d";
-    let (app, other) = (&app, &other);
+    let (app_ref, other_ref) = (&app, &other);
     let not_found = |path: String| async move {
-        let read = other.send(app, Method::GET, &path, None).await;
-        let resent = other
-            .send(app, Method::POST, &format!("{path}/redeliver"), None)
+        let read = other_ref.send(app_ref, Method::GET, &path, None).await;
+        let resent = other_ref
+            .send(app_ref, Method::POST, &format!("{path}/redeliver"), None)
             .await;
         (read.status, read.body, resent.status, resent.body)
     };
