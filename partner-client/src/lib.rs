@@ -62,5 +62,5 @@ pub use wire::{
 };
 pub use wire::{
     DeliveryStatus, RecoverResult, WebhookAttempt, WebhookDelivery, WebhookDeliveryDetail,
-    WebhookDeliveryList,
+    WebhookDeliveryList, WebhookTestResult,
 };

@@ -16,7 +16,7 @@ use shared::intake::webhook_deliveries::{
 };
 use shared::intake::webhook_endpoints::{
     NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
-    WebhookEndpointList, WebhookEndpointWithSecret,
+    WebhookEndpointList, WebhookEndpointWithSecret, WebhookTestRequest, WebhookTestResult,
 };
 use shared::intake::webhooks::{EventType, EventTypeList, WebhookEvent};
 
@@ -100,6 +100,21 @@ impl Client {
         };
         let rotated = self.post(&url, &rotation, None, &[200]).await;
         Ok(rotated.map_err(Error::about_endpoints)?.body)
+    }
+
+    /// Sends the catalogue's example of `event_type` (`case.created` when `None`) to
+    /// endpoint `id` at once, signed as its events are, and says how it went; nothing is
+    /// retried or kept in the history.
+    pub async fn test_webhook_endpoint(
+        &self,
+        id: &str,
+        event_type: Option<EventType>,
+    ) -> Result<WebhookTestResult, Error> {
+        let url = self.webhooks(&["endpoints", id, "test"]);
+        let sent = self
+            .post(&url, &WebhookTestRequest { event_type }, None, &[200])
+            .await;
+        Ok(sent.map_err(Error::about_endpoints)?.body)
     }
 
     /// A page of this partner's delivery history, newest event first

@@ -8,7 +8,7 @@ pub use shared::intake::webhook_deliveries::{
 };
 pub use shared::intake::webhook_endpoints::{
     EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
-    WebhookEndpointList, WebhookEndpointWithSecret,
+    WebhookEndpointList, WebhookEndpointWithSecret, WebhookTestRequest, WebhookTestResult,
 };
 pub use shared::intake::webhooks::{EventType, EventTypeList, WebhookEvent, WebhookEventData};
 pub use shared::intake::{

@@ -202,6 +202,18 @@ async fn endpoints_are_managed_and_deliveries_verified_through_the_client(backen
         (0, false),
         "nothing failed"
     );
+    let tested = client
+        .test_webhook_endpoint(&endpoint, Some(EventType::CaseActivated))
+        .await
+        .expect("a test event");
+    assert!(tested.delivered, "{tested:?}");
+    let (msg_test, ts, signature, body) = arrived(&got, 4).await.remove(3);
+    assert_eq!(msg_test, tested.id);
+    let event = WebhookVerifier::new(&[rotated.secret.as_str()])
+        .unwrap()
+        .verify(&msg_test, &ts, &signature, &body)
+        .expect("a test event verifies");
+    assert_eq!(event.event_type, EventType::CaseActivated);
     let missing = client
         .webhook_delivery(&endpoint, "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d")
         .await

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use partner_client::wire::SecretRotation;
+use partner_client::wire::{SecretRotation, WebhookTestRequest};
 use partner_client::{
     Address, AttachRequest, CaseState, CaseStatusBody, DeliveryStatus, EndpointStatus, Enquiry,
     EventType, NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose, RecoverResult,
@@ -176,7 +176,19 @@ fn the_wire_types_name_every_property_of_the_documents() {
         queued: 1,
         more: false,
     };
+    let test = WebhookTestRequest {
+        event_type: Some(EventType::CaseActivated),
+    };
+    let tested = WebhookTestResult {
+        id: "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d".into(),
+        delivered: false,
+        status: Some(503),
+        error: Some("the endpoint answered 503".into()),
+        duration_ms: 12,
+    };
     let cases = cases.into_iter().chain([
+        ("WebhookTestRequest", keys_of(&[test])),
+        ("WebhookTestResult", keys_of(&[tested])),
         ("WebhookDelivery", keys_of(&[delivery])),
         ("WebhookAttempt", keys_of(&[attempt])),
         ("WebhookDeliveryDetail", keys_of(&[detail])),
