@@ -111,7 +111,7 @@ impl AppState {
             .with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         let replay = ReplayStore::new("intake-api", cases.db().clone(), config.redis_url.as_ref())?;
-        let webhook_http = crate::webhooks::delivery::http_client(config.webhook_allow_insecure)?;
+        let webhook_http = config.webhook_client()?;
         Ok(Self {
             config,
             brands,

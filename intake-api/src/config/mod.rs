@@ -255,10 +255,25 @@ fn webhook_reach(allow_insecure: bool) -> service_kit::outbound::Reach {
     }
 }
 
+/// How long a partner's webhook endpoint has to answer.
+pub const WEBHOOK_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 impl Config {
     /// Where a partner may point its webhook endpoints through the API.
     pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
         webhook_reach(self.webhook_allow_insecure)
+    }
+
+    /// The HTTP client webhook events are sent with (the worker's deliveries and partners'
+    /// test events): no redirects, no proxy, and, unless this deployment allows otherwise,
+    /// https to public addresses only, each name checked as it is resolved.
+    pub fn webhook_client(&self) -> anyhow::Result<reqwest::Client> {
+        let user_agent = concat!("partner-intake-webhooks/", env!("CARGO_PKG_VERSION"));
+        service_kit::outbound::client(
+            user_agent,
+            WEBHOOK_SEND_TIMEOUT,
+            self.webhook_allow_insecure,
+        )
     }
 
     /// The server's settings from the environment alone, as `intake-api` with no command

@@ -24,7 +24,7 @@ use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
 
 /// How long a partner has to answer.
-pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
+pub const SEND_TIMEOUT: Duration = crate::config::WEBHOOK_SEND_TIMEOUT;
 
 /// Events sent to one endpoint at once (each about a different case): what one slow
 /// endpoint can hold of this replica, and what a fast one gets.
@@ -161,13 +161,6 @@ pub async fn run(state: Arc<AppState>) {
             }
         }
     }
-}
-
-/// The HTTP client events are sent with: no redirects, no proxy, and (unless `insecure`)
-/// https to public addresses only, each name checked as it is resolved.
-pub fn http_client(insecure: bool) -> anyhow::Result<reqwest::Client> {
-    let user_agent = concat!("partner-intake-webhooks/", env!("CARGO_PKG_VERSION"));
-    service_kit::outbound::client(user_agent, SEND_TIMEOUT, insecure)
 }
 
 /// Starts a round for `endpoint`, unless one runs (it is asked to look again when done)
