@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use partner_client::wire::{SecretRotation, WebhookTestRequest};
+use partner_client::wire::{SecretRotation, WebhookTestRequest, WebhookTestResult};
 use partner_client::{
     Address, AttachRequest, CaseState, CaseStatusBody, DeliveryStatus, EndpointStatus, Enquiry,
     EventType, NewWebhookEndpoint, OAuthErrorBody, Purchase, PurchaseType, Purpose, RecoverResult,
