@@ -181,9 +181,9 @@ impl Client {
         Ok(queued.map_err(Error::about_deliveries)?.body)
     }
 
-    /// Sends again the events endpoint `endpoint_id` failed to get that happened from
-    /// `since` (until `until`, or now), oldest first; while the answer's `more` is true,
-    /// call again.
+    /// Sends again, at once, the events endpoint `endpoint_id` has not got (failed, or
+    /// waiting for a retry) that happened from `since` (until `until`, or now), oldest
+    /// first; while the answer's `more` is true, call again.
     pub async fn recover_webhook_deliveries(
         &self,
         endpoint_id: &str,

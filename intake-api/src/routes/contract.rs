@@ -698,12 +698,12 @@ fn refine_webhook_deliveries(doc: &mut Value) {
             &[
                 (
                     "since",
-                    "Every failed event since the start of an outage",
+                    "Every event not delivered since an outage began",
                     json!({"since": "2026-12-01T09:00:00Z"}),
                 ),
                 (
                     "window",
-                    "The failed events of one morning",
+                    "The events of one morning not delivered",
                     json!({"since": "2026-12-01T06:00:00Z", "until": "2026-12-01T12:00:00Z"}),
                 ),
             ],

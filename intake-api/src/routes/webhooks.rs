@@ -581,13 +581,14 @@ impl WebhooksApi {
         Ok(RedeliveredResponse::Accepted(Json(delivery)))
     }
 
-    /// Recover an endpoint's failed webhook deliveries.
+    /// Recover an endpoint's undelivered webhook deliveries.
     ///
-    /// Queues again every event for this endpoint that was given up on (`failed`) and
-    /// happened in the window (`since`, up to `until` or now), oldest first: each is sent
-    /// once more, each case's events in order, keeping their `webhook-id`s. At most 1,000
-    /// a request: when `more` is true, send the same request again. Needs
-    /// `webhooks:manage`.
+    /// Queues again, to be sent at once, every event for this endpoint that happened in the
+    /// window (`since`, up to `until` or now) and was not delivered: given up on (`failed`)
+    /// or waiting for its next try (`failing`). Oldest first: each is sent once more, each
+    /// case's events in order, keeping their `webhook-id`s. At most 1,000 a request: when
+    /// `more` is true, send the same request again. A delivered event is sent again with
+    /// `redeliver`. Needs `webhooks:manage`.
     #[oai(
         path = "/partners/external/webhooks/endpoints/:endpoint_id/recover",
         method = "post",

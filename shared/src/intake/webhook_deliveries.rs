@@ -118,7 +118,7 @@ pub struct WebhookDeliveryList {
     pub next_cursor: Option<String>,
 }
 
-/// Which of an endpoint's failed events to send again.
+/// Which of an endpoint's events not delivered to send again.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
 #[cfg_attr(feature = "openapi", oai(deny_unknown_fields))]
@@ -134,8 +134,9 @@ pub struct RecoverRequest {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "openapi", derive(poem_openapi::Object))]
 pub struct RecoverResult {
-    /// Failed events queued to be sent again, each once, in order per case.
+    /// Events not delivered (failed, or waiting for a retry) queued to be sent again at
+    /// once, each once, in order per case.
     pub queued: u64,
-    /// More failed events of the window wait: send the same request again for them.
+    /// More such events of the window wait: send the same request again for them.
     pub more: bool,
 }

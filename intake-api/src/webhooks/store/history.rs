@@ -291,10 +291,12 @@ impl CaseStore {
             .rows_affected)
     }
 
-    /// Queues again the failed events of `client_id`'s endpoint `endpoint` that happened in
-    /// `since..until`, oldest first, at most [`RECOVER_AT_ONCE`]: each is sent once more,
-    /// and the claim's order keeps each case's events in order. How many were queued, and
-    /// whether more failed ones wait in the window.
+    /// Queues again the events of `client_id`'s endpoint `endpoint` that happened in
+    /// `since..until` and were not delivered: given up on (`failed`), or waiting for a retry
+    /// (`failing`, not being sent right now). Oldest first, at most [`RECOVER_AT_ONCE`]:
+    /// each is sent once more, at once, and the claim's order keeps each case's events in
+    /// order. How many were queued, and whether more such events wait in the window (a
+    /// queued one is pending, so the same request again goes on with the rest).
     pub async fn recover(
         &self,
         client_id: &str,
@@ -304,19 +306,21 @@ impl CaseStore {
     ) -> Result<(u64, bool), StoreError> {
         bounded(async {
             use webhook_delivery::Column as D;
-            let failed = || {
-                webhook_delivery::Entity::find()
-                    .select_only()
-                    .column(D::Id)
-                    .filter(D::ClientId.eq(client_id))
-                    .filter(D::EndpointId.eq(endpoint))
-                    .filter(standing(DeliveryStatus::Failed))
-                    .filter(D::CreatedAt.gte(since))
-                    .filter(D::CreatedAt.lt(until))
-                    .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)))
-                    .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)))
+            let now = Utc::now();
+            let stranded = || {
+                standing(DeliveryStatus::Failed).or(standing(DeliveryStatus::Failing)
+                    .and(D::LockedUntil.is_null().or(D::LockedUntil.lte(now))))
             };
-            let ids: Vec<Uuid> = failed()
+            let ids: Vec<Uuid> = webhook_delivery::Entity::find()
+                .select_only()
+                .column(D::Id)
+                .filter(D::ClientId.eq(client_id))
+                .filter(D::EndpointId.eq(endpoint))
+                .filter(stranded())
+                .filter(D::CreatedAt.gte(since))
+                .filter(D::CreatedAt.lt(until))
+                .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)))
+                .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)))
                 .order_by_asc(D::Id)
                 .limit(RECOVER_AT_ONCE + 1)
                 .into_tuple()
@@ -326,10 +330,10 @@ impl CaseStore {
             let chosen = &ids[..ids.len().min(RECOVER_AT_ONCE as usize)];
             let mut queued = 0;
             for ids in chosen.chunks(PURGE_BATCH as usize) {
-                queued += queue_again(Utc::now())
+                queued += queue_again(now)
                     .filter(D::ClientId.eq(client_id))
                     .filter(D::EndpointId.eq(endpoint))
-                    .filter(standing(DeliveryStatus::Failed))
+                    .filter(stranded())
                     .filter(D::Id.is_in(ids.iter().copied()))
                     .exec(self.db())
                     .await?

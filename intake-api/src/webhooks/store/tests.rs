@@ -1293,7 +1293,8 @@ async fn the_history_keeps_each_try_pages_resends_and_prunes_on(backend: Backend
         ]
     );
 
-    // Recovered: the failed ones of the window, for this partner's endpoint only.
+    // Recovered: the window's events not delivered (c given up on, b waiting for its
+    // retry), for this partner's endpoint only, each once.
     assert_eq!(
         store
             .recover("other", ep, now - hour, now + hour)
@@ -1313,16 +1314,20 @@ async fn the_history_keeps_each_try_pages_resends_and_prunes_on(backend: Backend
             .recover("partner", ep, now - hour, now + hour)
             .await
             .unwrap(),
-        (1, false)
+        (2, false)
     );
     assert_eq!(row(&store, c.id).await.failed_at, None);
+    assert!(
+        row(&store, b.id).await.next_attempt_at <= Utc::now(),
+        "b is due now"
+    );
     assert_eq!(
         store
             .recover("partner", ep, now - hour, now + hour)
             .await
             .unwrap(),
         (0, false),
-        "each failed event once"
+        "each event once"
     );
 
     // Pruned: what is settled goes with its tries; what waits stays.
@@ -1340,24 +1345,38 @@ async fn the_history_keeps_each_try_pages_resends_and_prunes_on(backend: Backend
     assert!(store.delivery("partner", ep, a.id).await.unwrap().is_none());
     assert!(tries(&store, ep, a.id).await.is_empty());
     assert!(tries(&store, ep_other, d[0].id).await.is_empty());
-    assert_eq!(
-        tries(&store, ep, b.id).await.len(),
-        1,
-        "b waits for its retry"
-    );
+    assert_eq!(tries(&store, ep, b.id).await.len(), 1, "b is queued again");
     assert_eq!(tries(&store, ep, c.id).await.len(), 2, "c is queued again");
 
     // Removing the endpoint drops its waiting events and their tries; what it settled is
     // kept, and no longer sent again (nothing would send it).
+    enquire(&store, "partner", "e@example.com").await;
     let e = store.claim_deliveries(ep, 10, LEASE).await.unwrap();
-    let delivered = TryOutcome::Delivered { status: 200 };
+    assert_eq!(e.len(), 3, "b, c and e's event: {e:?}");
     let done: Vec<_> = e
         .iter()
-        .map(|e| (e.clone(), delivered.clone(), tried()))
+        .map(|d| {
+            let outcome = if d.id == b.id || d.id == c.id {
+                TryOutcome::Delivered { status: 200 }
+            } else {
+                TryOutcome::Retry {
+                    at: later,
+                    status: Some(500),
+                    error: "the endpoint answered 500".to_owned(),
+                }
+            };
+            (d.clone(), outcome, tried())
+        })
         .collect();
     store.finish_deliveries(ep, &done).await.unwrap();
+    let waiting = e.iter().find(|d| d.id != b.id && d.id != c.id).unwrap();
+    assert_eq!(tries(&store, ep, waiting.id).await.len(), 1);
     assert!(store.delete_endpoint("partner", ep).await.unwrap());
-    assert!(tries(&store, ep, b.id).await.is_empty());
+    assert!(
+        tries(&store, ep, waiting.id).await.is_empty(),
+        "pending: gone"
+    );
+    assert_eq!(tries(&store, ep, b.id).await.len(), 2, "b was settled");
     assert_eq!(tries(&store, ep, c.id).await.len(), 3, "c was settled");
     assert_eq!(
         store.redeliver(Some(("partner", ep)), c.id).await.unwrap(),
