@@ -54,23 +54,15 @@ pub async fn run(state: Arc<AppState>) {
 async fn purge_sandbox(state: &AppState) {
     let days = i64::from(state.config.sandbox_retention_days);
     let cutoff = Utc::now() - chrono::Duration::days(days);
-    loop {
-        match state.cases.purge_sandbox(cutoff).await {
-            Ok(deleted) => {
-                if deleted > 0 {
-                    metrics::counter!("intake_sandbox_cases_deleted_total").increment(deleted);
-                    tracing::info!(deleted, "sandbox cases past their retention deleted");
-                }
-                if deleted < PURGE_BATCH {
-                    return;
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "deleting sandbox cases past their retention failed");
-                return;
-            }
-        }
-    }
+    in_batches(
+        || state.cases.purge_sandbox(cutoff),
+        |deleted| {
+            metrics::counter!("intake_sandbox_cases_deleted_total").increment(deleted);
+            tracing::info!(deleted, "sandbox cases past their retention deleted");
+        },
+        "deleting sandbox cases past their retention failed",
+    )
+    .await;
 }
 
 /// Deletes the webhook events delivered or given up on more than
@@ -78,21 +70,38 @@ async fn purge_sandbox(state: &AppState) {
 async fn prune_webhook_history(state: &AppState) {
     let days = i64::from(state.config.webhook_history_days);
     let cutoff = Utc::now() - chrono::Duration::days(days);
+    in_batches(
+        || state.cases.prune_history(cutoff),
+        |deleted| {
+            tracing::info!(
+                deleted,
+                "webhook events past the history's retention deleted"
+            )
+        },
+        "deleting webhook events past the history's retention failed",
+    )
+    .await;
+}
+
+/// Runs `batch` until one does less than [`PURGE_BATCH`], telling `done` of each that did
+/// something; a failure is logged as `failed` and ends the pass.
+async fn in_batches<F, Fut>(mut batch: F, done: impl Fn(u64), failed: &str)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<u64, crate::store::StoreError>>,
+{
     loop {
-        match state.cases.prune_history(cutoff).await {
-            Ok(deleted) => {
-                if deleted > 0 {
-                    tracing::info!(
-                        deleted,
-                        "webhook events past the history's retention deleted"
-                    );
+        match batch().await {
+            Ok(n) => {
+                if n > 0 {
+                    done(n);
                 }
-                if deleted < PURGE_BATCH {
+                if n < PURGE_BATCH {
                     return;
                 }
             }
             Err(e) => {
-                tracing::warn!(error = %e, "deleting webhook events past the history's retention failed");
+                tracing::warn!(error = %e, "{failed}");
                 return;
             }
         }

@@ -405,7 +405,9 @@ impl WebhooksApi {
             .into_iter()
             .find(|entry| entry.event_type == event_type)
             .map(|entry| entry.example)
-            .ok_or(IntakeError::EndpointNotFound)?;
+            .ok_or_else(|| {
+                IntakeError::Internal(anyhow::anyhow!("the catalogue has no {event_type:?}"))
+            })?;
         event.timestamp = Utc::now();
         let sent = send_test(&self.state, &endpoint, &event)
             .await

@@ -9,7 +9,7 @@ use std::time::Duration;
 use reqwest::Method;
 use serde_json::{Value, json};
 
-use crate::helpers::{Backend, INTAKE, TestApp, eventually, fresh_email};
+use crate::helpers::{Backend, INTAKE, Reply, TestApp, eventually, fresh_email};
 use crate::webhook_endpoints::{Partner, id_of};
 use crate::webhooks::{Receiver, webhook_settings};
 use test_support::on_both_backends;
@@ -39,6 +39,15 @@ fn ids(page: &Value) -> Vec<String> {
         .iter()
         .map(|d| d["id"].as_str().unwrap().to_owned())
         .collect()
+}
+
+/// `partner`'s answers to reading the delivery at `path`, then to sending it again.
+async fn read_and_resend(app: &TestApp, partner: &Partner, path: &str) -> (Reply, Reply) {
+    let read = partner.send(app, Method::GET, path, None).await;
+    let resent = partner
+        .send(app, Method::POST, &format!("{path}/redeliver"), None)
+        .await;
+    (read, resent)
 }
 
 /// A time `secs` seconds from now, as RFC 3339 writes it (negative: ago).
@@ -212,13 +221,12 @@ async fn another_partner_finds_nothing_of_it(backend: Backend) {
     let id = receiver.wait_for(1).await[0].id.clone();
 
     let nobody = "msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d";
-    let (app_ref, other_ref) = (&app, &other);
-    let not_found = |path: String| async move {
-        let read = other_ref.send(app_ref, Method::GET, &path, None).await;
-        let resent = other_ref
-            .send(app_ref, Method::POST, &format!("{path}/redeliver"), None)
-            .await;
-        (read.status, read.body, resent.status, resent.body)
+    let not_found = |path: String| {
+        let (app, other) = (&app, &other);
+        async move {
+            let (read, resent) = read_and_resend(app, other, &path).await;
+            (read.status, read.body, resent.status, resent.body)
+        }
     };
     let theirs_answer = not_found(format!("{ENDPOINTS}/{endpoint}/deliveries/{id}")).await;
     let none_answer = not_found(format!("{ENDPOINTS}/{endpoint}/deliveries/{nobody}")).await;
@@ -315,11 +323,8 @@ async fn bad_parameters_and_bodies_are_refused_with_what_is_wrong(backend: Backe
         format!("{ENDPOINTS}/{endpoint}/deliveries/%00"),
         format!("{ENDPOINTS}/ep_123/deliveries/msg_0192f3c4d5e67a8b9c0d1e2f3a4b5c6d"),
     ] {
-        let read = partner.send(&app, Method::GET, &path, None).await;
+        let (read, resent) = read_and_resend(&app, &partner, &path).await;
         assert_eq!(read.status, 404, "{path}: {}", read.body);
-        let resent = partner
-            .send(&app, Method::POST, &format!("{path}/redeliver"), None)
-            .await;
         assert_eq!(resent.status, 404, "{path}: {}", resent.body);
     }
     let nowhere = partner

@@ -184,64 +184,44 @@ pub fn parse_history_filter(
     params: HistoryParams<'_>,
     errors: &mut ValidationErrors,
 ) -> HistoryFilter {
-    let status = params.status.and_then(|name| {
-        let status = DeliveryStatus::from_name(name);
-        if status.is_none() {
-            let names: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.name()).collect();
-            errors.add(
-                "status",
-                format!("The status parameter must be one of: {}.", names.join(", ")),
-            );
-        }
-        status
+    let one_of = |names: Vec<&str>| format!("must be one of: {}", names.join(", "));
+    let status = param(
+        errors,
+        "status",
+        params.status,
+        DeliveryStatus::from_name,
+        || one_of(DeliveryStatus::ALL.iter().map(|s| s.name()).collect()),
+    );
+    let event_type = param(
+        errors,
+        "event_type",
+        params.event_type,
+        EventType::from_name,
+        || one_of(EventType::ALL.iter().map(|t| t.name()).collect()),
+    );
+    let since = param(errors, "since", params.since, rfc3339, || {
+        TIME_FORMAT.into()
     });
-    let event_type = params.event_type.and_then(|name| {
-        let known = EventType::from_name(name);
-        if known.is_none() {
-            let names: Vec<&str> = EventType::ALL.iter().map(|t| t.name()).collect();
-            errors.add(
-                "event_type",
-                format!(
-                    "The event_type parameter must be one of: {}.",
-                    names.join(", ")
-                ),
-            );
-        }
-        known
+    let until = param(errors, "until", params.until, rfc3339, || {
+        TIME_FORMAT.into()
     });
-    let mut time = |name: &str, text: Option<&str>| {
-        let at = text.map(|text| (text, rfc3339(text)));
-        match at {
-            Some((_, Some(at))) => Some(at),
-            Some((_, None)) => {
-                errors.add(name, format!("The {name} parameter {TIME_FORMAT}."));
-                None
-            }
-            None => None,
-        }
-    };
-    let since = time("since", params.since);
-    let until = time("until", params.until);
     if let (Some(since), Some(until)) = (since, until)
         && since >= until
     {
         errors.add("since", "The since parameter must be before until.");
     }
-    let limit = match params.limit {
-        None => DEFAULT_HISTORY_PAGE,
-        Some(text) => {
-            match text.parse::<u64>() {
-                Ok(n) if (1..=MAX_HISTORY_PAGE).contains(&n) && text.len() <= 3 => n,
-                _ => {
-                    errors.add(
-                    "limit",
-                    format!("The limit parameter must be a whole number from 1 to {MAX_HISTORY_PAGE}."),
-                );
-                    DEFAULT_HISTORY_PAGE
-                }
-            }
-        }
-    };
+    let limit = param(
+        errors,
+        "limit",
+        params.limit,
+        |text| {
+            text.parse::<u64>()
+                .ok()
+                .filter(|n| (1..=MAX_HISTORY_PAGE).contains(n) && text.len() <= 3)
+        },
+        || format!("must be a whole number from 1 to {MAX_HISTORY_PAGE}"),
+    )
+    .unwrap_or(DEFAULT_HISTORY_PAGE);
     HistoryFilter {
         status,
         event_type,
@@ -249,6 +229,22 @@ pub fn parse_history_filter(
         until,
         limit,
     }
+}
+
+/// Query parameter `name` as `read` reads its `text`: `None` when left out, or when it does
+/// not read, which is reported as "The `name` parameter `expected`."
+fn param<T>(
+    errors: &mut ValidationErrors,
+    name: &str,
+    text: Option<&str>,
+    read: impl FnOnce(&str) -> Option<T>,
+    expected: impl FnOnce() -> String,
+) -> Option<T> {
+    let value = read(text?);
+    if value.is_none() {
+        errors.add(name, format!("The {name} parameter {}.", expected()));
+    }
+    value
 }
 
 /// Refuses a body that is not an object, and every field of it not in `taken`.

@@ -159,7 +159,7 @@ impl CaseStore {
             let mut rows = Vec::new();
             for part in parts {
                 rows.extend(
-                    self.history_part(&query, part)
+                    history_part(&query, part)
                         .limit(query.limit + 1)
                         .all(self.db())
                         .await?,
@@ -178,42 +178,6 @@ impl CaseStore {
             Ok((self.views(rows).await?, next))
         })
         .await
-    }
-
-    /// The events `query` asks for that also meet `part`, newest first.
-    fn history_part(
-        &self,
-        query: &HistoryQuery<'_>,
-        part: sea_orm::sea_query::SimpleExpr,
-    ) -> sea_orm::Select<webhook_delivery::Entity> {
-        use webhook_delivery::Column as D;
-        let mut select = webhook_delivery::Entity::find()
-            .filter(D::ClientId.eq(query.client_id))
-            .filter(part);
-        if let Some(endpoint) = query.endpoint {
-            select = select.filter(D::EndpointId.eq(endpoint));
-        }
-        if let Some(event_type) = query.event_type {
-            select = select.filter(D::EventType.eq(event_type));
-        }
-        if let Some(since) = query.since {
-            select = select
-                .filter(D::CreatedAt.gte(since))
-                .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)));
-        }
-        if let Some(until) = query.until {
-            select = select
-                .filter(D::CreatedAt.lt(until))
-                .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)));
-        }
-        if let Some(after) = query.after {
-            select = select.filter(
-                D::Id
-                    .lt(after.id)
-                    .or(D::Id.eq(after.id).and(D::EndpointId.lt(after.endpoint))),
-            );
-        }
-        select.order_by_desc(D::Id).order_by_desc(D::EndpointId)
     }
 
     /// `client_id`'s events, newest first, at most `limit`; only failed ones if `failed`.
@@ -437,6 +401,41 @@ impl CaseStore {
             })
             .collect())
     }
+}
+
+/// The events `query` asks for that also meet `part`, newest first.
+fn history_part(
+    query: &HistoryQuery<'_>,
+    part: sea_orm::sea_query::SimpleExpr,
+) -> sea_orm::Select<webhook_delivery::Entity> {
+    use webhook_delivery::Column as D;
+    let mut select = webhook_delivery::Entity::find()
+        .filter(D::ClientId.eq(query.client_id))
+        .filter(part);
+    if let Some(endpoint) = query.endpoint {
+        select = select.filter(D::EndpointId.eq(endpoint));
+    }
+    if let Some(event_type) = query.event_type {
+        select = select.filter(D::EventType.eq(event_type));
+    }
+    if let Some(since) = query.since {
+        select = select
+            .filter(D::CreatedAt.gte(since))
+            .filter(D::Id.gte(first_id_at(since - ID_CLOCK_SLACK)));
+    }
+    if let Some(until) = query.until {
+        select = select
+            .filter(D::CreatedAt.lt(until))
+            .filter(D::Id.lt(first_id_at(until + ID_CLOCK_SLACK)));
+    }
+    if let Some(after) = query.after {
+        select = select.filter(
+            D::Id
+                .lt(after.id)
+                .or(D::Id.eq(after.id).and(D::EndpointId.lt(after.endpoint))),
+        );
+    }
+    select.order_by_desc(D::Id).order_by_desc(D::EndpointId)
 }
 
 /// Writes the tries of `outcomes` to the history, in one statement per
