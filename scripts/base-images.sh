@@ -11,29 +11,22 @@
 #   scripts/base-images.sh            # makes what is missing (an image already there is kept)
 #   REBUILD=1 scripts/base-images.sh  # makes both again (say, after a Debian point release)
 #   scripts/base-images.sh --names    # prints the names it makes, one per line
+#   scripts/base-images.sh --ensure   # as with no argument, but where every image is there
+#                                     # already, says so and needs none of the tools that make them
 # DEBIAN_MIRROR (default http://deb.debian.org/debian) is where debootstrap and apt fetch from.
+# podman runs with runc (scripts/podman-runtime.sh); any step that fails stops the script
+# with what failed, and its exit status is not 0.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { printf '  - %s\n' "$*"; }
 die() { echo "$*" >&2; exit 1; }
 
-command -v podman >/dev/null || die "podman is not installed (apt-get install podman runc)"
-command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
-
 suite=bookworm
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 rust_version=$(sed -n 's/^FROM rust:\([0-9][0-9.]*\)-slim-'"$suite"'.*/\1/p' Dockerfile | head -n1)
 [ -n "$rust_version" ] || die "the Dockerfile names no rust:<version>-slim-$suite image"
 grep -q "^FROM debian:$suite-slim" Dockerfile || die "the Dockerfile's runtime base is not debian:$suite-slim"
-
-# The stand-in must be the toolchain the Dockerfile pins, or the build would prove another one.
-machine_rust=$(rustc --version | awk '{print $2}')
-case "$machine_rust" in
-    "$rust_version" | "$rust_version".*) ;;
-    *) die "the Dockerfile pins Rust $rust_version, this machine has $machine_rust: install that toolchain or change the pin" ;;
-esac
-sysroot=$(rustc --print sysroot)
 
 debian_image=docker.io/library/debian:$suite-slim
 rust_image=docker.io/library/rust:$rust_version-slim-$suite
@@ -59,6 +52,31 @@ if [ "${1:-}" = --names ]; then
     for image in "${compose_images[@]}"; do echo "$image"; done
     exit 0
 fi
+
+. scripts/podman-runtime.sh
+# The first image of the ones named that is not there, if any.
+first_missing() {
+    local image
+    for image in "$debian_image" "$rust_image" "${compose_images[@]}"; do
+        podman image exists "$image" || { echo "$image"; return; }
+    done
+}
+all_there() { log "base images: $((2 + ${#compose_images[@]})) there"; }
+if [ "${1:-}" = --ensure ] && [ -z "${REBUILD:-}" ] && [ -z "$(first_missing)" ]; then
+    all_there
+    exit 0
+fi
+
+# Only making them needs the tools: the names are read from the files alone.
+command -v debootstrap >/dev/null || die "debootstrap is not installed (apt-get install debootstrap)"
+
+# The stand-in must be the toolchain the Dockerfile pins, or the build would prove another one.
+machine_rust=$(rustc --version | awk '{print $2}')
+case "$machine_rust" in
+    "$rust_version" | "$rust_version".*) ;;
+    *) die "the Dockerfile pins Rust $rust_version, this machine has $machine_rust: install that toolchain or change the pin" ;;
+esac
+sysroot=$(rustc --print sysroot)
 
 # An image already there, made here before or pulled from a registry, is kept.
 stand_in() { podman image exists "$1"; }
@@ -89,7 +107,8 @@ SOURCES
     rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/*.bin "$root"/var/log/* "$root"/tmp/*
     tar -C "$root" --numeric-owner -c . | podman import \
         --change 'CMD ["bash"]' --change "LABEL $label=debootstrap-$suite-minbase" \
-        - "$debian_image" >/dev/null 2>&1
+        - "$debian_image" >"$work/import.log" 2>&1 \
+        || { tail -n 20 "$work/import.log" >&2; die "podman import of the debootstrap root failed"; }
     rm -rf "$root"
     log "$debian_image made by debootstrap in $((SECONDS - start)) s"
 else
@@ -146,3 +165,7 @@ for image in "${compose_images[@]}"; do
         || { tail -n 30 "$work/$name.log" >&2; die "the $name stand-in did not build"; }
     log "$image made from $debian_image and Debian's $name in $((SECONDS - start)) s"
 done
+
+missing=$(first_missing)
+[ -z "$missing" ] || die "no image $missing after making them"
+all_there

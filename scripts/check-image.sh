@@ -17,6 +17,9 @@ name=partner-intake-image-check
 
 log() { printf '  - %s\n' "$*"; }
 die() { echo "$*" >&2; exit 1; }
+# podman with runc, whatever else the machine has (scripts/podman-runtime.sh).
+. scripts/podman-runtime.sh
+log "podman runs containers with $PODMAN_RUNTIME_PATH"
 
 checkov_out=$(mktemp)
 # The runtime base is pinned by tag, as the compose file's images are; a digest would have
@@ -28,9 +31,7 @@ fi
 rm -f "$checkov_out"
 log "checkov: the Dockerfile passes every check"
 
-for base in $(scripts/base-images.sh --names); do
-    podman image exists "$base" || { scripts/base-images.sh; break; }
-done
+scripts/base-images.sh --ensure || die "making the base images failed (above): the image cannot be built without them"
 
 # Whatever an earlier run left behind (one cut off before its own clean-up) goes first.
 remove_containers() {

@@ -31,6 +31,8 @@ fail() { echo "FAIL $*" >&2; exit 1; }
 for tool in kubectl podman openssl curl unshare; do
     command -v "$tool" >/dev/null || fail "$tool is not installed"
 done
+# podman, kube play included, with runc (scripts/podman-runtime.sh).
+. scripts/podman-runtime.sh
 python3 -c 'import yaml, jsonschema' 2>/dev/null || pip install -q pyyaml jsonschema
 command -v kubernetes-validate >/dev/null || pip install -q kubernetes-validate==1.37.0
 python3 -c 'import requests_oauth2client' 2>/dev/null || pip install -q 'requests-oauth2client==1.8.0'
@@ -112,7 +114,8 @@ printf '[containers]\ndefault_ulimits = [%s]\n' \
     "$(scripts/podman-limits.sh | sed 's/[^ ]*/"&"/g; s/ /, /')" >"$work/containers.conf"
 export CONTAINERS_CONF=$work/containers.conf
 # The stand-ins base-images.sh makes for the compose file's images, by name.
-mapfile -t stand_ins < <(scripts/base-images.sh --names)
+names=$(scripts/base-images.sh --names) || fail "scripts/base-images.sh cannot name the base images"
+mapfile -t stand_ins <<<"$names"
 stand_in() { printf '%s\n' "${stand_ins[@]}" | grep -m1 "/$1:" || fail "base-images.sh makes no $1 image"; }
 postgres_image=$(stand_in postgres)
 redis_image=$(stand_in redis)

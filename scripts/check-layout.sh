@@ -29,12 +29,12 @@ die() { echo "$*" >&2; exit 1; }
 for tool in podman:podman docker-compose:docker-compose curl:curl openssl:openssl; do
     command -v "${tool%%:*}" >/dev/null || die "${tool%%:*} is missing (Debian: apt-get install ${tool#*:})"
 done
+# podman, and the API service docker-compose talks to, with runc (scripts/podman-runtime.sh).
+. scripts/podman-runtime.sh
 python3 -c 'import yaml, requests_oauth2client' 2>/dev/null ||
     die "python3 needs PyYAML and requests-oauth2client (pip install pyyaml requests-oauth2client)"
 podman image exists "$image" || die "$image is missing: scripts/check-image.sh builds it"
-for base in $(scripts/base-images.sh --names); do
-    podman image exists "$base" || { scripts/base-images.sh; break; }
-done
+scripts/base-images.sh --ensure || die "making the base images failed (above): the layout cannot start without them"
 
 umask 022
 tmp=$(mktemp -d /tmp/check-layout.XXXXXX)
@@ -70,7 +70,14 @@ podman network rm -f $(podman network ls -q --filter "label=com.docker.compose.p
 fail() { # message services-whose-logs-to-show...
     echo "FAIL $1" >&2
     shift
-    local svc
+    local svc id
+    # A container that exited with an error first: its last lines are the cause, and the
+    # others' logs would push them out of sight.
+    for id in $(podman ps -aq --filter "label=com.docker.compose.project=$project" --filter status=exited); do
+        [ "$(podman inspect --format '{{.State.ExitCode}}' "$id" 2>/dev/null)" = 0 ] && continue
+        echo "--- $(podman inspect --format '{{.Name}}' "$id"): exited with an error; last lines of its log" >&2
+        podman logs --tail 25 "$id" >&2 2>&1 || true
+    done
     for svc in "$@"; do
         echo "--- $svc: last lines of its log" >&2
         compose logs --no-color --tail 25 "$svc" >&2 2>&1 || true

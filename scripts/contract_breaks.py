@@ -11,7 +11,9 @@ built against the older one, as the README's "Versioning and change policy" defi
   pattern, format or item count, a new enum, or a new rule (an `allOf` branch).
 
 New operations, optional fields, enum values, answers' fields and webhook event types are
-compatible: partners are told to tolerate them. Each break is printed as one line naming
+compatible: partners are told to tolerate them. So is naming, in an operation's security
+requirement, the scope the operation already asked of a token: the request a partner sends
+is the same, only the document tells more. Each break is printed as one line naming
 where it is; the exit status is 1 when there is one.
 
     scripts/contract_breaks.py OLD.yaml NEW.yaml
@@ -321,6 +323,21 @@ def self_test():
         failed.append(f"compatible changes reported: {breaks(doc, compatible)}")
     else:
         print("a new enum value, answer field, optional request field and operation: compatible")
+    # The document as it was before its requirements named their scopes.
+    unscoped = copy.deepcopy(doc)
+    scoped = 0
+    for item in unscoped["paths"].values():
+        for op in item.values():
+            for requirement in op.get("security") or [] if isinstance(op, dict) else []:
+                for scheme in requirement:
+                    scoped += bool(requirement[scheme])
+                    requirement[scheme] = []
+    if not scoped:
+        failed.append("no security requirement of the document names a scope")
+    elif breaks(unscoped, doc):
+        failed.append(f"scopes named in security requirements reported: {breaks(unscoped, doc)}")
+    else:
+        print("scopes named in operations' security requirements: compatible")
     for line in failed:
         print(f"FAILED: {line}", file=sys.stderr)
     return len(failed)

@@ -253,7 +253,7 @@ curl -s {intake_url}/partners/external/intake/attach -H "Authorization: Bearer $
 async fn main() -> anyhow::Result<()> {
     // Each service reads its own environment variables, exactly as its binary does.
     let mut auth_config = auth_server::config::Config::from_env()?;
-    if auth_config.key_encryption_key.is_none() {
+    if auth_config.key_encryption_key.is_none() && auth_config.key_encryption_key_file.is_none() {
         auth_config.key_encryption_key =
             Some(local_key_encryption_key(KEY_ENCRYPTION_KEY_FILE)?.parse()?);
     }

@@ -28,9 +28,6 @@ pub const MAX_LIFETIME_SECS: i64 = 3600;
 /// `nbf` may be ahead by [`CLOCK_AHEAD_SECS`].
 pub const LEEWAY_SECS: i64 = 5;
 
-/// Longest `jti` kept.
-pub const MAX_JTI_CHARS: usize = 255;
-
 /// The claims read from an assertion; each is checked, none trusted before the signature.
 #[derive(Debug, Deserialize)]
 struct Claims {
@@ -77,6 +74,10 @@ pub struct SpentAssertion {
     pub jti: String,
     /// When it could no longer be accepted anyway: the `jti` need not be kept after.
     pub expires_at: DateTime<Utc>,
+    /// When it was made, by its own word: its `iat` (or `nbf`); without either, the earliest
+    /// its `exp` allows. A replay store that forgot what it knew before this moment cannot
+    /// show it unused.
+    pub made_at: DateTime<Utc>,
 }
 
 impl ClientAssertion {
@@ -133,8 +134,8 @@ impl ClientAssertion {
         let (Some(exp), Some(jti), Some(aud)) = (c.exp, c.jti.as_deref(), c.aud.as_ref()) else {
             return Err(ClientFailure::AssertionMalformed);
         };
-        if jti.is_empty() || jti.chars().count() > MAX_JTI_CHARS {
-            return Err(ClientFailure::AssertionMalformed);
+        if !shared::claims::is_acceptable_jti(jti) {
+            return Err(ClientFailure::AssertionJti);
         }
         if !aud.contains_any(audiences) {
             return Err(ClientFailure::AssertionAudience);
@@ -156,9 +157,17 @@ impl ClientAssertion {
         }
         let expires_at = DateTime::from_timestamp(exp.saturating_add(LEEWAY_SECS), 0)
             .ok_or(ClientFailure::AssertionMalformed)?;
+        let made = c
+            .iat
+            .or(c.nbf)
+            .unwrap_or_else(|| exp.saturating_sub(MAX_LIFETIME_SECS + LEEWAY_SECS));
+        // A time no date holds is long ago: such an assertion cannot be shown unused by a
+        // store that forgot.
+        let made_at = DateTime::from_timestamp(made, 0).unwrap_or(DateTime::<Utc>::MIN_UTC);
         Ok(SpentAssertion {
             jti: jti.to_owned(),
             expires_at,
+            made_at,
         })
     }
 
@@ -337,6 +346,21 @@ mod tests {
                 Err(AssertionMalformed),
             ),
             (
+                "a jti with a NUL, which PostgreSQL cannot keep",
+                sign(&key, None, &with("jti", json!("j\u{0}1"))),
+                Err(AssertionJti),
+            ),
+            (
+                "an empty jti",
+                sign(&key, None, &with("jti", json!(""))),
+                Err(AssertionJti),
+            ),
+            (
+                "a jti over 255 bytes",
+                sign(&key, None, &with("jti", json!("j".repeat(256)))),
+                Err(AssertionJti),
+            ),
+            (
                 "no aud",
                 sign(&key, None, &without("aud")),
                 Err(AssertionMalformed),
@@ -464,6 +488,25 @@ mod tests {
         assert_eq!(
             spent.expires_at.timestamp(),
             now.timestamp() + 60 + LEEWAY_SECS
+        );
+        assert_eq!(spent.made_at.timestamp(), now.timestamp(), "its iat");
+    }
+
+    /// Without `iat` (nor `nbf`), an assertion may have been made as early as its `exp`
+    /// allows, and is dated so for a replay store that forgot.
+    #[test]
+    fn an_assertion_without_iat_is_dated_by_the_earliest_its_exp_allows() {
+        let now = Utc::now();
+        let (key, keys) = key_pair("k1");
+        let mut c = claims(now.timestamp());
+        c.as_object_mut().unwrap().remove("iat");
+        let spent = ClientAssertion::read(&sign(&key, None, &c))
+            .unwrap()
+            .verify(ID, &keys, &[ISSUER], now)
+            .unwrap();
+        assert_eq!(
+            spent.made_at.timestamp(),
+            now.timestamp() + 60 - MAX_LIFETIME_SECS - LEEWAY_SECS
         );
     }
 }

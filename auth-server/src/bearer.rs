@@ -5,9 +5,8 @@
 //! beside a fresh proof by its key, never as a bearer token.
 
 use chrono::{DateTime, Utc};
-use shared::claims::{
-    AccessTokenClaims, BearerFault, TokenValidation, bearer_token, dpop_token, is_access_token_typ,
-};
+use shared::access_token;
+use shared::claims::{AccessTokenClaims, BearerFault, TokenValidation, bearer_token, dpop_token};
 use shared::dpop::VerifiedProof;
 use shared::profile::Profile;
 
@@ -77,7 +76,7 @@ impl BearerCheck {
 
     /// The claims of the bearer token in `authorization` when it verifies, is bound to no
     /// key, grants `scope`, and its client is registered and enabled in `snapshot`.
-    pub fn check(
+    pub async fn check(
         &self,
         snapshot: &Snapshot,
         authorization: Option<&str>,
@@ -93,7 +92,7 @@ impl BearerCheck {
         if !self.profile.allows_secrets_and_bearer() {
             return Err(Refusal::Invalid("bearer_not_accepted"));
         }
-        let claims = self.verified(snapshot, token, now)?;
+        let claims = self.verified(snapshot, token, now).await?;
         // A token bound to a key is good only beside a proof made with it, as at the
         // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
         if claims.cnf.is_some() {
@@ -111,7 +110,7 @@ impl BearerCheck {
     /// proof, and the proof is for `method` on `url` beside this token. The proof's `jti`
     /// is the caller's to spend.
     #[allow(clippy::too_many_arguments)]
-    pub fn check_dpop(
+    pub async fn check_dpop(
         &self,
         snapshot: &Snapshot,
         authorization: &str,
@@ -125,7 +124,7 @@ impl BearerCheck {
             BearerFault::Missing => Refusal::Invalid("missing"),
             BearerFault::TooLong => Refusal::Invalid("too_long"),
         })?;
-        let claims = self.verified(snapshot, token, now)?;
+        let claims = self.verified(snapshot, token, now).await?;
         let bound_to = claims
             .cnf
             .as_ref()
@@ -151,33 +150,22 @@ impl BearerCheck {
         Ok((claims, proof))
     }
 
-    /// The claims of `token` when it verifies against a key published in `snapshot` and
-    /// its client is registered and enabled there; what it is bound to is the caller's.
-    fn verified(
+    /// The claims of `token` when it verifies against a key published in `snapshot` (the
+    /// one check of [`shared::access_token::verify`], as at the intake-api) and its client
+    /// is registered and enabled there; what it is bound to is the caller's.
+    async fn verified(
         &self,
         snapshot: &Snapshot,
         token: &str,
         now: DateTime<Utc>,
     ) -> Result<AccessTokenClaims, Refusal> {
-        let header =
-            jsonwebtoken::decode_header(token).map_err(|_| Refusal::Invalid("malformed"))?;
-        if !is_access_token_typ(header.typ.as_deref()) {
-            return Err(Refusal::Invalid("typ"));
-        }
-        let kid = header.kid.ok_or(Refusal::Invalid("kid_missing"))?;
-        let key = snapshot
-            .published_keys(now)
-            .into_iter()
-            .find(|k| k.kid == kid)
-            .ok_or(Refusal::Invalid("kid_unknown"))?;
-        // The key decides the algorithm, never the token.
-        if header.alg != key.alg.jwt() {
-            return Err(Refusal::Invalid("algorithm"));
-        }
-        let validation = self.validation.for_algorithm(key.alg);
-        let claims = jsonwebtoken::decode::<AccessTokenClaims>(token, &key.verifier, validation)
-            .map_err(|_| Refusal::Invalid("verification"))?
-            .claims;
+        let published = snapshot.published_keys(now);
+        let claims = access_token::verify(token, &self.validation, async |kid: &str| {
+            published.into_iter().find(|k| k.kid == kid).cloned()
+        })
+        .await
+        .map_err(|fault| Refusal::Invalid(fault.label()))?
+        .claims;
         match snapshot.clients.get(&claims.client_id) {
             Some(client) if !client.disabled => Ok(claims),
             _ => Err(Refusal::Invalid("client_disabled")),

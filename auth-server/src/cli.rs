@@ -1,12 +1,11 @@
 //! The operator commands: clients, keys and the audit trail. Each makes the report the
 //! binary prints, as a table or as JSON ([`report`]).
 
-use anyhow::Context;
 use chrono::{Duration, SecondsFormat, Utc};
 use sea_orm::DatabaseConnection;
 use serde_json::{Value, json};
 use service_kit::Secret;
-use service_kit::command_line::output::Report;
+use service_kit::command_line::output::{self, Report};
 
 use crate::audit;
 use crate::commands::{AuditCommand, ClientCommand, KeyCommand, OperatorCommand};
@@ -14,7 +13,7 @@ use crate::config::Settings;
 use crate::keys::KeyState;
 use crate::registry::PROPAGATION;
 use crate::store::clients::{self, AuthMethod};
-use crate::store::{audit_trail, signing_keys};
+use crate::store::{audit_trail, key_custody, signing_keys};
 use crate::token_request::MAX_PARAM_CHARS;
 use crate::{client_jwks, migration, secrets};
 
@@ -29,37 +28,78 @@ pub async fn report(command: OperatorCommand, settings: Settings) -> anyhow::Res
             file,
             dry_run,
             prune,
-        } => apply_report(&settings, &file, dry_run, prune).await,
+            adopt,
+            show_secret,
+        } => {
+            let asked = Applying {
+                dry_run,
+                reach: clients::apply::Reach { prune, adopt },
+                secrets_shown: output::may_print_secrets(show_secret),
+            };
+            apply_report(&settings, &file, asked).await
+        }
     }
+}
+
+/// How `auth-server apply` is asked to run.
+#[derive(Debug, Clone, Copy)]
+pub struct Applying {
+    /// Print the difference and change nothing.
+    pub dry_run: bool,
+    /// Which clients besides the file's own it may reach.
+    pub reach: clients::apply::Reach,
+    /// Whether secrets made for new clients may be printed: on a terminal, or asked for
+    /// with `--show-secret`.
+    pub secrets_shown: bool,
 }
 
 /// Runs `auth-server apply` and returns what it prints as JSON.
 pub async fn apply(
     settings: impl Into<Settings>,
     file: &std::path::Path,
-    dry_run: bool,
-    prune: bool,
+    asked: Applying,
 ) -> anyhow::Result<Value> {
-    Ok(apply_report(&settings.into(), file, dry_run, prune)
-        .await?
-        .json)
+    Ok(apply_report(&settings.into(), file, asked).await?.json)
+}
+
+/// The most a clients file may hold: far more than any deployment's clients take, and a
+/// bound on what `-f /dev/zero` reads.
+const MAX_CLIENTS_FILE_BYTES: u64 = 1 << 20;
+
+/// The clients file's text: from standard input for `-`, else the file (a pipe, as `<(...)`
+/// gives, too); at most [`MAX_CLIENTS_FILE_BYTES`].
+fn read_clients_file(file: &std::path::Path) -> anyhow::Result<String> {
+    use service_kit::command_line::operator::UsageError;
+    use std::io::Read;
+    let shown = file.display();
+    let mut bytes = Vec::new();
+    let read = if file.as_os_str() == "-" {
+        std::io::stdin()
+            .take(MAX_CLIENTS_FILE_BYTES + 1)
+            .read_to_end(&mut bytes)
+    } else {
+        std::fs::File::open(file)
+            .and_then(|f| f.take(MAX_CLIENTS_FILE_BYTES + 1).read_to_end(&mut bytes))
+    };
+    read.map_err(|e| UsageError(format!("cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 > MAX_CLIENTS_FILE_BYTES {
+        return Err(UsageError(format!(
+            "{shown} is larger than {MAX_CLIENTS_FILE_BYTES} bytes: not a clients file"
+        ))
+        .into());
+    }
+    String::from_utf8(bytes).map_err(|_| UsageError(format!("{shown} is not UTF-8 text")).into())
 }
 
 async fn apply_report(
     settings: &Settings,
     file: &std::path::Path,
-    dry_run: bool,
-    prune: bool,
+    asked: Applying,
 ) -> anyhow::Result<Report> {
     use clients::apply;
     use service_kit::command_line::operator::{Refused, UsageError};
     let stdin = file.as_os_str() == "-";
-    let text = if stdin {
-        std::io::read_to_string(std::io::stdin()).context("cannot read the clients file")?
-    } else {
-        std::fs::read_to_string(file)
-            .map_err(|e| UsageError(format!("cannot read {}: {e}", file.display())))?
-    };
+    let text = read_clients_file(file)?;
     let dir = match file.parent() {
         Some(dir) if !stdin && !dir.as_os_str().is_empty() => dir.to_owned(),
         _ => std::path::PathBuf::from("."),
@@ -76,32 +116,74 @@ async fn apply_report(
         Ok(r) => anyhow::Error::new(Refused(r.to_string())),
         Err(e) => e,
     };
-    let changes = apply::plan(&db, &declared, prune).await.map_err(refused)?;
+    let plan = apply::plan(&db, &declared, asked.reach)
+        .await
+        .map_err(refused)?;
     let shown = |changes: &[apply::Change]| serde_json::to_value(changes);
-    if dry_run || changes.is_empty() {
-        let note = if changes.is_empty() {
+    let kept_note = |kept: &[apply::KeptDisabled]| {
+        kept.iter()
+            .map(|k| {
+                format!(
+                    "client {:?} ({}) is disabled, since {}, and its entry does not say \
+                     `disabled`: it stays disabled (`disabled: false` enables it)",
+                    k.client,
+                    k.client_id,
+                    k.disabled_at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    if asked.dry_run || plan.changes.is_empty() {
+        let mut notes = kept_note(&plan.kept_disabled);
+        notes.push(if plan.changes.is_empty() {
             "the clients are as the file declares: nothing to change".to_owned()
         } else {
-            format!("{} change(s) to make; --dry-run made none", changes.len())
-        };
-        return Ok(Report {
-            note: Some(note),
-            ..Report::record(
-                json!({"dry_run": dry_run, "changed": false, "changes": shown(&changes)?}),
+            format!(
+                "{} change(s) to make; --dry-run made none",
+                plan.changes.len()
             )
         });
+        return Ok(Report {
+            note: Some(notes.join("\n")),
+            ..Report::record(json!({
+                "dry_run": asked.dry_run,
+                "changed": false,
+                "changes": shown(&plan.changes)?,
+                "kept_disabled": plan.kept_disabled,
+            }))
+        });
+    }
+    let made_secrets = apply::secrets_made(&plan.changes, &declared);
+    if !asked.secrets_shown && !made_secrets.is_empty() {
+        return Err(UsageError(format!(
+            "apply would make and print a secret for {}, and stdout is not a terminal (a pipe \
+             or a file, which can end up in a log): nothing was changed; add --show-secret to \
+             print it there, or name the secret in the entry (`secret_env`, `secret_file`)",
+            made_secrets
+                .iter()
+                .map(|n| format!("{n:?}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))
+        .into());
     }
     let mut fetched = std::collections::HashMap::new();
-    for url in apply::urls_to_fetch(&changes, &declared) {
+    for url in apply::urls_to_fetch(&plan.changes, &declared) {
         let (_, keys) =
             client_jwks::fetch_for_registration(url.as_str(), settings.client_jwks_reach())
                 .await
                 .map_err(|e| Refused(format!("the JWKS URL {url} is refused: {e}")))?;
         fetched.insert(url, keys);
     }
-    let applied = apply::apply(&db, &declared, prune, &fetched, &author(settings, "apply")?)
-        .await
-        .map_err(refused)?;
+    let applied = apply::apply(
+        &db,
+        &declared,
+        asked.reach,
+        &fetched,
+        &author(settings, "apply")?,
+    )
+    .await
+    .map_err(refused)?;
     if !applied.changes.is_empty() {
         propagated().await;
     }
@@ -117,13 +199,16 @@ async fn apply_report(
         })
         .collect();
     let hint = applied.made.iter().any(|m| m.made_secret.is_some());
+    let notes = kept_note(&applied.kept_disabled);
     Ok(Report {
         hint: hint.then_some("Keep the secrets now: they are never shown again."),
+        note: (!notes.is_empty()).then(|| notes.join("\n")),
         ..Report::record(json!({
             "dry_run": false,
             "changed": !applied.changes.is_empty(),
             "changes": shown(&applied.changes)?,
             "made": made,
+            "kept_disabled": applied.kept_disabled,
         }))
     })
 }
@@ -142,8 +227,9 @@ fn author(settings: &Settings, doing: &str) -> anyhow::Result<audit::Author> {
 fn audit_key(settings: &Settings, doing: &str) -> anyhow::Result<audit::AuditKey> {
     settings.audit_key()?.ok_or_else(|| {
         anyhow::anyhow!(
-            "{doing} needs the servers' AUTH_KEY_ENCRYPTION_KEY (or --key-encryption-key): \
-             every audit entry is sealed with a key derived from it"
+            "{doing} needs the servers' AUTH_KEY_ENCRYPTION_KEY (or a file holding it, \
+             AUTH_KEY_ENCRYPTION_KEY_FILE): every audit entry is sealed with a key derived \
+             from it"
         )
     })
 }
@@ -469,6 +555,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
         KeyCommand::Rotate {
             alg,
             publish_ahead_secs,
+            move_key_store,
         } => {
             let ahead = publish_ahead_secs.unwrap_or(settings.jwks_max_age_secs);
             let ahead = Duration::seconds(i64::try_from(ahead)?);
@@ -481,6 +568,7 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
                 alg,
                 ahead,
                 not_before,
+                move_key_store,
                 &actor()?,
             )
             .await?;
@@ -490,52 +578,102 @@ async fn key_report(settings: &Settings, command: KeyCommand) -> anyhow::Result<
             } else {
                 KeyState::Pending
             };
-            Report::record(json!({
+            let mut printed = json!({
                 "kid": rotated.kid,
                 "alg": rotated.alg.name(),
                 "state": state,
                 "activates_at": rotated.activates_at,
                 "standby_kid": rotated.standby_kid,
                 "withdrawn_standby_kid": rotated.withdrawn_standby_kid,
-            }))
+                "key_store": rotated.key_store,
+            });
+            let note = rotated.moved_from.as_ref().map(|from| {
+                printed["moved_key_store_from"] = json!(from);
+                format!(
+                    "the signing keys moved from {from} to {}: the key that takes over and \
+                     the standby are made there",
+                    rotated.key_store
+                )
+            });
+            Report {
+                note,
+                ..Report::record(printed)
+            }
         }
         KeyCommand::List {
             rotation_interval_secs,
-        } => Report::list(
-            serde_json::to_value(
-                signing_keys::list_keys(
-                    &db,
-                    rotation_interval_secs
-                        .and_then(|s| i64::try_from(s).ok())
-                        .and_then(Duration::try_seconds),
+        } => {
+            let custody = key_custody::custody(&db).await?;
+            let listed = signing_keys::list_keys(
+                &db,
+                rotation_interval_secs
+                    .and_then(|s| i64::try_from(s).ok())
+                    .and_then(Duration::try_seconds),
+            )
+            .await?;
+            Report {
+                note: custody.map(|c| match c.recorded_at {
+                    Some(at) => format!(
+                        "new signing keys are made in {}, as the database records since {}",
+                        c.home,
+                        at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    ),
+                    None => format!(
+                        "new signing keys are made in {}, as the newest key says (the \
+                         database records it at the next key made)",
+                        c.home
+                    ),
+                }),
+                ..Report::list(
+                    serde_json::to_value(listed)?,
+                    &[
+                        "kid",
+                        "alg",
+                        "store",
+                        "state",
+                        "created_at",
+                        "activates_at",
+                        "retired_at",
+                        "unpublish_at",
+                        "revoked_at",
+                        "rotates_at",
+                    ],
+                    "No keys: `auth-server serve` makes the first ones.",
                 )
-                .await?,
-            )?,
-            &[
-                "kid",
-                "alg",
-                "state",
-                "created_at",
-                "activates_at",
-                "retired_at",
-                "unpublish_at",
-                "revoked_at",
-                "rotates_at",
-            ],
-            "No keys: `auth-server serve` makes the first ones.",
-        ),
+            }
+        }
         KeyCommand::Revoke { kid } => {
             let keys = settings.keys()?;
             let revoked = signing_keys::revoke_key(&db, &keys, &kid, &actor()?).await?;
-            propagated().await;
-            // Once no server signs with it: destroyed where it lives, so it can never sign.
+            if revoked.already_revoked_at.is_none() {
+                propagated().await;
+            }
+            // Once no server signs with it: destroyed where it lives, so it can never sign;
+            // for a key already revoked, whatever an earlier revoke left is destroyed now.
             keys.destroy(&revoked.revoked)?;
-            Report::record(json!({
-                "kid": kid,
-                "state": "revoked",
-                "replacement_kid": revoked.replacement_kid,
-                "standby_kid": revoked.standby_kid,
-            }))
+            match revoked.already_revoked_at {
+                Some(at) => Report {
+                    note: Some(format!(
+                        "key {kid} is already revoked, since {}: nothing changed in the \
+                         database; its private half is destroyed where it lived, if anything \
+                         of it was left",
+                        at.to_rfc3339_opts(SecondsFormat::Secs, true)
+                    )),
+                    ..Report::record(json!({
+                        "kid": kid,
+                        "state": "revoked",
+                        "revoked_at": at,
+                        "changed": false,
+                    }))
+                },
+                None => Report::record(json!({
+                    "kid": kid,
+                    "state": "revoked",
+                    "replacement_kid": revoked.replacement_kid,
+                    "standby_kid": revoked.standby_kid,
+                    "changed": true,
+                })),
+            }
         }
     };
     Ok(report)

@@ -1,6 +1,8 @@
 //! The file `auth-server apply` reads: the clients a deployment should have, by name, kept
 //! in version control and reviewed like code. Secrets are never in it: a client's secret is
 //! read from the environment variable or the file its entry names, or made and printed once.
+//! What an entry leaves out is left as it is: without `disabled`, a client disabled outside
+//! the file stays disabled (`disabled: false` enables it).
 //!
 //! ```yaml
 //! clients:
@@ -24,7 +26,7 @@ use serde::Deserialize;
 use service_kit::Secret;
 
 use crate::secrets;
-use crate::store::clients::apply::{Declaration, Declared, DeclaredAuth};
+use crate::store::clients::apply::{Declaration, Declared, DeclaredAuth, Field};
 use crate::store::clients::input::read_jwks_file;
 use crate::token_request::MAX_PARAM_CHARS;
 
@@ -58,8 +60,8 @@ struct Entry {
     sandbox: bool,
     #[serde(default)]
     dpop_required: bool,
-    #[serde(default)]
-    disabled: bool,
+    /// Unsaid, the client is left as it is.
+    disabled: Option<bool>,
     /// Never taken: named so that a secret written here is refused with the reason.
     secret: Option<serde::de::IgnoredAny>,
     /// Likewise.
@@ -167,6 +169,8 @@ pub fn read(text: &str, reading: &Reading<'_>) -> Result<Vec<Declared>, BadFile>
     let mut names: Vec<(String, usize)> = Vec::new();
     for node in entries {
         let line = line_of(node);
+        // A problem is reported at the line of the field it is about, else of the entry.
+        let at = |field: Field| field_line(node, field).unwrap_or(line);
         let entry: Entry = match marked_yaml::from_node(node) {
             Ok(entry) => entry,
             Err(e) => {
@@ -181,7 +185,7 @@ pub fn read(text: &str, reading: &Reading<'_>) -> Result<Vec<Declared>, BadFile>
         let folded = entry.name.trim().to_lowercase();
         if let Some((_, first)) = names.iter().find(|(n, _)| *n == folded) {
             problems.push(Problem {
-                line,
+                line: at("name"),
                 message: format!(
                     "client {:?} is listed twice (first at line {first}): names differ in more \
                      than case",
@@ -190,18 +194,21 @@ pub fn read(text: &str, reading: &Reading<'_>) -> Result<Vec<Declared>, BadFile>
             });
             continue;
         }
-        names.push((folded, line));
-        match declaration(entry, reading) {
+        names.push((folded, at("name")));
+        let found = match declaration(entry, reading) {
             Ok(d) => match d.check() {
-                Ok(d) => declared.push(d),
-                Err(found) => {
-                    problems.extend(found.into_iter().map(|message| Problem { line, message }))
+                Ok(d) => {
+                    declared.push(d);
+                    continue;
                 }
+                Err(found) => found,
             },
-            Err(found) => {
-                problems.extend(found.into_iter().map(|message| Problem { line, message }))
-            }
-        }
+            Err(found) => found,
+        };
+        problems.extend(found.into_iter().map(|(field, message)| Problem {
+            line: at(field),
+            message,
+        }));
     }
     if problems.is_empty() {
         Ok(declared)
@@ -216,72 +223,120 @@ fn line_of(node: &Node) -> usize {
     node.span().start().map_or(0, |m| m.line())
 }
 
-/// An entry's declaration: its credentials read, every problem with them found.
-fn declaration(entry: Entry, reading: &Reading<'_>) -> Result<Declaration, Vec<String>> {
-    let mut problems = Vec::new();
+/// The line of `field` in the entry `node`, when the entry has it.
+fn field_line(node: &Node, field: Field) -> Option<usize> {
+    node.as_mapping()?
+        .iter()
+        .find(|(key, _)| key.as_str() == field)
+        .and_then(|(key, _)| key.span().start())
+        .map(|m| m.line())
+}
+
+/// An entry's declaration: its credentials read, every problem with them found, with the
+/// field it is about.
+fn declaration(entry: Entry, reading: &Reading<'_>) -> Result<Declaration, Vec<(Field, String)>> {
+    let mut problems: Vec<(Field, String)> = Vec::new();
     let name = entry.name.trim().to_owned();
-    if entry.secret.is_some() || entry.client_secret.is_some() {
-        problems.push(format!(
-            "client {name:?}: a secret is never written in the file; name the environment \
-             variable (`secret_env`) or the file (`secret_file`) that holds it, or leave both \
-             out for one made and printed once"
-        ));
+    for (field, given) in [
+        ("secret", entry.secret.is_some()),
+        ("client_secret", entry.client_secret.is_some()),
+    ] {
+        if given {
+            problems.push((
+                field,
+                format!(
+                    "client {name:?}: a secret is never written in the file; name the \
+                     environment variable (`secret_env`) or the file (`secret_file`) that holds \
+                     it, or leave both out for one made and printed once"
+                ),
+            ));
+        }
     }
     let auth = match entry.auth {
         Method::Secret => {
-            if entry.jwks_file.is_some() || entry.jwks_uri.is_some() {
-                problems.push(format!(
-                    "client {name:?}: `jwks_file` and `jwks_uri` are for `auth: private_key_jwt`"
-                ));
+            for (field, given) in [
+                ("jwks_file", entry.jwks_file.is_some()),
+                ("jwks_uri", entry.jwks_uri.is_some()),
+            ] {
+                if given {
+                    problems.push((
+                        field,
+                        format!(
+                            "client {name:?}: `jwks_file` and `jwks_uri` are for `auth: \
+                             private_key_jwt`"
+                        ),
+                    ));
+                }
             }
             if reading.fapi2 {
-                problems.push(format!(
-                    "client {name:?}: AUTH_FAPI2 is on, and under FAPI 2.0 clients authenticate \
-                     with private_key_jwt only"
+                problems.push((
+                    "auth",
+                    format!(
+                        "client {name:?}: AUTH_FAPI2 is on, and under FAPI 2.0 clients \
+                         authenticate with private_key_jwt only"
+                    ),
                 ));
             }
             match (&entry.secret_env, &entry.secret_file) {
                 (Some(_), Some(_)) => {
-                    problems.push(format!(
-                        "client {name:?}: give `secret_env` or `secret_file`, not both"
+                    problems.push((
+                        "secret_file",
+                        format!("client {name:?}: give `secret_env` or `secret_file`, not both"),
                     ));
                     None
                 }
                 (Some(var), None) => secret_from_env(&name, var)
-                    .map_err(|p| problems.push(p))
+                    .map_err(|p| problems.push(("secret_env", p)))
                     .ok()
                     .map(|s| DeclaredAuth::Secret(Some(s))),
                 (None, Some(path)) => secret_from_file(&name, &reading.dir.join(path))
-                    .map_err(|p| problems.push(p))
+                    .map_err(|p| problems.push(("secret_file", p)))
                     .ok()
                     .map(|s| DeclaredAuth::Secret(Some(s))),
                 (None, None) => Some(DeclaredAuth::Secret(None)),
             }
         }
         Method::PrivateKeyJwt => {
-            if entry.secret_env.is_some() || entry.secret_file.is_some() {
-                problems.push(format!(
-                    "client {name:?}: a private_key_jwt client has no secret (`secret_env`, \
-                     `secret_file`)"
-                ));
+            for (field, given) in [
+                ("secret_env", entry.secret_env.is_some()),
+                ("secret_file", entry.secret_file.is_some()),
+            ] {
+                if given {
+                    problems.push((
+                        field,
+                        format!(
+                            "client {name:?}: a private_key_jwt client has no secret \
+                             (`secret_env`, `secret_file`)"
+                        ),
+                    ));
+                }
             }
             match (&entry.jwks_file, &entry.jwks_uri) {
                 (Some(path), None) => read_jwks_file(&reading.dir.join(path))
-                    .map_err(|e| problems.push(format!("client {name:?}: {e}")))
+                    .map_err(|e| problems.push(("jwks_file", format!("client {name:?}: {e}"))))
                     .ok()
                     .map(DeclaredAuth::Keys),
                 (None, Some(uri)) => url::Url::parse(uri)
                     .map_err(|e| {
-                        problems.push(format!(
-                            "client {name:?}: `jwks_uri` {uri:?} is not a URL: {e}"
+                        problems.push((
+                            "jwks_uri",
+                            format!("client {name:?}: `jwks_uri` {uri:?} is not a URL: {e}"),
                         ))
                     })
                     .ok()
                     .map(DeclaredAuth::Uri),
-                _ => {
-                    problems.push(format!(
-                        "client {name:?}: `auth: private_key_jwt` needs its public keys, \
-                         `jwks_file` or `jwks_uri` (one of the two)"
+                (jwks_file, _) => {
+                    let at = if jwks_file.is_some() {
+                        "jwks_uri"
+                    } else {
+                        "auth"
+                    };
+                    problems.push((
+                        at,
+                        format!(
+                            "client {name:?}: `auth: private_key_jwt` needs its public keys, \
+                             `jwks_file` or `jwks_uri` (one of the two)"
+                        ),
                     ));
                     None
                 }
@@ -309,16 +364,16 @@ fn secret_from_env(name: &str, var: &str) -> Result<Secret<String>, String> {
         .ok_or_else(|| format!("client {name:?}: `secret_env` names {var}, which is not set"))
 }
 
-/// The secret in the file at `path` (a trailing line break dropped), checked.
+/// The secret in the file at `path` (a trailing line break dropped), checked: a small
+/// regular file only, never a pipe or a device, which could hang or fill memory.
 fn secret_from_file(name: &str, path: &Path) -> Result<Secret<String>, String> {
-    let value = std::fs::read_to_string(path).map_err(|e| {
-        format!(
-            "client {name:?}: cannot read `secret_file` {}: {e}",
-            path.display()
-        )
-    })?;
-    let value = value.trim_end_matches(['\r', '\n']).to_owned();
-    checked(name, &format!("the secret in {}", path.display()), value)
+    let value = service_kit::secret::read_secret_file(path)
+        .map_err(|problem| format!("client {name:?}: `secret_file`: {problem}"))?;
+    checked(
+        name,
+        &format!("the secret in {}", path.display()),
+        value.expose().clone(),
+    )
 }
 
 fn checked(name: &str, what: &str, value: String) -> Result<Secret<String>, String> {

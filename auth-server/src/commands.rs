@@ -3,12 +3,13 @@
 
 use clap::Subcommand;
 use service_kit::command_line::output::OutputArg;
-use service_kit::command_line::{Actor, Database, KeyEncryptionKeyArg, args_of, reads};
+use service_kit::command_line::{Actor, Database, args_of, reads};
 use shared::claims::TokenAlgorithm;
 
 use crate::audit::Head;
 use crate::config::{
-    AllowInsecureArg, AuthServerNames, Config, Fapi2Arg, KeyStoreArgs, ROTATION_INTERVAL_VARIABLE,
+    AllowInsecureArg, AuthServerNames, Config, Fapi2Arg, KekArgs, KeyStoreArgs,
+    ROTATION_INTERVAL_VARIABLE,
 };
 use crate::store::clients::AuthMethod;
 
@@ -16,7 +17,7 @@ use crate::store::clients::AuthMethod;
 fn keyed_reads() -> Vec<clap::Arg> {
     [
         args_of::<Database<AuthServerNames>>(),
-        args_of::<KeyEncryptionKeyArg<AuthServerNames>>(),
+        args_of::<KekArgs>(),
         args_of::<OutputArg>(),
     ]
     .concat()
@@ -27,7 +28,7 @@ fn keyed_reads() -> Vec<clap::Arg> {
 fn changes() -> Vec<clap::Arg> {
     [
         args_of::<Database<AuthServerNames>>(),
-        args_of::<KeyEncryptionKeyArg<AuthServerNames>>(),
+        args_of::<KekArgs>(),
         args_of::<Actor<AuthServerNames>>(),
         args_of::<OutputArg>(),
     ]
@@ -85,30 +86,46 @@ pub enum OperatorCommand {
   auth-server audit verify --head 42:KEPT_MAC"
     )]
     Audit(AuditCommand),
-    /// Bring the clients to what a file declares: make those it lists and the database has
-    /// not, change what differs, and (with --prune) disable, never delete, those it no
-    /// longer lists; one audit entry per change. Exits 0 when nothing changed or all was
-    /// applied, 2 for a file that cannot be applied as written (every problem with its
-    /// line), 3 when it asks what a change must not do (a sandbox client made real, another
-    /// way of authenticating); nothing is written then.
+    /// Bring the clients a file keeps to what it declares: make those it lists and the
+    /// database has not, change what differs, and (with --prune) disable, never delete, the
+    /// file's clients it no longer lists; one audit entry per change. A client made by hand
+    /// (`client create`, `client ensure`) is never changed nor pruned: naming one is
+    /// refused unless --adopt takes it over. What an entry leaves out stays as it is: a
+    /// client disabled outside the file stays disabled unless its entry says `disabled:
+    /// false`. Exits 0 when nothing changed or all was applied, 2 for a file that cannot be
+    /// applied as written (every problem with its line) or a made secret that would go to a
+    /// pipe, 3 when it asks what a change must not do (a sandbox client made real, another
+    /// way of authenticating, a client made by hand without --adopt); nothing is written
+    /// then.
     #[command(
         args = key_changes(),
         after_help = "Examples:
   auth-server apply -f clients.yaml --dry-run       # the difference, as a table; changes nothing
   auth-server apply -f clients.yaml --actor 'PR 214'
-  git show main:clients.yaml | auth-server apply -f - --prune -o json"
+  auth-server apply -f clients.yaml --adopt --dry-run   # what taking over the clients made by hand it names changes
+  git show main:clients.yaml | auth-server apply -f - --prune -o json --show-secret"
     )]
     Apply {
-        /// The clients file (YAML); `-` reads standard input. Relative paths in it are read
-        /// from its directory.
+        /// The clients file (YAML, at most 1 MiB); `-` reads standard input. Relative paths
+        /// in it are read from its directory.
         #[arg(short = 'f', long = "file", value_name = "FILE")]
         file: std::path::PathBuf,
         /// Print the difference and change nothing.
         #[arg(long)]
         dry_run: bool,
-        /// Disable the enabled clients the file does not list.
+        /// Disable the enabled clients the file made (or adopted) and no longer lists;
+        /// never a client made by hand.
         #[arg(long)]
         prune: bool,
+        /// Take over the clients made by hand (`client create`, `client ensure`) that the
+        /// file names: from now on the file's to change and prune.
+        #[arg(long)]
+        adopt: bool,
+        /// Print the secrets made for new clients also when stdout is not a terminal (a pipe
+        /// or a file, which can end up in a CI log); without it such an apply changes
+        /// nothing.
+        #[arg(long)]
+        show_secret: bool,
     },
 }
 
@@ -363,7 +380,9 @@ pub enum KeyCommand {
         after_help = "Examples:
   auth-server key rotate                          # the standby signs once every resource server holds it
   auth-server key rotate --publish-ahead-secs 0   # the standby signs now, however young
-  auth-server key rotate --alg ES256              # a new P-256 key, published now, signs after the max-age"
+  auth-server key rotate --alg ES256              # a new P-256 key, published now, signs after the max-age
+  AUTH_KEY_STORE=pkcs11 AUTH_PKCS11_MODULE=/usr/lib/softhsm/libsofthsm2.so AUTH_PKCS11_TOKEN_LABEL=prod \
+    AUTH_PKCS11_PIN_FILE=/run/secrets/pin auth-server key rotate --move-key-store   # the keys move into the token"
     )]
     Rotate {
         /// The algorithm tokens are signed with from this rotation on: RS256 (the default,
@@ -378,6 +397,13 @@ pub enum KeyCommand {
         /// at once.
         #[arg(long, env = "AUTH_JWKS_MAX_AGE_SECS")]
         publish_ahead_secs: Option<u64>,
+        /// Move the signing keys to the key store this command is given (AUTH_KEY_STORE and
+        /// its settings) when the database records that they live in another: the standby
+        /// of the old store is withdrawn, and the key that takes over and the new standby
+        /// are made in the new one. Without it a rotation with another store is refused.
+        /// Every replica must be able to load keys of both stores until the old keys retire.
+        #[arg(long)]
+        move_key_store: bool,
     },
     /// List keys with their state and dates.
     #[command(
@@ -393,7 +419,9 @@ pub enum KeyCommand {
         rotation_interval_secs: Option<u64>,
     },
     /// Emergency: unpublish a key now; tokens it signed stop verifying. When it was
-    /// signing, the standby key takes over at once.
+    /// signing, the standby key takes over at once. A key kept in a PKCS#11 token is
+    /// destroyed there: the command needs the token's settings, and refuses without them
+    /// before marking anything; run again on a revoked key, it destroys what is left.
     #[command(
         args = signing_key_changes(),
         after_help = "Examples:

@@ -2,9 +2,7 @@
 
 use clap::Args;
 use service_kit::Secret;
-use service_kit::command_line::{
-    Actor, Database, Given, KeyEncryptionKeyArg, Listen, Logs, ServedDatabase, Service,
-};
+use service_kit::command_line::{Actor, Database, Given, Listen, Logs, ServedDatabase, Service};
 use service_kit::outbound::Reach;
 use service_kit::source::TrustedProxies;
 
@@ -13,10 +11,8 @@ use crate::client_jwks::{ALLOW_INSECURE_VARIABLE, FetchPolicy};
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use anyhow::Context;
-
-use crate::key_store::pkcs11::{Pkcs11Vault, TokenSettings, TokenVault};
-use crate::key_store::{KeyStore, KeyVault};
+use crate::key_store::pkcs11::{self, Pkcs11Vault, TokenSettings, TokenVault};
+use crate::key_store::{KeyHome, KeyStore};
 use crate::keys::SigningKeySealer;
 
 /// The auth-server's names (binary, variables, defaults) for the settings both services
@@ -51,6 +47,7 @@ see `auth-server COMMAND --help`.";
     const KEK_VARIABLE: &'static str = crate::keys::VARIABLE;
     const KEK_HELP: &'static str = "Base64 of the 32 bytes every signing key is encrypted \
         with at rest, and the audit trail sealed with: the servers'";
+    const SECRET_ARGUMENTS: &'static [&'static str] = &["key_encryption_key", "pkcs11_pin"];
 }
 
 /// The server's settings (`auth-server serve`); every one has a default that runs locally.
@@ -76,10 +73,20 @@ pub struct Config {
     pub key_rotation_interval_secs: Option<u64>,
     /// Base64 of 32 random bytes (`openssl rand -base64 32`): the key every signing key is
     /// encrypted with at rest, and the audit trail sealed with (a key derived from it).
-    /// Required by `serve`, every command that changes a client or key, `audit verify` and
-    /// `audit seal`.
-    #[arg(long, env = "AUTH_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    /// Read from the environment only: as a flag `ps` would show it (refused).
+    #[arg(
+        long,
+        env = crate::keys::VARIABLE,
+        hide = true,
+        hide_env_values = true
+    )]
     pub key_encryption_key: Option<Secret<String>>,
+    /// A file holding the key-encryption key: base64 of 32 random bytes (`openssl rand
+    /// -base64 32`), which every signing key is encrypted with at rest and the audit trail
+    /// sealed with; or the key itself in AUTH_KEY_ENCRYPTION_KEY, never as a flag (`ps`
+    /// shows flags). Required by `serve`.
+    #[arg(long, env = KEK_FILE_VARIABLE, value_name = "FILE")]
+    pub key_encryption_key_file: Option<PathBuf>,
     #[command(flatten)]
     pub key_store: KeyStoreArgs,
     /// Redis URL for limits shared between replicas; in-process limits without it.
@@ -145,7 +152,11 @@ impl Config {
     /// The key-encryption key. Private keys are never stored or loaded in clear, so there
     /// is no running without one.
     pub fn kek(&self) -> anyhow::Result<SigningKeySealer> {
-        kek(self.key_encryption_key.as_ref())
+        kek(given_kek(
+            self.key_encryption_key.as_ref(),
+            self.key_encryption_key_file.as_deref(),
+        )?
+        .as_ref())
     }
 
     /// Where the signing keys are kept: opens the PKCS#11 token when one is configured,
@@ -196,6 +207,27 @@ fn reach(allow_insecure: bool) -> Reach {
     }
 }
 
+/// The variable naming a file that holds the key-encryption key.
+pub const KEK_FILE_VARIABLE: &str = "AUTH_KEY_ENCRYPTION_KEY_FILE";
+
+/// The key-encryption key given: in the environment, or in the file named.
+fn given_kek(
+    value: Option<&Secret<String>>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<Secret<String>>> {
+    match (value, file) {
+        (Some(_), Some(_)) => anyhow::bail!(
+            "{} and {KEK_FILE_VARIABLE} are both set: give one",
+            crate::keys::VARIABLE
+        ),
+        (Some(value), None) => Ok(Some(value.clone())),
+        (None, Some(path)) => service_kit::secret::read_secret_file(path)
+            .map(Some)
+            .map_err(|problem| anyhow::anyhow!("{KEK_FILE_VARIABLE}: {problem}")),
+        (None, None) => Ok(None),
+    }
+}
+
 fn kek(encoded: Option<&Secret<String>>) -> anyhow::Result<SigningKeySealer> {
     let kek = service_kit::kek::KeyEncryptionKey::required(
         crate::keys::VARIABLE,
@@ -216,6 +248,8 @@ pub struct Settings {
     /// What signing keys are sealed with, and audit entries (a key derived from it): every
     /// change needs it (its entry is sealed as it is written), and so does `audit verify`.
     pub key_encryption_key: Option<Secret<String>>,
+    /// A file holding it, instead.
+    pub key_encryption_key_file: Option<PathBuf>,
     /// How long resource servers cache the JWKS: how far ahead of its first signature
     /// `key rotate` publishes a key unless told otherwise.
     pub jwks_max_age_secs: u64,
@@ -230,7 +264,15 @@ pub struct Settings {
 impl Settings {
     /// The key-encryption key, or why there is none.
     pub fn kek(&self) -> anyhow::Result<SigningKeySealer> {
-        kek(self.key_encryption_key.as_ref())
+        kek(self.given_kek()?.as_ref())
+    }
+
+    /// The key-encryption key given, from the environment or its file.
+    fn given_kek(&self) -> anyhow::Result<Option<Secret<String>>> {
+        given_kek(
+            self.key_encryption_key.as_ref(),
+            self.key_encryption_key_file.as_deref(),
+        )
     }
 
     /// Where a client's JWKS URL may point.
@@ -245,7 +287,7 @@ impl Settings {
 
     /// The key audit entries are sealed with, when the key-encryption key was given.
     pub fn audit_key(&self) -> anyhow::Result<Option<AuditKey>> {
-        self.key_encryption_key
+        self.given_kek()?
             .as_ref()
             .map(|encoded| AuditKey::derive(&SigningKeySealer::from_base64(encoded)?))
             .transpose()
@@ -255,14 +297,14 @@ impl Settings {
 /// An operator command's settings, as given with it on the command line.
 impl From<&Given> for Settings {
     fn from(given: &Given) -> Self {
+        let kek = given.settings::<KekArgs>().unwrap_or_default();
         Self {
             database: given.settings().unwrap_or_default(),
             actor: given
                 .settings::<Actor<AuthServerNames>>()
                 .and_then(|a| a.actor),
-            key_encryption_key: given
-                .settings::<KeyEncryptionKeyArg<AuthServerNames>>()
-                .and_then(|k| k.key_encryption_key),
+            key_encryption_key: kek.key_encryption_key,
+            key_encryption_key_file: kek.key_encryption_key_file,
             // `key rotate` reads AUTH_JWKS_MAX_AGE_SECS as its `--publish-ahead-secs`.
             jwks_max_age_secs: DEFAULT_JWKS_MAX_AGE_SECS,
             client_jwks_allow_insecure: given
@@ -281,6 +323,7 @@ impl From<&Config> for Settings {
             database: config.database.database.clone(),
             actor: None,
             key_encryption_key: config.key_encryption_key.clone(),
+            key_encryption_key_file: config.key_encryption_key_file.clone(),
             jwks_max_age_secs: config.jwks_max_age_secs,
             client_jwks_allow_insecure: config.client_jwks_allow_insecure,
             fapi2: config.fapi2,
@@ -290,6 +333,27 @@ impl From<&Config> for Settings {
 }
 
 const DEFAULT_JWKS_MAX_AGE_SECS: u64 = 300;
+
+/// The key-encryption key, for the operator commands that seal with it or check what it
+/// sealed: from the environment or a file, never a flag.
+#[derive(Debug, Clone, Default, Args)]
+pub struct KekArgs {
+    /// The servers' key-encryption key, base64 of 32 random bytes, which every signing key
+    /// is sealed with and the audit trail too; or a file holding it
+    /// (--key-encryption-key-file).
+    #[arg(
+        long,
+        env = crate::keys::VARIABLE,
+        hide = true,
+        hide_env_values = true
+    )]
+    pub key_encryption_key: Option<Secret<String>>,
+    /// A file holding the servers' key-encryption key, which every signing key is sealed
+    /// with and the audit trail too; or the key itself in AUTH_KEY_ENCRYPTION_KEY, never
+    /// as a flag (`ps` shows flags).
+    #[arg(long, env = KEK_FILE_VARIABLE, value_name = "FILE")]
+    pub key_encryption_key_file: Option<PathBuf>,
+}
 
 /// The setting of the key rotation schedule, which `key list` reads as the servers do.
 pub(crate) const ROTATION_INTERVAL_VARIABLE: &str = "AUTH_KEY_ROTATION_INTERVAL_SECS";
@@ -321,11 +385,13 @@ pub struct KeyStoreArgs {
     /// The label of the token the keys live in.
     #[arg(long, env = "AUTH_PKCS11_TOKEN_LABEL")]
     pub pkcs11_token_label: Option<String>,
-    /// The token's user PIN (or AUTH_PKCS11_PIN_FILE).
-    #[arg(long, env = "AUTH_PKCS11_PIN", hide_env_values = true)]
+    /// The token's user PIN (AUTH_KEY_STORE=pkcs11); or a file holding it
+    /// (--pkcs11-pin-file).
+    #[arg(long, env = "AUTH_PKCS11_PIN", hide = true, hide_env_values = true)]
     pub pkcs11_pin: Option<Secret<String>>,
-    /// A file holding the token's user PIN, for a PIN mounted as a secret.
-    #[arg(long, env = "AUTH_PKCS11_PIN_FILE")]
+    /// A file holding the token's user PIN, for a PIN mounted as a secret; or the PIN itself
+    /// in AUTH_PKCS11_PIN, never as a flag (`ps` shows flags).
+    #[arg(long, env = "AUTH_PKCS11_PIN_FILE", value_name = "FILE")]
     pub pkcs11_pin_file: Option<PathBuf>,
     /// Sessions kept open with the token: as many token requests can be signed at once.
     #[arg(long, env = "AUTH_PKCS11_SESSIONS", default_value_t = DEFAULT_PKCS11_SESSIONS)]
@@ -349,44 +415,44 @@ impl KeyStoreArgs {
     /// The key store these settings name, with keys sealed under `sealer`; fails, saying
     /// which setting, when a PKCS#11 one is missing or wrong.
     pub fn open(&self, sealer: SigningKeySealer) -> anyhow::Result<Arc<KeyStore>> {
-        let vault: Option<Arc<dyn KeyVault>> = match self.key_store {
-            KeyStoreKind::Database => None,
-            KeyStoreKind::Pkcs11 => {
-                let missing = |name: &str| anyhow::anyhow!("AUTH_KEY_STORE=pkcs11 needs {name}");
-                let pin = match (&self.pkcs11_pin, &self.pkcs11_pin_file) {
-                    (Some(pin), None) => pin.clone(),
-                    (None, Some(path)) => Secret::new(
-                        std::fs::read_to_string(path)
-                            .with_context(|| {
-                                format!("cannot read AUTH_PKCS11_PIN_FILE {}", path.display())
-                            })?
-                            .trim_end_matches(['\r', '\n'])
-                            .to_owned(),
-                    ),
-                    (Some(_), Some(_)) => anyhow::bail!(
-                        "AUTH_PKCS11_PIN and AUTH_PKCS11_PIN_FILE are both set: give one"
-                    ),
-                    (None, None) => return Err(missing("AUTH_PKCS11_PIN or AUTH_PKCS11_PIN_FILE")),
-                };
-                let settings = TokenSettings {
-                    module: self
-                        .pkcs11_module
-                        .clone()
-                        .ok_or_else(|| missing("AUTH_PKCS11_MODULE"))?,
-                    token_label: self
-                        .pkcs11_token_label
-                        .clone()
-                        .ok_or_else(|| missing("AUTH_PKCS11_TOKEN_LABEL"))?,
-                    pin,
-                    sessions: self.pkcs11_sessions,
-                };
-                Some(Arc::new(Pkcs11Vault(Arc::new(TokenVault::open(
-                    &settings,
-                )?))))
+        if self.key_store == KeyStoreKind::Database {
+            return Ok(Arc::new(KeyStore::database(sealer)));
+        }
+        let missing = |name: &str| anyhow::anyhow!("AUTH_KEY_STORE=pkcs11 needs {name}");
+        let pin = match (&self.pkcs11_pin, &self.pkcs11_pin_file) {
+            (Some(pin), None) => pin.clone(),
+            (None, Some(path)) => service_kit::secret::read_secret_file(path)
+                .map_err(|problem| anyhow::anyhow!("AUTH_PKCS11_PIN_FILE: {problem}"))?,
+            (Some(_), Some(_)) => {
+                anyhow::bail!("AUTH_PKCS11_PIN and AUTH_PKCS11_PIN_FILE are both set: give one")
             }
+            (None, None) => return Err(missing("AUTH_PKCS11_PIN or AUTH_PKCS11_PIN_FILE")),
         };
-        Ok(Arc::new(KeyStore::new(sealer, vault)))
+        let settings = TokenSettings {
+            module: self
+                .pkcs11_module
+                .clone()
+                .ok_or_else(|| missing("AUTH_PKCS11_MODULE"))?,
+            token_label: self
+                .pkcs11_token_label
+                .clone()
+                .ok_or_else(|| missing("AUTH_PKCS11_TOKEN_LABEL"))?,
+            pin,
+            sessions: self.pkcs11_sessions,
+        };
+        let vault = Arc::new(Pkcs11Vault(Arc::new(TokenVault::open(&settings)?)));
+        let home = KeyHome::token(&settings.token_label, token_serial(&settings));
+        Ok(Arc::new(KeyStore::with_vault(sealer, vault, home)))
     }
+}
+
+/// The serial number of the token `settings` name, once it is open; none when the token
+/// does not say.
+fn token_serial(settings: &TokenSettings) -> Option<String> {
+    let library = pkcs11::library(&settings.module).ok()?;
+    let slot = pkcs11::find_token(&library, &settings.token_label).ok()?;
+    let info = library.get_token_info(slot).ok()?;
+    Some(info.serial_number().trim().to_owned()).filter(|s| !s.is_empty())
 }
 
 /// `--client-jwks-allow-insecure`, for the commands that register a JWKS URL.

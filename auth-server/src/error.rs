@@ -7,10 +7,14 @@ const UNSUPPORTED_GRANT_TYPE: &str =
     "The authorization grant type is not supported by the authorization server.";
 const INVALID_CLIENT: &str = "Client authentication failed";
 const PRIVATE_KEY_JWT_ONLY: &str = "Client authentication failed: this server follows FAPI 2.0 and accepts only private_key_jwt (a client_assertion signed with PS256, ES256 or EdDSA), never a client secret";
+const ASSERTION_JTI: &str = "Client authentication failed: the client assertion's jti must be 1 to 255 bytes with no control characters";
+const ASSERTION_PREDATES_REPLAY_STORE: &str = "Client authentication failed: the client assertion was made before the server's record of used assertions begins, so it cannot be shown unused; make a new one, with an iat of now";
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
 const TEMPORARILY_UNAVAILABLE: &str = "The authorization server is currently unable to handle the request due to a temporary overloading or maintenance of the server.";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
 const INVALID_DPOP_PROOF: &str = "The DPoP proof is missing, malformed, or not for this request";
+const PROOF_JTI: &str = "The DPoP proof's jti must be 1 to 255 bytes with no control characters";
+const PROOF_PREDATES_REPLAY_STORE: &str = "The DPoP proof was made before the server's record of used proofs begins, so it cannot be shown unused: make a new one";
 const USE_DPOP_NONCE: &str = "Authorization server requires nonce in DPoP proof";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
@@ -51,8 +55,15 @@ pub enum ClientFailure {
     AssertionLifetime,
     /// `iat` or `nbf` is in the future.
     AssertionNotYetValid,
+    /// The `jti` is empty, over 255 bytes or holds a control character: refused before it
+    /// reaches the replay store.
+    AssertionJti,
     /// The assertion's `jti` was used before.
     AssertionReplayed,
+    /// The assertion was made (by its `iat`, or by the earliest its `exp` allows) before the
+    /// replay store's memory begins: Redis restarted or was flushed since, and the assertion
+    /// may have been used before.
+    AssertionPredatesReplayStore,
     /// The client's keys are published at a JWKS URL, and this server has never fetched a
     /// usable JWKS from it (the partner's server is down, or answers something else).
     JwksUnavailable,
@@ -79,7 +90,9 @@ impl ClientFailure {
             Self::AssertionExpired => "assertion_expired",
             Self::AssertionLifetime => "assertion_lifetime",
             Self::AssertionNotYetValid => "assertion_not_yet_valid",
+            Self::AssertionJti => "assertion_jti",
             Self::AssertionReplayed => "assertion_replayed",
+            Self::AssertionPredatesReplayStore => "assertion_predates_replay_store",
             Self::JwksUnavailable => "jwks_unavailable",
             Self::SecretNotAccepted => "secret_not_accepted",
         }
@@ -206,6 +219,17 @@ impl OAuthError {
                 failure: ClientFailure::SecretNotAccepted,
                 ..
             } => ("invalid_client", PRIVATE_KEY_JWT_ONLY, None),
+            // Told only to the assertion's signer (the signature is checked first), and about
+            // its own assertion.
+            Self::InvalidClient {
+                failure: ClientFailure::AssertionJti,
+                ..
+            } => ("invalid_client", ASSERTION_JTI, None),
+            // The same for every client: it says only that the store restarted.
+            Self::InvalidClient {
+                failure: ClientFailure::AssertionPredatesReplayStore,
+                ..
+            } => ("invalid_client", ASSERTION_PREDATES_REPLAY_STORE, None),
             Self::InvalidClient { .. } => ("invalid_client", INVALID_CLIENT, None),
             Self::InvalidScope { scope } => (
                 "invalid_scope",
@@ -214,7 +238,11 @@ impl OAuthError {
             ),
             Self::InvalidDpopProof { reason, algorithms } => (
                 "invalid_dpop_proof",
-                INVALID_DPOP_PROOF,
+                match *reason {
+                    "proof_jti" => PROOF_JTI,
+                    "proof_predates_replay_store" => PROOF_PREDATES_REPLAY_STORE,
+                    _ => INVALID_DPOP_PROOF,
+                },
                 Some(format!(
                     "Send one DPoP header: a new proof signed with {}, for POST on the token \
                      endpoint's URL ({reason})",
@@ -374,5 +402,27 @@ mod tests {
         reasons.sort_unstable();
         reasons.dedup();
         assert_eq!(reasons.len(), failures.len(), "{reasons:?}");
+    }
+
+    /// A `jti` the store cannot keep is the client's mistake, and it is told which.
+    #[test]
+    fn a_bad_jti_is_told_as_such_and_never_as_an_outage() {
+        let assertion = OAuthError::InvalidClient {
+            used_authorization_header: false,
+            failure: ClientFailure::AssertionJti,
+        };
+        assert_eq!(assertion.status(), 401);
+        assert_eq!(assertion.reason(), "assertion_jti");
+        let body = assertion.body();
+        assert_eq!(body.error, "invalid_client");
+        assert!(body.error_description.contains("jti"), "{body:?}");
+        let proof = OAuthError::InvalidDpopProof {
+            reason: "proof_jti",
+            algorithms: &shared::dpop::ALGORITHMS,
+        };
+        assert_eq!(proof.status(), 400);
+        let body = proof.body();
+        assert_eq!(body.error, "invalid_dpop_proof");
+        assert!(body.error_description.contains("jti"), "{body:?}");
     }
 }

@@ -326,6 +326,15 @@ pub struct LoadedKey {
     header_b64: String,
 }
 
+impl shared::access_token::VerifyingKey for LoadedKey {
+    fn decoding_key(&self) -> &jsonwebtoken::DecodingKey {
+        &self.verifier
+    }
+    fn algorithm(&self) -> TokenAlgorithm {
+        self.alg
+    }
+}
+
 impl std::fmt::Debug for LoadedKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LoadedKey")

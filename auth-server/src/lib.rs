@@ -20,6 +20,7 @@ pub mod registry;
 pub mod routes;
 pub mod scheduled_rotation;
 pub mod secrets;
+pub mod signing;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{DatabaseConnection, EntityTrait};
+use shared::profile::{FAPI2_ALGORITHMS, Profile};
 
 use crate::audit::{self, Head};
 use crate::client_keys::ClientKeys;
@@ -164,6 +165,19 @@ impl Snapshot {
     /// The key that signs at `now`: the most recently activated one.
     pub fn signing_key(&self, now: DateTime<Utc>) -> Option<&Arc<LoadedKey>> {
         self.keys.iter().rev().find(|k| k.activates_at <= now)
+    }
+
+    /// The algorithm of the key signing at `now`, when `profile` is FAPI 2.0 and that is not
+    /// one of FAPI 2.0's (PS256, ES256, EdDSA): the default key, RS256, is not. The server
+    /// does not move on its own, as the intake-api and the tokens in flight must follow a
+    /// staged `key rotate --alg`; it says so at start, in `/readyz` and in a metric.
+    pub fn signing_alg_outside(
+        &self,
+        profile: Profile,
+        now: DateTime<Utc>,
+    ) -> Option<&'static str> {
+        let alg = self.signing_key(now)?.alg.name();
+        (profile.is_fapi2() && !FAPI2_ALGORITHMS.contains(&alg)).then_some(alg)
     }
 
     /// The keys to publish at `now`: pending, active, retired ones whose tokens may still

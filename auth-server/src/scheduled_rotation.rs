@@ -2,7 +2,8 @@
 //! security team has to remember to: every replica watches for the rotation falling due,
 //! and the one that takes the database's lease performs it, the same staged rotation an
 //! operator's `key rotate` makes, audited as [`ACTOR`]. Every replica also reports the
-//! signing key's age, whether or not a schedule is set.
+//! signing key's age, whether or not a schedule is set, and whether its algorithm is one the
+//! FAPI 2.0 profile allows.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -54,6 +55,9 @@ async fn look(state: &AppState, holder: &str, interval: Option<Duration>) {
         let age = (now - signer.activates_at).to_std().unwrap_or_default();
         metrics::gauge!("auth_signing_key_age_seconds").set(age.as_secs_f64());
     }
+    let outside = snapshot.signing_alg_outside(state.config.profile(), now);
+    metrics::gauge!("auth_fapi2_token_alg_nonconformant")
+        .set(f64::from(u8::from(outside.is_some())));
     let Some(interval) = interval else { return };
     // By the newest scheduled key, a pending one included: a rotation made is not due again.
     let due = snapshot
@@ -87,9 +91,7 @@ async fn rotate(
     interval: Duration,
 ) -> anyhow::Result<Option<String>> {
     let db = state.registry.db();
-    let now = Utc::now();
-    let lease_until = now + chrono::Duration::from_std(LEASE)?;
-    if !key_schedule::take_lease(db, holder, now, lease_until).await? {
+    if !key_schedule::take_lease(db, holder, chrono::Duration::from_std(LEASE)?).await? {
         return Ok(None);
     }
     let keys = state.registry.keys();

@@ -9,7 +9,9 @@ use anyhow::Context;
 use poem::middleware::Cors;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
+use service_kit::http::{
+    self as ops, Background, Check, Listeners, Server, readiness_with_warnings,
+};
 use service_kit::replay::ReplayStore;
 use service_kit::telemetry::{LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
@@ -23,7 +25,7 @@ const AUTH_METRICS: &[MetricHelp] = &[
     MetricHelp {
         name: "auth_token_requests_failed_total",
         kind: MetricKind::Counter,
-        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials, wrong_auth_method, multiple_auth_methods, and for client assertions assertion_malformed, assertion_algorithm, assertion_signature, assertion_issuer, assertion_audience, assertion_expired, assertion_lifetime, assertion_not_yet_valid, assertion_replayed, and jwks_unavailable when the keys of a client registered by JWKS URL were never fetched. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error, temporarily_unavailable.",
+        help: "Token requests refused, by reason, and by client_id when the id names a registered client. Answered invalid_client: unknown_client, wrong_secret, expired_secret, disabled_client, malformed_credentials, wrong_auth_method, multiple_auth_methods, and for client assertions assertion_malformed, assertion_algorithm, assertion_signature, assertion_issuer, assertion_audience, assertion_expired, assertion_lifetime, assertion_not_yet_valid, assertion_replayed, assertion_jti (a jti empty, over 255 bytes or with a control character), assertion_predates_replay_store (made before Redis last forgot the ids it kept), and jwks_unavailable when the keys of a client registered by JWKS URL were never fetched. Otherwise: invalid_request, body_too_large, unsupported_grant_type, invalid_scope, too_many_requests, server_error, temporarily_unavailable.",
     },
     MetricHelp {
         name: "auth_client_jwks_fetches_total",
@@ -56,6 +58,16 @@ const AUTH_METRICS: &[MetricHelp] = &[
         help: "Rotations this replica made on schedule, by outcome (ok, or error: retried at the next look).",
     },
     MetricHelp {
+        name: "auth_fapi2_token_alg_nonconformant",
+        kind: MetricKind::Gauge,
+        help: "1 when AUTH_FAPI2 is on and the key signing access tokens uses an algorithm FAPI 2.0 does not allow (RS256, the default key's): the deployment is not FAPI 2.0 conformant until `key rotate --alg ES256` (or PS256). 0 otherwise.",
+    },
+    MetricHelp {
+        name: "auth_signing_available",
+        kind: MetricKind::Gauge,
+        help: "1 while this server can sign tokens, 0 while signing fails (its key store, say a PKCS#11 token, does not answer): the last signature's outcome, a token's or the probe's made every few seconds while none is.",
+    },
+    MetricHelp {
         name: "auth_registry_reloads_total",
         kind: MetricKind::Counter,
         help: "Reloads of clients and keys from the database, by outcome (`ok` or `error`).",
@@ -69,19 +81,6 @@ use crate::routes::{api_service, token};
 use crate::state::{AppState, TokenLimits};
 use crate::{audit, migration, store};
 
-/// Every path the server answers, for metric labels.
-const ROUTES: &[&str] = &[
-    "/oauth/token",
-    "/.well-known/jwks.json",
-    "/revocations",
-    "/.well-known/oauth-authorization-server",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-    "/docs",
-];
-
 #[handler]
 async fn readyz(state: Data<&Arc<AppState>>) -> Response {
     let db = state.registry.db();
@@ -89,14 +88,43 @@ async fn readyz(state: Data<&Arc<AppState>>) -> Response {
         tokio::time::timeout(Duration::from_secs(2), db.ping()).await,
         Ok(Ok(()))
     );
-    let key_ok = state
-        .registry
-        .snapshot()
-        .signing_key(chrono::Utc::now())
-        .is_some();
-    readiness(
-        &[("database", db_ok), ("signing_key", key_ok)],
-        state.config.profile().name(),
+    let snapshot = state.registry.snapshot();
+    let now = chrono::Utc::now();
+    // A key that signs now, and signs: the last signature's outcome, never one made here.
+    let key_ok = state.signing.is_ok() && snapshot.signing_key(now).is_some();
+    let profile = state.config.profile();
+    let warnings: Vec<_> = snapshot
+        .signing_alg_outside(profile, now)
+        .map(|alg| (FAPI2_TOKEN_ALG, fapi2_token_alg_warning(alg)))
+        .into_iter()
+        .collect();
+    readiness_with_warnings(
+        &[
+            Check::required("database", db_ok),
+            Check::required("signing_key", key_ok),
+            // Only DPoP proofs and client assertions need it, unless every request has them.
+            Check {
+                name: "replay_store",
+                ok: state.replay.is_available(),
+                required: profile.is_fapi2(),
+            },
+        ],
+        &warnings,
+        profile.name(),
+    )
+}
+
+/// The name of `/readyz`'s warning that tokens are signed with an algorithm FAPI 2.0 does
+/// not allow.
+pub const FAPI2_TOKEN_ALG: &str = "fapi2_token_signing";
+
+/// What an operator is told when, under `AUTH_FAPI2`, tokens are signed with `alg`.
+pub fn fapi2_token_alg_warning(alg: &str) -> String {
+    format!(
+        "AUTH_FAPI2 is on but access tokens are signed {alg}, which FAPI 2.0 does not allow \
+         (PS256, ES256, EdDSA), and the JWKS publishes {alg} keys: the deployment is not FAPI \
+         2.0 conformant until `auth-server key rotate --alg ES256` (or PS256) has moved the \
+         keys, once every intake-api verifies those"
     )
 }
 
@@ -154,6 +182,7 @@ impl Server for Application {
             );
         }
         let replay = ReplayStore::new("auth-server", db.clone(), config.redis_url.as_ref())?;
+        replay.prime().await;
         let dpop_nonces = if config.dpop_nonces() {
             let key = kek.derive_hmac_key(service_kit::dpop_nonce::PURPOSE)?;
             Some(Arc::new(service_kit::dpop_nonce::DpopNonces::new(key)))
@@ -183,6 +212,9 @@ impl Server for Application {
                 })
                 .map(|(id, _)| id.as_str())
                 .collect();
+            if let Some(alg) = snapshot.signing_alg_outside(config.profile(), chrono::Utc::now()) {
+                tracing::warn!(alg, "{}", fapi2_token_alg_warning(alg));
+            }
             if !rs256_only.is_empty() {
                 tracing::warn!(
                     clients = ?rs256_only,
@@ -220,6 +252,7 @@ impl Server for Application {
                 client_jwks,
                 replay,
                 dpop_nonces,
+                signing: Arc::new(crate::signing::SigningCheck::new()),
             }),
         })
     }
@@ -246,7 +279,13 @@ impl Server for Application {
         ));
         background.spawn(prune_spent_ids(state.clone()));
         background.spawn(crate::scheduled_rotation::run(state.clone()));
+        background.spawn(state.signing.clone().probe(state.registry.clone()));
+        background.spawn({
+            let state = state.clone();
+            async move { state.replay.watch().await }
+        });
         let documents = crate::routes::documents(state.clone());
+        let routes = ops::served_routes(&documents);
         let app = ops::service_routes(
             api_service(state.clone()),
             documents,
@@ -268,7 +307,7 @@ impl Server for Application {
         .with(
             RequestTelemetry::new(
                 "auth-server",
-                ROUTES,
+                routes,
                 service_kit::closing_line!(token::KID, token::JTI, token::SCOPE),
             )
             .trusting(state.config.trusted_proxies.clone()),

@@ -25,6 +25,8 @@ pub struct AppState {
     pub replay: service_kit::replay::ReplayStore,
     /// The DPoP server nonces handed out and required, when they are on.
     pub dpop_nonces: Option<Arc<service_kit::dpop_nonce::DpopNonces>>,
+    /// Whether signing works now, as the last signature showed.
+    pub signing: Arc<crate::signing::SigningCheck>,
 }
 
 /// The token endpoint's limits: requests per source address; then requests, and (more

@@ -37,7 +37,7 @@ pub async fn proof_key(
         Ok(()) => {}
         Err(Unspent::UseNonce) => return Err(OAuthError::UseDpopNonce),
         Err(Unspent::Unavailable) => return Err(OAuthError::TemporarilyUnavailable),
-        Err(why @ Unspent::Replayed) => return Err(refuse(why.reason())),
+        Err(why @ (Unspent::Replayed | Unspent::Forgotten)) => return Err(refuse(why.reason())),
     }
     Ok(Some(proof.jkt))
 }

@@ -34,9 +34,7 @@ fuzz_target!(|data: &[u8]| {
             panic!("the revocation list is consulted only after verification")
         }
         Err(
-            AuthError::InvalidProof(_)
-            | AuthError::InvalidBoundToken(_)
-            | AuthError::UseDpopNonce,
+            AuthError::InvalidProof(_) | AuthError::InvalidBoundToken(_) | AuthError::UseDpopNonce,
         ) => {
             panic!("a bearer header is never read as DPoP")
         }

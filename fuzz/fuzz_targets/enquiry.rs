@@ -6,13 +6,13 @@
 
 use chrono::NaiveDate;
 use intake_api::domain::{
-    ADDRESS_FIELDS, ENQUIRY_FIELDS, EndpointRequest, Enquiry, MAX_URL_CHARS, Purpose,
-    PurchaseType, RemortgageReason, ValidationErrors, parse_attach, parse_endpoint_change,
-    parse_enquiry, parse_new_endpoint, parse_recover, parse_secret_rotation, parse_test_event,
+    ADDRESS_FIELDS, ENQUIRY_FIELDS, EndpointRequest, Enquiry, MAX_URL_CHARS, PurchaseType, Purpose,
+    RemortgageReason, ValidationErrors, parse_attach, parse_endpoint_change, parse_enquiry,
+    parse_new_endpoint, parse_recover, parse_secret_rotation, parse_test_event,
 };
-use shared::intake::webhooks::EventType;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
+use shared::intake::webhooks::EventType;
 
 const BRANDS: &[&str] = &["brand_a", "brand_b"];
 /// Mirrors the parser's own cap on arrays; an error path with a larger index means it read past it.

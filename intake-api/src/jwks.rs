@@ -139,6 +139,15 @@ pub struct TokenKey {
     pub alg: TokenAlgorithm,
 }
 
+impl shared::access_token::VerifyingKey for TokenKey {
+    fn decoding_key(&self) -> &DecodingKey {
+        &self.key
+    }
+    fn algorithm(&self) -> TokenAlgorithm {
+        self.alg
+    }
+}
+
 /// The keys of a key set, by kid.
 pub type KeySet = HashMap<String, Arc<TokenKey>>;
 

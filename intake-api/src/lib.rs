@@ -13,6 +13,7 @@ pub mod domain;
 pub mod entity;
 pub mod error;
 pub mod examples;
+pub mod history_cursor;
 pub mod housekeeping;
 pub mod jwks;
 pub mod migration;

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use poem::web::Data;
 use poem::{EndpointExt, Response, handler};
-use service_kit::http::{self as ops, Background, Listeners, Server, readiness};
+use service_kit::http::{self as ops, Background, Check, Listeners, Server, readiness};
 use service_kit::telemetry::{LogFormat, MetricHelp, MetricKind, RequestTelemetry};
 
 use crate::config::Config;
@@ -145,35 +145,29 @@ const INTAKE_METRICS: &[MetricHelp] = &[
     },
 ];
 
-/// Every path the service answers, for metric labels.
-const ROUTES: &[&str] = &[
-    "/partners/external/intake",
-    "/partners/external/intake/attach",
-    "/partners/external/cases/{reference}",
-    "/portal/redirect-tokens/redeem",
-    "/healthz",
-    "/readyz",
-    "/metrics",
-    "/openapi.json",
-    "/docs",
-];
-
 #[handler]
 async fn readyz(state: Data<&Arc<AppState>>) -> Response {
     let db_ok = matches!(
         tokio::time::timeout(Duration::from_secs(2), state.cases.db().ping()).await,
         Ok(Ok(()))
     );
+    let profile = state.config.profile();
     readiness(
         &[
-            ("database", db_ok),
-            ("jwks", state.verifier.jwks().is_loaded()),
-            (
+            Check::required("database", db_ok),
+            Check::required("jwks", state.verifier.jwks().is_loaded()),
+            Check::required(
                 "revocations",
                 state.verifier.revocations().is_none_or(|r| r.is_current()),
             ),
+            // Only DPoP-bound tokens need it, unless every token is bound.
+            Check {
+                name: "replay_store",
+                ok: state.replay.is_available(),
+                required: profile.is_fapi2(),
+            },
         ],
-        state.config.profile().name(),
+        profile.name(),
     )
 }
 
@@ -228,13 +222,19 @@ impl Server for Application {
         background.spawn(housekeeping::run(state.clone()));
         background.spawn(activation::watch_backlog(state.clone()));
         background.spawn(webhooks::run(state.clone()));
+        background.spawn({
+            let state = state.clone();
+            async move { state.replay.watch().await }
+        });
         background.spawn(service_kit::db::report_pool_use(
             "intake-api",
             state.cases.db().clone(),
         ));
+        let documents = routes::documents(&state);
+        let labels = ops::served_routes(&documents);
         let app = ops::service_routes(
             routes::api(&state),
-            routes::documents(&state),
+            documents,
             readyz,
             self.listeners.metrics_on_service(),
             state.config.profile().name(),
@@ -246,7 +246,7 @@ impl Server for Application {
         .with(
             RequestTelemetry::new(
                 "intake-api",
-                ROUTES,
+                labels,
                 service_kit::closing_line!(routes::REFERENCE, routes::BRAND),
             )
             .trusting(state.config.trusted_proxies.clone()),

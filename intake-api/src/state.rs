@@ -12,6 +12,7 @@ use url::Url;
 
 use crate::auth::Verifier;
 use crate::config::{BrandConfig, Config, parse_brands};
+use crate::history_cursor::CursorKey;
 use crate::jwks::JwksCache;
 use crate::migration;
 use crate::revocations::RevokedClients;
@@ -29,6 +30,8 @@ pub struct AppState {
     pub answer_keys: AnswerKeys,
     /// What webhook signing secrets are sealed with in the database.
     pub webhook_secrets: SecretSeal,
+    /// Signs the delivery history's paging cursors.
+    pub history_cursors: CursorKey,
     /// Bearer-token verification.
     pub verifier: Verifier,
     /// Per-partner request limits.
@@ -51,6 +54,7 @@ impl AppState {
         let kek = config.kek()?;
         let answer_keys = AnswerKeys::new(&kek)?;
         let webhook_secrets = SecretSeal::new(&kek)?;
+        let history_cursors = CursorKey::new(&kek)?;
         let dpop_nonces = if config.dpop_nonces() {
             Some(Arc::new(service_kit::dpop_nonce::DpopNonces::from_kek(
                 &kek,
@@ -111,6 +115,7 @@ impl AppState {
             .with_revocations(revoked);
         let limiter = RateLimiter::new("intake-api", config.redis_url.as_ref())?;
         let replay = ReplayStore::new("intake-api", cases.db().clone(), config.redis_url.as_ref())?;
+        replay.prime().await;
         let webhook_http = config.webhook_client()?;
         Ok(Self {
             config,
@@ -118,6 +123,7 @@ impl AppState {
             cases,
             answer_keys,
             webhook_secrets,
+            history_cursors,
             verifier,
             limiter,
             replay,

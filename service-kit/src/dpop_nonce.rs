@@ -19,7 +19,7 @@ use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
 use shared::dpop::VerifiedProof;
 
 use crate::kek::KeyEncryptionKey;
-use crate::replay::{DPOP_PROOFS, ReplayStore};
+use crate::replay::{DPOP_PROOFS, ReplayStore, Use};
 
 /// The response header that carries a nonce, and the request header's claim it names.
 pub const HEADER: &str = "dpop-nonce";
@@ -148,6 +148,9 @@ pub enum Unspent {
     Replayed,
     /// The replay store cannot be reached: the request is refused for now, never let through.
     Unavailable,
+    /// The proof was made before the replay store's memory begins (Redis restarted or was
+    /// flushed since): it may have been used, so the client is to make a new one.
+    Forgotten,
 }
 
 impl Unspent {
@@ -157,6 +160,7 @@ impl Unspent {
             Self::UseNonce => "use_dpop_nonce",
             Self::Replayed => "proof_replayed",
             Self::Unavailable => "replay_store_unavailable",
+            Self::Forgotten => "proof_predates_replay_store",
         }
     }
 }
@@ -181,12 +185,14 @@ pub async fn spend(
     // A proof's `iat` is checked within minutes of now before it comes here.
     let keep_until =
         chrono::DateTime::from_timestamp(proof.keep_until(), 0).ok_or(Unspent::Replayed)?;
+    let made_at = chrono::DateTime::from_timestamp(proof.iat, 0).ok_or(Unspent::Replayed)?;
     match replay
-        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, keep_until)
+        .first_use(&DPOP_PROOFS, &proof.jkt, &proof.jti, made_at, keep_until)
         .await
     {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Unspent::Replayed),
+        Ok(Use::First) => Ok(()),
+        Ok(Use::Again) => Err(Unspent::Replayed),
+        Ok(Use::MadeBeforeMemory) => Err(Unspent::Forgotten),
         Err(_) => Err(Unspent::Unavailable),
     }
 }

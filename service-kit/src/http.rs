@@ -19,7 +19,7 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 
 use crate::openapi::ApiDocuments;
-use crate::telemetry::LogFormat;
+use crate::telemetry::{LogFormat, Routes};
 
 /// How long in-flight requests may take to finish after a shutdown signal.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(20);
@@ -67,15 +67,72 @@ pub fn metrics() -> Response {
         .into_response()
 }
 
-/// The body of `/readyz`: 200 when every check passed, 503 with the failing ones otherwise;
-/// with the deployment profile, as `/healthz` has it.
-pub fn readiness(checks: &[(&'static str, bool)], profile: &'static str) -> Response {
-    let ready = checks.iter().all(|(_, ok)| *ok);
-    let body = serde_json::json!({
-        "status": if ready { "ready" } else { "not_ready" },
+/// One line of `/readyz`: a dependency, and whether it answers now.
+#[derive(Debug, Clone, Copy)]
+pub struct Check {
+    /// Its name in the body's `checks`.
+    pub name: &'static str,
+    /// Whether it answers.
+    pub ok: bool,
+    /// Whether nothing can be served without it: then its failure makes the service not
+    /// ready (503); otherwise the service serves what does not need it, and says it is
+    /// `degraded` (200).
+    pub required: bool,
+}
+
+impl Check {
+    /// A dependency nothing can be served without.
+    pub fn required(name: &'static str, ok: bool) -> Self {
+        Self {
+            name,
+            ok,
+            required: true,
+        }
+    }
+
+    /// A dependency only some requests need.
+    pub fn partial(name: &'static str, ok: bool) -> Self {
+        Self {
+            name,
+            ok,
+            required: false,
+        }
+    }
+}
+
+/// The body of `/readyz`: 200 when every check passed (`ready`), or when only checks that
+/// some requests need failed (`degraded`); 503 (`not_ready`) when a required one failed.
+/// Every check is listed, `ok` or `failing`, with the deployment profile, as `/healthz` has it.
+pub fn readiness(checks: &[Check], profile: &'static str) -> Response {
+    readiness_with_warnings(checks, &[], profile)
+}
+
+/// [`readiness`] with `warnings`: what an operator must hear about though the service can
+/// serve (so they change neither the status nor the answer), each by a name and a sentence,
+/// under `warnings`.
+pub fn readiness_with_warnings(
+    checks: &[Check],
+    warnings: &[(&'static str, String)],
+    profile: &'static str,
+) -> Response {
+    let ready = checks.iter().all(|c| c.ok || !c.required);
+    let status = match (ready, checks.iter().all(|c| c.ok)) {
+        (true, true) => "ready",
+        (true, false) => "degraded",
+        (false, _) => "not_ready",
+    };
+    let mut body = serde_json::json!({
+        "status": status,
         "profile": profile,
-        "checks": checks.iter().map(|(k, ok)| (k.to_string(), serde_json::Value::from(if *ok {"ok"} else {"failing"}))).collect::<serde_json::Map<_, _>>(),
+        "checks": checks.iter().map(|c| (c.name.to_string(), serde_json::Value::from(if c.ok {"ok"} else {"failing"}))).collect::<serde_json::Map<_, _>>(),
     });
+    if !warnings.is_empty() {
+        body["warnings"] = warnings
+            .iter()
+            .map(|(k, text)| (k.to_string(), serde_json::Value::from(text.as_str())))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
+    }
     let status = if ready {
         StatusCode::OK
     } else {
@@ -215,6 +272,40 @@ impl Drop for Background {
     }
 }
 
+/// The service's OpenAPI document.
+pub const OPENAPI_PATH: &str = "/openapi.json";
+/// The service's docs page.
+pub const DOCS_PATH: &str = "/docs";
+/// Whether the process is up ([`healthz`]).
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Whether the service can serve now (each service's readiness handler).
+pub const READYZ_PATH: &str = "/readyz";
+/// The metrics ([`metrics`]).
+pub const METRICS_PATH: &str = "/metrics";
+
+/// The paths [`service_routes`] serves beside the API, every one with `GET` only; the
+/// admin listener's ([`admin_routes`]) are among them.
+pub const OPERATIONAL_PATHS: &[&str] = &[
+    OPENAPI_PATH,
+    DOCS_PATH,
+    HEALTHZ_PATH,
+    READYZ_PATH,
+    METRICS_PATH,
+];
+
+/// Every path a service serves through [`service_routes`]: its document's and the
+/// operational ones. The metrics' route labels are these, so they follow the document
+/// rather than a list kept beside it.
+pub fn served_routes(documents: &ApiDocuments) -> Routes {
+    let doc: serde_json::Value = serde_json::from_str(&documents.json).unwrap_or_default();
+    let documented = doc
+        .get("paths")
+        .and_then(serde_json::Value::as_object)
+        .into_iter()
+        .flat_map(|paths| paths.keys().cloned());
+    Routes::new(documented.chain(OPERATIONAL_PATHS.iter().map(|p| (*p).to_owned())))
+}
+
 /// A service's routes: its API, `/openapi.json`, `/docs`, `/healthz`, `/readyz`, and
 /// `/metrics` unless it is served on an admin listener of its own ([`admin_routes`]); a 405
 /// names the methods the path has in `Allow`.
@@ -233,7 +324,7 @@ where
     let ApiDocuments { json, html } = documents;
     let allow = crate::openapi::AllowHeader::new(
         &serde_json::from_str(&json).unwrap_or_default(),
-        &["/openapi.json", "/docs", "/healthz", "/readyz", "/metrics"],
+        OPERATIONAL_PATHS,
     );
     let spec = make_sync(move |_| {
         Response::builder()
@@ -243,12 +334,12 @@ where
     let docs = make_sync(move |_| Html(html.clone()));
     let routes = Route::new()
         .nest("/", api)
-        .at("/openapi.json", get(spec))
-        .nest("/docs", Route::new().at("/", get(docs)))
-        .at("/healthz", get(healthz(profile)))
-        .at("/readyz", get(readyz));
+        .at(OPENAPI_PATH, get(spec))
+        .nest(DOCS_PATH, Route::new().at("/", get(docs)))
+        .at(HEALTHZ_PATH, get(healthz(profile)))
+        .at(READYZ_PATH, get(readyz));
     let routes = if with_metrics {
-        routes.at("/metrics", get(metrics))
+        routes.at(METRICS_PATH, get(metrics))
     } else {
         routes
     };
@@ -259,9 +350,9 @@ where
 /// network only.
 pub fn admin_routes<R: Endpoint + 'static>(readyz: R, profile: &'static str) -> Route {
     Route::new()
-        .at("/metrics", get(metrics))
-        .at("/healthz", get(healthz(profile)))
-        .at("/readyz", get(readyz))
+        .at(METRICS_PATH, get(metrics))
+        .at(HEALTHZ_PATH, get(healthz(profile)))
+        .at(READYZ_PATH, get(readyz))
 }
 
 /// Warns when `url` (the setting `name`) is plain HTTP to a host other than this one:
@@ -374,5 +465,50 @@ fn raise_file_limit() {
     match rlimit::increase_nofile_limit(u64::MAX) {
         Ok(limit) => tracing::debug!(limit, "open-file limit"),
         Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use poem::test::TestClient;
+
+    use super::*;
+
+    #[handler]
+    fn thing() -> &'static str {
+        "thing"
+    }
+
+    /// The labels are the paths served: each one answers, none is left out.
+    #[tokio::test]
+    async fn every_route_labelled_is_served_and_every_operational_path_is_labelled() {
+        let documents = ApiDocuments {
+            json: serde_json::json!({"paths": {"/things/{id}": {"get": {}}}}).to_string(),
+            html: "<html></html>".into(),
+        };
+        let labelled: Vec<String> = served_routes(&documents)
+            .iter()
+            .map(str::to_owned)
+            .collect();
+        for path in OPERATIONAL_PATHS {
+            assert!(labelled.iter().any(|l| l == path), "{path} has no label");
+        }
+        let api = Route::new().at("/things/:id", get(thing));
+        let ready = make_sync(|_| "ready");
+        let app = TestClient::new(service_routes(api, documents, ready, true, "standard"));
+        for route in &labelled {
+            let path = route.replace("{id}", "7");
+            let answer = app.get(&path).send().await;
+            assert_ne!(
+                answer.0.status(),
+                StatusCode::NOT_FOUND,
+                "{route} is not served"
+            );
+        }
+        let admin = TestClient::new(admin_routes(make_sync(|_| "ready"), "standard"));
+        for path in [METRICS_PATH, HEALTHZ_PATH, READYZ_PATH] {
+            assert!(labelled.iter().any(|l| l == path), "{path} has no label");
+            admin.get(path).send().await.assert_status_is_ok();
+        }
     }
 }

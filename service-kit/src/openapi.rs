@@ -5,8 +5,50 @@ use std::sync::Arc;
 
 use poem::http::{HeaderValue, Method, StatusCode, header};
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
+use poem_openapi::registry::{MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme};
 use poem_openapi::{OpenApi, OpenApiService};
 use serde_json::{Map, Value, json};
+
+/// The token URL a client-credentials scheme is registered with: the issuer's is known only
+/// at run time, when [`set_token_url`] puts it in its place.
+pub const TOKEN_URL_PLACEHOLDER: &str = "https://token-url.invalid/oauth/token";
+
+/// An OAuth 2.0 security scheme of the client-credentials grant offering `scopes`, its token
+/// URL [`TOKEN_URL_PLACEHOLDER`] until the service's documents name the issuer's.
+pub fn client_credentials_scheme(
+    description: &'static str,
+    scopes: Vec<MetaOAuthScope>,
+) -> MetaSecurityScheme {
+    MetaSecurityScheme {
+        ty: "oauth2",
+        description: Some(description),
+        name: None,
+        key_in: None,
+        scheme: None,
+        bearer_format: None,
+        flows: Some(MetaOAuthFlows {
+            implicit: None,
+            password: None,
+            client_credentials: Some(MetaOAuthFlow {
+                authorization_url: None,
+                token_url: Some(TOKEN_URL_PLACEHOLDER),
+                refresh_url: None,
+                scopes,
+            }),
+            authorization_code: None,
+        }),
+        openid_connect_url: None,
+    }
+}
+
+/// Names `token_url` as the token endpoint of the client-credentials flow of `doc`'s security
+/// scheme `scheme` ([`client_credentials_scheme`]).
+pub fn set_token_url(doc: &mut Value, scheme: &str, token_url: &str) {
+    let flow = format!("/components/securitySchemes/{scheme}/flows/clientCredentials");
+    if let Some(flow) = doc.pointer_mut(&flow).and_then(Value::as_object_mut) {
+        flow.insert("tokenUrl".into(), json!(token_url));
+    }
+}
 
 /// A service's OpenAPI document and its interactive docs page, made once at start-up
 /// ([`documents`]).

@@ -102,6 +102,9 @@ pub enum TargetError {
     /// Not https; names the switch that allows http, for the operator.
     #[error("the URL must be https ({0}=true allows http, for local use)")]
     NotHttps(&'static str),
+    /// Neither http nor https: nothing else is ever called, whatever the switch says.
+    #[error("the URL must be http or https")]
+    NotHttp,
     /// It names or resolves to an address that may not be called.
     #[error("{0} is not a public address: only globally routable addresses are called")]
     NotPublic(IpAddr),
@@ -121,13 +124,17 @@ pub struct Reach {
 }
 
 /// What can be told of `url` without resolving its host: https, and not an IP literal
-/// that may not be called ([`refused_literal`]), unless `reach` allows anything.
+/// that may not be called ([`refused_literal`]), unless `reach` allows http and any
+/// address.
 pub fn check_unresolved(url: &Url, reach: Reach) -> Result<(), TargetError> {
+    match url.scheme() {
+        "https" => {}
+        "http" if reach.allow_insecure => {}
+        "http" => return Err(TargetError::NotHttps(reach.switch)),
+        _ => return Err(TargetError::NotHttp),
+    }
     if reach.allow_insecure {
         return Ok(());
-    }
-    if url.scheme() != "https" {
-        return Err(TargetError::NotHttps(reach.switch));
     }
     match refused_literal(url) {
         Some(ip) => Err(TargetError::NotPublic(ip)),
@@ -399,5 +406,23 @@ mod tests {
                 .await
                 .is_ok()
         );
+    }
+
+    #[tokio::test]
+    async fn the_insecure_switch_allows_http_and_no_other_scheme() {
+        for url in [
+            "ftp://example.com/hook",
+            "file:///etc/passwd",
+            "gopher://127.0.0.1:70/_",
+            "ws://example.com/hook",
+            "data:text/plain,hook",
+        ] {
+            for reach in [SECURE, INSECURE] {
+                assert!(
+                    matches!(check_target(url, reach).await, Err(TargetError::NotHttp)),
+                    "{url} accepted with {reach:?}"
+                );
+            }
+        }
     }
 }

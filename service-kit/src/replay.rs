@@ -6,7 +6,19 @@
 //! client can fill makes another client's ids look used. When the store cannot answer, the
 //! caller is told so and refuses the request: an id that cannot be recorded is never taken
 //! as new.
+//!
+//! Redis may forget (a restart without persistence, a flush): it keeps a marker of since
+//! when it remembers, [`MEMORY_MARKER`], written by the first check that finds it missing
+//! (by Redis's clock, so every replica reads the same moment). An item made before that
+//! moment may have been used before it and cannot be shown unused: it is refused as
+//! [`Use::MadeBeforeMemory`], and its client makes a new one. The marker is read in the same
+//! script as the id is recorded: no round trip is added.
+//!
+//! Whether the store answers is known without a request: every use counts, and
+//! [`ReplayStore::watch`] asks it every few seconds, for `/readyz` and the gauge
+//! `replay_store_available`.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -25,6 +37,9 @@ const REDIS_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Seconds a client is told to wait before sending again when the store cannot be reached.
 pub const RETRY_AFTER_SECS: u64 = 5;
+
+/// How often [`ReplayStore::watch`] asks the store whether it answers.
+pub const WATCH_EVERY: Duration = Duration::from_secs(2);
 
 /// Where one kind of id is kept in the database: a table whose primary key is (owner, id),
 /// with the time after which the id may be forgotten.
@@ -45,6 +60,22 @@ pub const DPOP_PROOFS: Ledger = Ledger {
     id: "jti",
 };
 
+/// The Redis key holding the moment, in milliseconds since the epoch by Redis's clock, since
+/// which the store remembers every id recorded.
+pub const MEMORY_MARKER: &str = "replay:remembers-since";
+
+/// What the store says of an id it was asked to record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Not used before (or only by an item that has expired since): recorded now.
+    First,
+    /// Used before, at this replica or another.
+    Again,
+    /// The item was made before the store's memory begins (Redis restarted or was
+    /// flushed since): it may have been used before, so it is refused as if it had been.
+    MadeBeforeMemory,
+}
+
 /// The store could not say whether an id was used before.
 #[derive(Debug, thiserror::Error)]
 #[error("the replay store cannot be reached: {0}")]
@@ -62,6 +93,8 @@ enum Backend {
 pub struct ReplayStore {
     service: &'static str,
     backend: Backend,
+    /// Whether the store answered its last use or question.
+    available: AtomicBool,
 }
 
 impl ReplayStore {
@@ -81,7 +114,13 @@ impl ReplayStore {
             },
             None => Backend::Database(db),
         };
-        Ok(Self { service, backend })
+        let store = Self {
+            service,
+            backend,
+            available: AtomicBool::new(true),
+        };
+        store.show(true);
+        Ok(store)
     }
 
     /// Which store this is, for logs: `database` or `redis`.
@@ -92,19 +131,26 @@ impl ReplayStore {
         }
     }
 
-    /// Records `id` of `owner` as used until `keep_until`; true when it was not used before
-    /// (or only by an item that has expired since).
+    /// Records `id` of `owner`, carried by an item made at `made_at` (by its own word), as
+    /// used until `keep_until`. The database never forgets before `keep_until`, so only Redis
+    /// answers [`Use::MadeBeforeMemory`].
     pub async fn first_use(
         &self,
         ledger: &Ledger,
         owner: &str,
         id: &str,
+        made_at: DateTime<Utc>,
         keep_until: DateTime<Utc>,
-    ) -> Result<bool, Unreachable> {
+    ) -> Result<Use, Unreachable> {
         let outcome = match &self.backend {
             Backend::Database(db) => spend_in_database(db, ledger, owner, id, keep_until).await,
             Backend::Redis { client, conn } => {
-                spend_in_redis(client, conn, ledger, owner, id, keep_until).await
+                let item = RedisItem {
+                    key: format!("replay:{}:{owner}:{id}", ledger.table),
+                    made_at,
+                    keep_until,
+                };
+                spend_in_redis(self.service, client, conn, item).await
             }
         };
         if let Err(e) = &outcome {
@@ -112,7 +158,79 @@ impl ReplayStore {
                 .increment(1);
             tracing::warn!(error = %e, store = self.kind(), "single-use check failed: request refused");
         }
+        self.record(outcome.is_ok());
         outcome
+    }
+
+    /// Writes Redis's marker of since when it remembers, when it has none (a new Redis, at
+    /// the first start): items made before a store was ever used are not refused later for
+    /// predating it. The database needs none; an unreachable Redis is left to the first
+    /// check, which writes the marker as well.
+    pub async fn prime(&self) {
+        let Backend::Redis { client, conn } = &self.backend else {
+            return;
+        };
+        let Ok(mut conn) = connection(client, conn).await else {
+            return;
+        };
+        let primed = tokio::time::timeout(
+            REDIS_TIMEOUT,
+            PRIME
+                .prepare_invoke()
+                .key(MEMORY_MARKER)
+                .invoke_async::<i64>(&mut conn),
+        )
+        .await;
+        if let Ok(Ok(1)) = primed {
+            tracing::info!(
+                marker = MEMORY_MARKER,
+                "the replay store (Redis) remembers used ids from now on"
+            );
+        }
+    }
+
+    /// Whether the store answered its last use, or the last question [`Self::watch`] asked.
+    pub fn is_available(&self) -> bool {
+        self.available.load(Ordering::Relaxed)
+    }
+
+    /// Asks the store whether it answers, every [`WATCH_EVERY`], so that its outage shows
+    /// (and its return) while no request needs it; runs until the task is aborted.
+    pub async fn watch(&self) {
+        loop {
+            tokio::time::sleep(WATCH_EVERY).await;
+            let answers = match &self.backend {
+                Backend::Database(db) => {
+                    matches!(
+                        tokio::time::timeout(DATABASE_TIMEOUT, db.ping()).await,
+                        Ok(Ok(()))
+                    )
+                }
+                Backend::Redis { client, conn } => ping_redis(client, conn).await.is_ok(),
+            };
+            self.record(answers);
+        }
+    }
+
+    /// Records whether the store answered; a change is logged and shown on the gauge.
+    fn record(&self, answers: bool) {
+        if self.available.swap(answers, Ordering::Relaxed) != answers {
+            self.show(answers);
+            if answers {
+                tracing::info!(store = self.kind(), "the replay store answers again");
+            } else {
+                tracing::error!(
+                    store = self.kind(),
+                    "the replay store cannot be reached: DPoP proofs and client assertions are \
+                     refused until it answers"
+                );
+            }
+        }
+    }
+
+    fn show(&self, answers: bool) {
+        metrics::gauge!("replay_store_available", "service" => self.service, "store" => self.kind())
+            .set(if answers { 1.0 } else { 0.0 });
     }
 
     /// Forgets the ids of `ledger` kept until before `now`; Redis forgets them by itself.
@@ -149,7 +267,7 @@ async fn spend_in_database(
     owner: &str,
     id: &str,
     keep_until: DateTime<Utc>,
-) -> Result<bool, Unreachable> {
+) -> Result<Use, Unreachable> {
     let table = Alias::new(ledger.table);
     let upsert = Query::insert()
         .into_table(table.clone())
@@ -167,44 +285,130 @@ async fn spend_in_database(
         )
         .to_owned();
     match tokio::time::timeout(DATABASE_TIMEOUT, db.execute(&upsert)).await {
-        Ok(Ok(done)) => Ok(done.rows_affected() == 1),
+        Ok(Ok(done)) if done.rows_affected() == 1 => Ok(Use::First),
+        Ok(Ok(_)) => Ok(Use::Again),
         Ok(Err(_)) => Err(Unreachable("database error")),
         Err(_) => Err(Unreachable("database timeout")),
     }
 }
 
-/// `SET NX` with the id's remaining life as its expiry: Redis forgets it when the item
-/// could no longer be accepted, never before.
-async fn spend_in_redis(
+/// An id to record in Redis: its key, when its item was made, and until when to keep it.
+struct RedisItem {
+    key: String,
+    made_at: DateTime<Utc>,
+    keep_until: DateTime<Utc>,
+}
+
+/// One script, so the marker is read (and written when missing) in the round trip that
+/// records the id: `SET NX` with the id's remaining life as its expiry, so Redis forgets it
+/// when the item could no longer be accepted, never before. An item made in a second before
+/// the marker's is not recorded: items say when they were made to the second, and one made
+/// in the marker's own second is taken (a fresh proof is never refused for being too
+/// quick; one used in the fraction of a second before a restart is the rest). Answers the
+/// outcome (1 first, 0 again, -1 made before the memory began) and whether the marker was
+/// missing.
+const SPEND_SCRIPT: &str = r"
+if redis.replicate_commands then redis.replicate_commands() end
+local created = 0
+local since = redis.call('GET', KEYS[1])
+if not since then
+  local t = redis.call('TIME')
+  since = string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000))
+  redis.call('SET', KEYS[1], since)
+  created = 1
+end
+if tonumber(ARGV[1]) < math.floor(tonumber(since) / 1000) then return {-1, created} end
+if redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then return {1, created} end
+return {0, created}
+";
+
+static SPEND: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(SPEND_SCRIPT));
+
+/// Writes the marker, by Redis's clock, when there is none; 1 when it wrote it.
+const PRIME_SCRIPT: &str = r"
+if redis.replicate_commands then redis.replicate_commands() end
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+local t = redis.call('TIME')
+redis.call('SET', KEYS[1], string.format('%.0f', t[1] * 1000 + math.floor(t[2] / 1000)))
+return 1
+";
+
+static PRIME: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(PRIME_SCRIPT));
+
+/// `PING` on the connection the ids are recorded through.
+async fn ping_redis(
     client: &redis::Client,
     slot: &tokio::sync::Mutex<Option<ConnectionManager>>,
-    ledger: &Ledger,
-    owner: &str,
-    id: &str,
-    keep_until: DateTime<Utc>,
-) -> Result<bool, Unreachable> {
-    let mut conn = {
-        let mut slot = slot.lock().await;
-        match slot.as_ref() {
-            Some(conn) => conn.clone(),
-            None => {
-                let conn = crate::ratelimit::connect(client, REDIS_TIMEOUT)
-                    .await
-                    .ok_or(Unreachable("redis connect"))?;
-                *slot = Some(conn.clone());
-                conn
-            }
-        }
-    };
-    let ttl_ms = Ord::max((keep_until - Utc::now()).num_milliseconds(), 1000);
-    let key = format!("replay:{}:{owner}:{id}", ledger.table);
-    let mut set = redis::cmd("SET");
-    set.arg(&key).arg(1).arg("NX").arg("PX").arg(ttl_ms);
-    match tokio::time::timeout(REDIS_TIMEOUT, set.query_async::<Option<String>>(&mut conn)).await {
-        Ok(Ok(set)) => Ok(set.is_some()),
+) -> Result<(), Unreachable> {
+    let mut conn = connection(client, slot).await?;
+    match tokio::time::timeout(
+        REDIS_TIMEOUT,
+        redis::cmd("PING").query_async::<String>(&mut conn),
+    )
+    .await
+    {
+        Ok(Ok(_)) => Ok(()),
         Ok(Err(_)) => Err(Unreachable("redis command")),
         Err(_) => Err(Unreachable("redis timeout")),
     }
+}
+
+/// The store's Redis connection, made at first use and shared after.
+async fn connection(
+    client: &redis::Client,
+    slot: &tokio::sync::Mutex<Option<ConnectionManager>>,
+) -> Result<ConnectionManager, Unreachable> {
+    let mut slot = slot.lock().await;
+    if let Some(conn) = slot.as_ref() {
+        return Ok(conn.clone());
+    }
+    let conn = crate::ratelimit::connect(client, REDIS_TIMEOUT)
+        .await
+        .ok_or(Unreachable("redis connect"))?;
+    *slot = Some(conn.clone());
+    Ok(conn)
+}
+
+async fn spend_in_redis(
+    service: &'static str,
+    client: &redis::Client,
+    slot: &tokio::sync::Mutex<Option<ConnectionManager>>,
+    item: RedisItem,
+) -> Result<Use, Unreachable> {
+    let mut conn = connection(client, slot).await?;
+    let ttl_ms = Ord::max((item.keep_until - Utc::now()).num_milliseconds(), 1000);
+    let mut invocation = SPEND.prepare_invoke();
+    invocation
+        .key(MEMORY_MARKER)
+        .key(&item.key)
+        .arg(item.made_at.timestamp())
+        .arg(ttl_ms);
+    let answer = tokio::time::timeout(
+        REDIS_TIMEOUT,
+        invocation.invoke_async::<(i64, i64)>(&mut conn),
+    )
+    .await;
+    let (outcome, marker_created) = match answer {
+        Ok(Ok(answer)) => answer,
+        Ok(Err(_)) => return Err(Unreachable("redis command")),
+        Err(_) => return Err(Unreachable("redis timeout")),
+    };
+    if marker_created == 1 {
+        metrics::counter!("replay_store_memory_resets_total", "service" => service).increment(1);
+        tracing::warn!(
+            marker = MEMORY_MARKER,
+            "the replay store (Redis) had no record of since when it remembers used ids: it \
+             restarted without persistence or was flushed; DPoP proofs and client assertions \
+             made before now are refused, and their clients make new ones"
+        );
+    }
+    Ok(match outcome {
+        1 => Use::First,
+        0 => Use::Again,
+        _ => Use::MadeBeforeMemory,
+    })
 }
 
 /// Creates a ledger's table: the primary key is what refuses a second use, the index on

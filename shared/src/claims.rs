@@ -70,6 +70,18 @@ pub const CLOCK_LEEWAY_SECS: u64 = 30;
 /// FAPI 2.0 (5.3.2.1) asks for at least 10 and at most 60.
 pub const CLOCK_AHEAD_SECS: i64 = 60;
 
+/// The longest `jti` a client assertion or a DPoP proof may carry, in bytes: a UUID or
+/// 128 random bits need far less.
+pub const MAX_JTI_BYTES: usize = 255;
+
+/// The rule for a single-use id (a client assertion's or a DPoP proof's `jti`): 1 to
+/// [`MAX_JTI_BYTES`] bytes and no control character. Checked before the id goes near the
+/// replay store, so that what a client sends is refused as the client's mistake, never met
+/// as a store failure (PostgreSQL cannot keep U+0000 in text).
+pub fn is_acceptable_jti(jti: &str) -> bool {
+    (1..=MAX_JTI_BYTES).contains(&jti.len()) && !jti.chars().any(char::is_control)
+}
+
 /// Scope names partners can be granted (spec section 5.3).
 pub mod scopes {
     /// Creating case referral data.
@@ -266,6 +278,30 @@ impl AccessTokenClaims {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_jti_is_1_to_255_bytes_without_control_characters() {
+        let cases = [
+            (
+                "a uuid",
+                "8f14e45f-ceea-467f-a8b5-1e5d7c4a1b2c".to_owned(),
+                true,
+            ),
+            ("one byte", "x".to_owned(), true),
+            ("255 bytes", "x".repeat(255), true),
+            ("empty", String::new(), false),
+            ("256 bytes", "x".repeat(256), false),
+            // 128 characters, 256 bytes: the bound is in bytes, what a store keeps.
+            ("multibyte over the bound", "é".repeat(128), false),
+            ("a NUL", "id\u{0}1".to_owned(), false),
+            ("a newline", "id\n1".to_owned(), false),
+            ("a C1 control", "id\u{85}1".to_owned(), false),
+            ("a DEL", "id\u{7f}".to_owned(), false),
+        ];
+        for (name, jti, ok) in cases {
+            assert_eq!(is_acceptable_jti(&jti), ok, "{name}");
+        }
+    }
 
     #[test]
     fn algorithm_names_read_in_any_case_and_only_those() {

@@ -2,6 +2,8 @@
 //! access-token claim set, DPoP proofs, the scope names, the enquiry's fixed lists, and the JSON error
 //! bodies partners parse.
 
+#[cfg(feature = "verify")]
+pub mod access_token;
 pub mod claims;
 #[cfg(feature = "verify")]
 pub mod dpop;

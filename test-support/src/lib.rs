@@ -2,6 +2,7 @@
 //! SQLite or PostgreSQL, and the real services started in-process on port 0.
 
 mod db;
+pub mod document;
 pub mod proxy;
 pub mod softhsm;
 
@@ -234,6 +235,7 @@ impl AuthServer {
         self.key_cmd(auth_server::commands::KeyCommand::Rotate {
             alg,
             publish_ahead_secs,
+            move_key_store: false,
         })
         .await
         .expect("key rotate")

@@ -34,6 +34,10 @@ pub struct Model {
     pub created_at: DateTimeUtc,
     /// Last change by an operator.
     pub updated_at: DateTimeUtc,
+    /// What keeps it as code: `apply` for a client a clients file made or adopted, the only
+    /// ones `apply` changes or prunes; none for a client made by hand (`client create`,
+    /// `client ensure`).
+    pub managed_by: Option<String>,
 }
 
 /// Relations of `clients`.

@@ -12,6 +12,7 @@ pub mod pkcs11;
 use std::sync::Arc;
 
 use anyhow::{Context, anyhow};
+use serde::Serialize;
 use shared::claims::TokenAlgorithm;
 
 use crate::entity::signing_key;
@@ -37,6 +38,7 @@ pub trait KeyVault: Send + Sync {
 }
 
 /// A new key, as its database row keeps it.
+#[derive(Clone)]
 pub struct NewKey {
     /// The RFC 7638 thumbprint of its public half.
     pub kid: String,
@@ -48,10 +50,91 @@ pub struct NewKey {
     pub public_jwk: Option<String>,
 }
 
+/// Where signing keys are made and kept: a process's configured store, and what the
+/// database records its keys' custody to be.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KeyHome {
+    /// `database` (sealed under the key-encryption key) or a vault's scheme (`pkcs11`).
+    pub store: String,
+    /// The PKCS#11 token's label: what names the token in the settings.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_label: Option<String>,
+    /// The token's serial number, for the operator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub token_serial: Option<String>,
+}
+
+/// The name of the database store, as `AUTH_KEY_STORE` and the custody record say it.
+pub const DATABASE: &str = "database";
+
+impl KeyHome {
+    /// Keys sealed in the database.
+    pub fn database() -> Self {
+        Self {
+            store: DATABASE.to_owned(),
+            token_label: None,
+            token_serial: None,
+        }
+    }
+
+    /// Keys in the PKCS#11 token labelled `label`, of serial number `serial`.
+    pub fn token(label: &str, serial: Option<String>) -> Self {
+        Self {
+            store: pkcs11::SCHEME.to_owned(),
+            token_label: Some(label.to_owned()),
+            token_serial: serial,
+        }
+    }
+
+    /// Whether keys made at `made_at` are kept here: the same store and, for a token, the
+    /// same label (when this names one). The label, not the serial, names the token: the
+    /// members of an HSM cluster hold the same objects under their own serials.
+    pub fn takes_keys_of(&self, made_at: &KeyHome) -> bool {
+        self.store == made_at.store
+            && (self.token_label.is_none() || self.token_label == made_at.token_label)
+    }
+
+    /// How the settings that select this store read, for a message telling an operator
+    /// what to give a command.
+    pub fn settings(&self) -> String {
+        match (self.store.as_str(), &self.token_label) {
+            (DATABASE, _) => "AUTH_KEY_STORE unset or database".to_owned(),
+            (store, Some(label)) => format!(
+                "AUTH_KEY_STORE={store} with AUTH_PKCS11_TOKEN_LABEL={label}, AUTH_PKCS11_MODULE \
+                 and AUTH_PKCS11_PIN or AUTH_PKCS11_PIN_FILE"
+            ),
+            (store, None) => format!("AUTH_KEY_STORE={store} and its AUTH_PKCS11_* settings"),
+        }
+    }
+}
+
+impl std::fmt::Display for KeyHome {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.store.as_str(), &self.token_label, &self.token_serial) {
+            (DATABASE, _, _) => f.write_str("the database"),
+            (store, Some(label), Some(serial)) => {
+                write!(f, "the {store} token {label:?} (serial {serial})")
+            }
+            (store, Some(label), None) => write!(f, "the {store} token {label:?}"),
+            (store, None, _) => write!(f, "a {store} token"),
+        }
+    }
+}
+
+/// Where the key whose `private_key` column holds `stored` lives: `database`, or the vault's
+/// scheme.
+pub fn store_of(stored: &str) -> &str {
+    match stored.split_once(':') {
+        Some((scheme, _)) if is_vault_scheme(scheme) => scheme,
+        _ => DATABASE,
+    }
+}
+
 /// The signing keys' store: sealed in the database, or in a vault.
 pub struct KeyStore {
     sealer: SigningKeySealer,
     vault: Option<Arc<dyn KeyVault>>,
+    home: KeyHome,
 }
 
 impl std::fmt::Debug for KeyStore {
@@ -63,9 +146,28 @@ impl std::fmt::Debug for KeyStore {
 }
 
 impl KeyStore {
-    /// Keys sealed with `sealer` in the database, and made in `vault` when there is one.
-    pub fn new(sealer: SigningKeySealer, vault: Option<Arc<dyn KeyVault>>) -> Self {
-        Self { sealer, vault }
+    /// Keys sealed with `sealer` in the database.
+    pub fn database(sealer: SigningKeySealer) -> Self {
+        Self {
+            sealer,
+            vault: None,
+            home: KeyHome::database(),
+        }
+    }
+
+    /// Keys made in `vault`, which is `home`; those sealed with `sealer` before it was
+    /// configured still load from the database.
+    pub fn with_vault(sealer: SigningKeySealer, vault: Arc<dyn KeyVault>, home: KeyHome) -> Self {
+        Self {
+            sealer,
+            vault: Some(vault),
+            home,
+        }
+    }
+
+    /// Where this store makes keys.
+    pub fn home(&self) -> &KeyHome {
+        &self.home
     }
 
     /// The key-encryption key, which also roots the keys derived for other uses.
@@ -139,10 +241,26 @@ impl KeyStore {
 
     /// Destroys `row`'s private half where it lives, when that is a vault: a revoked key
     /// can never sign again, whoever holds the database. A sealed key goes with its row.
+    /// Destroying what is already gone does nothing, so a revoke can be completed.
     pub fn destroy(&self, row: &signing_key::Model) -> anyhow::Result<()> {
         match self.in_vault(row)? {
             Some((vault, name)) => vault.destroy(name),
             None => Ok(()),
+        }
+    }
+
+    /// Fails, saying which settings it takes, unless this store can destroy `row`'s private
+    /// half: a revoke checks it before it marks anything.
+    pub fn can_destroy(&self, row: &signing_key::Model) -> anyhow::Result<()> {
+        self.in_vault(row).map(|_| ())
+    }
+
+    /// Destroys a key made and never stored (a rotation or revoke that did not need it, or
+    /// failed), so that no object is left in a vault that no row names.
+    pub fn discard(&self, key: &NewKey) -> anyhow::Result<()> {
+        match (&self.vault, key.private_key.split_once(':')) {
+            (Some(vault), Some((scheme, name))) if scheme == vault.scheme() => vault.destroy(name),
+            _ => Ok(()),
         }
     }
 
@@ -161,8 +279,9 @@ impl KeyStore {
         match &self.vault {
             Some(vault) if vault.scheme() == scheme => Ok(Some((vault.as_ref(), name))),
             _ => Err(anyhow!(
-                "signing key {} is kept in a {scheme} store: start the server with \
-                 AUTH_KEY_STORE={scheme} and its settings",
+                "signing key {} is kept in a {scheme} token, which this process was not \
+                 given: give it AUTH_KEY_STORE={scheme} and the AUTH_PKCS11_* settings the \
+                 servers have",
                 row.kid
             )),
         }

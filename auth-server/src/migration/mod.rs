@@ -14,6 +14,8 @@ mod m20261204_000001_add_signing_key_alg;
 mod m20261205_000001_add_client_sandbox;
 mod m20261208_000001_create_key_rotation_lease;
 mod m20261208_000002_add_signing_key_public_jwk;
+mod m20261211_000001_create_key_custody;
+mod m20261211_000002_add_client_managed_by;
 
 /// Every migration of the auth-server database, oldest first.
 pub struct Migrator;
@@ -36,6 +38,8 @@ impl MigratorTrait for Migrator {
             Box::new(service_kit::replay::CreateDpopProofs),
             Box::new(m20261208_000001_create_key_rotation_lease::Migration),
             Box::new(m20261208_000002_add_signing_key_public_jwk::Migration),
+            Box::new(m20261211_000001_create_key_custody::Migration),
+            Box::new(m20261211_000002_add_client_managed_by::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("clients")));

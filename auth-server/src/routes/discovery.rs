@@ -8,9 +8,10 @@ use chrono::Utc;
 use poem::{Request, RequestBody};
 use poem_openapi::param::Header;
 use poem_openapi::payload::Json;
-use poem_openapi::registry::{MetaSecurityScheme, Registry};
+use poem_openapi::registry::{MetaOAuthScope, Registry};
 use poem_openapi::{
-    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
+    ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, OAuthScopes, Object, OpenApi,
+    Tags,
 };
 use serde::Serialize;
 use shared::claims::scopes;
@@ -134,7 +135,7 @@ impl RevocationsResponse {
             hint: None,
             message: description.to_owned(),
         });
-        let scope = scopes::REVOCATIONS_READ;
+        let scope = RevocationsRead.name();
         // RFC 6750 section 3: no error code when no token was sent at all.
         let challenge = match (error, dpop) {
             (None, None) => format!("Bearer scope=\"{scope}\""),
@@ -164,7 +165,27 @@ pub struct ResourceServerToken {
     proof: Result<Option<String>, &'static str>,
 }
 
-const RESOURCE_SERVER_SCHEME: &str = "resourceServerToken";
+/// Name of the resource servers' security scheme in the OpenAPI document.
+pub const RESOURCE_SERVER_SCHEME: &str = "resourceServerToken";
+
+/// The scope `/revocations` asks of a resource server's token: the operation's security
+/// requirement names it, and its check asks for it.
+pub struct RevocationsRead;
+
+impl OAuthScopes for RevocationsRead {
+    fn meta() -> Vec<MetaOAuthScope> {
+        vec![MetaOAuthScope {
+            name: scopes::REVOCATIONS_READ,
+            description: Some(
+                "Reading the list of clients whose tokens must be refused (resource servers)",
+            ),
+        }]
+    }
+
+    fn name(&self) -> &'static str {
+        scopes::REVOCATIONS_READ
+    }
+}
 
 impl<'a> ApiExtractor<'a> for ResourceServerToken {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::SecurityScheme];
@@ -174,18 +195,10 @@ impl<'a> ApiExtractor<'a> for ResourceServerToken {
     fn register(registry: &mut Registry) {
         registry.create_security_scheme(
             RESOURCE_SERVER_SCHEME,
-            MetaSecurityScheme {
-                ty: "http",
-                description: Some(
-                    "An access token of a resource server's own client, granting `revocations:read` (client credentials at `/oauth/token`). A token bound to a DPoP key is sent as `Authorization: DPoP <token>` instead, with a `DPoP` proof for `GET` on the issuer's `/revocations` URL (RFC 9449 section 7).",
-                ),
-                name: None,
-                key_in: None,
-                scheme: Some("bearer"),
-                bearer_format: Some("JWT"),
-                flows: None,
-                openid_connect_url: None,
-            },
+            service_kit::openapi::client_credentials_scheme(
+                "An access token of a resource server's own client, granting `revocations:read` (client credentials at `/oauth/token`), sent as `Authorization: Bearer <token>`. A token bound to a DPoP key is sent as `Authorization: DPoP <token>` instead, with a `DPoP` proof for `GET` on the issuer's `/revocations` URL (RFC 9449 section 7).",
+                RevocationsRead::meta(),
+            ),
         );
     }
 
@@ -222,13 +235,14 @@ impl DiscoveryApi {
         dpop: bool,
     ) -> Result<(), Refusal> {
         let now = Utc::now();
-        let scope = scopes::REVOCATIONS_READ;
+        let scope = RevocationsRead.name();
         let Some(authorization) = token.authorization.as_deref().filter(|_| dpop) else {
             let bearer = token.authorization.as_deref();
             return self
                 .state
                 .bearer
                 .check(snapshot, bearer, scope, now)
+                .await
                 .map(drop);
         };
         let url = format!(
@@ -236,22 +250,18 @@ impl DiscoveryApi {
             self.state.config.issuer.trim_end_matches('/')
         );
         let proof = token.proof.as_ref().map(Option::as_deref).map_err(|r| *r);
-        let (_, proof) = self.state.bearer.check_dpop(
-            snapshot,
-            authorization,
-            proof,
-            "GET",
-            &url,
-            scope,
-            now,
-        )?;
+        let (_, proof) = self
+            .state
+            .bearer
+            .check_dpop(snapshot, authorization, proof, "GET", &url, scope, now)
+            .await?;
         let nonces = self.state.dpop_nonces.as_deref();
         service_kit::dpop_nonce::spend(&self.state.replay, nonces, &proof, now.timestamp())
             .await
             .map_err(|why| match why {
                 Unspent::UseNonce => Refusal::UseNonce,
                 Unspent::Unavailable => Refusal::Unavailable,
-                Unspent::Replayed => Refusal::InvalidProof(why.reason()),
+                Unspent::Replayed | Unspent::Forgotten => Refusal::InvalidProof(why.reason()),
             })
     }
 }
@@ -348,7 +358,7 @@ impl DiscoveryApi {
     )]
     async fn revocations(
         &self,
-        token: ResourceServerToken,
+        #[oai(scope = "RevocationsRead")] token: ResourceServerToken,
         #[oai(name = "If-None-Match")] if_none_match: Header<Option<String>>,
     ) -> RevocationsResponse {
         let snapshot = self.state.registry.snapshot();

@@ -36,8 +36,10 @@ pub fn api_service(state: Arc<AppState>) -> OpenApiService<(TokenApi, DiscoveryA
 /// The OpenAPI document and docs page, with what the derive cannot say about a token request.
 pub fn documents(state: Arc<AppState>) -> ApiDocuments {
     let (profile, nonces) = (state.config.profile(), state.dpop_nonces.is_some());
+    let token_url = crate::token_binding::token_endpoint(&state.config.issuer);
     openapi::documents(&api_service(state), |doc| {
         refine(doc);
+        openapi::set_token_url(doc, discovery::RESOURCE_SERVER_SCHEME, &token_url);
         refine_profile(doc, profile, nonces);
     })
 }

@@ -10,6 +10,7 @@ use poem_openapi::types::{Example, Type};
 use poem_openapi::{
     ApiExtractor, ApiExtractorType, ApiResponse, ExtractParamOptions, Object, OpenApi, Tags,
 };
+use service_kit::replay::Use;
 use service_kit::telemetry::{OUTCOME, REASON, record};
 use shared::error::OAuthErrorBody;
 use shared::profile::Profile;
@@ -422,25 +423,27 @@ impl TokenApi {
     /// theirs in common); refuses one spent before, and answers 503 when the store cannot
     /// say.
     async fn spend(&self, client_id: &str, spent: &SpentAssertion) -> Result<(), OAuthError> {
-        let first = self
+        let used = self
             .state
             .replay
             .first_use(
                 &crate::store::assertions::CLIENT_ASSERTIONS,
                 client_id,
                 &spent.jti,
+                spent.made_at,
                 spent.expires_at,
             )
             .await
             .map_err(|_| OAuthError::TemporarilyUnavailable)?;
-        if first {
-            Ok(())
-        } else {
-            Err(OAuthError::InvalidClient {
-                used_authorization_header: false,
-                failure: ClientFailure::AssertionReplayed,
-            })
-        }
+        let failure = match used {
+            Use::First => return Ok(()),
+            Use::Again => ClientFailure::AssertionReplayed,
+            Use::MadeBeforeMemory => ClientFailure::AssertionPredatesReplayStore,
+        };
+        Err(OAuthError::InvalidClient {
+            used_authorization_header: false,
+            failure,
+        })
     }
 
     /// The keys of `client_id`, when it is registered by JWKS URL and the request carries an
@@ -560,7 +563,13 @@ impl TokenApi {
         // unused. Boxed for the same reason as the proof.
         if let Some(spent) = &grant.assertion {
             match Box::pin(self.spend(&grant.client_id, spent)).await {
-                Err(e @ OAuthError::InvalidClient { .. }) => {
+                // A store that forgot is not the client's failure: it is not counted as one.
+                Err(
+                    e @ OAuthError::InvalidClient {
+                        failure: ClientFailure::AssertionReplayed,
+                        ..
+                    },
+                ) => {
                     limits.hit_failure(&failures_key).await;
                     return Err(e);
                 }
@@ -584,8 +593,10 @@ impl TokenApi {
             }
             None => "Bearer",
         };
-        let access_token = key.sign_jwt(&claims).map_err(|e| {
-            tracing::error!(error = %e, kid = %key.kid, "signing failed");
+        let signed = key.sign_jwt(&claims);
+        self.state.signing.record(signed.is_ok());
+        let access_token = signed.map_err(|e| {
+            tracing::error!(error = format!("{e:#}"), kid = %key.kid, "signing failed");
             OAuthError::ServerError
         })?;
         metrics::counter!("auth_tokens_issued_total", "client_id" => grant.client_id.clone())

@@ -10,6 +10,7 @@
 pub mod assertions;
 pub mod audit_trail;
 pub mod clients;
+pub mod key_custody;
 pub mod key_schedule;
 pub mod signing_keys;
 

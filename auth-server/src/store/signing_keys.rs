@@ -13,9 +13,10 @@ use service_kit::Secret;
 use std::sync::Arc;
 
 use super::begin_change;
+use super::key_custody::{self, Verdict};
 use crate::audit;
 use crate::entity::signing_key;
-use crate::key_store::{KeyStore, NewKey};
+use crate::key_store::{self, KeyHome, KeyStore, NewKey};
 use crate::keys::{self, KeyState, SigningKeySealer};
 use shared::claims::TokenAlgorithm;
 
@@ -27,6 +28,26 @@ async fn fresh_key(keys: &Arc<KeyStore>, alg: TokenAlgorithm) -> anyhow::Result<
     tokio::task::spawn_blocking(move || keys.generate(alg))
         .await
         .context("key generation task failed")?
+}
+
+/// Destroys keys made and not stored, where they were made: no object is left in a vault
+/// that no row names. What cannot be destroyed is logged, never fatal.
+async fn discard(keys: &Arc<KeyStore>, unused: Vec<NewKey>) {
+    if unused.is_empty() {
+        return;
+    }
+    let store = keys.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        for key in &unused {
+            if let Err(e) = store.discard(key) {
+                tracing::warn!(kid = %key.kid, error = %format!("{e:#}"), "a signing key made and not used could not be destroyed");
+            }
+        }
+    })
+    .await;
+    if let Err(e) = done {
+        tracing::warn!(error = %e, "the task destroying unused signing keys failed");
+    }
 }
 
 /// The algorithm a stored key signs with.
@@ -77,6 +98,14 @@ pub struct KeyRing {
 }
 
 impl KeyRing {
+    /// When a rotation on an `interval` schedule is next due: `interval` after the newest
+    /// scheduled key starts (or started) signing; none while no key was ever made.
+    pub fn next_rotation(&self, interval: Duration) -> Option<DateTime<Utc>> {
+        self.scheduled
+            .last()
+            .map(|newest| newest.activates_at + interval)
+    }
+
     /// The keys as `db` sees them.
     pub async fn load<C: ConnectionTrait>(db: &C) -> anyhow::Result<Self> {
         let (standby, scheduled): (Vec<_>, Vec<_>) =
@@ -150,9 +179,17 @@ pub async fn ensure_keys(
     let ring = KeyRing::load(db).await?;
     let need_signer = ring.signer(now).is_none();
     let need_standby = ring.standby.is_none();
+    let custody = key_custody::custody(db).await?;
+    let allowed = key_custody::verdict(custody.as_ref(), keys.home(), false);
     if !need_signer && !need_standby {
+        if let Err(refused) = allowed {
+            // It makes no key now; the schedule, which would, refuses until this is put right.
+            tracing::warn!(reason = %refused, "this server's key store is not where the database's keys live");
+        }
         return Ok(Vec::new());
     }
+    // Refused before any key is made, so none is made in the wrong place.
+    allowed?;
     let alg = ring.algorithm();
     let signer = if need_signer {
         Some(fresh_key(keys, alg).await?)
@@ -164,9 +201,34 @@ pub async fn ensure_keys(
     } else {
         None
     };
+    let made: Vec<NewKey> = signer.iter().chain(&standby).cloned().collect();
+    let stored = store_first_keys(db, keys, signer, standby, now, alg).await;
+    let kept = stored.as_deref().unwrap_or_default();
+    discard(
+        keys,
+        made.into_iter()
+            .filter(|k| !kept.contains(&k.kid))
+            .collect(),
+    )
+    .await;
+    stored
+}
+
+/// The transaction of [`ensure_keys`]: the keys made stored unless another process made
+/// some meanwhile, the store they were made in recorded. Returns the kids stored.
+async fn store_first_keys(
+    db: &DatabaseConnection,
+    keys: &Arc<KeyStore>,
+    signer: Option<NewKey>,
+    standby: Option<NewKey>,
+    now: DateTime<Utc>,
+    alg: TokenAlgorithm,
+) -> anyhow::Result<Vec<String>> {
     let server = audit::Author::server(audit::AuditKey::derive(keys.sealer())?);
     let txn = begin_change(db).await?;
-    // Another process may have made them meanwhile.
+    // Another process may have made them, or moved the keys, meanwhile.
+    let custody = key_custody::custody(&txn).await?;
+    let verdict = key_custody::verdict(custody.as_ref(), keys.home(), false)?;
     let ring = KeyRing::load(&txn).await?;
     let mut created = Vec::new();
     if let (Some(key), None) = (signer, ring.signer(now)) {
@@ -185,6 +247,7 @@ pub async fn ensure_keys(
         // Another process made them meanwhile: nothing changed after all.
         return Ok(created);
     }
+    key_custody::record(&txn, keys.home(), &verdict, &server).await?;
     txn.commit().await?;
     Ok(created)
 }
@@ -200,9 +263,13 @@ pub struct Rotation {
     pub standby_kid: String,
     /// What the key that takes over signs with.
     pub alg: TokenAlgorithm,
-    /// A standby of the previous algorithm, withdrawn unused when the rotation changed
-    /// algorithm.
+    /// A standby of the previous algorithm or store, withdrawn unused when the rotation
+    /// changed algorithm or moved the keys.
     pub withdrawn_standby_kid: Option<String>,
+    /// Where the new keys were made.
+    pub key_store: KeyHome,
+    /// Where the keys lived before, when the rotation moved them.
+    pub moved_from: Option<KeyHome>,
 }
 
 /// Schedules the standby key to take over signing, at the earliest `publish_ahead` after it
@@ -213,28 +280,102 @@ pub struct Rotation {
 /// new key of `alg` takes its place: published now, signing `publish_ahead` later, so the
 /// same guarantee holds across a change of algorithm. The new standby is of `alg` too, so
 /// later rotations and revokes stay with it.
+///
+/// The keys are made in `keys`' store only when the database records that the keys live
+/// there; otherwise the rotation is refused before any key is made, unless `move_store`
+/// asks to move them, which it does as a change of algorithm does: the standby of the old
+/// store is withdrawn, and both new keys are the new store's.
 pub async fn rotate_keys(
     db: &DatabaseConnection,
     keys: &Arc<KeyStore>,
     alg: Option<TokenAlgorithm>,
     publish_ahead: Duration,
     not_before: DateTime<Utc>,
+    move_store: bool,
     actor: &audit::Author,
 ) -> anyhow::Result<Rotation> {
+    let custody = key_custody::custody(db).await?;
+    let verdict = key_custody::verdict(custody.as_ref(), keys.home(), move_store)?;
+    let moving = matches!(verdict, Verdict::Move { .. });
     let ring = KeyRing::load(db).await?;
     let alg = alg.unwrap_or_else(|| ring.algorithm());
     let next_standby = fresh_key(keys, alg).await?;
-    // Without a usable standby (a database from before standby keys, or one of another
-    // algorithm) a new key takes its place.
+    // Without a usable standby (a database from before standby keys, one of another
+    // algorithm, or of the store the keys move from) a new key takes its place.
     let usable = |standby: &signing_key::Model| key_algorithm(standby).ok() == Some(alg);
-    let spare = if ring.standby.as_ref().is_some_and(usable) {
+    let spare = if !moving && ring.standby.as_ref().is_some_and(usable) {
         None
     } else {
         Some(fresh_key(keys, alg).await?)
     };
+    let made: Vec<NewKey> = std::iter::once(&next_standby)
+        .chain(&spare)
+        .cloned()
+        .collect();
+    let rotated = store_rotation(
+        db,
+        keys,
+        Fresh {
+            next_standby,
+            spare,
+            alg,
+        },
+        (moving, move_store),
+        publish_ahead,
+        not_before,
+        actor,
+    )
+    .await;
+    let kept: Vec<&str> = match &rotated {
+        Ok(r) => vec![r.kid.as_str(), r.standby_kid.as_str()],
+        Err(_) => Vec::new(),
+    };
+    let unused = made
+        .into_iter()
+        .filter(|k| !kept.contains(&k.kid.as_str()))
+        .collect();
+    discard(keys, unused).await;
+    rotated
+}
+
+/// Keys made for a rotation, before its transaction.
+struct Fresh {
+    next_standby: NewKey,
+    spare: Option<NewKey>,
+    alg: TokenAlgorithm,
+}
+
+/// The transaction of [`rotate_keys`], refused as a whole when the keys or their store
+/// changed since the keys were made.
+async fn store_rotation(
+    db: &DatabaseConnection,
+    keys: &Arc<KeyStore>,
+    fresh: Fresh,
+    (moving, move_store): (bool, bool),
+    publish_ahead: Duration,
+    not_before: DateTime<Utc>,
+    actor: &audit::Author,
+) -> anyhow::Result<Rotation> {
+    let Fresh {
+        next_standby,
+        spare,
+        alg,
+    } = fresh;
     let txn = begin_change(db).await?;
     let now = Utc::now();
+    let custody = key_custody::custody(&txn).await?;
+    let verdict = key_custody::verdict(custody.as_ref(), keys.home(), move_store)?;
+    if matches!(verdict, Verdict::Move { .. }) != moving {
+        bail!("the signing keys' store changed during the rotation; run it again");
+    }
+    let moved_from = match &verdict {
+        Verdict::Move { from } => Some(from.clone()),
+        _ => None,
+    };
     let ring = KeyRing::load(&txn).await?;
+    let usable = |standby: &signing_key::Model| {
+        moved_from.is_none() && key_algorithm(standby).ok() == Some(alg)
+    };
     let mut withdrawn_standby_kid = None;
     let (kid, activates_at) = match (ring.standby, spare) {
         (Some(standby), _) if usable(&standby) => {
@@ -263,6 +404,7 @@ pub async fn rotate_keys(
         (_, None) => bail!("the standby key changed during the rotation; run it again"),
     };
     let standby_kid = insert_key(&txn, next_standby, now, true).await?;
+    key_custody::record(&txn, keys.home(), &verdict, actor).await?;
     let detail = json!({
         "activates_at": activates_at,
         "standby_kid": standby_kid,
@@ -277,6 +419,8 @@ pub async fn rotate_keys(
         standby_kid,
         alg,
         withdrawn_standby_kid,
+        key_store: keys.home().clone(),
+        moved_from,
     })
 }
 
@@ -287,6 +431,8 @@ pub struct KeyInfo {
     pub kid: String,
     /// What it signs with.
     pub alg: String,
+    /// Where its private half lives: `database` (sealed) or `pkcs11` (a token).
+    pub store: String,
     /// State now.
     pub state: KeyState,
     /// When it was generated and published.
@@ -312,7 +458,7 @@ pub async fn list_keys(
 ) -> anyhow::Result<Vec<KeyInfo>> {
     let now = Utc::now();
     let ring = KeyRing::load(db).await?;
-    let rotates_at = interval.and_then(|i| super::key_schedule::next_rotation(&ring, i));
+    let rotates_at = interval.and_then(|i| ring.next_rotation(i));
     let newest = ring.scheduled.last().map(|k| k.kid.clone());
     let usable = ring.scheduled;
     let activations: Vec<_> = usable.iter().map(|k| k.activates_at).collect();
@@ -322,6 +468,7 @@ pub async fn list_keys(
         .zip(times)
         .map(|(k, t)| KeyInfo {
             rotates_at: rotates_at.filter(|_| newest.as_deref() == Some(k.kid.as_str())),
+            store: key_store::store_of(&k.private_key).to_owned(),
             kid: k.kid,
             alg: k.alg,
             state: t.state(now),
@@ -334,6 +481,7 @@ pub async fn list_keys(
         .collect();
     if let Some(k) = ring.standby {
         out.push(KeyInfo {
+            store: key_store::store_of(&k.private_key).to_owned(),
             kid: k.kid,
             alg: k.alg,
             state: KeyState::Standby,
@@ -350,6 +498,7 @@ pub async fn list_keys(
         .all(db)
         .await?;
     out.extend(revoked.into_iter().map(|k| KeyInfo {
+        store: key_store::store_of(&k.private_key).to_owned(),
         kid: k.kid,
         alg: k.alg,
         state: KeyState::Revoked,
@@ -374,6 +523,9 @@ pub struct Revocation {
     pub standby_kid: Option<String>,
     /// The key revoked, for [`KeyStore::destroy`] once no server signs with it.
     pub revoked: signing_key::Model,
+    /// When it was revoked before, for a key already revoked: nothing was written, and
+    /// only its destruction is left to complete.
+    pub already_revoked_at: Option<DateTime<Utc>>,
 }
 
 /// How long a standby key must have been published before a revoke makes it sign at once:
@@ -386,6 +538,11 @@ pub const STANDBY_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(
 /// now on, and a new standby is published, all in one transaction, so the token endpoint
 /// is never without a signing key. When the standby was published too recently for every
 /// resource server to hold it, the revoke first waits until it has been.
+///
+/// Refused before anything is marked when `keys` cannot destroy the key where it lives
+/// (a token this process was not given), or when a new standby is to be made and `keys` is
+/// not where the database's keys live. A key already revoked is returned as it is, with
+/// nothing written, for its destruction to be completed.
 pub async fn revoke_key(
     db: &DatabaseConnection,
     keys: &Arc<KeyStore>,
@@ -396,11 +553,32 @@ pub async fn revoke_key(
         .one(db)
         .await?
         .ok_or_else(|| anyhow!("no key with kid {kid}"))?;
-    if found.revoked_at.is_some() {
-        bail!("key {kid} is already revoked");
+    keys.can_destroy(&found).map_err(|e| {
+        service_kit::command_line::operator::Refused(format!(
+            "key {kid} cannot be destroyed where it lives, which a revoke does, so nothing \
+             was marked: {e:#}"
+        ))
+    })?;
+    if let Some(at) = found.revoked_at {
+        return Ok(Revocation {
+            replacement_kid: None,
+            standby_kid: None,
+            revoked: found,
+            already_revoked_at: Some(at),
+        });
     }
     let ring = KeyRing::load(db).await?;
-    let next_standby = fresh_key(keys, ring.algorithm()).await?;
+    let now = Utc::now();
+    // A pending key may be signing by the time the transaction runs.
+    let makes_standby =
+        found.standby || found.activates_at > now || ring.signer(now).is_some_and(|s| s.kid == kid);
+    let next_standby = if makes_standby {
+        let custody = key_custody::custody(db).await?;
+        key_custody::verdict(custody.as_ref(), keys.home(), false)?;
+        Some(fresh_key(keys, ring.algorithm()).await?)
+    } else {
+        None
+    };
     if let Some(standby) = ring.standby.filter(|s| s.kid != kid) {
         let age = (Utc::now() - standby.created_at)
             .to_std()
@@ -409,6 +587,22 @@ pub async fn revoke_key(
             tokio::time::sleep(wait).await;
         }
     }
+    let made = next_standby.clone();
+    let revoked = store_revocation(db, keys, kid, next_standby, actor).await;
+    let kept = revoked.as_ref().ok().and_then(|r| r.standby_kid.clone());
+    let unused = made.into_iter().filter(|k| Some(&k.kid) != kept.as_ref());
+    discard(keys, unused.collect()).await;
+    revoked
+}
+
+/// The transaction of [`revoke_key`].
+async fn store_revocation(
+    db: &DatabaseConnection,
+    keys: &Arc<KeyStore>,
+    kid: &str,
+    next_standby: Option<NewKey>,
+    actor: &audit::Author,
+) -> anyhow::Result<Revocation> {
     let txn = begin_change(db).await?;
     let now = Utc::now();
     let ring = KeyRing::load(&txn).await?;
@@ -416,19 +610,26 @@ pub async fn revoke_key(
         .one(&txn)
         .await?
         .ok_or_else(|| anyhow!("no key with kid {kid}"))?;
-    if key.revoked_at.is_some() {
-        bail!("key {kid} is already revoked");
+    if let Some(at) = key.revoked_at {
+        // Revoked meanwhile: dropping the transaction undoes the revision bump.
+        return Ok(Revocation {
+            replacement_kid: None,
+            standby_kid: None,
+            revoked: key,
+            already_revoked_at: Some(at),
+        });
     }
     let was_signing = ring.signer(now).is_some_and(|s| s.kid == kid);
     let was_standby = key.standby;
-    let mut revoked: signing_key::ActiveModel = key.clone().into();
-    revoked.revoked_at = Set(Some(now));
-    revoked.update(&txn).await?;
     let mut outcome = Revocation {
         replacement_kid: None,
         standby_kid: None,
-        revoked: key,
+        revoked: key.clone(),
+        already_revoked_at: None,
     };
+    let mut revoked: signing_key::ActiveModel = key.into();
+    revoked.revoked_at = Set(Some(now));
+    revoked.update(&txn).await?;
     if was_signing {
         let standby = ring.standby.ok_or_else(|| {
             anyhow!(
@@ -442,7 +643,14 @@ pub async fn revoke_key(
         promoted.update(&txn).await?;
     }
     if was_signing || was_standby {
+        let Some(next_standby) = next_standby else {
+            bail!("the signing keys changed during the revoke; run it again");
+        };
+        // The keys' store may have moved meanwhile.
+        let custody = key_custody::custody(&txn).await?;
+        let verdict = key_custody::verdict(custody.as_ref(), keys.home(), false)?;
         outcome.standby_kid = Some(insert_key(&txn, next_standby, now, true).await?);
+        key_custody::record(&txn, keys.home(), &verdict, actor).await?;
     }
     let detail = json!({
         "replacement_kid": outcome.replacement_kid,

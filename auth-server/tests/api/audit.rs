@@ -75,6 +75,7 @@ async fn every_operator_change_is_one_entry_with_its_actor_and_the_chain_shows_t
         KeyCommand::Rotate {
             alg: None,
             publish_ahead_secs: Some(0),
+            move_key_store: false,
         },
     )
     .await

@@ -1434,14 +1434,14 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
     let keyed_reads = [
         "--database-url",
         "--help",
-        "--key-encryption-key",
+        "--key-encryption-key-file",
         "--output",
     ];
     let changes = [
         "--actor",
         "--database-url",
         "--help",
-        "--key-encryption-key",
+        "--key-encryption-key-file",
         "--output",
     ];
     // The key store's settings besides (those with digits, --pkcs11-*, are not counted).
@@ -1449,7 +1449,7 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         "--actor",
         "--database-url",
         "--help",
-        "--key-encryption-key",
+        "--key-encryption-key-file",
         "--key-store",
         "--output",
     ];
@@ -1458,7 +1458,7 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         "--client-jwks-allow-insecure",
         "--database-url",
         "--help",
-        "--key-encryption-key",
+        "--key-encryption-key-file",
         "--output",
     ];
     let cases: &[(&[&str], &[&str], &[&str])] = &[
@@ -1503,14 +1503,14 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         (
             &["key", "rotate"],
             &keys,
-            &["--alg", "--publish-ahead-secs"],
+            &["--alg", "--move-key-store", "--publish-ahead-secs"],
         ),
         (&["key", "list"], &reads, &["--rotation-interval-secs"]),
         (&["key", "revoke"], &keys, &[]),
         (
             &["apply"],
             &key_changes,
-            &["--dry-run", "--file", "--prune"],
+            &["--adopt", "--dry-run", "--file", "--prune", "--show-secret"],
         ),
         (&["audit", "list"], &reads, &["--since"]),
         (&["audit", "verify"], &keyed_reads, &["--head"]),
@@ -1547,6 +1547,20 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         assert!(serve.contains(server_only), "{server_only}");
     }
     assert!(!serve.contains("--actor") && !serve.contains("--output"));
+    // Secrets are read from the environment or a file, never taken as flags.
+    let options: Vec<&str> = serve.lines().map(str::trim_start).collect();
+    for secret in ["--key-encryption-key", "--pkcs11-pin"] {
+        assert!(
+            !options.iter().any(|l| l.starts_with(&format!("{secret} "))),
+            "{secret}: {serve}"
+        );
+        assert!(
+            options
+                .iter()
+                .any(|l| l.starts_with(&format!("{secret}-file <FILE>"))),
+            "{secret}: {serve}"
+        );
+    }
     let top = help(&[]);
     assert!(
         !top.contains("--bind") && !top.contains("--database-url"),

@@ -371,3 +371,85 @@ on_both_backends!(
     the_token_endpoint_takes_private_key_jwt_and_dpop_only,
     the_revocation_list_takes_no_bearer_token,
 );
+
+/// The value of the unlabelled gauge `name` in a scrape, when it has one.
+fn gauge(metrics: &str, name: &str) -> Option<f64> {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&format!("{name} ")))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Under `AUTH_FAPI2` the default key signs RS256, which FAPI 2.0 does not allow, and the
+/// server cannot move by itself (the intake-api and the tokens in flight follow a staged
+/// rotation): it says so at start (a WARN naming the algorithm), in `/readyz`'s `warnings`
+/// (staying ready), and by `auth_fapi2_token_alg_nonconformant` at 1. Once `key rotate --alg
+/// ES256` has the new key signing, the warning is gone and the gauge is 0. Each server in a
+/// process of its own, so the gauge and the log are its alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn under_fapi2_an_rs256_signing_key_is_told_at_start_in_readyz_and_by_a_gauge() {
+    use crate::helpers::{Served, eventually, run};
+    use std::time::Duration;
+    const NONCONFORMANT: &str = "auth_fapi2_token_alg_nonconformant";
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let served = Served::start(&db.url, &[("AUTH_FAPI2", "true")]).await;
+    let lines = served.log_lines();
+    let warned = lines
+        .iter()
+        .find(|l| l["level"] == "WARN" && l["alg"] == "RS256")
+        .unwrap_or_else(|| panic!("no warning at start: {}", served.logs()));
+    let said = warned["message"].as_str().unwrap_or_default();
+    assert!(said.contains("not FAPI 2.0 conformant"), "{said}");
+    assert!(said.contains("key rotate --alg ES256"), "{said}");
+    let (status, ready) = served.get_json("/readyz").await;
+    assert_eq!(status, 200, "{ready}");
+    assert_eq!(ready["status"], "ready");
+    let warning = ready["warnings"]["fapi2_token_signing"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no warning in /readyz: {ready}"));
+    assert!(warning.contains("signed RS256"), "{warning}");
+    let flagged = eventually(Duration::from_secs(10), || async {
+        (gauge(&served.metrics().await, NONCONFORMANT) == Some(1.0)).then_some(())
+    })
+    .await;
+    assert!(flagged.is_some(), "{}", served.metrics().await);
+    drop(served);
+
+    let rotated = run(
+        &db.url,
+        &[
+            "key",
+            "rotate",
+            "--alg",
+            "ES256",
+            "--publish-ahead-secs",
+            "0",
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    assert_eq!(rotated.code, Some(0), "{}", rotated.stderr);
+    let served = Served::start(&db.url, &[("AUTH_FAPI2", "true")]).await;
+    let quiet = eventually(Duration::from_secs(10), || async {
+        let (_, ready) = served.get_json("/readyz").await;
+        ready.get("warnings").is_none().then_some(())
+    })
+    .await;
+    assert!(quiet.is_some(), "{:?}", served.get_json("/readyz").await);
+    let cleared = eventually(Duration::from_secs(20), || async {
+        (gauge(&served.metrics().await, NONCONFORMANT) == Some(0.0)).then_some(())
+    })
+    .await;
+    assert!(cleared.is_some(), "{}", served.metrics().await);
+}
+
+/// Outside the profile, RS256 is the spec's algorithm: nothing to warn of.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_fapi2_an_rs256_signing_key_is_no_warning() {
+    let db = TestDb::auth(Backend::Sqlite).await;
+    let auth = AuthServer::start(&db.url, |_| {}).await.unwrap();
+    let (status, ready) = get_json(&format!("{}/readyz", auth.base_url())).await;
+    assert_eq!(status, 200);
+    assert!(ready.get("warnings").is_none(), "{ready}");
+}

@@ -380,3 +380,115 @@ pub fn run(url: &str, args: &[&str], env: &[(&str, &str)]) -> Run {
         stderr: String::from_utf8(out.stderr).expect("utf-8 stderr"),
     }
 }
+
+/// `auth-server serve` in a process of its own, as an operator runs it: its logs and its
+/// metrics are its own, where in-process servers share the test binary's. Stopped when
+/// dropped.
+pub struct Served {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+    /// Where it answers.
+    pub base_url: String,
+}
+
+impl Served {
+    /// Serves the database at `url` (the test key-encryption key, JSON logs at the default
+    /// level, any port) with `env` besides; waits until it listens.
+    pub async fn start(url: &str, env: &[(&str, &str)]) -> Self {
+        let log = std::env::temp_dir().join(format!("served-{}.log", uuid::Uuid::new_v4()));
+        let file = std::fs::File::create(&log).expect("a log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_auth-server"))
+            .arg("serve")
+            .env("AUTH_DATABASE_URL", url)
+            .env(
+                "AUTH_KEY_ENCRYPTION_KEY",
+                test_support::TEST_KEY_ENCRYPTION_KEY,
+            )
+            .env("AUTH_BIND", "127.0.0.1:0")
+            .env("LOG_FORMAT", "json")
+            .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
+            .stdout(file.try_clone().expect("a log file"))
+            .stderr(file)
+            .spawn()
+            .expect("auth-server serve starts");
+        let mut served = Self {
+            child,
+            log,
+            base_url: String::new(),
+        };
+        let port = eventually(Duration::from_secs(30), || async {
+            served.log_lines().into_iter().find_map(|l| {
+                (l["message"] == "auth-server listening").then(|| l["port"].as_u64())?
+            })
+        })
+        .await;
+        let Some(port) = port else {
+            panic!("the server never listened: {}", served.logs());
+        };
+        served.base_url = format!("http://127.0.0.1:{port}");
+        served
+    }
+
+    /// Everything it logged so far.
+    pub fn logs(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Its log lines so far, each as JSON.
+    pub fn log_lines(&self) -> Vec<Value> {
+        self.logs()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// Status and body of `GET path`.
+    pub async fn get_json(&self, path: &str) -> (u16, Value) {
+        let resp = reqwest::get(format!("{}{path}", self.base_url))
+            .await
+            .expect("a request");
+        (
+            resp.status().as_u16(),
+            resp.json().await.expect("a JSON body"),
+        )
+    }
+
+    /// What its `/metrics` shows now: its own series alone.
+    pub async fn metrics(&self) -> String {
+        metrics_text(&self.base_url).await
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
+    }
+}
+
+/// Runs `command`, an `auth-server` that must refuse to start: it must exit, failing, within
+/// 30 seconds. Its stderr; `what` says in a failure which run it was.
+pub fn exits_failing(mut command: std::process::Command, what: &str) -> String {
+    let mut child = command
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("auth-server runs");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("auth-server started {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(!status.success(), "{what}: {stderr}");
+    stderr
+}

@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::helpers::{Backend, INTAKE, TestApp, metrics_text, series};
+use test_support::document::Served;
 
 /// The value of the unlabelled sample `name`, and the type its `# TYPE` line gives.
 fn unlabelled(text: &str, name: &str) -> (f64, String) {
@@ -65,4 +66,15 @@ async fn a_scrape_shows_the_process_and_the_build_it_runs() {
         started <= now + 1.0 && started > now - 3600.0,
         "started {started}, now {now}"
     );
+}
+
+/// Every path of the served document and every operational path, requested for real, is
+/// counted under its own route label, never as `other`.
+#[tokio::test]
+async fn every_served_path_is_counted_under_its_own_route() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let base = app.auth.base_url();
+    let served = Served::fetch(&app.http, &base).await;
+    served.request_every_route(&app.http, &base, None).await;
+    served.assert_every_route_labelled(&metrics_text(&base).await, "auth-server");
 }

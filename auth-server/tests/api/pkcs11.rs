@@ -14,7 +14,7 @@ use shared::claims::TokenAlgorithm;
 use test_support::{alg_of, on_both_backends, softhsm};
 
 use crate::helpers::{
-    AuthServer, Backend, INTAKE, TestDb, eventually, jwks_of, kid_of, verify_with,
+    AuthServer, Backend, INTAKE, TestDb, eventually, exits_failing, jwks_of, kid_of, verify_with,
 };
 
 /// An auth-server on `db` whose keys live in the test token.
@@ -251,31 +251,14 @@ fn serve_fails(db: &TestDb, changes: &[(&str, Option<&str>)]) -> String {
         .env("AUTH_KEY_STORE", "pkcs11")
         .env("AUTH_PKCS11_MODULE", softhsm::module())
         .env("AUTH_PKCS11_TOKEN_LABEL", softhsm::TOKEN_LABEL)
-        .env("AUTH_PKCS11_PIN", softhsm::PIN)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
+        .env("AUTH_PKCS11_PIN", softhsm::PIN);
     for (name, value) in changes {
         match value {
             Some(value) => command.env(name, value),
             None => command.env_remove(name),
         };
     }
-    let mut child = command.spawn().expect("auth-server runs");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("auth-server started with {changes:?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    let mut stderr = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-    assert!(!status.success(), "{changes:?}: {stderr}");
-    stderr
+    exits_failing(command, &format!("with {changes:?}"))
 }
 
 async fn a_server_that_cannot_reach_its_token_or_keys_does_not_start(backend: Backend) {

@@ -12,7 +12,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
 use test_support::{on_both_backends, on_sqlite};
 
-use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, metrics_text, sample};
+use crate::helpers::{AuthServer, Backend, INTAKE, TestApp, metrics_text, sample, series};
 
 pub(crate) const JWT_BEARER: &str = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer";
 
@@ -681,10 +681,12 @@ async fn a_spent_jti_is_kept_until_its_assertion_expires_then_pruned(backend: Ba
     let spend = |client: &'static str, until| {
         let store = &store;
         async move {
+            let made = Utc::now();
             store
-                .first_use(&CLIENT_ASSERTIONS, client, "j1", until)
+                .first_use(&CLIENT_ASSERTIONS, client, "j1", made, until)
                 .await
                 .unwrap()
+                == service_kit::replay::Use::First
         }
     };
     let now = Utc::now();
@@ -759,6 +761,29 @@ async fn without_the_database_an_assertion_gets_a_quick_503_and_a_secret_still_a
         started.elapsed()
     );
     auth.token(&secret_id, &secret, INTAKE).await;
+    // The outage shows, the replay store (the database here) with it.
+    let readyz = format!("{}/readyz", auth.base_url());
+    let readiness = |status: u16, checks: serde_json::Value| {
+        let readyz = readyz.clone();
+        async move {
+            test_support::eventually(std::time::Duration::from_secs(20), || async {
+                let answer = reqwest::get(&readyz).await.ok()?;
+                let now = answer.status().as_u16();
+                let body: serde_json::Value = answer.json().await.ok()?;
+                (now == status && body["checks"] == checks).then_some(())
+            })
+            .await
+            .is_some()
+        }
+    };
+    assert!(
+        readiness(
+            503,
+            json!({"database": "failing", "signing_key": "ok", "replay_store": "failing"})
+        )
+        .await,
+        "the database's outage does not show in /readyz"
+    );
 
     proxy.restore();
     let recovered = test_support::eventually(std::time::Duration::from_secs(10), || async {
@@ -767,4 +792,148 @@ async fn without_the_database_an_assertion_gets_a_quick_503_and_a_secret_still_a
     })
     .await;
     assert!(recovered.is_some(), "assertions never worked again");
+    assert!(
+        readiness(
+            200,
+            json!({"database": "ok", "signing_key": "ok", "replay_store": "ok"})
+        )
+        .await,
+        "/readyz never said ready again"
+    );
 }
+
+/// The issuer of a server started with the default settings, as [`Served`] starts it.
+const DEFAULT_ISSUER: &str = "http://127.0.0.1:8081";
+
+/// A `jti` no store keeps alike (U+0000, which PostgreSQL refuses in text), an empty one or
+/// one over 255 bytes is the client's mistake, never a store outage: an assertion carrying
+/// one is refused as `invalid_client` saying what is wrong with its `jti`, and a DPoP proof
+/// as `invalid_dpop_proof`, both before the replay store is asked, so its error counter
+/// stays at nothing and the server stays ready. With the database as the store, or Redis.
+async fn a_jti_no_store_can_keep_is_refused_as_the_clients_mistake(backend: Backend, redis: bool) {
+    use crate::helpers::{ProofKey, Served, run};
+    let db = crate::helpers::TestDb::auth(backend).await;
+    let key = PartnerKey::ed25519("k1");
+    let file = JwksFile::of(&[&key]);
+    let made = run(
+        &db.url,
+        &[
+            "client",
+            "create",
+            "--name",
+            "Keyed partner",
+            "--scopes",
+            INTAKE,
+            "--auth-method",
+            "private_key_jwt",
+            "--jwks-file",
+            file.0.to_str().unwrap(),
+            "-o",
+            "json",
+        ],
+        &[],
+    );
+    let id = made.json()["client_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("client create: {}", made.stderr))
+        .to_owned();
+    let redis_url = std::env::var("TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379".into());
+    let env: Vec<(&str, &str)> = if redis {
+        vec![("REDIS_URL", redis_url.as_str())]
+    } else {
+        Vec::new()
+    };
+    let served = Served::start(&db.url, &env).await;
+    let assertion = |jti: &str| {
+        let now = chrono::Utc::now().timestamp();
+        key.sign(&json!({
+            "iss": id, "sub": id, "aud": DEFAULT_ISSUER,
+            "iat": now, "exp": now + 60, "jti": jti,
+        }))
+    };
+    let http = reqwest::Client::new();
+    let token = |assertion: String, proof: Option<String>| {
+        let mut req = http
+            .post(format!("{}/oauth/token", served.base_url))
+            .form(&[
+                ("grant_type", "client_credentials"),
+                ("scope", INTAKE),
+                ("client_assertion_type", JWT_BEARER),
+                ("client_assertion", assertion.as_str()),
+            ]);
+        if let Some(proof) = proof {
+            req = req.header("dpop", proof);
+        }
+        async move {
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json::<Value>().await.unwrap())
+        }
+    };
+    let bad = [
+        ("a NUL", "id\u{0}1".to_owned()),
+        ("a newline", "id\n1".to_owned()),
+        ("empty", String::new()),
+        ("over 255 bytes", "é".repeat(128)),
+    ];
+    for (name, jti) in &bad {
+        let (status, body) = token(assertion(jti), None).await;
+        assert_eq!(status, 401, "{name}: {body}");
+        assert_eq!(body["error"], "invalid_client", "{name}: {body}");
+        assert_eq!(
+            body["error_description"],
+            "Client authentication failed: the client assertion's jti must be 1 to 255 bytes with no control characters",
+            "{name}"
+        );
+    }
+    let proofs = ProofKey::generate();
+    let endpoint = format!("{DEFAULT_ISSUER}/oauth/token");
+    for (name, jti) in &bad {
+        let proof = proofs.proof_with_claims("POST", &endpoint, &json!({ "jti": jti }));
+        let fresh = assertion(&uuid::Uuid::new_v4().to_string());
+        let (status, body) = token(fresh, Some(proof)).await;
+        assert_eq!(status, 400, "{name}: {body}");
+        assert_eq!(body["error"], "invalid_dpop_proof", "{name}: {body}");
+        assert_eq!(
+            body["error_description"],
+            "The DPoP proof's jti must be 1 to 255 bytes with no control characters",
+            "{name}"
+        );
+    }
+    // The store works all along: a good assertion with a good proof gets its token.
+    let proof = proofs.proof("POST", &endpoint, None, 0);
+    let (status, body) = token(assertion(&uuid::Uuid::new_v4().to_string()), Some(proof)).await;
+    assert_eq!(status, 200, "{body}");
+    let metrics = served.metrics().await;
+    assert!(
+        series(&metrics, "replay_store_errors_total").is_empty(),
+        "the replay store was asked and failed: {metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "auth_token_requests_failed_total",
+            &[("client_id", &id), ("reason", "assertion_jti")]
+        ),
+        bad.len() as f64
+    );
+    let (status, ready) = served.get_json("/readyz").await;
+    assert_eq!(
+        (status, &ready["status"]),
+        (200, &json!("ready")),
+        "{ready}"
+    );
+    let logs = served.logs();
+    assert!(!logs.contains("single-use check failed"), "{logs}");
+}
+
+async fn a_jti_no_store_can_keep_is_refused_with_the_database_as_the_store(backend: Backend) {
+    a_jti_no_store_can_keep_is_refused_as_the_clients_mistake(backend, false).await;
+}
+
+async fn a_jti_no_store_can_keep_is_refused_with_redis_as_the_store(backend: Backend) {
+    a_jti_no_store_can_keep_is_refused_as_the_clients_mistake(backend, true).await;
+}
+
+on_both_backends!(a_jti_no_store_can_keep_is_refused_with_the_database_as_the_store);
+on_sqlite!(a_jti_no_store_can_keep_is_refused_with_redis_as_the_store);

@@ -6,6 +6,7 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::{Value, json};
 use shared::claims::scopes::REVOCATIONS_READ;
+use test_support::document::Served;
 use test_support::on_both_backends;
 
 use crate::helpers::{Backend, INTAKE, TestApp, metrics_text, sample};
@@ -75,6 +76,13 @@ async fn the_revocation_list_is_read_only_with_a_resource_servers_token(backend:
         json!({"alg": "none", "typ": "at+jwt", "kid": test_support::kid_of(&reader)}).to_string(),
     );
     let unsigned = format!("{header}.{}.", reader.split('.').nth(1).expect("payload"));
+    // A critical extension nobody here understands: refused before any signature is checked,
+    // as the intake-api refuses it (one check serves both).
+    let critical = URL_SAFE_NO_PAD.encode(
+        json!({"alg": "RS256", "typ": "at+jwt", "kid": test_support::kid_of(&reader), "crit": ["exp"]})
+            .to_string(),
+    );
+    let critical = format!("{critical}.{}", reader.split_once('.').expect("parts").1);
     let basic = format!(
         "Basic {}",
         base64::engine::general_purpose::STANDARD.encode(format!("{reader_id}:{reader_secret}"))
@@ -84,6 +92,7 @@ async fn the_revocation_list_is_read_only_with_a_resource_servers_token(backend:
         ("garbage", "Bearer not-a-token".to_owned(), 401),
         ("edited claims", format!("Bearer {edited}"), 401),
         ("alg none", format!("Bearer {unsigned}"), 401),
+        ("a critical extension", format!("Bearer {critical}"), 401),
         ("a partner's token", format!("Bearer {partner}"), 403),
     ] {
         let (status, challenge, body) = revocations(&app, Some(&value)).await;
@@ -124,7 +133,16 @@ async fn the_revocation_list_is_read_only_with_a_resource_servers_token(backend:
     assert_eq!(status, 401, "{body}");
 
     let metrics = metrics_text(&app.auth.base_url()).await;
-    for reason in ["missing", "scope", "client_disabled", "verification"] {
+    // Each refusal under its own reason, named as the intake-api names it.
+    for reason in [
+        "missing",
+        "scope",
+        "client_disabled",
+        "malformed",
+        "signature",
+        "algorithm",
+        "crit",
+    ] {
         let counted = sample(
             &metrics,
             "auth_revocations_refused_total",
@@ -367,3 +385,37 @@ on_both_backends!(
     a_dpop_bound_token_reads_the_list_once_per_fresh_proof_by_its_key,
     a_dpop_request_fails_closed_while_the_replay_store_is_down,
 );
+
+/// Each operation of the served document that needs a token names, in its security
+/// requirement, the scope its check asks for (a partner's token is refused with 403, whose
+/// challenge names the scope wanted), under an OAuth 2.0 scheme whose token URL is this
+/// issuer's token endpoint; the others need none.
+#[tokio::test]
+async fn every_operation_names_the_scope_it_enforces_in_the_document() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let partner = app
+        .auth
+        .token(&app.client_id, &app.client_secret, INTAKE)
+        .await;
+    let served = Served::fetch(&app.http, &app.auth.base_url()).await;
+    let mut secured = 0;
+    for operation in &served.operations {
+        if operation.spec.get("security").is_none() {
+            continue;
+        }
+        let refused = app
+            .http
+            .request(operation.method.clone(), app.url(&operation.path))
+            .header("authorization", format!("Bearer {partner}"))
+            .send()
+            .await
+            .expect("answered");
+        let flow = served.assert_names_enforced_scope(operation, &refused, "resourceServerToken");
+        assert_eq!(
+            flow["tokenUrl"],
+            format!("{}/oauth/token", app.auth.config.issuer()),
+        );
+        secured += 1;
+    }
+    assert_eq!(secured, 1, "only /revocations needs a token");
+}

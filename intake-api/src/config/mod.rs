@@ -50,6 +50,8 @@ see `intake-api COMMAND --help`.";
     const MIGRATE_VARIABLE: &'static str = "INTAKE_MIGRATE";
     const ACTOR_VARIABLE: &'static str = "INTAKE_ACTOR";
     const KEK_VARIABLE: &'static str = KEK_VARIABLE;
+    const SECRET_ARGUMENTS: &'static [&'static str] =
+        &["key_encryption_key", "revocations_client_secret"];
     const KEK_HELP: &'static str =
         "Base64 of the 32 bytes webhook signing secrets are sealed with at rest: the servers'";
 }
@@ -91,8 +93,14 @@ pub struct Config {
     #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_ID")]
     pub revocations_client_id: Option<String>,
     /// That client's secret, when it authenticates with one. Required by `serve` unless
-    /// INTAKE_REVOCATIONS_CLIENT_KEY_FILE is set instead.
-    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_SECRET", hide_env_values = true)]
+    /// INTAKE_REVOCATIONS_CLIENT_KEY_FILE is set instead. From the environment only (a
+    /// flag is refused: `ps` would show it).
+    #[arg(
+        long,
+        env = "INTAKE_REVOCATIONS_CLIENT_SECRET",
+        hide = true,
+        hide_env_values = true
+    )]
     pub revocations_client_secret: Option<Secret<String>>,
     /// Instead of a secret: a PEM file (PKCS#8) of the private key that client signs its
     /// client assertions with (private_key_jwt; register its public key with
@@ -158,8 +166,14 @@ pub struct Config {
     /// Base64 of 32 random bytes (`openssl rand -base64 32`), the same for every replica:
     /// the answers kept for `Idempotency-Key`s and the webhook signing secrets are sealed,
     /// and keyed requests digested, with keys derived from it. Required by `serve`,
-    /// `webhook set` and `webhook rotate-secret`.
-    #[arg(long, env = "INTAKE_KEY_ENCRYPTION_KEY", hide_env_values = true)]
+    /// `webhook set` and `webhook rotate-secret`. From the environment only: as a flag
+    /// `ps` would show it to every user (refused).
+    #[arg(
+        long,
+        env = "INTAKE_KEY_ENCRYPTION_KEY",
+        hide = true,
+        hide_env_values = true
+    )]
     pub key_encryption_key: Option<Secret<String>>,
     /// Redis URL for limits shared between replicas; in-process limits without it.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]

@@ -38,6 +38,9 @@ pub struct Model {
     /// Who made the last change ([`crate::webhooks::store::ChangedBy`]); null for changes
     /// made before this was kept.
     pub changed_by: Option<String>,
+    /// How many times its events were asked to be sent again (redeliver, recover); null
+    /// before the first. Replicas compare it between looks to end an endpoint's wait.
+    pub resend_requests: Option<i64>,
 }
 
 /// Relations of `webhook_endpoints`.

@@ -389,13 +389,16 @@ fn proof_problem(reason: &str) -> &'static str {
         "proof_missing" => "Send one DPoP proof header with the request",
         "proof_multiple" => "Send exactly one DPoP proof header",
         "proof_replayed" => "The DPoP proof was used before: make a new one for each request",
+        "proof_predates_replay_store" => {
+            "The DPoP proof was made before the server's record of used proofs begins: make a new one"
+        }
         "proof_htm" | "proof_htu" => "The DPoP proof is for another method or URL",
         "proof_iat" => "The DPoP proof is too old or from the future",
         "proof_ath" => "The DPoP proof does not carry this access token's hash (ath)",
         "proof_alg" | "proof_typ" | "proof_crit" => "The DPoP proof header is not acceptable",
         "proof_jwk" | "proof_private_key" => "The DPoP proof must carry one public key (jwk)",
         "proof_signature" => "The DPoP proof signature does not verify",
-        "proof_jti" => "The DPoP proof needs a jti",
+        "proof_jti" => "The DPoP proof needs a jti of 1 to 255 bytes with no control characters",
         _ => "The DPoP proof is malformed",
     }
 }

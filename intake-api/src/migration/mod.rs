@@ -18,6 +18,7 @@ mod m20261208_000001_webhook_endpoints;
 mod m20261208_000002_webhook_failing_since;
 mod m20261209_000001_webhook_attempts;
 mod m20261209_000002_webhook_endpoint_throttle;
+mod m20261210_000001_webhook_resend_requests;
 
 /// Every migration of the intake database, oldest first.
 pub struct Migrator;
@@ -44,6 +45,7 @@ impl MigratorTrait for Migrator {
             Box::new(m20261208_000002_webhook_failing_since::Migration),
             Box::new(m20261209_000001_webhook_attempts::Migration),
             Box::new(m20261209_000002_webhook_endpoint_throttle::Migration),
+            Box::new(m20261210_000001_webhook_resend_requests::Migration),
         ];
         #[cfg(feature = "upgrade-rehearsal")]
         migrations.push(Box::new(service_kit::db::RehearsalMigration("cases")));

@@ -14,8 +14,9 @@ use crate::error::IntakeError;
 pub const MAX_BODY_BYTES: usize = 64 * 1024;
 
 /// A JSON body documented as `T` but read as raw JSON, so that every problem is
-/// reported by the domain parser rather than the first one by the framework.
-pub struct LenientJson<T> {
+/// reported by the domain parser rather than the first one by the framework. `REQUIRED`
+/// false makes the body optional ([`OptionalJson`]).
+pub struct LenientJson<T, const REQUIRED: bool = true> {
     /// The body as sent.
     pub raw: String,
     /// The parsed JSON.
@@ -23,7 +24,12 @@ pub struct LenientJson<T> {
     _doc: PhantomData<T>,
 }
 
-impl<T> LenientJson<T> {
+/// A [`LenientJson`] body that may be left out: no body at all reads as `{}`, so an
+/// operation whose fields are all optional takes a request without one, as its document
+/// says.
+pub type OptionalJson<T> = LenientJson<T, false>;
+
+impl<T, const REQUIRED: bool> LenientJson<T, REQUIRED> {
     async fn read(body: &mut RequestBody) -> Result<Self, IntakeError> {
         let bytes = match body.take() {
             Ok(b) => b
@@ -36,7 +42,11 @@ impl<T> LenientJson<T> {
             Err(_) => Default::default(),
         };
         let raw = String::from_utf8(bytes.to_vec()).map_err(|_| IntakeError::NotJson)?;
-        let value = serde_json::from_str(&raw).map_err(|_| IntakeError::NotJson)?;
+        let value = if raw.is_empty() && !REQUIRED {
+            serde_json::Value::Object(serde_json::Map::new())
+        } else {
+            serde_json::from_str(&raw).map_err(|_| IntakeError::NotJson)?
+        };
         Ok(Self {
             raw,
             value,
@@ -45,7 +55,7 @@ impl<T> LenientJson<T> {
     }
 }
 
-impl<'a, T: Type> ApiExtractor<'a> for LenientJson<T> {
+impl<'a, T: Type, const REQUIRED: bool> ApiExtractor<'a> for LenientJson<T, REQUIRED> {
     const TYPES: &'static [ApiExtractorType] = &[ApiExtractorType::RequestObject];
     type ParamType = ();
     type ParamRawType = ();
@@ -61,7 +71,7 @@ impl<'a, T: Type> ApiExtractor<'a> for LenientJson<T> {
                 content_type: "application/json",
                 schema: T::schema_ref(),
             }],
-            required: true,
+            required: REQUIRED,
         })
     }
 

@@ -36,12 +36,7 @@ const BIRTH_DATE_PATTERN: &str =
 /// Refines the derived document for a deployment with `brands` and its token endpoint at
 /// `token_url`.
 pub fn refine(doc: &mut Value, brands: &[&str], token_url: &str) {
-    if let Some(flow) = doc.pointer_mut(&format!(
-        "/components/securitySchemes/{SECURITY_SCHEME}/flows/clientCredentials"
-    )) && let Some(flow) = flow.as_object_mut()
-    {
-        flow.insert("tokenUrl".into(), json!(token_url));
-    }
+    service_kit::openapi::set_token_url(doc, SECURITY_SCHEME, token_url);
     if let Some(schemas) = doc
         .pointer_mut("/components/schemas")
         .and_then(Value::as_object_mut)

@@ -157,7 +157,7 @@ impl IntakeApi {
     )]
     async fn intake(
         &self,
-        partner: Partner,
+        #[oai(scope = "Partner::SCOPE")] partner: Partner,
         /// Makes a retry safe: a request repeated with the same key and body within 24 hours
         /// gets the first answer again (with `Idempotent-Replayed: true`) and changes
         /// nothing. Up to 255 characters; a fresh UUID per enquiry is a good key.
@@ -227,7 +227,7 @@ impl IntakeApi {
     )]
     async fn attach(
         &self,
-        partner: Partner,
+        #[oai(scope = "Partner::SCOPE")] partner: Partner,
         /// Makes a retry safe: a request repeated with the same key and body within 24 hours
         /// gets the first answer, the same link, again (with `Idempotent-Replayed: true`)
         /// and changes nothing. Up to 255 characters.
@@ -266,7 +266,7 @@ impl IntakeApi {
     )]
     async fn case_status(
         &self,
-        partner: Partner,
+        #[oai(scope = "Partner::SCOPE")] partner: Partner,
         /// The case reference a submission answered with.
         reference: Path<String>,
     ) -> Result<CaseStatusResponse, IntakeError> {

@@ -5,13 +5,12 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use poem::{Endpoint, Middleware, Request, RequestBody};
-use poem_openapi::registry::{
-    MetaOAuthFlow, MetaOAuthFlows, MetaOAuthScope, MetaSecurityScheme, Registry,
-};
-use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions};
+use poem_openapi::registry::{MetaOAuthScope, Registry};
+use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, OAuthScopes};
 use service_kit::dpop_nonce::Unspent;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
+use shared::dpop::VerifiedProof;
 use shared::profile::Profile;
 
 use crate::auth::AuthError;
@@ -22,13 +21,19 @@ use crate::state::AppState;
 /// Name of the security scheme in the OpenAPI document.
 pub const SECURITY_SCHEME: &str = "partnerOAuth";
 
-/// The token URL as registered in the document; each service puts its own issuer's URL in
-/// its place when it builds its documents ([`super::contract::refine`]).
-pub const TOKEN_URL_PLACEHOLDER: &str = "https://token-url.invalid/oauth/token";
-
 /// The outcome of checking a request's bearer token, left in the request for what runs after.
 #[derive(Clone)]
 pub struct Authentication(pub Result<Arc<AccessTokenClaims>, AuthError>);
+
+/// The DPoP proof of a request whose token and proof checked out, not yet recorded as used:
+/// it is spent by the operation's [`Caller`], once the request is past the partner's rate
+/// limit and the scope check, so that a request refused there writes nothing to the replay
+/// store (and the proof may be sent again while it is fresh).
+#[derive(Clone)]
+struct UnspentProof {
+    proof: VerifiedProof,
+    state: Arc<AppState>,
+}
 
 /// Middleware: verifies the request's bearer token once, before rate limiting and the
 /// operation, which read the outcome from the request's [`Authentication`].
@@ -70,7 +75,14 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
             .map(|v| v.as_bytes());
         let outcome = match crate::auth::dpop_token(header) {
             None => self.state.verifier.authenticate(header).await,
-            Some(token) => Box::pin(dpop(&self.state, &req, token)).await,
+            Some(token) => match Box::pin(dpop(&self.state, &req, token)).await {
+                Ok((claims, proof)) => {
+                    let state = self.state.clone();
+                    req.extensions_mut().insert(UnspentProof { proof, state });
+                    Ok(claims)
+                }
+                Err(e) => Err(e),
+            },
         };
         if let Ok(claims) = &outcome {
             record_client_id(&claims.client_id);
@@ -80,31 +92,37 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
     }
 }
 
-/// Checks a request made under the `DPoP` scheme: its token, its one proof, and that the
-/// proof was not used before at any replica (and, with server nonces on, that it carries
-/// a current one); when that cannot be told, the request is refused for now (503), never
-/// let through.
+/// Checks a request made under the `DPoP` scheme: its token and its one proof, which is
+/// not spent here (see [`UnspentProof`]).
 async fn dpop(
     state: &AppState,
     req: &Request,
     token: Result<&str, AuthError>,
-) -> Result<Arc<AccessTokenClaims>, AuthError> {
+) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), AuthError> {
     let token = token?;
     let proof = shared::dpop::single_proof(req.headers().get_all("dpop"))
         .map_err(AuthError::InvalidProof)?
         .ok_or(AuthError::InvalidProof("proof_missing"))?;
     let url = called_url(state, req);
-    let (claims, proof) = state
+    state
         .verifier
         .authenticate_dpop(token, proof, req.method().as_str(), &url)
-        .await?;
+        .await
+}
+
+/// Takes a request's proof: with server nonces on, only if it carries a current one; and
+/// only if it was not used before at any replica. When that cannot be told, the request is
+/// refused for now (503), never let through.
+async fn spend(state: &AppState, proof: &VerifiedProof) -> Result<(), AuthError> {
     let nonces = state.dpop_nonces.as_deref();
     let now = chrono::Utc::now().timestamp();
-    match service_kit::dpop_nonce::spend(&state.replay, nonces, &proof, now).await {
-        Ok(()) => Ok(claims),
+    match service_kit::dpop_nonce::spend(&state.replay, nonces, proof, now).await {
+        Ok(()) => Ok(()),
         Err(Unspent::UseNonce) => Err(AuthError::UseDpopNonce),
         Err(why @ Unspent::Unavailable) => Err(AuthError::Unvetted(why.reason())),
-        Err(why @ Unspent::Replayed) => Err(AuthError::InvalidProof(why.reason())),
+        Err(why @ (Unspent::Replayed | Unspent::Forgotten)) => {
+            Err(AuthError::InvalidProof(why.reason()))
+        }
     }
 }
 
@@ -131,6 +149,9 @@ pub trait RequiredScope: Send + Sync + 'static {
     /// The scope's name.
     const SCOPE: &'static str;
 
+    /// What the scope lets a client do, as the document's security scheme lists it.
+    const DESCRIPTION: &'static str;
+
     /// Why a token holding the scope may still not call the operation (a reason for logs
     /// and metrics), if it may not.
     fn refuses(_claims: &AccessTokenClaims) -> Option<&'static str> {
@@ -143,6 +164,7 @@ pub struct CaseIntake;
 
 impl RequiredScope for CaseIntake {
     const SCOPE: &'static str = scopes::CASE_INTAKE_CREATE;
+    const DESCRIPTION: &'static str = "Creating cases through the enquiry intake method";
 }
 
 /// Partners' referrals: `enquiry:referral:create`.
@@ -150,6 +172,7 @@ pub struct ReferralCreate;
 
 impl RequiredScope for ReferralCreate {
     const SCOPE: &'static str = scopes::REFERRAL_CREATE;
+    const DESCRIPTION: &'static str = "Creating case referral data";
 }
 
 /// Partners' webhook operations: `webhooks:manage`.
@@ -157,6 +180,8 @@ pub struct WebhooksManage;
 
 impl RequiredScope for WebhooksManage {
     const SCOPE: &'static str = scopes::WEBHOOKS_MANAGE;
+    const DESCRIPTION: &'static str =
+        "Managing the partner's webhook endpoints and reading the event catalogue";
 }
 
 /// The customer portal's operation: `portal:redirect:redeem`.
@@ -164,6 +189,8 @@ pub struct RedirectRedeem;
 
 impl RequiredScope for RedirectRedeem {
     const SCOPE: &'static str = scopes::PORTAL_REDIRECT_REDEEM;
+    const DESCRIPTION: &'static str =
+        "Redeeming a customer's redirect link (brands' customer portals)";
 
     /// A portal redeems only the links of the brands its token names, so one naming none (a
     /// client registered by 0.1.0, not bound since) redeems nothing: refused as lacking the
@@ -185,6 +212,29 @@ pub struct Caller<S> {
     /// The token's claims.
     pub claims: Arc<AccessTokenClaims>,
     _scope: PhantomData<S>,
+}
+
+/// `S::SCOPE` as the document's security requirement names it: an operation declares its
+/// caller as `#[oai(scope = "Partner::SCOPE")] partner: Partner`, so the requirement says
+/// which scope the caller's check asks for.
+pub struct Scope<S>(PhantomData<S>);
+
+impl<S: RequiredScope> OAuthScopes for Scope<S> {
+    fn meta() -> Vec<MetaOAuthScope> {
+        vec![MetaOAuthScope {
+            name: S::SCOPE,
+            description: Some(S::DESCRIPTION),
+        }]
+    }
+
+    fn name(&self) -> &'static str {
+        S::SCOPE
+    }
+}
+
+impl<S: RequiredScope> Caller<S> {
+    /// The scope the caller's token must carry, for the operation's `#[oai(scope)]`.
+    pub const SCOPE: Scope<S> = Scope(PhantomData);
 }
 
 /// A partner: its token carries `enquiry:case:intake:create`.
@@ -219,14 +269,15 @@ impl Portal {
     }
 }
 
-/// The caller behind `req` with a token for `S`, or why there is none.
-fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
+/// The caller behind `req` with a token for `S`, or why there is none. A DPoP proof is
+/// spent here, last: the cheap refusals before it (the rate limit, the scope) leave it unused.
+async fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
     let outcome = req
         .extensions()
         .get::<Authentication>()
         .map(|a| a.0.clone())
         .unwrap_or(Err(AuthError::Missing));
-    let claims = outcome
+    let mut claims = outcome
         .map_err(|e| {
             let reason = e.reason();
             (e, reason)
@@ -242,6 +293,13 @@ fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeError> {
                 Some(reason) => Err((AuthError::InsufficientScope(S::SCOPE), reason)),
             }
         });
+    if claims.is_ok()
+        && let Some(UnspentProof { proof, state }) = req.extensions().get::<UnspentProof>()
+        && let Err(e) = spend(state, proof).await
+    {
+        let reason = e.reason();
+        claims = Err((e, reason));
+    }
     claims
         .map(|claims| Caller {
             claims,
@@ -271,49 +329,18 @@ impl<'a, S: RequiredScope> ApiExtractor<'a> for Caller<S> {
     fn register(registry: &mut Registry) {
         registry.create_security_scheme(
             SECURITY_SCHEME,
-            MetaSecurityScheme {
-                ty: "oauth2",
-                description: Some(
-                    "OAuth 2.0 client credentials: an RS256 JWT access token from the auth-server, sent as `Authorization: Bearer <token>`; a DPoP-bound token (RFC 9449) as `Authorization: DPoP <token>` with a new `DPoP` proof header for every request.",
-                ),
-                name: None,
-                key_in: None,
-                scheme: None,
-                bearer_format: None,
-                flows: Some(MetaOAuthFlows {
-                    implicit: None,
-                    password: None,
-                    client_credentials: Some(MetaOAuthFlow {
-                        authorization_url: None,
-                        token_url: Some(TOKEN_URL_PLACEHOLDER),
-                        refresh_url: None,
-                        scopes: vec![
-                            MetaOAuthScope {
-                                name: scopes::CASE_INTAKE_CREATE,
-                                description: Some("Creating cases through the enquiry intake method"),
-                            },
-                            MetaOAuthScope {
-                                name: scopes::REFERRAL_CREATE,
-                                description: Some("Creating case referral data"),
-                            },
-                            MetaOAuthScope {
-                                name: scopes::PORTAL_REDIRECT_REDEEM,
-                                description: Some(
-                                    "Redeeming a customer's redirect link (brands' customer portals)",
-                                ),
-                            },
-                            MetaOAuthScope {
-                                name: scopes::WEBHOOKS_MANAGE,
-                                description: Some(
-                                    "Managing the partner's webhook endpoints and reading the event catalogue",
-                                ),
-                            },
-                        ],
-                    }),
-                    authorization_code: None,
-                }),
-                openid_connect_url: None,
-            },
+            service_kit::openapi::client_credentials_scheme(
+                "OAuth 2.0 client credentials: an RS256 JWT access token from the auth-server, sent as `Authorization: Bearer <token>`; a DPoP-bound token (RFC 9449) as `Authorization: DPoP <token>` with a new `DPoP` proof header for every request.",
+                [
+                    Scope::<CaseIntake>::meta(),
+                    Scope::<ReferralCreate>::meta(),
+                    Scope::<RedirectRedeem>::meta(),
+                    Scope::<WebhooksManage>::meta(),
+                ]
+                .into_iter()
+                .flatten()
+                .collect(),
+            ),
         );
     }
 
@@ -326,6 +353,6 @@ impl<'a, S: RequiredScope> ApiExtractor<'a> for Caller<S> {
         _body: &mut RequestBody,
         _opts: ExtractParamOptions<Self::ParamType>,
     ) -> poem::Result<Self> {
-        Ok(caller(request)?)
+        Ok(caller(request).await?)
     }
 }

@@ -90,7 +90,7 @@ impl PortalApi {
     )]
     async fn redeem(
         &self,
-        portal: Portal,
+        #[oai(scope = "Portal::SCOPE")] portal: Portal,
         body: LenientJson<RedeemRequest>,
     ) -> Result<RedeemResponse, IntakeError> {
         let token = parse_redeem(&body.value)?;

@@ -109,7 +109,7 @@ impl ReferralApi {
     )]
     async fn refer(
         &self,
-        partner: Referrer,
+        #[oai(scope = "Referrer::SCOPE")] partner: Referrer,
         /// Makes a retry safe: a request repeated with the same key and body within 24 hours
         /// gets the first answer, the same link, again (with `Idempotent-Replayed: true`)
         /// and changes nothing. Up to 255 characters.

@@ -20,7 +20,7 @@ use shared::intake::webhook_endpoints::{
 };
 use shared::intake::webhooks::{EventType, EventTypeList};
 
-use super::body::LenientJson;
+use super::body::{LenientJson, OptionalJson};
 use super::partner::WebhookManager;
 use crate::domain::{
     EndpointRequest, HistoryParams, ValidationErrors, parse_endpoint_change, parse_history_filter,
@@ -31,9 +31,10 @@ use crate::state::AppState;
 use crate::webhooks::delivery::send_test;
 use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
-    AttemptView, ChangedBy, Created, DeliveryView, EndpointChange, EndpointView, HistoryCursor,
-    HistoryQuery, NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
+    AttemptView, ChangedBy, Created, DeliveryView, EndpointChange, EndpointView, HistoryQuery,
+    NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
 };
+use crate::webhooks::target::endpoint_url;
 
 #[derive(Tags)]
 enum ApiTags {
@@ -159,7 +160,7 @@ impl WebhooksApi {
     )]
     async fn event_types(
         &self,
-        _manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] _manager: WebhookManager,
     ) -> Result<EventTypesResponse, IntakeError> {
         Ok(EventTypesResponse::Ok(Json(EventTypeList::catalogue())))
     }
@@ -178,7 +179,7 @@ impl WebhooksApi {
     )]
     async fn create(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         body: LenientJson<NewWebhookEndpoint>,
     ) -> Result<WithSecretResponse, IntakeError> {
         let request = parse_new_endpoint(&body.value)?;
@@ -219,7 +220,10 @@ impl WebhooksApi {
         operation_id = "listWebhookEndpoints",
         tag = "ApiTags::Webhooks"
     )]
-    async fn list(&self, manager: WebhookManager) -> Result<EndpointListResponse, IntakeError> {
+    async fn list(
+        &self,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
+    ) -> Result<EndpointListResponse, IntakeError> {
         let endpoints = self
             .state
             .cases
@@ -242,7 +246,7 @@ impl WebhooksApi {
     )]
     async fn read(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
     ) -> Result<EndpointResponse, IntakeError> {
@@ -259,7 +263,8 @@ impl WebhooksApi {
     /// Change a webhook endpoint.
     ///
     /// Its `url`, its `event_types` (null for every type), or whether it is `enabled`:
-    /// what the body leaves out stays as it is. Events are not queued for a disabled
+    /// what the body leaves out stays as it is. Once a new `url` or a disable is answered,
+    /// nothing more is sent by the endpoint as it was. Events are not queued for a disabled
     /// endpoint; enabling it again (after a `410 Gone` too) sends the ones still waiting.
     /// Needs `webhooks:manage`.
     #[oai(
@@ -270,7 +275,7 @@ impl WebhooksApi {
     )]
     async fn update(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
         body: LenientJson<WebhookEndpointChange>,
@@ -311,7 +316,7 @@ impl WebhooksApi {
     )]
     async fn delete(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
     ) -> Result<RemovedResponse, IntakeError> {
@@ -341,7 +346,7 @@ impl WebhooksApi {
     )]
     async fn rotate_secret(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
         body: LenientJson<SecretRotation>,
@@ -387,10 +392,11 @@ impl WebhooksApi {
     )]
     async fn test(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
-        body: LenientJson<WebhookTestRequest>,
+        /// Optional: a request without a body sends `case.created`'s example, as `{}` does.
+        body: OptionalJson<WebhookTestRequest>,
     ) -> Result<TestedResponse, IntakeError> {
         let id = endpoint_id_of(&endpoint_id)?;
         let event_type = parse_test_event(&body.value)?;
@@ -437,7 +443,7 @@ impl WebhooksApi {
     #[allow(clippy::too_many_arguments)]
     async fn deliveries(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// Only this endpoint's (`ep_` and 32 hex digits).
         endpoint_id: Query<Option<String>>,
         /// Only those that stand so: `pending`, `failing`, `delivered` or `failed`.
@@ -451,7 +457,8 @@ impl WebhooksApi {
         until: Query<Option<String>>,
         /// How many at most: 1 to 100, 20 when left out.
         limit: Query<Option<String>>,
-        /// The `next_cursor` of the page before, to go on from it.
+        /// The `next_cursor` of the page before, to go on from it: good only for the
+        /// partner it was given to.
         cursor: Query<Option<String>>,
     ) -> Result<DeliveryListResponse, IntakeError> {
         let mut errors = ValidationErrors::default();
@@ -476,8 +483,9 @@ impl WebhooksApi {
             }
             id
         });
+        let cursors = &self.state.history_cursors;
         let after = cursor.as_deref().and_then(|text| {
-            let cursor = HistoryCursor::decode(text);
+            let cursor = cursors.decode(manager.client_id(), text);
             if cursor.is_none() {
                 errors.add(
                     "cursor",
@@ -502,7 +510,7 @@ impl WebhooksApi {
         let (views, next) = self.state.cases.history(query).await?;
         Ok(DeliveryListResponse::Ok(Json(WebhookDeliveryList {
             data: views.into_iter().filter_map(delivery_wire).collect(),
-            next_cursor: next.map(HistoryCursor::encode),
+            next_cursor: next.map(|next| cursors.encode(manager.client_id(), next)),
         })))
     }
 
@@ -519,7 +527,7 @@ impl WebhooksApi {
     )]
     async fn delivery(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
         /// The event's id, its `webhook-id` (`msg_` and 32 hex digits).
@@ -554,7 +562,7 @@ impl WebhooksApi {
     )]
     async fn redeliver(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
         /// The event's id, its `webhook-id` (`msg_` and 32 hex digits).
@@ -599,7 +607,7 @@ impl WebhooksApi {
     )]
     async fn recover(
         &self,
-        manager: WebhookManager,
+        #[oai(scope = "WebhookManager::SCOPE")] manager: WebhookManager,
         /// The endpoint's id (`ep_` and 32 hex digits).
         endpoint_id: Path<String>,
         body: LenientJson<RecoverRequest>,
@@ -634,13 +642,16 @@ impl WebhooksApi {
         let Some(url) = url else {
             return Ok(None);
         };
-        match service_kit::outbound::check_target(url, self.state.config.webhook_reach()).await {
+        match endpoint_url(url, self.state.config.webhook_reach()).await {
             Ok(checked) => Ok(Some(checked.to_string())),
-            Err(e) => {
+            Err(refused) => {
                 let mut errors = ValidationErrors::default();
                 errors.add(
                     "url",
-                    format!("The url field is not one events may go to: {e}."),
+                    format!(
+                        "The url field is not one events may go to: {}.",
+                        refused.for_partner()
+                    ),
                 );
                 Err(errors.into())
             }

@@ -16,6 +16,7 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::CHECKED_WITHIN;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::domain::{Email, hash_token};
 use crate::entity::{
@@ -37,6 +38,40 @@ pub const PURGED_EVENT: &str = "submissions_purged";
 /// not hold one long transaction.
 pub const PURGE_BATCH: u64 = 1000;
 
+/// Drops the events about case `case` not yet sent, with their tries: nothing more about
+/// an erased customer goes out. How many were dropped. Run before its submissions go: they
+/// name the partners its events are for, which the pending events' index starts with.
+async fn drop_unsent_events(txn: &DatabaseTransaction, case: Uuid) -> Result<u64, StoreError> {
+    let partners = || {
+        submission::Entity::find()
+            .select_only()
+            .column(submission::Column::ClientId)
+            .filter(submission::Column::CaseId.eq(case))
+            .into_query()
+    };
+    let unsent = || {
+        webhook_delivery::Column::ClientId
+            .in_subquery(partners())
+            .and(webhook_delivery::Column::CaseId.eq(case))
+            .and(webhook_delivery::Column::DeliveredAt.is_null())
+            .and(webhook_delivery::Column::FailedAt.is_null())
+    };
+    let unsent_ids = webhook_delivery::Entity::find()
+        .select_only()
+        .column(webhook_delivery::Column::Id)
+        .filter(unsent())
+        .into_query();
+    webhook_attempt::Entity::delete_many()
+        .filter(webhook_attempt::Column::DeliveryId.in_subquery(unsent_ids))
+        .exec(txn)
+        .await?;
+    Ok(webhook_delivery::Entity::delete_many()
+        .filter(unsent())
+        .exec(txn)
+        .await?
+        .rows_affected)
+}
+
 /// A case an erasure emptied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ErasedCase {
@@ -56,7 +91,7 @@ impl CaseStore {
         brand: Option<&str>,
         requested_by: &str,
     ) -> Result<Vec<ErasedCase>, StoreError> {
-        bounded(async {
+        let (erased, unsent) = bounded(async {
             let txn = self.begin_write().await?;
             let mut found = case::Entity::find().filter(case::Column::Email.eq(email.as_str()));
             if let Some(brand) = brand {
@@ -64,6 +99,7 @@ impl CaseStore {
             }
             let cases = found.all(&txn).await?;
             let now = Utc::now();
+            let mut unsent = 0;
             for erased in &cases {
                 case::Entity::update_many()
                     .col_expr(
@@ -77,6 +113,7 @@ impl CaseStore {
                     .filter(case::Column::Id.eq(erased.id))
                     .exec(&txn)
                     .await?;
+                unsent += drop_unsent_events(&txn, erased.id).await?;
                 submission::Entity::delete_many()
                     .filter(submission::Column::CaseId.eq(erased.id))
                     .exec(&txn)
@@ -88,15 +125,21 @@ impl CaseStore {
             }
             Box::pin(forget_answers(&txn, &cases)).await?;
             txn.commit().await?;
-            Ok(cases
+            let erased = cases
                 .into_iter()
                 .map(|c| ErasedCase {
                     reference: c.reference,
                     brand: c.brand,
                 })
-                .collect())
+                .collect();
+            Ok((erased, unsent))
         })
-        .await
+        .await?;
+        if unsent > 0 {
+            // Some may be out on a claim at a replica that has not checked since.
+            tokio::time::sleep(CHECKED_WITHIN).await;
+        }
+        Ok(erased)
     }
 
     /// Empties the payloads (the bodies as sent) of up to [`PURGE_BATCH`] submissions

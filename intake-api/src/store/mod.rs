@@ -29,8 +29,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use sea_orm::{
-    ActiveValue::Set, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr, RuntimeErr,
-    SqliteTransactionMode, TransactionOptions, TransactionTrait,
+    AccessMode, ActiveValue::Set, DatabaseBackend, DatabaseConnection, DatabaseTransaction, DbErr,
+    IsolationLevel, RuntimeErr, SqliteTransactionMode, TransactionOptions, TransactionTrait,
 };
 use tokio::sync::{Notify, Semaphore, SemaphorePermit};
 use uuid::Uuid;
@@ -52,6 +52,13 @@ pub use view::{CaseSummary, CaseView, EventView};
 pub(crate) use webhook_secrets::SEALED_SECRET_PREFIX;
 pub use webhook_secrets::{SecretSeal, is_sealed};
 pub use write_queue::WriteQueue;
+
+/// The longest a replica goes between checking an endpoint (and that its claimed events
+/// are still to be sent) and handing one of them to the network. A change that stops
+/// sends (disable, delete, a new URL or secret, an erasure) waits this long after it is
+/// written before it is acknowledged, when the endpoint has events to send: from then on,
+/// no replica sends by what it knew before the change.
+pub const CHECKED_WITHIN: std::time::Duration = std::time::Duration::from_millis(500);
 
 use crate::entity::{case_event, submission};
 use crate::sandbox::World;
@@ -306,6 +313,20 @@ impl CaseStore {
         self.db
             .begin_with_options(TransactionOptions {
                 sqlite_transaction_mode: Some(SqliteTransactionMode::Immediate),
+                ..Default::default()
+            })
+            .await
+    }
+
+    /// A read-only transaction whose reads all see the database at one moment, so an answer
+    /// put together from several reads never misses a row that moved between them (on
+    /// SQLite, a read transaction in WAL mode keeps the snapshot of its first read).
+    pub(crate) async fn begin_snapshot(&self) -> Result<DatabaseTransaction, DbErr> {
+        let postgres = self.db.get_database_backend() == DatabaseBackend::Postgres;
+        self.db
+            .begin_with_options(TransactionOptions {
+                isolation_level: postgres.then_some(IsolationLevel::RepeatableRead),
+                access_mode: postgres.then_some(AccessMode::ReadOnly),
                 ..Default::default()
             })
             .await

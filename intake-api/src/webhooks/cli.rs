@@ -68,7 +68,7 @@ pub(crate) async fn webhook_report(
             url,
             show_secret,
         } => {
-            let url = service_kit::outbound::check_target(&url, settings.webhook_reach()).await?;
+            let url = super::target::endpoint_url(&url, settings.webhook_reach()).await?;
             let seal = settings.webhook_seal()?;
             let secret = super::signing::new_secret()?;
             let offered = (terminal || show_secret).then_some(secret.as_str());
@@ -226,7 +226,10 @@ pub enum WebhookCommand {
     /// new one). A partner with several endpoints manages them through the API.
     #[command(
         args = webhook_target(),
-        after_help = "Examples:
+        after_help = "Needs the servers' INTAKE_KEY_ENCRYPTION_KEY in the environment, which seals the
+secret (never as a flag: `ps` shows flags).
+
+Examples:
   intake-api webhook set CLIENT_ID https://partner.example/hooks
   intake-api webhook set CLIENT_ID https://partner.example/hooks --show-secret | jq -r .secret"
     )]
@@ -287,7 +290,10 @@ pub enum WebhookCommand {
     /// grace period, so the partner can switch without missing a delivery.
     #[command(
         args = webhook_secret(),
-        after_help = "Examples:
+        after_help = "Needs the servers' INTAKE_KEY_ENCRYPTION_KEY in the environment, which seals the
+secret (never as a flag: `ps` shows flags).
+
+Examples:
   intake-api webhook rotate-secret CLIENT_ID                    # both secrets sign for a day
   intake-api webhook rotate-secret CLIENT_ID --grace-secs 3600
   intake-api webhook rotate-secret CLIENT_ID --show-secret | jq -r .secret"

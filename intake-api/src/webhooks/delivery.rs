@@ -2,7 +2,7 @@
 //! while the next ones are claimed and the last ones' outcomes recorded, retried with
 //! back-off.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
@@ -18,7 +18,7 @@ use service_kit::outbound::{TargetError, refused_literal};
 use service_kit::ratelimit::{Decision, Limit};
 
 use super::signing::{Signer, message_id, payload};
-use super::store::{ChangedBy, DueDelivery, EndpointDue, Tried, TryOutcome};
+use super::store::{CHECKED_WITHIN, ChangedBy, DueDelivery, EndpointDue, Tried, TryOutcome};
 use crate::entity::webhook_endpoint;
 use crate::sandbox::WEBHOOK_FAILURES;
 use crate::state::AppState;
@@ -88,6 +88,9 @@ struct Known {
     resume_at: Option<Instant>,
     /// Under a rate limit, when the next send may go (a round's pace holds into the next).
     next_send: Option<tokio::time::Instant>,
+    /// The endpoint's count of requests to send again, as last seen: when it changes, a
+    /// partner or an operator asked for events to go at once, and `resume_at` is dropped.
+    resends_seen: Option<i64>,
 }
 
 /// Every endpoint this replica has sent to.
@@ -132,8 +135,16 @@ pub async fn run(state: Arc<AppState>) {
         match state.cases.webhook_endpoints_due().await {
             Ok(found) => {
                 active = !found.is_empty();
-                for EndpointDue { id, client_id, due } in found {
-                    if due {
+                for EndpointDue {
+                    id,
+                    client_id,
+                    due,
+                    resend_requests,
+                } in found
+                {
+                    resent(&endpoints, id, resend_requests);
+                    // A disabled partner's events wait; it gets them if enabled again.
+                    if due && !client_disabled(&state, &client_id) {
                         let endpoint = Endpoint {
                             id,
                             client_id: client_id.into(),
@@ -161,6 +172,26 @@ pub async fn run(state: Arc<AppState>) {
             }
         }
     }
+}
+
+/// Notes endpoint `id`'s count of requests to send again: once it moves, the wait this
+/// replica keeps after the endpoint's failures ends, so what was asked goes at once.
+fn resent(endpoints: &Endpoints, id: Uuid, count: i64) {
+    let mut known = known(endpoints);
+    let this = known.entry(id).or_default();
+    if this.resends_seen.is_some_and(|seen| seen != count) {
+        this.resume_at = None;
+    }
+    this.resends_seen = Some(count);
+}
+
+/// Whether `client_id` was disabled at the auth-server, as this replica last heard: its
+/// endpoints are sent nothing.
+fn client_disabled(state: &AppState, client_id: &str) -> bool {
+    state
+        .verifier
+        .revocations()
+        .is_some_and(|revoked| revoked.contains(client_id))
 }
 
 /// Starts a round for `endpoint`, unless one runs (it is asked to look again when done)
@@ -231,6 +262,8 @@ async fn serve(
                     continue;
                 }
             }
+            // What was left goes by the endpoint as it is now, if it still takes events.
+            Round::Changed => continue,
             Round::Idle => {}
         }
         if std::mem::take(&mut this.again) {
@@ -280,6 +313,10 @@ enum Round {
         /// How long the endpoint asked to be left alone.
         asked: Duration,
     },
+    /// The endpoint was changed (disabled, removed, pointed elsewhere, a new secret or
+    /// rate limit) or its partner disabled while its events were out: those not yet sent
+    /// were given back.
+    Changed,
 }
 
 /// Where one endpoint's events go, as it was when they were claimed.
@@ -296,14 +333,178 @@ struct Target {
     id: Uuid,
 }
 
+/// What of an endpoint decides where and how its events go: a change to any of it ends a
+/// round, whose events not yet sent then go by the endpoint as it is now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Shape {
+    url: String,
+    secret: String,
+    previous_secret: Option<String>,
+    previous_secret_until: Option<DateTime<Utc>>,
+    rate_limit: Option<i32>,
+}
+
+impl Shape {
+    /// `endpoint`'s shape; `None` when it is disabled.
+    fn of(endpoint: &webhook_endpoint::Model) -> Option<Self> {
+        endpoint.disabled_at.is_none().then(|| Self {
+            url: endpoint.url.clone(),
+            secret: endpoint.secret.clone(),
+            previous_secret: endpoint.previous_secret.clone(),
+            previous_secret_until: endpoint.previous_secret_until,
+            rate_limit: endpoint.rate_limit,
+        })
+    }
+}
+
+/// What stands between a round's claimed events and the network: each is handed over
+/// only if its endpoint, read no longer than [`CHECKED_WITHIN`] before, is as it was
+/// claimed for and the event is still to be sent. A change is thus obeyed by every replica
+/// within that time, and the change waits as long before it is acknowledged.
+struct Gate {
+    state: Arc<AppState>,
+    endpoint: Endpoint,
+    shape: Shape,
+    /// Claimed events not yet handed over or given back.
+    outstanding: Mutex<HashSet<Uuid>>,
+    /// The last check, shared by the round's sends: one read serves every send in its time.
+    last: tokio::sync::Mutex<Check>,
+}
+
+/// What a gate's check found.
+struct Check {
+    /// When it began: what it read was so at least from then.
+    at: tokio::time::Instant,
+    /// The endpoint is as claimed for.
+    open: bool,
+    /// The database did not answer: nothing is known.
+    failed: bool,
+    /// Events no longer to be sent (erased, or their endpoint removed).
+    dropped: HashSet<Uuid>,
+}
+
+/// Whether a claimed event may go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Admission {
+    /// Hand it to the network.
+    Go,
+    /// It is no longer to be sent.
+    Dropped,
+    /// The endpoint changed: give it back, and end the round.
+    Changed,
+    /// The database did not answer the check: give it back, and end the round.
+    Unchecked,
+}
+
+impl Gate {
+    fn new(state: &Arc<AppState>, endpoint: &Endpoint, shape: Shape) -> Self {
+        let stale = tokio::time::Instant::now()
+            .checked_sub(CHECKED_WITHIN)
+            .unwrap_or_else(tokio::time::Instant::now);
+        Self {
+            state: state.clone(),
+            endpoint: endpoint.clone(),
+            shape,
+            outstanding: Mutex::default(),
+            last: tokio::sync::Mutex::new(Check {
+                at: stale,
+                open: false,
+                failed: false,
+                dropped: HashSet::new(),
+            }),
+        }
+    }
+
+    /// Takes in events just claimed: the next send checks again, so that each event is
+    /// checked after its claim.
+    async fn claimed(&self, due: &[DueDelivery]) {
+        lock(&self.outstanding).extend(due.iter().map(|e| e.id));
+        if let Some(at) = tokio::time::Instant::now().checked_sub(CHECKED_WITHIN) {
+            self.last.lock().await.at = at;
+        }
+    }
+
+    /// Whether event `id` may be handed to the network now.
+    async fn admit(&self, id: Uuid) -> Admission {
+        let mut last = self.last.lock().await;
+        if last.at.elapsed() >= CHECKED_WITHIN {
+            *last = self.check().await;
+        }
+        if last.failed {
+            return Admission::Unchecked;
+        }
+        // Read last, after any wait on the database, so that what this replica heard while
+        // the check ran holds the send back.
+        if !last.open || client_disabled(&self.state, &self.endpoint.client_id) {
+            return Admission::Changed;
+        }
+        if last.dropped.contains(&id) {
+            lock(&self.outstanding).remove(&id);
+            return Admission::Dropped;
+        }
+        lock(&self.outstanding).remove(&id);
+        Admission::Go
+    }
+
+    /// Reads the endpoint and which outstanding events are still to be sent.
+    async fn check(&self) -> Check {
+        let at = tokio::time::Instant::now();
+        let ids: Vec<Uuid> = lock(&self.outstanding).iter().copied().collect();
+        let Endpoint { id, client_id } = &self.endpoint;
+        match self.state.cases.still_to_send(*id, &ids).await {
+            Ok((endpoint, pending)) => {
+                let open = endpoint.as_ref().and_then(Shape::of).as_ref() == Some(&self.shape);
+                let pending: HashSet<Uuid> = pending.into_iter().collect();
+                let dropped = ids.into_iter().filter(|e| !pending.contains(e)).collect();
+                if !open {
+                    tracing::info!(%client_id, endpoint = %id, "webhook endpoint changed while its events were out; the rest go by it as it is now");
+                }
+                Check {
+                    at,
+                    open,
+                    failed: false,
+                    dropped,
+                }
+            }
+            Err(e) => {
+                // Sent blind, a change could be missed: nothing goes until the database answers.
+                tracing::warn!(error = %e, %client_id, endpoint = %id, "checking a webhook endpoint before sending failed");
+                Check {
+                    at,
+                    open: false,
+                    failed: true,
+                    dropped: HashSet::new(),
+                }
+            }
+        }
+    }
+}
+
+/// `set`, to read or change: each change to it is one call, so a panic elsewhere left it whole.
+fn lock<T>(set: &Mutex<T>) -> MutexGuard<'_, T> {
+    set.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// How a send task ended.
+enum SendEnd {
+    /// Sent: the answer, and when.
+    Sent(DueDelivery, Sent, Tried),
+    /// Held back, as the gate said: to be given back.
+    GivenBack(DueDelivery, Admission),
+    /// No longer to be sent.
+    Dropped,
+}
+
 /// What a claim found: where to send, and what.
 enum Claimed {
-    /// The endpoint, its due events (maybe none), and how many the claim could take (fewer
-    /// than asked under a rate limit).
-    Due(Arc<Target>, Vec<DueDelivery>, u64),
+    /// The endpoint, what of it decides where its events go, its due events (maybe none),
+    /// and how many the claim could take (fewer than asked under a rate limit).
+    Due(Arc<Target>, Shape, Vec<DueDelivery>, u64),
     /// The endpoint's address is one events may not go to; `Vec` is what was claimed.
     Refused(IpAddr, Vec<DueDelivery>),
-    /// No endpoint, a disabled one, or the database did not answer.
+    /// The endpoint is disabled or removed.
+    Off,
+    /// The database did not answer.
     Nothing,
 }
 
@@ -324,6 +525,7 @@ async fn deliver_to(
     let recorder = tokio::spawn(record(state.clone(), endpoint.id, to_record));
     let mut limit = if probe { 1 } else { CLAIM_BATCH };
     let mut target: Option<Arc<Target>> = None;
+    let mut gate: Option<Arc<Gate>> = None;
     let mut waiting: VecDeque<DueDelivery> = VecDeque::new();
     let mut sends = JoinSet::new();
     let mut claims = JoinSet::new();
@@ -333,8 +535,11 @@ async fn deliver_to(
     let (mut delivered, mut failed, mut failed_in_a_row) = (0, 0, 0);
     // A claim may find more; the cases sent hold later events, due once these are recorded.
     let (mut more, mut successors) = (true, false);
-    // The endpoint is down, gone or refused: nothing more is sent this round.
-    let (mut stop, mut gone, mut refused) = (false, false, None);
+    // The endpoint is down, gone, refused or changed: nothing more is sent this round.
+    let (mut stop, mut gone, mut refused, mut changed) = (false, false, None, false);
+    // The endpoint could not be checked before a send: the round ends, the next look
+    // tries again.
+    let mut unchecked = false;
     // The longest `Retry-After` of the round's answers, and whether the endpoint was failing.
     let (mut asked, mut failing) = (Duration::ZERO, false);
     loop {
@@ -342,7 +547,7 @@ async fn deliver_to(
             let (state, id) = (state.clone(), endpoint.id);
             claims.spawn(async move { claim(&state, id, limit).await });
         }
-        if let Some(target) = &target {
+        if let (Some(target), Some(gate)) = (&target, &gate) {
             while !stop && sends.len() < PER_ENDPOINT {
                 let now = tokio::time::Instant::now();
                 if target.gap.is_some() && now < *next_send {
@@ -355,12 +560,18 @@ async fn deliver_to(
                     *next_send = (*next_send).max(now) + gap;
                 }
                 let (http, target, shared) = (http.clone(), target.clone(), state.clone());
+                let gate = gate.clone();
                 sends.spawn(async move {
                     within_shared_limit(&shared, &target).await;
+                    match gate.admit(event.id).await {
+                        Admission::Go => {}
+                        Admission::Dropped => return SendEnd::Dropped,
+                        held => return SendEnd::GivenBack(event, held),
+                    }
                     let (at, started) = (Utc::now(), Instant::now());
                     let sent = send(&http, &target, &event).await;
                     let duration = started.elapsed();
-                    (event, sent, Tried { at, duration })
+                    SendEnd::Sent(event, sent, Tried { at, duration })
                 });
             }
         }
@@ -379,13 +590,23 @@ async fn deliver_to(
                     continue;
                 };
                 match found {
-                    Claimed::Due(endpoint, due, taken) => {
+                    Claimed::Due(read, shape, due, taken) => {
+                        let held = gate.get_or_insert_with(|| {
+                            Arc::new(Gate::new(state, endpoint, shape.clone()))
+                        });
+                        if held.shape != shape {
+                            // Changed since the round began: these go back with the rest.
+                            (stop, changed) = (true, true);
+                            waiting.extend(due);
+                            continue;
+                        }
+                        held.claimed(&due).await;
                         more = due.len() as u64 == taken;
                         refill_below = REFILL_BELOW.min(taken as usize);
                         // Their cases' later events fall due once these are recorded.
                         successors |= due.iter().any(|e| e.later_waiting);
-                        failing |= endpoint.failing;
-                        target = Some(endpoint);
+                        failing |= read.failing;
+                        target = Some(read);
                         waiting.extend(due);
                     }
                     Claimed::Refused(ip, due) => {
@@ -398,14 +619,29 @@ async fn deliver_to(
                         }
                         (stop, refused) = (true, Some((ip, reason)));
                     }
+                    Claimed::Off => {
+                        more = false;
+                        if gate.is_some() {
+                            // Events of this round still wait: they go back.
+                            (stop, changed) = (true, true);
+                        }
+                    }
                     Claimed::Nothing => more = false,
                 }
             }
             Some(done) = sends.join_next() => {
                 // A send task does not panic; were one to, its event falls due again when
                 // the claim's lease ends.
-                let Ok((event, sent, tried)) = done else {
-                    continue;
+                let (event, sent, tried) = match done {
+                    Ok(SendEnd::Sent(event, sent, tried)) => (event, sent, tried),
+                    Ok(SendEnd::GivenBack(event, held)) => {
+                        waiting.push_front(event);
+                        stop = true;
+                        changed |= held == Admission::Changed;
+                        unchecked |= held == Admission::Unchecked;
+                        continue;
+                    }
+                    Ok(SendEnd::Dropped) | Err(_) => continue,
                 };
                 if let Ok(answer) = &sent {
                     asked = asked.max(answer.retry_after.unwrap_or_default());
@@ -446,6 +682,8 @@ async fn deliver_to(
     drop(outcomes);
     let _ = recorder.await;
     let round = match (delivered, failed) {
+        _ if changed => return Round::Changed,
+        _ if unchecked => return Round::Idle,
         (0, 0) => Round::Idle,
         (0, _) => Round::Down { asked },
         _ => Round::Delivered { more: successors },
@@ -548,9 +786,12 @@ fn humane(d: Duration) -> String {
 
 /// Reads endpoint `id` and, when it is active, claims up to `limit` of its due events.
 async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
-    let endpoint = match state.cases.endpoint_row(id).await {
-        Ok(Some(endpoint)) if endpoint.disabled_at.is_none() => endpoint,
-        Ok(_) => return Claimed::Nothing,
+    let (endpoint, shape) = match state.cases.endpoint_row(id).await {
+        Ok(Some(endpoint)) => match Shape::of(&endpoint) {
+            Some(shape) => (endpoint, shape),
+            None => return Claimed::Off,
+        },
+        Ok(None) => return Claimed::Off,
         Err(e) => {
             tracing::warn!(error = %e, endpoint = %id, "reading a webhook endpoint failed");
             return Claimed::Nothing;
@@ -593,6 +834,7 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
                 rate,
                 id,
             }),
+            shape,
             due,
             limit,
         ),

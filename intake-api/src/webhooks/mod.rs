@@ -17,6 +17,7 @@ mod cli;
 pub mod delivery;
 pub mod signing;
 pub mod store;
+pub mod target;
 
 pub(crate) use cli::webhook_report;
 pub use cli::{WebhookCommand, webhook};

@@ -10,6 +10,7 @@ use crate::helpers::{
     ATTACH, Backend, ENQUIRY, KeyServer, KeySource, REFERRAL, Signer, TestApp, b64, compact,
     fresh_email, message, purchase_enquiry, remortgage_enquiry, with,
 };
+use test_support::document::Served;
 use test_support::on_both_backends;
 
 /// What a request with a given `Authorization` header must get.
@@ -181,3 +182,33 @@ async fn every_bearer_failure_gets_its_exact_status_body_and_challenge(backend: 
 }
 
 on_both_backends!(every_bearer_failure_gets_its_exact_status_body_and_challenge);
+
+/// Every operation of the served document names, in its security requirement, the one
+/// scope its own check asks for: a token holding none of the partners' scopes is refused
+/// with 403, whose challenge names the scope wanted, and the document names that scope.
+#[tokio::test]
+async fn every_operation_names_the_scope_it_enforces_in_the_document() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let (id, secret) = app.auth.create_client("revocations:read").await;
+    let unscoped = format!(
+        "Bearer {}",
+        app.auth.token(&id, &secret, "revocations:read").await
+    );
+    let served = Served::fetch(&app.http, &app.intake.base_url()).await;
+    for operation in &served.operations {
+        let refused = app
+            .http
+            .request(operation.method.clone(), app.url(&operation.path))
+            .header("authorization", &unscoped)
+            .json(&json!({}))
+            .send()
+            .await
+            .expect("answered");
+        served.assert_names_enforced_scope(operation, &refused, "partnerOAuth");
+    }
+    assert!(
+        served.operations.len() > 10,
+        "only {} operations",
+        served.operations.len()
+    );
+}

@@ -479,23 +479,14 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         ),
         (
             &["webhook", "set"],
-            &[
-                "--key-encryption-key",
-                "--show-secret",
-                "--webhook-allow-insecure",
-            ],
+            &["--show-secret", "--webhook-allow-insecure"],
         ),
         (&["webhook", "list"], &[]),
         (&["webhook", "remove"], &["--endpoint"]),
         (&["webhook", "disable"], &["--endpoint", "--reason"]),
         (
             &["webhook", "rotate-secret"],
-            &[
-                "--endpoint",
-                "--grace-secs",
-                "--key-encryption-key",
-                "--show-secret",
-            ],
+            &["--endpoint", "--grace-secs", "--show-secret"],
         ),
         (&["webhook", "deliveries"], &["--failed", "--limit"]),
         (&["webhook", "redeliver"], &[]),
@@ -541,4 +532,58 @@ fn each_subcommands_help_lists_only_the_settings_it_uses_and_examples() {
         !top.contains("--bind") && !top.contains("--database-url"),
         "{top}"
     );
+}
+
+/// The key-encryption key and the revocation client's secret are read from the environment
+/// only: on the command line every user of the machine reads them in `ps`. A flag giving
+/// one is refused before anything runs, naming the variable and never echoing the value.
+#[test]
+fn a_secret_given_as_a_flag_is_refused_naming_its_variable_and_never_echoed() {
+    const GIVEN: &str = "c2VjcmV0LXRoYXQtbXVzdC1uZXZlci1iZS1lY2hvZWQ=";
+    let kek = format!("--key-encryption-key={GIVEN}");
+    let lines: &[(&[&str], &str)] = &[
+        (
+            &["serve", "--key-encryption-key", GIVEN],
+            "INTAKE_KEY_ENCRYPTION_KEY",
+        ),
+        (&["serve", &kek], "INTAKE_KEY_ENCRYPTION_KEY"),
+        (
+            &["serve", "--revocations-client-secret", GIVEN],
+            "INTAKE_REVOCATIONS_CLIENT_SECRET",
+        ),
+        (
+            &[
+                "webhook",
+                "set",
+                "acme",
+                "https://partner.example/hooks",
+                &kek,
+            ],
+            "INTAKE_KEY_ENCRYPTION_KEY",
+        ),
+        (
+            &[
+                "webhook",
+                "rotate-secret",
+                "acme",
+                "--key-encryption-key",
+                GIVEN,
+            ],
+            "INTAKE_KEY_ENCRYPTION_KEY",
+        ),
+    ];
+    for (args, variable) in lines {
+        let refused = without_database(args);
+        assert_eq!(refused.code, Some(2), "{args:?}: {}", refused.stderr);
+        assert!(
+            refused.stderr.contains("is not taken on the command line")
+                && refused.stderr.contains(&format!("set {variable}")),
+            "{args:?}: {}",
+            refused.stderr
+        );
+        assert!(
+            !refused.stderr.contains(GIVEN) && !refused.stdout.contains(GIVEN),
+            "{args:?} echoed the secret"
+        );
+    }
 }

@@ -302,6 +302,87 @@ async fn dpop_requests_fail_closed_while_the_replay_store_is_down(backend: Backe
     assert_eq!(bearer.status, 201, "{:?}", bearer.body);
 }
 
+/// `/readyz` of `app`'s intake-api: status and body.
+async fn readyz(app: &TestApp) -> (u16, Value) {
+    let answer = app.http.get(app.url("/readyz")).send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.json().await.unwrap())
+}
+
+/// Whether `app`'s `/readyz` comes to say `said` with the replay store's check `check`
+/// (200 either way: bearer tokens need no replay store).
+async fn replay_readiness_becomes(app: &TestApp, said: &str, check: &str) -> bool {
+    test_support::eventually(std::time::Duration::from_secs(20), || async {
+        let (status, body) = readyz(app).await;
+        (status == 200 && body["status"] == said && body["checks"]["replay_store"] == check)
+            .then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// The Redis that keeps used proofs going away shows in `/readyz` and on `/metrics`, with
+/// no request needed to find out; once it is back, proofs are taken again without a restart.
+async fn a_replay_store_outage_shows_in_readyz_and_ends_by_itself(backend: Backend) {
+    let upstream: std::net::SocketAddr = std::env::var("TEST_REDIS_URL")
+        .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+        .trim_start_matches("redis://")
+        .trim_end_matches('/')
+        .replace("localhost", "127.0.0.1")
+        .parse()
+        .expect("TEST_REDIS_URL as redis://HOST:PORT");
+    let proxy = test_support::proxy::TcpProxy::start(upstream)
+        .await
+        .unwrap();
+    let port = proxy.port;
+    let app = TestApp::spawn_with(backend, |c| {
+        c.redis_url = Some(format!("redis://127.0.0.1:{port}").parse().unwrap());
+    })
+    .await;
+    let key = DpopKey::generate().unwrap();
+    let token = bound_token(&app, &key).await;
+    assert_eq!(bound_enquiry(&app, &key, &token).await, 201);
+    assert!(replay_readiness_becomes(&app, "ready", "ok").await);
+
+    proxy.cut();
+    assert!(
+        replay_readiness_becomes(&app, "degraded", "failing").await,
+        "{:?}",
+        readyz(&app).await
+    );
+    assert_eq!(bound_enquiry(&app, &key, &token).await, 503);
+    let metrics = app
+        .http
+        .get(app.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains(r#"replay_store_available{service="intake-api",store="redis"}"#),
+        "no gauge of the store's state"
+    );
+
+    proxy.restore();
+    assert!(
+        replay_readiness_becomes(&app, "ready", "ok").await,
+        "{:?}",
+        readyz(&app).await
+    );
+    assert_eq!(bound_enquiry(&app, &key, &token).await, 201);
+}
+
+/// The status of a new customer's enquiry with `token`, bound to `key`, and a fresh proof.
+async fn bound_enquiry(app: &TestApp, key: &DpopKey, token: &str) -> u16 {
+    let proof = key.proof("POST", &app.url(ENQUIRY), Some(token)).unwrap();
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    post(app, ENQUIRY, &format!("DPoP {token}"), &[&proof], &body)
+        .await
+        .status
+}
+
 /// A P-256 key making proofs with the `iat` a test chooses, as a partner whose clock runs
 /// ahead makes them; and its thumbprint, which a token bound to it names.
 struct SkewedKey {
@@ -387,11 +468,128 @@ async fn a_proof_from_a_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute
     assert!(counted >= 1.0, "proof_iat: {counted}");
 }
 
+/// How many proofs of `key` the replay store holds: rows in the database, or keys in Redis.
+async fn proofs_kept(app: &TestApp, key: &DpopKey, redis: bool) -> i64 {
+    use sea_orm::{ConnectionTrait, Statement};
+    if redis {
+        let url = std::env::var("TEST_REDIS_URL").unwrap_or("redis://127.0.0.1:6379".into());
+        let client = redis::Client::open(url).expect("a Redis URL");
+        let mut conn = client
+            .get_multiplexed_async_connection()
+            .await
+            .expect("Redis reachable");
+        let pattern = format!("replay:dpop_proofs:{}:*", key.thumbprint());
+        let keys: Vec<String> = redis::cmd("KEYS")
+            .arg(pattern)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        return keys.len() as i64;
+    }
+    let db = sea_orm::Database::connect(app.intake_db.url.as_str())
+        .await
+        .expect("database");
+    let row = db
+        .query_one_raw(Statement::from_sql_and_values(
+            db.get_database_backend(),
+            match db.get_database_backend() {
+                sea_orm::DbBackend::Postgres => {
+                    "SELECT COUNT(*) AS n FROM dpop_proofs WHERE jkt = $1"
+                }
+                _ => "SELECT COUNT(*) AS n FROM dpop_proofs WHERE jkt = ?",
+            },
+            [key.thumbprint().into()],
+        ))
+        .await
+        .unwrap()
+        .expect("a count");
+    row.try_get::<i64>("", "n").unwrap()
+}
+
+/// A request refused at the partner's rate limit (429) writes nothing to the replay store,
+/// which the limit therefore bounds, and leaves its proof unspent: the same proof is taken
+/// once the limit allows (while it is fresh), and only once.
+async fn requests_refused_at_the_rate_limit_leave_the_replay_store_as_it_was(
+    backend: Backend,
+    redis: bool,
+) {
+    let app = TestApp::spawn_with(backend, |c| {
+        c.rate_limit = 1;
+        c.rate_window_secs = 5;
+        if redis {
+            with_redis(c);
+        }
+    })
+    .await;
+    let key = DpopKey::generate().unwrap();
+    let token = bound_token(&app, &key).await;
+    let dpop = format!("DPoP {token}");
+    let url = app.url(ENQUIRY);
+    let body = purchase_enquiry("brand_a", &fresh_email());
+    // Whatever the window has left, a request gets through first.
+    let first = test_support::eventually(std::time::Duration::from_secs(10), || async {
+        let proof = key.proof("POST", &url, Some(&token)).unwrap();
+        let reply = post(&app, ENQUIRY, &dpop, &[&proof], &body).await;
+        (reply.status != 429).then_some(reply)
+    })
+    .await
+    .expect("a request within the limit");
+    assert_eq!(first.status, 201, "{:?}", first.body);
+    let kept = proofs_kept(&app, &key, redis).await;
+    assert_eq!(kept, 1);
+    let held = key.proof("POST", &url, Some(&token)).unwrap();
+    let mut limited = 0;
+    for _ in 0..5 {
+        let proof = key.proof("POST", &url, Some(&token)).unwrap();
+        for proof in [&proof, &held] {
+            let reply = post(&app, ENQUIRY, &dpop, &[proof], &body).await;
+            if reply.status == 429 {
+                limited += 1;
+            }
+        }
+    }
+    assert!(limited >= 5, "only {limited} refused at the limit");
+    assert_eq!(
+        proofs_kept(&app, &key, redis).await,
+        kept + 10 - limited,
+        "a 429 wrote to the replay store"
+    );
+    // The proof refused at the limit is taken once the window allows it, then spent.
+    let retried = test_support::eventually(std::time::Duration::from_secs(15), || async {
+        let reply = post(&app, ENQUIRY, &dpop, &[&held], &body).await;
+        (reply.status != 429).then_some(reply)
+    })
+    .await
+    .expect("the limit lets a request through again");
+    if limited == 10 {
+        assert_eq!(retried.status, 200, "{:?}", retried.body);
+    }
+    let replayed = test_support::eventually(std::time::Duration::from_secs(15), || async {
+        let reply = post(&app, ENQUIRY, &dpop, &[&held], &body).await;
+        (reply.status != 429).then_some(reply)
+    })
+    .await
+    .expect("the limit lets a request through again");
+    refused(&replayed, "invalid_dpop_proof", "the proof taken once");
+}
+
+async fn requests_refused_at_the_rate_limit_write_no_proof_to_the_database(backend: Backend) {
+    requests_refused_at_the_rate_limit_leave_the_replay_store_as_it_was(backend, false).await;
+}
+
+async fn requests_refused_at_the_rate_limit_write_no_proof_to_redis(backend: Backend) {
+    requests_refused_at_the_rate_limit_leave_the_replay_store_as_it_was(backend, true).await;
+}
+
+test_support::on_sqlite!(requests_refused_at_the_rate_limit_write_no_proof_to_redis);
+
 on_both_backends!(
+    requests_refused_at_the_rate_limit_write_no_proof_to_the_database,
     a_bound_token_works_only_with_a_fresh_proof_by_its_key,
     a_proof_is_used_once_across_replicas_sharing_the_database,
     a_proof_is_used_once_across_replicas_sharing_the_redis,
     a_used_proof_is_remembered_until_it_is_too_old_to_be_accepted,
     dpop_requests_fail_closed_while_the_replay_store_is_down,
+    a_replay_store_outage_shows_in_readyz_and_ends_by_itself,
     a_proof_from_a_clock_ten_seconds_fast_is_accepted_and_one_over_a_minute_is_not,
 );

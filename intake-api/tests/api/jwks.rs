@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use auth_server::commands::KeyCommand;
+use intake_api::jwks::UNKNOWN_KID_COOLDOWN;
 use serde_json::json;
 use shared::claims::TokenAlgorithm;
 use shared::claims::scopes::REVOCATIONS_READ;
@@ -144,13 +145,22 @@ async fn a_storm_of_unknown_kids_causes_at_most_one_jwks_fetch_per_cooldown(back
     let app = TestApp::spawn_with_relay(backend).await;
     let relay = app.relay.as_ref().expect("relay");
     let before = relay.hits();
+    // At most one fetch per cooldown since the storms began: one, where they take less
+    // than the cooldown, as they do on a quiet machine; on a busy one they may take longer.
+    let started = Instant::now();
+    let at_most = || 1 + started.elapsed().as_millis() / UNKNOWN_KID_COOLDOWN.as_millis();
     unknown_kid_storm(&app).await;
-    assert_eq!(relay.hits(), before + 1, "fetches for the first storm");
+    let first = (relay.hits() - before) as u128;
+    assert!(
+        first >= 1 && first <= at_most(),
+        "{first} fetches for the first storm"
+    );
     unknown_kid_storm(&app).await;
-    assert_eq!(
-        relay.hits(),
-        before + 1,
-        "fetches for a second storm within the cooldown"
+    let both = (relay.hits() - before) as u128;
+    assert!(
+        both <= at_most(),
+        "{both} fetches for two storms in {:?}",
+        started.elapsed()
     );
     // Known keys are unaffected.
     let reply = app
@@ -228,7 +238,7 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     let body: serde_json::Value = resp.json().await.expect("JSON body");
     assert_eq!(
         body,
-        json!({"status": "not_ready", "profile": "standard", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing"}})
+        json!({"status": "not_ready", "profile": "standard", "checks": {"database": "ok", "jwks": "failing", "revocations": "failing", "replay_store": "ok"}})
     );
 
     let auth = AuthServer::start(&auth_db.url, |c| {

@@ -16,6 +16,7 @@ mod fapi2;
 mod faults;
 mod hostile_input;
 mod idempotency;
+mod in_flight;
 mod jwks;
 mod metrics;
 mod partner_isolation;

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::helpers::{
     Backend, TestApp, eventually, fresh_email, metric, metrics_text, purchase_enquiry,
 };
+use test_support::document::Served;
 
 /// The `# HELP` and `# TYPE` lines of a scrape, by metric name.
 fn families(text: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
@@ -90,4 +91,27 @@ async fn every_metric_has_help_and_lags_are_histograms() {
         !text.contains(&reference),
         "a case reference became a label"
     );
+}
+
+/// Every path of the served document (routes added since the first release among them) and
+/// every operational path, requested for real, is counted under its own route label, the
+/// template and never the id in it.
+#[tokio::test]
+async fn every_served_path_is_counted_under_its_own_route() {
+    let app = TestApp::spawn(Backend::Sqlite).await;
+    let base = app.intake.base_url();
+    let served = Served::fetch(&app.http, &base).await;
+    for late in [
+        "/partners/external/referrals",
+        "/partners/external/webhooks/endpoints/{endpoint_id}",
+    ] {
+        assert!(
+            served.templates().any(|t| t == late),
+            "{late} is not documented"
+        );
+    }
+    served
+        .request_every_route(&app.http, &base, Some(&app.bearer()))
+        .await;
+    served.assert_every_route_labelled(&metrics_text(&app.http, &base).await, "intake-api");
 }

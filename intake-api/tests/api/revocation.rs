@@ -193,7 +193,7 @@ async fn a_replica_that_never_loaded_the_revocation_list_is_not_ready_and_refuse
     assert_eq!(status, 503);
     assert_eq!(
         body,
-        json!({"status": "not_ready", "profile": "standard", "checks": {"database": "ok", "jwks": "ok", "revocations": "failing"}})
+        json!({"status": "not_ready", "profile": "standard", "checks": {"database": "ok", "jwks": "ok", "revocations": "failing", "replay_store": "ok"}})
     );
 
     // A valid token is refused, whether its client is enabled or not, while the replica

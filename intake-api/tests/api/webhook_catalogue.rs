@@ -6,6 +6,7 @@
 use serde_json::Value;
 use shared::claims::scopes::WEBHOOKS_MANAGE;
 use shared::intake::webhooks::{EventType, EventTypeList};
+use test_support::document::Served;
 
 use crate::helpers::{Backend, Reply, TestApp};
 
@@ -48,15 +49,7 @@ async fn a_webhook_manager_reads_every_event_type_with_an_example() {
 
     // The document names every type in the event's schema, for generated clients: those
     // sent, then `case.referred`, which receivers built against it may still know.
-    let doc: Value = app
-        .http
-        .get(app.url("/openapi.json"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let doc = Served::fetch(&app.http, &app.intake.base_url()).await.doc;
     let schemas = &doc["components"]["schemas"];
     let event_type = &schemas["WebhookEvent"]["properties"]["type"];
     let named = match event_type.get("$ref").and_then(Value::as_str) {

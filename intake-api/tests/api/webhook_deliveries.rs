@@ -21,6 +21,7 @@ on_both_backends!(
     a_partner_reads_its_history_and_sends_events_again,
     another_partner_finds_nothing_of_it,
     bad_parameters_and_bodies_are_refused_with_what_is_wrong,
+    a_cursor_is_good_only_for_the_partner_it_was_given_to,
 );
 
 /// A page of `partner`'s history for `query` (`?status=...`, or empty).
@@ -336,4 +337,46 @@ async fn bad_parameters_and_bodies_are_refused_with_what_is_wrong(backend: Backe
         )
         .await;
     assert_eq!(nowhere.status, 404, "{}", nowhere.body);
+}
+
+/// A history cursor is good only for the partner it was handed to: another partner's, one
+/// altered or one made up in the right shape is refused with a 422 naming it, never read
+/// as the end of the list.
+async fn a_cursor_is_good_only_for_the_partner_it_was_given_to(backend: Backend) {
+    let app = TestApp::spawn_with(backend, webhook_settings).await;
+    let (partner, other) = (Partner::new(&app).await, Partner::new(&app).await);
+    let receiver = Receiver::start().await;
+    partner.create(&app, json!({"url": receiver.url})).await;
+    partner.enquire(&app, &fresh_email()).await;
+    partner.enquire(&app, &fresh_email()).await;
+    receiver.wait_for(2).await;
+    let first = history(&app, &partner, "?limit=1").await;
+    let cursor = first["next_cursor"]
+        .as_str()
+        .expect("a next page")
+        .to_owned();
+    assert_eq!(
+        ids(&history(&app, &partner, &format!("?limit=1&cursor={cursor}")).await).len(),
+        1
+    );
+
+    let mut altered = cursor.clone().into_bytes();
+    altered[5] = if altered[5] == b'A' { b'B' } else { b'A' };
+    let altered = String::from_utf8(altered).unwrap();
+    let made_up = "A".repeat(cursor.len());
+    for (who, query) in [
+        (&other, format!("?cursor={cursor}")),
+        (&partner, format!("?cursor={altered}")),
+        (&partner, format!("?cursor={made_up}")),
+    ] {
+        let reply = who
+            .send(&app, Method::GET, &format!("{DELIVERIES}{query}"), None)
+            .await;
+        assert_eq!(reply.status, 422, "{query}: {}", reply.body);
+        assert!(
+            reply.body["errors"].get("cursor").is_some(),
+            "{}",
+            reply.body
+        );
+    }
 }

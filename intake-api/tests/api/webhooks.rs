@@ -123,6 +123,16 @@ impl Receiver {
         }
     }
 
+    /// Requests that came in, answered or not yet.
+    pub(crate) fn arrived(&self) -> usize {
+        self.state.arrived.load(Ordering::SeqCst)
+    }
+
+    /// While `held`, requests wait unanswered, as at a slow partner.
+    pub(crate) fn hold(&self, held: bool) {
+        self.state.open.send_replace(!held);
+    }
+
     pub(crate) fn answer(&self, status: u16) {
         self.state.status.store(status, Ordering::SeqCst);
     }

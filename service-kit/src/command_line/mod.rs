@@ -48,6 +48,10 @@ pub trait Service: Debug + Clone + Send + Sync + 'static {
     /// The help of the operator commands' `--key-encryption-key`, naming what the service
     /// seals with it.
     const KEK_HELP: &'static str;
+    /// The settings (by argument id) taken only from the environment or a file: on the
+    /// command line `ps` shows them to every user of the machine, so a flag giving one is
+    /// refused, naming the variable (and the `ID_file` argument, if any) to use instead.
+    const SECRET_ARGUMENTS: &'static [&'static str] = &[];
 }
 
 /// The line as clap reads it, before a missing command is taken for `serve`.
@@ -131,6 +135,7 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
     {
         let line = Self::command();
         let matches = line.clone().try_get_matches_from(args)?;
+        refuse_secrets_on_the_line::<S>(&line, &matches)?;
         Ok(match Line::<S, C, O>::from_arg_matches(&matches)?.command {
             None => Self::Serve(Box::new(server_settings::<S, C>()?)),
             Some(Command::Serve(config)) => Self::Serve(config),
@@ -193,14 +198,115 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
             c.mut_subcommand("serve", |serve| serve.after_help(S::SERVE_EXAMPLES))
                 .mut_subcommand("migrate", |m| m.after_help(S::MIGRATE_EXAMPLES))
         };
-        plain_usage(examples(
-            Line::<S, C, O>::command()
-                .name(S::BINARY)
-                .bin_name(S::BINARY)
-                .version(S::VERSION)
-                .about(S::ABOUT)
-                .after_help(S::EXAMPLES),
+        plain_usage(name_environment_only(
+            examples(
+                Line::<S, C, O>::command()
+                    .name(S::BINARY)
+                    .bin_name(S::BINARY)
+                    .version(S::VERSION)
+                    .about(S::ABOUT)
+                    .after_help(S::EXAMPLES),
+            ),
+            S::SECRET_ARGUMENTS,
         ))
+    }
+}
+
+/// The heading under which a command's help lists the settings it reads from the
+/// environment only.
+pub const ENVIRONMENT_ONLY: &str =
+    "Read from the environment only (a flag is refused: `ps` shows flags to every user):";
+
+/// `command` and each of its subcommands with the `secrets` they take listed in their help,
+/// under [`ENVIRONMENT_ONLY`], by variable and as clap describes an argument: their flags
+/// are refused, and so left out of the options, but an operator (and a deployment's check
+/// of the variables it sets) must still find in the help every variable a command reads.
+fn name_environment_only(command: clap::Command, secrets: &[&str]) -> clap::Command {
+    with_every_subcommand(command, &|command| list_environment_only(command, secrets))
+}
+
+/// `command`'s own help with the `secrets` it takes listed ([`name_environment_only`]).
+fn list_environment_only(command: clap::Command, secrets: &[&str]) -> clap::Command {
+    let read: Vec<String> = command
+        .get_arguments()
+        .filter(|a| a.is_hide_set() && secrets.contains(&a.get_id().as_str()))
+        .filter_map(|a| {
+            let var = a.get_env()?.to_string_lossy().into_owned();
+            let help = a.get_long_help().or(a.get_help())?.to_string();
+            Some(format!("  {help}\n          [env: {var}]"))
+        })
+        .collect();
+    if !read.is_empty() {
+        let section = format!("{ENVIRONMENT_ONLY}\n{}", read.join("\n\n"));
+        let help = match command.get_after_help() {
+            Some(after) => format!("{section}\n\n{after}"),
+            None => section,
+        };
+        return command.after_help(help);
+    }
+    command
+}
+
+/// `command` and every subcommand under it, at any depth, each changed by `change`, a
+/// command before its subcommands.
+fn with_every_subcommand(
+    command: clap::Command,
+    change: &impl Fn(clap::Command) -> clap::Command,
+) -> clap::Command {
+    let mut command = change(command);
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .collect();
+    for name in names {
+        command = command.mut_subcommand(name, |c| with_every_subcommand(c, change));
+    }
+    command
+}
+
+/// Fails when `matches` (of `command`, or of one of its subcommands) took one of the
+/// service's [`Service::SECRET_ARGUMENTS`] from the command line; the error names the flag
+/// and where the secret is read from instead, never the value.
+fn refuse_secrets_on_the_line<S: Service>(
+    command: &clap::Command,
+    matches: &ArgMatches,
+) -> Result<(), clap::Error> {
+    let argument = |id: &str| command.get_arguments().find(|a| a.get_id() == id);
+    for id in matches.ids() {
+        let id = id.as_str();
+        let given = matches.value_source(id) == Some(clap::parser::ValueSource::CommandLine);
+        let (true, Some(arg)) = (given && S::SECRET_ARGUMENTS.contains(&id), argument(id)) else {
+            continue;
+        };
+        let flag = arg
+            .get_long()
+            .map_or_else(|| id.to_owned(), |l| format!("--{l}"));
+        let mut instead = match arg.get_env() {
+            Some(var) => format!("set {}", var.to_string_lossy()),
+            None => "set it in the environment".to_owned(),
+        };
+        if let Some(file) = argument(&format!("{id}_file")) {
+            let long = file.get_long().unwrap_or_default();
+            instead.push_str(&format!(", or name a file holding it with --{long}"));
+            if let Some(var) = file.get_env() {
+                instead.push_str(&format!(" ({})", var.to_string_lossy()));
+            }
+        }
+        let mut command = command.clone();
+        return Err(command.error(
+            clap::error::ErrorKind::ArgumentConflict,
+            format!(
+                "{flag} is not taken on the command line, where every user of the machine \
+                 can read it (`ps`): {instead}"
+            ),
+        ));
+    }
+    match matches.subcommand() {
+        Some((name, sub)) => match command.find_subcommand(name) {
+            Some(subcommand) => refuse_secrets_on_the_line::<S>(subcommand, sub),
+            None => Ok(()),
+        },
+        None => Ok(()),
     }
 }
 
@@ -209,21 +315,11 @@ impl<S: Service, C: Args, O: Subcommand> Cli<S, C, O> {
 /// environment gave a value, as if it were required.
 pub fn plain_usage(mut command: clap::Command) -> clap::Command {
     command.build();
-    fix_usage(command)
-}
-
-fn fix_usage(mut command: clap::Command) -> clap::Command {
-    let usage = command.render_usage().to_string();
-    let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
-    command = command.override_usage(usage);
-    let names: Vec<String> = command
-        .get_subcommands()
-        .map(|s| s.get_name().to_owned())
-        .collect();
-    for name in names {
-        command = command.mut_subcommand(name, fix_usage);
-    }
-    command
+    with_every_subcommand(command, &|mut command| {
+        let usage = command.render_usage().to_string();
+        let usage = usage.strip_prefix("Usage: ").unwrap_or(&usage).to_owned();
+        command.override_usage(usage)
+    })
 }
 
 /// The arguments `A` defines, for a subcommand that takes them besides its own fields:
@@ -387,6 +483,87 @@ mod tests {
             help.contains("[env: DEMO_TEST_KEY_ENCRYPTION_KEY]"),
             "{help}"
         );
+    }
+
+    /// Demo, taking its key-encryption key only from the environment.
+    #[derive(Debug, Clone)]
+    struct Strict;
+
+    impl Service for Strict {
+        const BINARY: &'static str = Demo::BINARY;
+        const VERSION: &'static str = Demo::VERSION;
+        const ABOUT: &'static str = Demo::ABOUT;
+        const EXAMPLES: &'static str = Demo::EXAMPLES;
+        const SERVE_EXAMPLES: &'static str = Demo::SERVE_EXAMPLES;
+        const MIGRATE_EXAMPLES: &'static str = Demo::MIGRATE_EXAMPLES;
+        const BIND_VARIABLE: &'static str = Demo::BIND_VARIABLE;
+        const DEFAULT_BIND: &'static str = Demo::DEFAULT_BIND;
+        const ADMIN_BIND_VARIABLE: &'static str = Demo::ADMIN_BIND_VARIABLE;
+        const DATABASE_VARIABLE: &'static str = Demo::DATABASE_VARIABLE;
+        const DEFAULT_DATABASE_URL: &'static str = Demo::DEFAULT_DATABASE_URL;
+        const MIGRATE_VARIABLE: &'static str = Demo::MIGRATE_VARIABLE;
+        const ACTOR_VARIABLE: &'static str = Demo::ACTOR_VARIABLE;
+        const KEK_VARIABLE: &'static str = Demo::KEK_VARIABLE;
+        const KEK_HELP: &'static str = Demo::KEK_HELP;
+        const SECRET_ARGUMENTS: &'static [&'static str] = &["key_encryption_key"];
+    }
+
+    #[derive(Debug, Subcommand)]
+    enum StrictOperator {
+        #[command(args = [
+            args_of::<Database<Strict>>(),
+            args_of::<KeyEncryptionKeyArg<Strict>>(),
+        ].concat())]
+        Change,
+    }
+
+    #[test]
+    fn a_secret_argument_on_the_command_line_is_refused_without_its_value() {
+        type StrictCli = Cli<Strict, Server, StrictOperator>;
+        for line in [
+            &["demo", "change", "--key-encryption-key", "a2V5c2VjcmV0"][..],
+            &["demo", "change", "--key-encryption-key=a2V5c2VjcmV0"],
+        ] {
+            let error = StrictCli::try_parse_from(line).unwrap_err();
+            let said = error.to_string();
+            assert_eq!(error.exit_code(), 2, "{said}");
+            assert!(
+                said.contains("--key-encryption-key is not taken on the command line")
+                    && said.contains("set DEMO_TEST_KEY_ENCRYPTION_KEY"),
+                "{said}"
+            );
+            assert!(!said.contains("a2V5c2VjcmV0"), "{said}");
+        }
+        assert!(StrictCli::try_parse_from(["demo", "change"]).is_ok());
+        // Other services take it as before.
+        assert!(parse(&["change", "--key-encryption-key", "a2V5"]).is_ok());
+    }
+
+    #[test]
+    fn a_command_names_in_its_help_the_secrets_it_reads_from_the_environment_only() {
+        let mut command = Cli::<Strict, Server, StrictOperator>::command();
+        let change = command
+            .find_subcommand_mut("change")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let section = change
+            .split(ENVIRONMENT_ONLY)
+            .nth(1)
+            .unwrap_or_else(|| panic!("no section of secrets: {change}"));
+        assert!(
+            section.contains("[env: DEMO_TEST_KEY_ENCRYPTION_KEY]"),
+            "{change}"
+        );
+        assert!(!change.contains("--key-encryption-key"), "{change}");
+        // Where the flag is taken, it is an option like any other, and not listed apart.
+        let mut command = DemoCli::command();
+        let change = command
+            .find_subcommand_mut("change")
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        assert!(!change.contains(ENVIRONMENT_ONLY), "{change}");
     }
 
     #[test]

@@ -31,6 +31,12 @@ impl OutputFormat {
     }
 }
 
+/// Whether a command may print a secret it makes: on a terminal, where a person reads it;
+/// into a pipe or a file, which can end up in a CI log, only when asked (`--show-secret`).
+pub fn may_print_secrets(show_secret: bool) -> bool {
+    show_secret || std::io::stdout().is_terminal()
+}
+
 /// `-o`: taken by every command that prints.
 #[derive(Debug, Clone, Copy, Args)]
 pub struct OutputArg {

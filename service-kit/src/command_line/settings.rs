@@ -64,7 +64,9 @@ pub struct Actor<S: Service> {
 }
 
 /// `--key-encryption-key`, for the operator commands that seal something with the servers'
-/// key or check what it sealed.
+/// key or check what it sealed. A service that lists it among its
+/// [`Service::SECRET_ARGUMENTS`] takes it from the environment only: the flag is refused,
+/// and left out of the help.
 #[derive(Debug, Clone, Args)]
 pub struct KeyEncryptionKeyArg<S: Service> {
     /// The key, base64. Its help is the service's [`Service::KEK_HELP`], as each seals other
@@ -72,6 +74,7 @@ pub struct KeyEncryptionKeyArg<S: Service> {
     #[arg(
         long,
         env = S::KEK_VARIABLE,
+        hide = S::SECRET_ARGUMENTS.contains(&"key_encryption_key"),
         hide_env_values = true,
         help = S::KEK_HELP
     )]

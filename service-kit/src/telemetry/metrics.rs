@@ -120,6 +120,16 @@ pub const COMMON_METRICS: &[MetricHelp] = &[
         help: "Single-use checks of DPoP proofs and client assertions that the replay store could not answer, by service and store (`database` or `redis`): each such request was refused with 503.",
     },
     MetricHelp {
+        name: "replay_store_memory_resets_total",
+        kind: MetricKind::Counter,
+        help: "Times this replica found that Redis, as the replay store, had forgotten since when it remembers used ids (a restart without persistence, a flush): DPoP proofs and client assertions made before were refused, and their clients made new ones.",
+    },
+    MetricHelp {
+        name: "replay_store_available",
+        kind: MetricKind::Gauge,
+        help: "1 while the replay store answers, 0 while it cannot be reached (DPoP proofs and client assertions are then refused with 503), by service and store: its last use, or the question asked every 2 seconds.",
+    },
+    MetricHelp {
         name: "ratelimit_local_keys",
         kind: MetricKind::Gauge,
         help: "Keys the in-process rate limiter holds counts for (bounded), by service.",

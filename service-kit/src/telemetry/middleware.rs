@@ -3,7 +3,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use poem::http::{HeaderValue, Method};
@@ -20,16 +20,61 @@ pub const REQUEST_ID_HEADER: &str = "x-request-id";
 /// (method, route, status, latency, client id, request id) and the HTTP metrics.
 pub struct RequestTelemetry {
     service: &'static str,
-    routes: &'static [&'static str],
+    routes: Routes,
     proxies: TrustedProxies,
     close: CloseLine,
 }
 
+/// The paths a service serves, as its document writes them (`/cases/{reference}`): the
+/// route labels of its requests' metrics. Anything else is counted as `other`, so a scan of
+/// random paths cannot blow up the label space, and a reference in a path never becomes a
+/// label.
+#[derive(Debug, Clone)]
+pub struct Routes(Arc<[String]>);
+
+/// The label of a path no route serves.
+pub const OTHER_ROUTE: &str = "other";
+
+impl Routes {
+    /// The routes `paths` names, each once.
+    pub fn new<P: Into<String>>(paths: impl IntoIterator<Item = P>) -> Self {
+        let mut routes: Vec<String> = Vec::new();
+        for path in paths.into_iter().map(Into::into) {
+            if !routes.contains(&path) {
+                routes.push(path);
+            }
+        }
+        // As in the router, a fixed segment wins over a parameter: fewer parameters first.
+        routes.sort_by_key(|r| r.split('/').filter(|s| is_parameter(s)).count());
+        Self(routes.into())
+    }
+
+    /// The routes, as given.
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.0.iter().map(String::as_str)
+    }
+
+    /// The place of the route `path` is served by, if any. A path that is a route itself
+    /// (the busy ones are) is found without splitting every route.
+    fn of(&self, path: &str) -> Option<usize> {
+        self.0
+            .iter()
+            .position(|r| r == path)
+            .or_else(|| self.0.iter().position(|r| route_matches(r, path)))
+    }
+
+    /// The label of the route at `place` ([`Routes::of`]), `other` for none.
+    fn label(&self, place: Option<usize>) -> &str {
+        place
+            .and_then(|i| self.0.get(i))
+            .map_or(OTHER_ROUTE, String::as_str)
+    }
+}
+
 impl RequestTelemetry {
-    /// `routes` are the service's paths; anything else is counted as `other` so a scan of
-    /// random paths cannot blow up the metric label space. `close` writes each request's
-    /// closing line, with the service's own fields.
-    pub fn new(service: &'static str, routes: &'static [&'static str], close: CloseLine) -> Self {
+    /// Telemetry for `service`, whose requests are labelled by `routes`. `close` writes each
+    /// request's closing line, with the service's own fields.
+    pub fn new(service: &'static str, routes: Routes, close: CloseLine) -> Self {
         Self {
             service,
             routes,
@@ -51,7 +96,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
         RequestTelemetryEndpoint {
             inner: ep,
             service: self.service,
-            routes: self.routes,
+            routes: self.routes.clone(),
             proxies: self.proxies.clone(),
             metrics: HttpMetricsCache::new(self.service),
             close: self.close,
@@ -63,7 +108,7 @@ impl<E: Endpoint> Middleware<E> for RequestTelemetry {
 pub struct RequestTelemetryEndpoint<E> {
     inner: E,
     service: &'static str,
-    routes: &'static [&'static str],
+    routes: Routes,
     proxies: TrustedProxies,
     metrics: HttpMetricsCache,
     close: CloseLine,
@@ -82,8 +127,8 @@ struct HttpMetricsCache {
     handles: RwLock<HashMap<HttpLabels, HttpMetrics>>,
 }
 
-/// Route, method and status.
-type HttpLabels = (&'static str, &'static str, u16);
+/// Route (its place in [`Routes`], none for `other`), method and status.
+type HttpLabels = (Option<usize>, &'static str, u16);
 
 impl HttpMetricsCache {
     fn new(service: &'static str) -> Self {
@@ -93,8 +138,9 @@ impl HttpMetricsCache {
         }
     }
 
-    /// Counts one request and its duration under its labels.
-    fn record(&self, labels: HttpLabels, elapsed: Duration) {
+    /// Counts one request and its duration under its labels; `route` is the label of the
+    /// route's place.
+    fn record(&self, labels: HttpLabels, route: &str, elapsed: Duration) {
         let count = |m: &HttpMetrics| {
             m.requests.increment(1);
             m.duration.record(elapsed.as_secs_f64());
@@ -107,7 +153,7 @@ impl HttpMetricsCache {
         {
             return count(found);
         }
-        let (route, method, status) = labels;
+        let (_, method, status) = labels;
         let named = [
             ("service", self.service.to_owned()),
             ("route", route.to_owned()),
@@ -237,18 +283,6 @@ pub fn record(name: &'static str, value: &str) {
     let _ = RECORDED.try_with(|f| f.borrow_mut().set(name, value));
 }
 
-/// The route `path` is served by, `other` when none. A path that is a route itself (the busy
-/// ones are) is found without splitting every route; as in the router, a fixed route wins
-/// over one with a parameter.
-fn route_of(routes: &[&'static str], path: &str) -> &'static str {
-    routes
-        .iter()
-        .find(|r| **r == path)
-        .or_else(|| routes.iter().find(|r| route_matches(r, path)))
-        .copied()
-        .unwrap_or("other")
-}
-
 /// Whether `path` is one of `route`'s paths: the same segments, where a `{name}` segment
 /// stands for any one non-empty segment. The route, not the path, labels the metrics, so
 /// references in paths do not each make a time series.
@@ -256,7 +290,7 @@ fn route_matches(route: &str, path: &str) -> bool {
     let mut path_segments = path.split('/');
     for expected in route.split('/') {
         match path_segments.next() {
-            Some(seg) if expected.starts_with('{') && expected.ends_with('}') => {
+            Some(seg) if is_parameter(expected) => {
                 if seg.is_empty() {
                     return false;
                 }
@@ -266,6 +300,11 @@ fn route_matches(route: &str, path: &str) -> bool {
         }
     }
     path_segments.next().is_none()
+}
+
+/// Whether a route's segment is a parameter (`{reference}`).
+fn is_parameter(segment: &str) -> bool {
+    segment.starts_with('{') && segment.ends_with('}')
 }
 
 impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
@@ -279,7 +318,8 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             .and_then(valid_request_id)
             .unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
         let method = method_label(req.method());
-        let route = route_of(self.routes, req.uri().path());
+        let place = self.routes.of(req.uri().path());
+        let route = self.routes.label(place);
         let source = self.proxies.source_of(&req);
         let span = request_span(self.service, &request_id, method, route, source);
         // Boxed, so that the layers below move a pointer rather than the request's future.
@@ -301,7 +341,7 @@ impl<E: Endpoint> Endpoint for RequestTelemetryEndpoint<E> {
             resp.headers_mut().insert(REQUEST_ID_HEADER, v);
         }
         if fields.get(OUTCOME) != Some(REHEARSED) {
-            self.metrics.record((route, method, status), elapsed);
+            self.metrics.record((place, method, status), route, elapsed);
         }
         let closing = Closing {
             status,
@@ -342,14 +382,28 @@ mod tests {
 
     #[test]
     fn a_path_is_labelled_with_its_route_a_fixed_one_first() {
-        let routes = ["/cases/{reference}", "/cases/list", "/healthz"];
-        assert_eq!(route_of(&routes, "/cases/list"), "/cases/list");
+        let routes = Routes::new([
+            "/cases/{reference}",
+            "/cases/{reference}/{part}",
+            "/cases/list",
+            "/cases/{reference}/events",
+            "/healthz",
+            "/healthz",
+        ]);
+        let label = |path| routes.label(routes.of(path));
+        assert_eq!(label("/cases/list"), "/cases/list");
+        assert_eq!(label("/cases/418290357116"), "/cases/{reference}");
         assert_eq!(
-            route_of(&routes, "/cases/418290357116"),
-            "/cases/{reference}"
+            label("/cases/418290357116/events"),
+            "/cases/{reference}/events"
         );
-        assert_eq!(route_of(&routes, "/healthz"), "/healthz");
-        assert_eq!(route_of(&routes, "/admin"), "other");
+        assert_eq!(
+            label("/cases/418290357116/notes"),
+            "/cases/{reference}/{part}"
+        );
+        assert_eq!(label("/healthz"), "/healthz");
+        assert_eq!(label("/admin"), "other");
+        assert_eq!(routes.iter().filter(|r| *r == "/healthz").count(), 1);
     }
 
     /// A field of the service's own, as a service names one.
@@ -371,7 +425,7 @@ mod tests {
         let _default = captured.json();
         let app = refuse.with(RequestTelemetry::new(
             "svc",
-            &["/"],
+            Routes::new(["/"]),
             crate::closing_line!(NOTE),
         ));
         let resp = TestClient::new(app)
@@ -430,8 +484,8 @@ mod tests {
     async fn a_rehearsed_answer_is_logged_but_left_out_of_the_http_metrics() {
         let captured = Captured::default();
         let _default = captured.json();
-        let rehearsed =
-            RequestTelemetry::new("svc", &["/"], crate::closing_line!()).transform(rehearse);
+        let rehearsed = RequestTelemetry::new("svc", Routes::new(["/"]), crate::closing_line!())
+            .transform(rehearse);
         let resp = rehearsed.call(Request::default()).await.expect("answered");
         assert_eq!(resp.status(), 500);
         assert_eq!(counted(&rehearsed), 0, "a rehearsal was counted");
@@ -439,7 +493,8 @@ mod tests {
         assert_eq!(last["outcome"], REHEARSED, "{last}");
         assert_eq!(last["status"], 500);
         // Any other answer is counted.
-        let real = RequestTelemetry::new("svc", &["/"], crate::closing_line!()).transform(refuse);
+        let real = RequestTelemetry::new("svc", Routes::new(["/"]), crate::closing_line!())
+            .transform(refuse);
         real.call(Request::default()).await.expect("answered");
         assert_eq!(counted(&real), 1);
     }

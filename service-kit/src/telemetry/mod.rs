@@ -14,7 +14,7 @@ mod process;
 
 pub use self::logs::{LogFormat, init_tracing, record_client_id};
 pub use self::metrics::{MetricHelp, MetricKind, describe_metrics, render_metrics};
-pub use self::middleware::{OUTCOME, REASON, REHEARSED, RequestTelemetry, record};
+pub use self::middleware::{OUTCOME, REASON, REHEARSED, RequestTelemetry, Routes, record};
 
 /// The name of the span each request is served in; the JSON lines show its fields.
 const REQUEST_SPAN: &str = "request";

@@ -1,6 +1,12 @@
 //! Clients kept as code (`auth-server apply`): a declared list of clients, by name, compared
 //! with the stored ones, and the difference made in one transaction, one audit entry a
 //! change. Clients the list no longer names may be disabled (never deleted).
+//!
+//! `apply` owns only the clients a file made or adopted (`managed_by` = [`MANAGED_BY`]): it
+//! never changes a client made by hand (`client create`, `client ensure`, such as the
+//! intake-api's own) unless told to adopt it, and `--prune` never reaches one. What a file
+//! leaves unsaid is left as it is: a client disabled outside the file (an incident) stays
+//! disabled unless its entry says `disabled: false`.
 
 use std::collections::HashMap;
 
@@ -51,9 +57,15 @@ pub struct Declaration {
     pub sandbox: bool,
     /// Whether it gets only DPoP-bound tokens.
     pub dpop_required: bool,
-    /// Whether it is disabled.
-    pub disabled: bool,
+    /// Whether it is disabled; none leaves it as it is (enabled, for a client made).
+    pub disabled: Option<bool>,
 }
+
+/// What `managed_by` says of a client a clients file made or adopted.
+pub const MANAGED_BY: &str = "apply";
+
+/// The field of an entry a problem is about, as the file names it.
+pub type Field = &'static str;
 
 /// A declaration, checked as `client create` checks what it is given.
 #[derive(Debug, Clone)]
@@ -64,26 +76,27 @@ pub struct Declared {
     auth: DeclaredAuth,
     sandbox: bool,
     dpop_required: bool,
-    disabled: bool,
+    disabled: Option<bool>,
 }
 
 impl Declaration {
-    /// Checks it: every problem, each in a sentence.
-    pub fn check(self) -> Result<Declared, Vec<String>> {
+    /// Checks it: every problem, each in a sentence, with the field it is about.
+    pub fn check(self) -> Result<Declared, Vec<(Field, String)>> {
         let mut problems = Vec::new();
-        let name = parse_name(&self.name).map_err(|e| problems.push(e.to_string()));
+        let name = parse_name(&self.name).map_err(|e| problems.push(("name", e.to_string())));
         let scopes = parse_scopes(&self.scopes.join(" "))
-            .map_err(|e| problems.push(e.to_string()))
+            .map_err(|e| problems.push(("scopes", e.to_string())))
             .ok();
         let mut brands = None;
         if let Some(scopes) = &scopes {
             let listed = (!self.brands.is_empty()).then(|| self.brands.join(","));
+            let at = if listed.is_some() { "brands" } else { "scopes" };
             match brands_for(scopes, listed.as_deref()) {
                 Ok(b) => brands = b,
-                Err(e) => problems.push(e.to_string()),
+                Err(e) => problems.push((at, e.to_string())),
             }
             if let Err(e) = check_sandbox(scopes, self.sandbox) {
-                problems.push(e.to_string());
+                problems.push(("sandbox", e.to_string()));
             }
         }
         match (name, scopes) {
@@ -133,8 +146,10 @@ pub enum ChangeKind {
     SetDpop,
     /// Disabled: declared so, or (with `--prune`) no longer in the file.
     Disable,
-    /// Enabled again, as declared.
+    /// Enabled again, as declared (`disabled: false`).
     Enable,
+    /// A client made by hand, taken over by the file (`--adopt`): from now on the file's.
+    Adopt,
 }
 
 /// One difference between the file and the database, as `--dry-run` shows it and the
@@ -159,6 +174,36 @@ pub struct Change {
 #[error("{}", .0.join("; "))]
 pub struct Refusals(pub Vec<String>);
 
+/// Which stored clients an apply may reach besides those the file made.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reach {
+    /// Disable the file's enabled clients it no longer names.
+    pub prune: bool,
+    /// Take over the clients made by hand that the file names.
+    pub adopt: bool,
+}
+
+/// A client the file names and leaves disabled: disabled outside the file (or pruned), and
+/// its entry does not say `disabled`.
+#[derive(Debug, Clone, Serialize)]
+pub struct KeptDisabled {
+    /// The client's name.
+    pub client: String,
+    /// Its id.
+    pub client_id: String,
+    /// Since when it is disabled.
+    pub disabled_at: chrono::DateTime<Utc>,
+}
+
+/// What an apply would do: the changes, and the disabled clients it leaves so.
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Every change, in order.
+    pub changes: Vec<Change>,
+    /// The disabled clients the file names without saying `disabled`.
+    pub kept_disabled: Vec<KeptDisabled>,
+}
+
 /// A stored client with its secrets.
 struct Stored {
     client: client::Model,
@@ -180,14 +225,20 @@ async fn stored<C: ConnectionTrait>(db: &C) -> anyhow::Result<Vec<Stored>> {
         .collect())
 }
 
-/// The changes that bring `db` to `declared` (and, with `prune`, disable the enabled
-/// clients it does not name), without making them.
+/// The changes that bring `db` to `declared` (and, as `reach` says, disable the file's
+/// enabled clients it does not name, or adopt the clients made by hand it names), without
+/// making them.
 pub async fn plan(
     db: &DatabaseConnection,
     declared: &[Declared],
-    prune: bool,
-) -> anyhow::Result<Vec<Change>> {
-    Ok(differences(&stored(db).await?, declared, prune)?)
+    reach: Reach,
+) -> anyhow::Result<Plan> {
+    Ok(differences(&stored(db).await?, declared, reach)?)
+}
+
+/// Whether a file manages `c`.
+fn managed(c: &client::Model) -> bool {
+    c.managed_by.as_deref() == Some(MANAGED_BY)
 }
 
 /// Whether `c`'s current secrets include `secret`. One in its grace after a rotation does
@@ -203,16 +254,13 @@ fn has_secret(c: &Stored, secret: &Secret<String>) -> bool {
 
 /// What differs between the stored clients and the declared ones, or what of the file
 /// must be refused.
-fn differences(
-    stored: &[Stored],
-    declared: &[Declared],
-    prune: bool,
-) -> Result<Vec<Change>, Refusals> {
+fn differences(stored: &[Stored], declared: &[Declared], reach: Reach) -> Result<Plan, Refusals> {
     let by_name: HashMap<String, &Stored> = stored
         .iter()
         .map(|s| (s.client.name.to_lowercase(), s))
         .collect();
     let mut changes = Vec::new();
+    let mut kept_disabled = Vec::new();
     let mut refusals = Vec::new();
     for d in declared {
         let Some(s) = by_name.get(&d.name.to_lowercase()) else {
@@ -232,7 +280,7 @@ fn differences(
                     json!(true),
                 ));
             }
-            if d.disabled {
+            if d.disabled == Some(true) {
                 changes.push(change(
                     d,
                     None,
@@ -245,6 +293,20 @@ fn differences(
         };
         let c = &s.client;
         let id = Some(c.client_id.as_str());
+        if !managed(c) {
+            if !reach.adopt {
+                refusals.push(format!(
+                    "client {:?} ({}) was made by hand (`client create` or `client ensure`), \
+                     not by a clients file, and apply changes only the clients a file made: \
+                     give --adopt to manage it from this file from now on (--dry-run shows \
+                     what that changes), or name another client",
+                    d.name, c.client_id
+                ));
+                continue;
+            }
+            let (from, to) = (json!(c.managed_by), json!(MANAGED_BY));
+            changes.push(change(d, id, ChangeKind::Adopt, from, to));
+        }
         if c.sandbox != d.sandbox {
             refusals.push(format!(
                 "client {:?} ({}) is {}a sandbox client: a client does not move between the \
@@ -322,26 +384,33 @@ fn differences(
             let (from, to) = (json!(c.dpop_required), json!(d.dpop_required));
             changes.push(change(d, id, ChangeKind::SetDpop, from, to));
         }
-        match (c.disabled_at.is_some(), d.disabled) {
-            (false, true) => changes.push(change(
+        match (c.disabled_at, d.disabled) {
+            (None, Some(true)) => changes.push(change(
                 d,
                 id,
                 ChangeKind::Disable,
                 json!(false),
                 json!(true),
             )),
-            (true, false) => {
+            (Some(_), Some(false)) => {
                 changes.push(change(d, id, ChangeKind::Enable, json!(true), json!(false)))
             }
+            // Disabled outside the file (an incident, or a prune): unsaid, it stays so.
+            (Some(at), None) => kept_disabled.push(KeptDisabled {
+                client: d.name.clone(),
+                client_id: c.client_id.clone(),
+                disabled_at: at,
+            }),
             _ => {}
         }
     }
-    if prune {
+    if reach.prune {
         let named: std::collections::HashSet<String> =
             declared.iter().map(|d| d.name.to_lowercase()).collect();
         for s in stored {
             let c = &s.client;
-            if c.disabled_at.is_none() && !named.contains(&c.name.to_lowercase()) {
+            // Only a file's own clients: never one made by hand, such as the intake-api's.
+            if managed(c) && c.disabled_at.is_none() && !named.contains(&c.name.to_lowercase()) {
                 changes.push(Change {
                     client: c.name.clone(),
                     client_id: Some(c.client_id.clone()),
@@ -353,7 +422,10 @@ fn differences(
         }
     }
     if refusals.is_empty() {
-        Ok(changes)
+        Ok(Plan {
+            changes,
+            kept_disabled,
+        })
     } else {
         Err(Refusals(refusals))
     }
@@ -404,32 +476,40 @@ pub struct Applied {
     pub changes: Vec<Change>,
     /// The clients made.
     pub made: Vec<Made>,
+    /// The disabled clients the file names without saying `disabled`, left so.
+    pub kept_disabled: Vec<KeptDisabled>,
 }
 
-/// Makes the changes that bring `db` to `declared` (and, with `prune`, disables the
-/// enabled clients it does not name) in one transaction, one audit entry each, as
-/// `actor`; `fetched` holds what each declared JWKS URL that a change registers serves now.
-/// Nothing is written when nothing differs. The changes are worked out again inside the
-/// transaction, so what is applied is the difference from what the database holds then.
+/// Makes the changes that bring `db` to `declared` (and, as `reach` says, disables the
+/// file's enabled clients it does not name, or adopts the clients made by hand it names) in
+/// one transaction, one audit entry each, as `actor`; `fetched` holds what each declared
+/// JWKS URL that a change registers serves now. Nothing is written when nothing differs.
+/// The changes are worked out again inside the transaction, so what is applied is the
+/// difference from what the database holds then.
 pub async fn apply(
     db: &DatabaseConnection,
     declared: &[Declared],
-    prune: bool,
+    reach: Reach,
     fetched: &HashMap<url::Url, ClientKeys>,
     actor: &audit::Author,
 ) -> anyhow::Result<Applied> {
-    let unchanged = Applied {
+    let unchanged = |kept_disabled| Applied {
         changes: Vec::new(),
         made: Vec::new(),
+        kept_disabled,
     };
-    if differences(&stored(db).await?, declared, prune)?.is_empty() {
-        return Ok(unchanged);
+    let plan = differences(&stored(db).await?, declared, reach)?;
+    if plan.changes.is_empty() {
+        return Ok(unchanged(plan.kept_disabled));
     }
     let txn = begin_change(db).await?;
-    let changes = differences(&stored(&txn).await?, declared, prune)?;
+    let Plan {
+        changes,
+        kept_disabled,
+    } = differences(&stored(&txn).await?, declared, reach)?;
     if changes.is_empty() {
         // Another apply got there first; dropping the transaction undoes the revision bump.
-        return Ok(unchanged);
+        return Ok(unchanged(kept_disabled));
     }
     let by_name: HashMap<String, &Declared> = declared
         .iter()
@@ -486,6 +566,16 @@ pub async fn apply(
                 let found = super::find_client(&txn, &id).await?;
                 changes::write_disabled(&txn, actor, found, disable).await?;
             }
+            (ChangeKind::Adopt, Some(_)) => {
+                let found = super::find_client(&txn, &id).await?;
+                let detail =
+                    json!({"managed_by": MANAGED_BY, "previous_managed_by": found.managed_by});
+                changes::save(&txn, found, |a| {
+                    a.managed_by = Set(Some(MANAGED_BY.to_owned()))
+                })
+                .await?;
+                audit::append(&txn, actor, "client.adopt", &id, detail).await?;
+            }
             (kind, _) => bail!(
                 "no declaration of {:?} to make its {kind:?} from",
                 change.client
@@ -493,7 +583,11 @@ pub async fn apply(
         }
     }
     txn.commit().await?;
-    Ok(Applied { changes, made })
+    Ok(Applied {
+        changes,
+        made,
+        kept_disabled,
+    })
 }
 
 /// The keys a declaration registers: its own, or those its URL served.
@@ -538,6 +632,7 @@ async fn create(
         secret,
         keys,
         sandbox: d.sandbox,
+        managed_by: Some(MANAGED_BY),
     };
     if insert_client(txn, &registration, actor).await?.is_none() {
         bail!(
@@ -550,6 +645,22 @@ async fn create(
         client_id: registration.client_id,
         made_secret,
     })
+}
+
+/// The names of the clients the changes make with a secret made for them, which `apply`
+/// prints once.
+pub fn secrets_made(changes: &[Change], declared: &[Declared]) -> Vec<String> {
+    changes
+        .iter()
+        .filter(|c| c.change == ChangeKind::Create)
+        .filter(|c| {
+            declared.iter().any(|d| {
+                d.name.to_lowercase() == c.client.to_lowercase()
+                    && matches!(d.auth, DeclaredAuth::Secret(None))
+            })
+        })
+        .map(|c| c.client.clone())
+        .collect()
 }
 
 /// The declared JWKS URLs that the changes register, to fetch before applying them.

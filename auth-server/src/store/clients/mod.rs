@@ -105,6 +105,7 @@ pub async fn create_client(
         secret,
         keys,
         sandbox,
+        managed_by: None,
     };
     let txn = begin_change(db).await?;
     check_name_free(&txn, &registration.name, None).await?;
@@ -161,6 +162,8 @@ struct Registration {
     /// Its keys; none for a secret client.
     keys: Option<RegisteredKeys>,
     sandbox: bool,
+    /// What keeps it as code: [`apply::MANAGED_BY`] for a client a clients file makes.
+    managed_by: Option<&'static str>,
 }
 
 /// Inserts `c` with its first secret and its `client.create` entry in `txn`, and returns its
@@ -191,6 +194,7 @@ async fn insert_client(
         disabled_at: Set(None),
         created_at: Set(now),
         updated_at: Set(now),
+        managed_by: Set(c.managed_by.map(str::to_owned)),
     }
     .insert(txn)
     .await;
@@ -218,6 +222,9 @@ async fn insert_client(
     }
     if c.sandbox {
         detail["sandbox"] = json!(true);
+    }
+    if let Some(managed_by) = c.managed_by {
+        detail["managed_by"] = json!(managed_by);
     }
     audit::append(txn, actor, "client.create", &c.client_id, detail).await?;
     Ok(Some(keys))
@@ -355,6 +362,7 @@ async fn ensure_in_change(
             secret,
             keys,
             sandbox: false,
+            managed_by: None,
         };
         if insert_client(&txn, &registration, actor).await?.is_none() {
             return Ok(None);

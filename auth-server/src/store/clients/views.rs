@@ -41,6 +41,9 @@ pub struct ClientInfo {
     pub disabled_at: Option<DateTime<Utc>>,
     /// When it was registered.
     pub created_at: DateTime<Utc>,
+    /// What keeps it as code: `apply` for a client a clients file made or adopted (the only
+    /// ones `apply` changes); none for a client made by hand.
+    pub managed_by: Option<String>,
     /// Its secrets, by date: those that still work in `client list`, every one in
     /// `client show`.
     pub secrets: Vec<SecretInfo>,
@@ -104,6 +107,7 @@ fn client_info(c: client::Model, secrets: Vec<SecretInfo>) -> ClientInfo {
         disabled: c.disabled_at.is_some(),
         disabled_at: c.disabled_at,
         created_at: c.created_at,
+        managed_by: c.managed_by,
     }
 }
 

@@ -13,6 +13,7 @@ use serde::{Serialize, Serializer};
 use shared::intake::webhooks::EventType;
 use uuid::Uuid;
 
+use super::outbox::CHECKED_WITHIN;
 use crate::entity::{webhook_attempt, webhook_delivery, webhook_endpoint};
 use crate::store::event_bit;
 use crate::store::{CaseStore, SEALED_SECRET_PREFIX, SecretSeal, StoreError};
@@ -269,6 +270,7 @@ impl CaseStore {
             updated_at: Set(now),
             rate_limit: Set(new.rate_limit.map(stored_rate)),
             changed_by: Set(Some(new.by.as_str().to_owned())),
+            resend_requests: Set(None),
         })
         .exec_with_returning(&txn)
         .await?;
@@ -327,6 +329,8 @@ impl CaseStore {
     }
 
     /// Applies `change` to `client_id`'s endpoint `id`; `None` when it has none by that id.
+    /// A change of URL or a disable returns once no replica sends by the endpoint as it was
+    /// ([`CaseStore::sends_settled`]).
     pub async fn change_endpoint(
         &self,
         client_id: &str,
@@ -338,6 +342,8 @@ impl CaseStore {
         let Some(m) = own(&txn, client_id, id).await? else {
             return Ok(None);
         };
+        let stops = change.url.as_ref().is_some_and(|url| *url != m.url)
+            || matches!(change.disabled, Some(Some(_)));
         let mut active: webhook_endpoint::ActiveModel = m.into();
         if let Some(url) = change.url {
             active.url = Set(url);
@@ -365,11 +371,15 @@ impl CaseStore {
         active.updated_at = Set(now);
         let model = webhook_endpoint::Entity::update(active).exec(&txn).await?;
         txn.commit().await?;
+        if stops {
+            self.sends_settled(id).await?;
+        }
         Ok(Some(model.into()))
     }
 
-    /// Removes `client_id`'s endpoint `id`; its events not yet delivered go with it.
-    /// Whether there was one.
+    /// Removes `client_id`'s endpoint `id`; its events not yet delivered go with it, and it
+    /// returns once no replica can still send one ([`CHECKED_WITHIN`]). Whether there was
+    /// one.
     pub async fn delete_endpoint(&self, client_id: &str, id: Uuid) -> Result<bool, StoreError> {
         let txn = self.begin_write().await?;
         if own(&txn, client_id, id).await?.is_none() {
@@ -393,14 +403,19 @@ impl CaseStore {
             .filter(webhook_attempt::Column::DeliveryId.in_subquery(unsent_ids))
             .exec(&txn)
             .await?;
-        webhook_delivery::Entity::delete_many()
+        let dropped = webhook_delivery::Entity::delete_many()
             .filter(unsent())
             .exec(&txn)
-            .await?;
+            .await?
+            .rows_affected;
         webhook_endpoint::Entity::delete_by_id(id)
             .exec(&txn)
             .await?;
         txn.commit().await?;
+        if dropped > 0 {
+            // Some may be out on a claim at a replica that has not checked since.
+            tokio::time::sleep(CHECKED_WITHIN).await;
+        }
         Ok(true)
     }
 
@@ -435,6 +450,8 @@ impl CaseStore {
         active.updated_at = Set(now);
         let updated = webhook_endpoint::Entity::update(active).exec(&txn).await?;
         txn.commit().await?;
+        // The secrets sign nothing more once this returns.
+        self.sends_settled(id).await?;
         Ok(Some(updated.into()))
     }
 

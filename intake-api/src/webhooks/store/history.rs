@@ -8,8 +8,6 @@
 //! and claiming never write it), its pending ones through the worker's pending indexes,
 //! and the retention walks the primary key's range.
 
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
 use sea_orm::sea_query::{Expr, ExprTrait, Query};
 use sea_orm::{
@@ -20,7 +18,7 @@ use serde::Serialize;
 use shared::intake::webhook_deliveries::DeliveryStatus;
 use uuid::Uuid;
 
-use super::outbox::{DueDelivery, TryOutcome};
+use super::tries::{DueDelivery, TryOutcome};
 use crate::entity::{case, webhook_attempt, webhook_delivery, webhook_endpoint};
 use crate::store::{CaseStore, PURGE_BATCH, StoreError, bounded, first_id_at};
 
@@ -78,37 +76,7 @@ pub struct Tried {
     pub duration: std::time::Duration,
 }
 
-/// Where a page of the history starts: after this event and endpoint, going back in time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HistoryCursor {
-    /// The last event of the page before.
-    pub id: Uuid,
-    /// Its endpoint.
-    pub endpoint: Uuid,
-}
-
-impl HistoryCursor {
-    /// The cursor as the API hands it out: opaque, URL-safe.
-    pub fn encode(self) -> String {
-        let mut bytes = [0u8; 32];
-        bytes[..16].copy_from_slice(self.id.as_bytes());
-        bytes[16..].copy_from_slice(self.endpoint.as_bytes());
-        URL_SAFE_NO_PAD.encode(bytes)
-    }
-
-    /// A cursor [`HistoryCursor::encode`] made; `None` for anything else.
-    pub fn decode(text: &str) -> Option<Self> {
-        if text.len() != 43 {
-            return None;
-        }
-        let bytes = URL_SAFE_NO_PAD.decode(text).ok()?;
-        let (id, endpoint) = bytes.split_at_checked(16)?;
-        Some(Self {
-            id: Uuid::from_slice(id).ok()?,
-            endpoint: Uuid::from_slice(endpoint).ok()?,
-        })
-    }
-}
+pub use crate::history_cursor::HistoryCursor;
 
 /// Which of a partner's events to list.
 #[derive(Debug, Clone, Default)]
@@ -156,15 +124,19 @@ impl CaseStore {
                 Some(status) => vec![standing(status)],
                 None => vec![settled, unsettled],
             };
+            // One snapshot for both parts: an event settled between two reads would be in
+            // neither.
+            let txn = self.begin_snapshot().await?;
             let mut rows = Vec::new();
             for part in parts {
                 rows.extend(
                     history_part(&query, part)
                         .limit(query.limit + 1)
-                        .all(self.db())
+                        .all(&txn)
                         .await?,
                 );
             }
+            txn.commit().await?;
             rows.sort_by_key(|r| std::cmp::Reverse((r.id, r.endpoint_id)));
             let next = if rows.len() as u64 > query.limit {
                 rows.truncate(query.limit as usize);
@@ -245,14 +217,26 @@ impl CaseStore {
         id: Uuid,
     ) -> Result<u64, StoreError> {
         let mut update = queue_again(Utc::now()).filter(webhook_delivery::Column::Id.eq(id));
+        let mut endpoints = webhook_delivery::Entity::find()
+            .select_only()
+            .column(webhook_delivery::Column::EndpointId)
+            .filter(webhook_delivery::Column::Id.eq(id));
         if let Some((client_id, endpoint)) = scope {
             update = update
                 .filter(webhook_delivery::Column::ClientId.eq(client_id))
                 .filter(webhook_delivery::Column::EndpointId.eq(endpoint));
+            endpoints = endpoints
+                .filter(webhook_delivery::Column::ClientId.eq(client_id))
+                .filter(webhook_delivery::Column::EndpointId.eq(endpoint));
         }
-        Ok(bounded(async { Ok(update.exec(self.db()).await?) })
-            .await?
-            .rows_affected)
+        bounded(async {
+            let queued = update.exec(self.db()).await?.rows_affected;
+            if queued > 0 {
+                asked_to_resend(self.db(), endpoints.into_query()).await?;
+            }
+            Ok(queued)
+        })
+        .await
     }
 
     /// Queues again the events of `client_id`'s endpoint `endpoint` that happened in
@@ -293,6 +277,14 @@ impl CaseStore {
             let more = ids.len() as u64 > RECOVER_AT_ONCE;
             let chosen = &ids[..ids.len().min(RECOVER_AT_ONCE as usize)];
             let mut queued = 0;
+            if !chosen.is_empty() {
+                let this = webhook_endpoint::Entity::find()
+                    .select_only()
+                    .column(webhook_endpoint::Column::Id)
+                    .filter(webhook_endpoint::Column::Id.eq(endpoint))
+                    .into_query();
+                asked_to_resend(self.db(), this).await?;
+            }
             for ids in chosen.chunks(PURGE_BATCH as usize) {
                 queued += queue_again(now)
                     .filter(D::ClientId.eq(client_id))
@@ -488,6 +480,24 @@ fn standing(status: DeliveryStatus) -> sea_orm::sea_query::SimpleExpr {
         DeliveryStatus::Delivered => D::DeliveredAt.is_not_null(),
         DeliveryStatus::Failed => D::DeliveredAt.is_null().and(D::FailedAt.is_not_null()),
     }
+}
+
+/// Counts a request to send again on each endpoint `endpoints` selects, so every replica
+/// ends the wait it keeps after the endpoint's failures and sends at once.
+async fn asked_to_resend(
+    db: &impl ConnectionTrait,
+    endpoints: sea_orm::sea_query::SelectStatement,
+) -> Result<(), sea_orm::DbErr> {
+    use webhook_endpoint::Column as E;
+    webhook_endpoint::Entity::update_many()
+        .col_expr(
+            E::ResendRequests,
+            Expr::expr(Expr::col(E::ResendRequests).if_null(0)).add(1),
+        )
+        .filter(E::Id.in_subquery(endpoints))
+        .exec(db)
+        .await?;
+    Ok(())
 }
 
 /// Makes deliveries pending and due at `now`, as if never tried, except those being sent

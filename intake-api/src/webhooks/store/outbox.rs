@@ -13,37 +13,10 @@ use sea_orm::{
 use uuid::Uuid;
 
 use super::history::{Tried, record_attempts};
+use super::tries::{DueDelivery, TryOutcome};
 use crate::entity::{case, case_event, webhook_delivery, webhook_endpoint};
 use crate::sandbox::{Trigger, World};
 use crate::store::{CaseStore, StoreError, bounded};
-
-/// An event claimed for sending, with what its payload needs.
-#[derive(Debug, Clone)]
-pub struct DueDelivery {
-    /// The event's id.
-    pub id: Uuid,
-    /// The case it is about.
-    pub case_id: Uuid,
-    /// The event type.
-    pub event_type: String,
-    /// When the change happened.
-    pub created_at: DateTime<Utc>,
-    /// Tries so far, this one included.
-    pub attempts: i32,
-    /// The case's reference.
-    pub reference: String,
-    /// The case's brand.
-    pub brand: String,
-    /// The case's status now.
-    pub status: String,
-    /// The product attached, for `product.attached`.
-    pub product_uuid: Option<Uuid>,
-    /// Whether later events of its case waited for it when it was claimed.
-    pub later_waiting: bool,
-    /// A sandbox case whose address asks its events to fail a few tries first
-    /// ([`crate::sandbox::Trigger::WebhookFails`]).
-    pub fails_on_purpose: bool,
-}
 
 /// An active endpoint, and whether it has events due now.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,33 +27,12 @@ pub struct EndpointDue {
     pub client_id: String,
     /// Whether an event waits for it now.
     pub due: bool,
+    /// How many times its events were asked to be sent again: a replica that sees it
+    /// change stops waiting out the endpoint's last failures.
+    pub resend_requests: i64,
 }
 
-/// How a try ended.
-#[derive(Debug, Clone)]
-pub enum TryOutcome {
-    /// The partner answered 2xx.
-    Delivered {
-        /// The answer's status.
-        status: u16,
-    },
-    /// To be tried again at the given time.
-    Retry {
-        /// When.
-        at: DateTime<Utc>,
-        /// The answer's status, if one came.
-        status: Option<u16>,
-        /// What went wrong.
-        error: String,
-    },
-    /// Given up on.
-    Failed {
-        /// The answer's status, if one came.
-        status: Option<u16>,
-        /// What went wrong.
-        error: String,
-    },
-}
+pub use crate::store::CHECKED_WITHIN;
 
 impl CaseStore {
     /// Every active endpoint, and whether it has events due now: one probe of the due index
@@ -126,12 +78,18 @@ impl CaseStore {
                 .column(webhook_endpoint::Column::Id)
                 .column(webhook_endpoint::Column::ClientId)
                 .expr(Expr::exists(due))
+                .column(webhook_endpoint::Column::ResendRequests)
                 .filter(webhook_endpoint::Column::DisabledAt.is_null())
-                .into_tuple::<(Uuid, String, bool)>()
+                .into_tuple::<(Uuid, String, bool, Option<i64>)>()
                 .all(self.db())
                 .await?
                 .into_iter()
-                .map(|(id, client_id, due)| EndpointDue { id, client_id, due })
+                .map(|(id, client_id, due, resends)| EndpointDue {
+                    id,
+                    client_id,
+                    due,
+                    resend_requests: resends.unwrap_or(0),
+                })
                 .collect())
         })
         .await
@@ -426,6 +384,60 @@ impl CaseStore {
         .await
     }
 
+    /// Endpoint `endpoint` as it is now (`None` once removed), and which of `ids`, events
+    /// claimed for it, are still to be sent (an erasure or a removal drops the others):
+    /// what the worker checks before it hands one of them to the network.
+    pub async fn still_to_send(
+        &self,
+        endpoint: Uuid,
+        ids: &[Uuid],
+    ) -> Result<(Option<webhook_endpoint::Model>, Vec<Uuid>), StoreError> {
+        bounded(async {
+            let Some(current) = self.endpoint_row(endpoint).await? else {
+                return Ok((None, Vec::new()));
+            };
+            let mut pending_ids = Vec::with_capacity(ids.len());
+            for ids in ids.chunks(FINISHED_AT_ONCE) {
+                pending_ids.extend(
+                    webhook_delivery::Entity::find()
+                        .select_only()
+                        .column(webhook_delivery::Column::Id)
+                        .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
+                        .filter(webhook_delivery::Column::Id.is_in(ids.iter().copied()))
+                        .filter(pending(webhook_delivery::Entity))
+                        .into_tuple::<Uuid>()
+                        .all(self.db())
+                        .await?,
+                );
+            }
+            Ok((Some(current), pending_ids))
+        })
+        .await
+    }
+
+    /// Returns once no replica can send endpoint `endpoint`'s events by what it knew
+    /// before a change just written: after [`CHECKED_WITHIN`] when the endpoint has events
+    /// to send (some may be out on a claim), at once when it has none.
+    pub(crate) async fn sends_settled(&self, endpoint: Uuid) -> Result<(), StoreError> {
+        let waiting = bounded(async {
+            Ok(webhook_delivery::Entity::find()
+                .select_only()
+                .column(webhook_delivery::Column::Id)
+                .filter(webhook_delivery::Column::EndpointId.eq(endpoint))
+                .filter(pending(webhook_delivery::Entity))
+                .into_tuple::<Uuid>()
+                .one(self.db())
+                .await?
+                .is_some())
+        })
+        .await?;
+        if waiting {
+            tokio::time::sleep(CHECKED_WITHIN).await;
+        }
+        Ok(())
+    }
+
+    /// How many events are still to be sent.
     pub async fn pending_deliveries(&self) -> Result<u64, StoreError> {
         bounded(async {
             Ok(webhook_delivery::Entity::find()

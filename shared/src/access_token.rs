@@ -1,0 +1,286 @@
+//! The one check of an access token, for every service that takes one: the intake-api for
+//! partners' requests and the auth-server for `/revocations`. What makes a token good (its
+//! header, the key its `kid` names, that key's algorithm, the signature, issuer, audience and
+//! lifetime) is decided here, so a check added for one service is added for both; where the
+//! keys come from, and whether the token's client is still in good standing, is each
+//! service's own.
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use jsonwebtoken::DecodingKey;
+use serde::Deserialize;
+
+use crate::claims::{AccessTokenClaims, TokenAlgorithm, TokenValidation, is_access_token_typ};
+
+/// Why a token is refused on its own account, before its client is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFault {
+    /// Not three base64url parts with a JSON header, or claims that are not an access
+    /// token's.
+    Malformed,
+    /// An `alg` no key of ours can have (`none`, HMAC, ...), or not the algorithm of the key
+    /// its `kid` names.
+    Algorithm,
+    /// Not typed as an access token (`at+jwt`, RFC 9068).
+    Typ,
+    /// A critical header extension: none is understood here (RFC 7515 section 4.1.11).
+    Crit,
+    /// No `kid`.
+    KidMissing,
+    /// A `kid` no published key has.
+    KidUnknown,
+    /// Past its `exp`, give or take the leeway.
+    Expired,
+    /// Before its `nbf`, give or take the leeway.
+    NotYetValid,
+    /// Another issuer's.
+    Issuer,
+    /// For another audience.
+    Audience,
+    /// The key its `kid` names did not sign it.
+    Signature,
+    /// A registered claim (`exp`, `nbf`, `iss`, `aud`, `sub`) missing.
+    Claims,
+}
+
+impl TokenFault {
+    /// The reason a refusal is counted and logged under.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::Algorithm => "algorithm",
+            Self::Typ => "typ",
+            Self::Crit => "crit",
+            Self::KidMissing => "kid_missing",
+            Self::KidUnknown => "kid_unknown",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::Issuer => "issuer",
+            Self::Audience => "audience",
+            Self::Signature => "signature",
+            Self::Claims => "claims",
+        }
+    }
+}
+
+impl std::fmt::Display for TokenFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl std::error::Error for TokenFault {}
+
+/// A published key a token may be verified with.
+pub trait VerifyingKey {
+    /// The key, as jsonwebtoken takes it.
+    fn decoding_key(&self) -> &DecodingKey;
+    /// The one algorithm it verifies: its JWK's `alg`.
+    fn algorithm(&self) -> TokenAlgorithm;
+}
+
+impl<K: VerifyingKey> VerifyingKey for std::sync::Arc<K> {
+    fn decoding_key(&self) -> &DecodingKey {
+        (**self).decoding_key()
+    }
+    fn algorithm(&self) -> TokenAlgorithm {
+        (**self).algorithm()
+    }
+}
+
+/// A token that verified: its claims, and the key that verified it under its `kid`.
+#[derive(Debug)]
+pub struct Verified<K> {
+    /// The token's claims.
+    pub claims: AccessTokenClaims,
+    /// The key its `kid` named.
+    pub key: K,
+    /// That `kid`.
+    pub kid: String,
+}
+
+/// A token's JOSE header, as read before any key is consulted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenHeader {
+    /// `alg`, as the token claims it.
+    pub alg: String,
+    /// `typ`, if any.
+    pub typ: Option<String>,
+    /// `kid`, if any.
+    pub kid: Option<String>,
+    /// Whether it lists critical extensions (`crit` present and not null).
+    pub crit: bool,
+}
+
+#[derive(Deserialize)]
+struct JoseHeader {
+    alg: String,
+    typ: Option<String>,
+    kid: Option<String>,
+    crit: Option<serde_json::Value>,
+}
+
+/// The header of a compact JWT: three dot-separated parts, the first base64url JSON.
+pub fn read_header(token: &str) -> Result<TokenHeader, TokenFault> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(_), Some(_), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(TokenFault::Malformed);
+    };
+    let bytes = URL_SAFE_NO_PAD
+        .decode(header)
+        .map_err(|_| TokenFault::Malformed)?;
+    let header: JoseHeader = serde_json::from_slice(&bytes).map_err(|_| TokenFault::Malformed)?;
+    Ok(TokenHeader {
+        alg: header.alg,
+        typ: header.typ,
+        kid: header.kid,
+        crit: header.crit.is_some(),
+    })
+}
+
+/// The claims of `token`, and the key that verified it, when it is an access token signed by
+/// the key `key_for` finds for its `kid`, with that key's algorithm, and `validation` holds
+/// (issuer, audience, registered claims, lifetime). Nothing is taken on the token's word:
+/// an algorithm no key can have is refused before `key_for` is asked (so `none` or HMAC
+/// tokens never send anyone to the keys), `jku`, `x5u` and `jwk` headers are never read,
+/// and the key's algorithm must be the token's.
+pub async fn verify<K: VerifyingKey>(
+    token: &str,
+    validation: &TokenValidation,
+    key_for: impl AsyncFnOnce(&str) -> Option<K>,
+) -> Result<Verified<K>, TokenFault> {
+    let header = read_header(token)?;
+    let alg = TokenAlgorithm::from_name(&header.alg).ok_or(TokenFault::Algorithm)?;
+    if !is_access_token_typ(header.typ.as_deref()) {
+        return Err(TokenFault::Typ);
+    }
+    if header.crit {
+        return Err(TokenFault::Crit);
+    }
+    let kid = header.kid.ok_or(TokenFault::KidMissing)?;
+    let key = key_for(&kid).await.ok_or(TokenFault::KidUnknown)?;
+    if alg != key.algorithm() {
+        return Err(TokenFault::Algorithm);
+    }
+    let claims = jsonwebtoken::decode::<AccessTokenClaims>(
+        token,
+        key.decoding_key(),
+        validation.for_algorithm(alg),
+    )
+    .map_err(|e| fault_of(&e))?
+    .claims;
+    Ok(Verified { claims, key, kid })
+}
+
+/// What a failed decode says of the token. jsonwebtoken's kinds are not exhaustive: any
+/// other (base64, JSON, a key that cannot verify) is a token not made by us.
+fn fault_of(e: &jsonwebtoken::errors::Error) -> TokenFault {
+    use jsonwebtoken::errors::ErrorKind;
+    match e.kind() {
+        ErrorKind::ExpiredSignature => TokenFault::Expired,
+        ErrorKind::ImmatureSignature => TokenFault::NotYetValid,
+        ErrorKind::InvalidIssuer => TokenFault::Issuer,
+        ErrorKind::InvalidAudience => TokenFault::Audience,
+        ErrorKind::InvalidSignature => TokenFault::Signature,
+        ErrorKind::MissingRequiredClaim(_) => TokenFault::Claims,
+        _ => TokenFault::Malformed,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Key(DecodingKey, TokenAlgorithm);
+
+    impl VerifyingKey for Key {
+        fn decoding_key(&self) -> &DecodingKey {
+            &self.0
+        }
+        fn algorithm(&self) -> TokenAlgorithm {
+            self.1
+        }
+    }
+
+    /// The outcome of a check whose key lookup answers at once, as these tests' do.
+    fn at_once<F: Future>(check: F) -> F::Output {
+        let mut check = std::pin::pin!(check);
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        match check.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(outcome) => outcome,
+            std::task::Poll::Pending => panic!("the check waited on nothing"),
+        }
+    }
+
+    fn header(json: &str) -> String {
+        URL_SAFE_NO_PAD.encode(json)
+    }
+
+    #[test]
+    fn a_token_needs_three_parts_and_a_json_header() {
+        assert_eq!(read_header("a.b"), Err(TokenFault::Malformed));
+        assert_eq!(read_header("a.b.c.d"), Err(TokenFault::Malformed));
+        assert_eq!(read_header("!!!.b.c"), Err(TokenFault::Malformed));
+        let parsed = read_header(&format!(
+            "{}.e30.",
+            header(r#"{"alg":"none","crit":["x"]}"#)
+        ))
+        .expect("a header");
+        assert_eq!(parsed.alg, "none");
+        assert!(parsed.crit);
+    }
+
+    /// Each refusal of the header is its own, and none of them asks for a key.
+    #[test]
+    fn the_header_is_refused_before_any_key_is_asked_for() {
+        let validation = TokenValidation::new("iss", "aud");
+        for (json, fault) in [
+            (
+                r#"{"alg":"none","typ":"at+jwt","kid":"k"}"#,
+                TokenFault::Algorithm,
+            ),
+            (
+                r#"{"alg":"HS256","typ":"at+jwt","kid":"k"}"#,
+                TokenFault::Algorithm,
+            ),
+            (r#"{"alg":"RS256","typ":"JWT","kid":"k"}"#, TokenFault::Typ),
+            (
+                r#"{"alg":"RS256","typ":"at+jwt","kid":"k","crit":["b64"]}"#,
+                TokenFault::Crit,
+            ),
+            (r#"{"alg":"RS256","typ":"at+jwt"}"#, TokenFault::KidMissing),
+        ] {
+            let token = format!("{}.e30.c2ln", header(json));
+            let asked = std::cell::Cell::new(false);
+            let refused = at_once(verify::<Key>(&token, &validation, async |_| {
+                asked.set(true);
+                None
+            }));
+            assert_eq!(refused.err(), Some(fault), "{json}");
+            assert!(!asked.get(), "{json}: a key was asked for");
+        }
+    }
+
+    /// The key decides the algorithm: a token claiming another than its key's is refused
+    /// before its signature is checked, and an unknown `kid` is its own refusal.
+    #[test]
+    fn the_keys_algorithm_is_the_one_and_an_unknown_kid_is_said() {
+        let validation = TokenValidation::new("iss", "aud");
+        let token = format!(
+            "{}.e30.c2ln",
+            header(r#"{"alg":"PS256","typ":"at+jwt","kid":"k"}"#)
+        );
+        let rs256 =
+            async |_: &str| Some(Key(DecodingKey::from_secret(b"k"), TokenAlgorithm::Rs256));
+        assert_eq!(
+            at_once(verify(&token, &validation, rs256)).err(),
+            Some(TokenFault::Algorithm)
+        );
+        assert_eq!(
+            at_once(verify::<Key>(&token, &validation, async |_| None)).err(),
+            Some(TokenFault::KidUnknown)
+        );
+    }
+}
