@@ -6,51 +6,13 @@
 
 use chrono::{DateTime, Utc};
 use shared::access_token;
-use shared::claims::{AccessTokenClaims, BearerFault, TokenValidation, bearer_token, dpop_token};
-use shared::dpop::VerifiedProof;
+use shared::claims::{AccessTokenClaims, TokenValidation};
+use shared::dpop::{ProofFault, VerifiedProof};
 use shared::profile::Profile;
+pub use shared::refusal::Refusal;
+use shared::refusal::TokenRefusal;
 
 use crate::registry::Snapshot;
-
-/// Why a bearer token was not accepted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
-    /// No `Authorization: Bearer` header.
-    #[error("no bearer token")]
-    Missing,
-    /// A token that does not verify, has expired, or whose client is disabled; the reason is
-    /// for logs only.
-    #[error("invalid token: {0}")]
-    Invalid(&'static str),
-    /// A valid token without the scope the endpoint needs.
-    #[error("insufficient scope")]
-    InsufficientScope,
-    /// A bound token's proof is missing, or not one for this request; the reason is for
-    /// logs only.
-    #[error("invalid DPoP proof: {0}")]
-    InvalidProof(&'static str),
-    /// Whether the proof was used before could not be told (the replay store is down): the
-    /// client is to send the request again later, with a new proof.
-    #[error("the replay store cannot be reached")]
-    Unavailable,
-    /// Server nonces are on, and the proof carries none or one no longer accepted.
-    #[error("a DPoP proof without a current server nonce")]
-    UseNonce,
-}
-
-impl Refusal {
-    /// A label for metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Missing => "missing",
-            Self::Invalid(reason) => reason,
-            Self::InsufficientScope => "scope",
-            Self::InvalidProof(reason) => reason,
-            Self::Unavailable => "replay_store",
-            Self::UseNonce => "use_dpop_nonce",
-        }
-    }
-}
 
 /// What a token must be to be accepted here: signed by a key this server publishes, with
 /// that key's algorithm, typed `at+jwt`, from this issuer for this audience.
@@ -80,28 +42,14 @@ impl BearerCheck {
         &self,
         snapshot: &Snapshot,
         authorization: Option<&str>,
-        scope: &str,
+        scope: &'static str,
         now: DateTime<Utc>,
     ) -> Result<AccessTokenClaims, Refusal> {
-        let token =
-            bearer_token(authorization.ok_or(Refusal::Missing)?).map_err(|fault| match fault {
-                BearerFault::Missing => Refusal::Missing,
-                BearerFault::TooLong => Refusal::Invalid("too_long"),
-            })?;
-        // Under FAPI 2.0 every token is sender-constrained: none is taken as a bearer one.
-        if !self.profile.allows_secrets_and_bearer() {
-            return Err(Refusal::Invalid("bearer_not_accepted"));
-        }
+        let token = access_token::bearer_token(authorization.map(str::as_bytes))?;
+        access_token::bearer_taken(self.profile)?;
         let claims = self.verified(snapshot, token, now).await?;
-        // A token bound to a key is good only beside a proof made with it, as at the
-        // intake-api: a thief holding only the token gets nowhere by sending it as bearer.
-        if claims.cnf.is_some() {
-            return Err(Refusal::Invalid("bound_token_as_bearer"));
-        }
-        if !claims.has_scope(scope) {
-            return Err(Refusal::InsufficientScope);
-        }
-        Ok(claims)
+        access_token::unbound(&claims)?;
+        granted(claims, scope)
     }
 
     /// The claims of the `Authorization: DPoP` token in `authorization` and the request's
@@ -114,25 +62,18 @@ impl BearerCheck {
         &self,
         snapshot: &Snapshot,
         authorization: &str,
-        proof: Result<Option<&str>, &'static str>,
+        proof: Result<Option<&str>, ProofFault>,
         method: &str,
         url: &str,
-        scope: &str,
+        scope: &'static str,
         now: DateTime<Utc>,
     ) -> Result<(AccessTokenClaims, VerifiedProof), Refusal> {
-        let token = dpop_token(authorization).map_err(|fault| match fault {
-            BearerFault::Missing => Refusal::Invalid("missing"),
-            BearerFault::TooLong => Refusal::Invalid("too_long"),
-        })?;
-        let claims = self.verified(snapshot, token, now).await?;
-        let bound_to = claims
-            .cnf
-            .as_ref()
-            .map(|c| c.jkt.as_str())
-            .ok_or(Refusal::Invalid("token_not_bound"))?;
-        let proof = proof
-            .map_err(Refusal::InvalidProof)?
-            .ok_or(Refusal::InvalidProof("proof_missing"))?;
+        let token = access_token::dpop_token(Some(authorization.as_bytes()))
+            .unwrap_or(Err(Refusal::InvalidBoundToken(TokenRefusal::Missing)))?;
+        let claims = self
+            .verified(snapshot, token, now)
+            .await
+            .map_err(Refusal::under_dpop)?;
         let expected = shared::dpop::Expected {
             method,
             url,
@@ -140,14 +81,8 @@ impl BearerCheck {
             now: now.timestamp(),
             algorithms: self.profile.algorithms(),
         };
-        let proof = shared::dpop::verify(proof, expected).map_err(Refusal::InvalidProof)?;
-        if proof.jkt != bound_to {
-            return Err(Refusal::Invalid("proof_key_mismatch"));
-        }
-        if !claims.has_scope(scope) {
-            return Err(Refusal::InsufficientScope);
-        }
-        Ok((claims, proof))
+        let proof = access_token::bound_proof(&claims, proof, expected)?;
+        Ok((granted(claims, scope)?, proof))
     }
 
     /// The claims of `token` when it verifies against a key published in `snapshot` (the
@@ -164,11 +99,21 @@ impl BearerCheck {
             published.into_iter().find(|k| k.kid == kid).cloned()
         })
         .await
-        .map_err(|fault| Refusal::Invalid(fault.label()))?
+        .map_err(|fault| Refusal::Invalid(fault.into()))?
         .claims;
         match snapshot.clients.get(&claims.client_id) {
             Some(client) if !client.disabled => Ok(claims),
-            _ => Err(Refusal::Invalid("client_disabled")),
+            // Gone from the registry since it was issued: as good as disabled.
+            Some(_) | None => Err(Refusal::Invalid(TokenRefusal::ClientDisabled)),
         }
+    }
+}
+
+/// `claims` when they grant `scope`.
+fn granted(claims: AccessTokenClaims, scope: &'static str) -> Result<AccessTokenClaims, Refusal> {
+    if claims.has_scope(scope) {
+        Ok(claims)
+    } else {
+        Err(Refusal::InsufficientScope(scope))
     }
 }

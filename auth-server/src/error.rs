@@ -1,5 +1,6 @@
 //! OAuth 2.0 errors of the token endpoint, in the wire format partners already parse.
 
+use shared::dpop::ProofFault;
 use shared::error::OAuthErrorBody;
 
 const INVALID_REQUEST: &str = "The request is missing a required parameter, includes an invalid parameter value, includes a parameter more than once, or is otherwise malformed.";
@@ -12,9 +13,6 @@ const ASSERTION_PREDATES_REPLAY_STORE: &str = "Client authentication failed: the
 const INVALID_SCOPE: &str = "The requested scope is invalid, unknown, or malformed";
 const TEMPORARILY_UNAVAILABLE: &str = "The authorization server is currently unable to handle the request due to a temporary overloading or maintenance of the server.";
 const TOO_MANY_REQUESTS: &str = "Too Many Attempts.";
-const INVALID_DPOP_PROOF: &str = "The DPoP proof is missing, malformed, or not for this request";
-const PROOF_JTI: &str = "The DPoP proof's jti must be 1 to 255 bytes with no control characters";
-const PROOF_PREDATES_REPLAY_STORE: &str = "The DPoP proof was made before the server's record of used proofs begins, so it cannot be shown unused: make a new one";
 const USE_DPOP_NONCE: &str = "Authorization server requires nonce in DPoP proof";
 const SERVER_ERROR: &str = "The authorization server encountered an unexpected condition which prevented it from fulfilling the request.";
 
@@ -133,7 +131,7 @@ pub enum OAuthError {
     #[error("invalid_dpop_proof ({reason})")]
     InvalidDpopProof {
         /// Which check failed.
-        reason: &'static str,
+        reason: ProofFault,
         /// The algorithms a proof may be signed with, for the hint.
         algorithms: &'static [&'static str],
     },
@@ -189,7 +187,7 @@ impl OAuthError {
             Self::UnsupportedGrantType => "unsupported_grant_type",
             Self::InvalidClient { failure, .. } => failure.reason(),
             Self::InvalidScope { .. } => "invalid_scope",
-            Self::InvalidDpopProof { reason, .. } => reason,
+            Self::InvalidDpopProof { reason, .. } => reason.label(),
             Self::UseDpopNonce => "use_dpop_nonce",
             Self::ServerError => "server_error",
             Self::TemporarilyUnavailable => "temporarily_unavailable",
@@ -238,11 +236,7 @@ impl OAuthError {
             ),
             Self::InvalidDpopProof { reason, algorithms } => (
                 "invalid_dpop_proof",
-                match *reason {
-                    "proof_jti" => PROOF_JTI,
-                    "proof_predates_replay_store" => PROOF_PREDATES_REPLAY_STORE,
-                    _ => INVALID_DPOP_PROOF,
-                },
+                reason.problem(),
                 Some(format!(
                     "Send one DPoP header: a new proof signed with {}, for POST on the token \
                      endpoint's URL ({reason})",
@@ -319,7 +313,7 @@ mod tests {
             ),
             (
                 OAuthError::InvalidDpopProof {
-                    reason: "proof_htu",
+                    reason: ProofFault::Htu,
                     algorithms: &shared::dpop::ALGORITHMS,
                 },
                 400,
@@ -417,7 +411,7 @@ mod tests {
         assert_eq!(body.error, "invalid_client");
         assert!(body.error_description.contains("jti"), "{body:?}");
         let proof = OAuthError::InvalidDpopProof {
-            reason: "proof_jti",
+            reason: ProofFault::Jti,
             algorithms: &shared::dpop::ALGORITHMS,
         };
         assert_eq!(proof.status(), 400);

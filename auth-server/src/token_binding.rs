@@ -3,6 +3,7 @@
 
 use poem::Request;
 use service_kit::dpop_nonce::Unspent;
+use shared::dpop::ProofFault;
 
 use crate::error::OAuthError;
 use crate::state::AppState;
@@ -37,7 +38,8 @@ pub async fn proof_key(
         Ok(()) => {}
         Err(Unspent::UseNonce) => return Err(OAuthError::UseDpopNonce),
         Err(Unspent::Unavailable) => return Err(OAuthError::TemporarilyUnavailable),
-        Err(why @ (Unspent::Replayed | Unspent::Forgotten)) => return Err(refuse(why.reason())),
+        Err(Unspent::Replayed) => return Err(refuse(ProofFault::Replayed)),
+        Err(Unspent::Forgotten) => return Err(refuse(ProofFault::PredatesReplayStore)),
     }
     Ok(Some(proof.jkt))
 }

@@ -3,7 +3,9 @@
 
 #![no_main]
 
-use intake_api::auth::{AuthError, MAX_TOKEN_BYTES, parse_bearer};
+use intake_api::auth::{MAX_TOKEN_BYTES, Refusal, parse_bearer};
+use shared::access_token::TokenFault;
+use shared::refusal::TokenRefusal;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -22,19 +24,19 @@ fuzz_target!(|data: &[u8]| {
             assert!(scheme.eq_ignore_ascii_case("bearer"));
             assert!(header.trim_end().ends_with(token));
         }
-        Err(AuthError::Missing) => {}
-        Err(AuthError::Invalid(reason)) => {
-            assert!(
-                ["header", "too_long", "malformed"].contains(&reason),
-                "{reason}"
-            );
-        }
-        Err(AuthError::InsufficientScope(_)) => panic!("scope is not known before verification"),
-        Err(AuthError::Unvetted(_)) => {
+        Err(Refusal::Missing) => {}
+        Err(Refusal::Invalid(
+            TokenRefusal::Unreadable
+            | TokenRefusal::TooLong
+            | TokenRefusal::Fault(TokenFault::Malformed),
+        )) => {}
+        Err(Refusal::Invalid(why)) => panic!("{} is not known before verification", why.label()),
+        Err(Refusal::InsufficientScope(_)) => panic!("scope is not known before verification"),
+        Err(Refusal::Unvetted(_)) => {
             panic!("the revocation list is consulted only after verification")
         }
         Err(
-            AuthError::InvalidProof(_) | AuthError::InvalidBoundToken(_) | AuthError::UseDpopNonce,
+            Refusal::InvalidProof(_) | Refusal::InvalidBoundToken(_) | Refusal::UseDpopNonce,
         ) => {
             panic!("a bearer header is never read as DPoP")
         }

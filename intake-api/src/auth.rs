@@ -5,56 +5,17 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use shared::access_token;
-use shared::claims::{AccessTokenClaims, BearerFault, CLOCK_LEEWAY_SECS, TokenValidation};
-use shared::dpop::{self, VerifiedProof};
+use shared::claims::{AccessTokenClaims, CLOCK_LEEWAY_SECS, TokenValidation};
+use shared::dpop::{self, ProofFault, VerifiedProof};
 use shared::profile::Profile;
+use shared::refusal::{TokenRefusal, Unvetted};
 
 use crate::jwks::{JwksCache, TokenKey};
 use crate::revocations::RevokedClients;
 
+pub use shared::access_token::dpop_token;
 pub use shared::claims::MAX_TOKEN_BYTES;
-
-/// Why a request is not authenticated or not allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum AuthError {
-    /// No bearer token was sent.
-    #[error("no bearer token")]
-    Missing,
-    /// A token was sent but is not acceptable; the reason is for logs and metrics only.
-    #[error("invalid token: {0}")]
-    Invalid(&'static str),
-    /// The token is valid but lacks the scope the operation needs, named here.
-    #[error("insufficient scope: {0} needed")]
-    InsufficientScope(&'static str),
-    /// The token verifies, but this replica cannot tell whether its client was disabled
-    /// (the revocation list is missing or too old) or whether its DPoP proof was used
-    /// before (the replay store cannot be reached): refused, for now, rather than admitted.
-    #[error("cannot vet the token: {0}")]
-    Unvetted(&'static str),
-    /// The DPoP proof is missing or not acceptable; the reason is for logs and metrics.
-    #[error("invalid DPoP proof: {0}")]
-    InvalidProof(&'static str),
-    /// The token was sent under the `DPoP` scheme and is not acceptable, or is DPoP-bound and
-    /// was sent without its proof; the reason is for logs and metrics.
-    #[error("invalid DPoP-bound token: {0}")]
-    InvalidBoundToken(&'static str),
-    /// Server nonces are on, and the proof carries none, or one no longer accepted.
-    #[error("DPoP proof without a current server nonce")]
-    UseDpopNonce,
-}
-
-impl AuthError {
-    /// The reason for the failure metric and the log line.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            Self::Missing => "missing",
-            Self::Invalid(r) | Self::Unvetted(r) | Self::InvalidProof(r) => r,
-            Self::InvalidBoundToken(r) => r,
-            Self::InsufficientScope(_) => "scope",
-            Self::UseDpopNonce => "use_dpop_nonce",
-        }
-    }
-}
+pub use shared::refusal::Refusal;
 
 /// What an `Authorization` header states about its token before any key or clock is consulted.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -135,39 +96,28 @@ impl Verifier {
     pub async fn authenticate(
         &self,
         authorization: Option<&[u8]>,
-    ) -> Result<Arc<AccessTokenClaims>, AuthError> {
-        let token = bearer_token(authorization)?;
-        // Under FAPI 2.0 every token is sender-constrained: none is taken as a bearer one.
-        if !self.profile.allows_secrets_and_bearer() {
-            return Err(AuthError::InvalidBoundToken("bearer_not_accepted"));
-        }
+    ) -> Result<Arc<AccessTokenClaims>, Refusal> {
+        let token = access_token::bearer_token(authorization)?;
+        access_token::bearer_taken(self.profile)?;
         let claims = self.claims_of(token).await?;
-        // A thief holding only the token gets nowhere by dropping the proof.
-        if claims.cnf.is_some() {
-            return Err(AuthError::InvalidBoundToken("bound_token_as_bearer"));
-        }
+        access_token::unbound(&claims)?;
         Ok(claims)
     }
 
-    /// Checks an `Authorization: DPoP` token and the request's one `DPoP` proof, made for
-    /// `method` on `url` (the URL the client called) with the key the token is bound to.
-    /// Returns the token's claims and the proof, whose `jti` the caller makes single-use.
+    /// Checks an `Authorization: DPoP` token and the request's one `DPoP` proof (see
+    /// [`dpop::single_proof`]), made for `method` on `url` (the URL the client called) with
+    /// the key the token is bound to. Returns the token's claims and the proof, whose `jti`
+    /// the caller makes single-use.
     pub async fn authenticate_dpop(
         &self,
         token: &str,
-        proof: &str,
+        proof: Result<Option<&str>, ProofFault>,
         method: &str,
         url: &str,
-    ) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), AuthError> {
-        let claims = Box::pin(self.claims_of(token)).await.map_err(|e| match e {
-            AuthError::Invalid(why) => AuthError::InvalidBoundToken(why),
-            other => other,
-        })?;
-        let bound_to = claims
-            .cnf
-            .as_ref()
-            .map(|c| c.jkt.as_str())
-            .ok_or(AuthError::InvalidBoundToken("token_not_bound"))?;
+    ) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), Refusal> {
+        let claims = Box::pin(self.claims_of(token))
+            .await
+            .map_err(Refusal::under_dpop)?;
         let expected = dpop::Expected {
             method,
             url,
@@ -175,15 +125,12 @@ impl Verifier {
             now: chrono::Utc::now().timestamp(),
             algorithms: self.profile.algorithms(),
         };
-        let proof = dpop::verify(proof, expected).map_err(AuthError::InvalidProof)?;
-        if proof.jkt != bound_to {
-            return Err(AuthError::InvalidBoundToken("proof_key_mismatch"));
-        }
+        let proof = access_token::bound_proof(&claims, proof, expected)?;
         Ok((claims, proof))
     }
 
     /// The claims of a token that verifies and whose client is in good standing.
-    async fn claims_of(&self, token: &str) -> Result<Arc<AccessTokenClaims>, AuthError> {
+    async fn claims_of(&self, token: &str) -> Result<Arc<AccessTokenClaims>, Refusal> {
         let claims = match self.remembered(token) {
             Some(claims) => claims,
             // Boxed: the first request of a token is the rare one, and its future (a JWKS
@@ -192,14 +139,14 @@ impl Verifier {
         };
         if let Some(revoked) = &self.revoked {
             if !revoked.is_current() {
-                return Err(AuthError::Unvetted(if revoked.is_loaded() {
-                    "revocations_stale"
+                return Err(Refusal::Unvetted(if revoked.is_loaded() {
+                    Unvetted::RevocationsStale
                 } else {
-                    "revocations_not_loaded"
+                    Unvetted::RevocationsNotLoaded
                 }));
             }
             if revoked.contains(&claims.client_id) {
-                return Err(AuthError::Invalid("client_disabled"));
+                return Err(Refusal::Invalid(TokenRefusal::ClientDisabled));
             }
         }
         Ok(claims)
@@ -218,12 +165,12 @@ impl Verifier {
         Arc::ptr_eq(&current, &entry.key).then(|| entry.claims.clone())
     }
 
-    async fn verify(&self, token: &str) -> Result<Arc<AccessTokenClaims>, AuthError> {
+    async fn verify(&self, token: &str) -> Result<Arc<AccessTokenClaims>, Refusal> {
         let verified = access_token::verify(token, &self.validation, async |kid: &str| {
             self.jwks.key_for(kid).await
         })
         .await
-        .map_err(|fault| AuthError::Invalid(fault.label()))?;
+        .map_err(|fault| Refusal::Invalid(fault.into()))?;
         let claims = Arc::new(verified.claims);
         self.remember(token, &claims, verified.key, verified.kid);
         Ok(claims)
@@ -267,34 +214,11 @@ fn within_lifetime(claims: &AccessTokenClaims, now: i64) -> bool {
 /// Reads the bearer token and its JOSE header from an `Authorization` value, without verifying it.
 ///
 /// Kept pure and synchronous so the parsing of hostile headers can be fuzzed on its own.
-pub fn parse_bearer(authorization: Option<&[u8]>) -> Result<ParsedToken<'_>, AuthError> {
-    parse_bearer_token(bearer_token(authorization)?)
-}
-
-fn parse_bearer_token(token: &str) -> Result<ParsedToken<'_>, AuthError> {
-    let header = access_token::read_header(token).map_err(|f| AuthError::Invalid(f.label()))?;
+pub fn parse_bearer(authorization: Option<&[u8]>) -> Result<ParsedToken<'_>, Refusal> {
+    let token = access_token::bearer_token(authorization)?;
+    let header =
+        access_token::read_header(token).map_err(|fault| Refusal::Invalid(fault.into()))?;
     Ok(ParsedToken { token, header })
-}
-
-fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, AuthError> {
-    let raw = authorization.ok_or(AuthError::Missing)?;
-    let value = std::str::from_utf8(raw).map_err(|_| AuthError::Invalid("header"))?;
-    shared::claims::bearer_token(value).map_err(|fault| match fault {
-        BearerFault::Missing => AuthError::Missing,
-        BearerFault::TooLong => AuthError::Invalid("too_long"),
-    })
-}
-
-/// The token of an `Authorization: DPoP <token>` value, or `None` when the value is not of
-/// the `DPoP` scheme (it is then read as a bearer one).
-pub fn dpop_token(authorization: Option<&[u8]>) -> Option<Result<&str, AuthError>> {
-    let value = std::str::from_utf8(authorization?).ok()?;
-    match shared::claims::dpop_token(value) {
-        Err(BearerFault::Missing) if !shared::claims::names_scheme(value, "dpop") => None,
-        Err(BearerFault::Missing) => Some(Err(AuthError::InvalidBoundToken("missing"))),
-        Err(BearerFault::TooLong) => Some(Err(AuthError::InvalidBoundToken("too_long"))),
-        Ok(token) => Some(Ok(token)),
-    }
 }
 
 #[cfg(test)]
@@ -360,14 +284,19 @@ mod tests {
 
     #[test]
     fn only_bearer_headers_carry_a_token() {
-        assert_eq!(bearer_token(None), Err(AuthError::Missing));
-        assert_eq!(bearer_token(Some(b"Basic abc")), Err(AuthError::Missing));
-        assert_eq!(bearer_token(Some(b"Bearer ")), Err(AuthError::Missing));
+        use access_token::bearer_token;
+        assert_eq!(bearer_token(None), Err(Refusal::Missing));
+        assert_eq!(bearer_token(Some(b"Basic abc")), Err(Refusal::Missing));
+        assert_eq!(bearer_token(Some(b"Bearer ")), Err(Refusal::Missing));
         assert_eq!(bearer_token(Some(b"bearer a.b.c")), Ok("a.b.c"));
         let long = format!("Bearer {}", "a".repeat(MAX_TOKEN_BYTES + 1));
         assert_eq!(
             bearer_token(Some(long.as_bytes())),
-            Err(AuthError::Invalid("too_long"))
+            Err(Refusal::Invalid(TokenRefusal::TooLong))
+        );
+        assert_eq!(
+            bearer_token(Some(b"Bearer \xff")),
+            Err(Refusal::Invalid(TokenRefusal::Unreadable))
         );
     }
 }

@@ -16,7 +16,8 @@ use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use poem::http::HeaderValue;
 use poem::{Endpoint, IntoResponse, Middleware, Request, Response};
-use shared::dpop::VerifiedProof;
+use shared::dpop::{ProofFault, VerifiedProof};
+use shared::refusal::{Refusal, Unvetted};
 
 use crate::kek::KeyEncryptionKey;
 use crate::replay::{DPOP_PROOFS, ReplayStore, Use};
@@ -153,14 +154,13 @@ pub enum Unspent {
     Forgotten,
 }
 
-impl Unspent {
-    /// The reason for metrics and logs.
-    pub fn reason(self) -> &'static str {
-        match self {
-            Self::UseNonce => "use_dpop_nonce",
-            Self::Replayed => "proof_replayed",
-            Self::Unavailable => "replay_store_unavailable",
-            Self::Forgotten => "proof_predates_replay_store",
+impl From<Unspent> for Refusal {
+    fn from(why: Unspent) -> Self {
+        match why {
+            Unspent::UseNonce => Self::UseDpopNonce,
+            Unspent::Replayed => Self::InvalidProof(ProofFault::Replayed),
+            Unspent::Unavailable => Self::Unvetted(Unvetted::ReplayStore),
+            Unspent::Forgotten => Self::InvalidProof(ProofFault::PredatesReplayStore),
         }
     }
 }

@@ -10,7 +10,12 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use jsonwebtoken::DecodingKey;
 use serde::Deserialize;
 
-use crate::claims::{AccessTokenClaims, TokenAlgorithm, TokenValidation, is_access_token_typ};
+use crate::claims::{
+    AccessTokenClaims, BearerFault, TokenAlgorithm, TokenValidation, is_access_token_typ,
+};
+use crate::dpop::{self, ProofFault};
+use crate::profile::Profile;
+use crate::refusal::{Refusal, TokenRefusal};
 
 /// Why a token is refused on its own account, before its client is looked at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -187,6 +192,72 @@ fn fault_of(e: &jsonwebtoken::errors::Error) -> TokenFault {
         ErrorKind::MissingRequiredClaim(_) => TokenFault::Claims,
         _ => TokenFault::Malformed,
     }
+}
+
+/// The token of an `Authorization` value sent under the bearer scheme.
+pub fn bearer_token(authorization: Option<&[u8]>) -> Result<&str, Refusal> {
+    let value = std::str::from_utf8(authorization.ok_or(Refusal::Missing)?)
+        .map_err(|_| Refusal::Invalid(TokenRefusal::Unreadable))?;
+    crate::claims::bearer_token(value).map_err(|fault| match fault {
+        BearerFault::Missing => Refusal::Missing,
+        BearerFault::TooLong => Refusal::Invalid(TokenRefusal::TooLong),
+    })
+}
+
+/// The token of an `Authorization: DPoP <token>` value, or `None` when the value is not of
+/// the `DPoP` scheme (it is then read as a bearer one).
+pub fn dpop_token(authorization: Option<&[u8]>) -> Option<Result<&str, Refusal>> {
+    let value = std::str::from_utf8(authorization?).ok()?;
+    let refused = |why| Some(Err(Refusal::InvalidBoundToken(why)));
+    match crate::claims::dpop_token(value) {
+        Err(BearerFault::Missing) if !crate::claims::names_scheme(value, "dpop") => None,
+        Err(BearerFault::Missing) => refused(TokenRefusal::Missing),
+        Err(BearerFault::TooLong) => refused(TokenRefusal::TooLong),
+        Ok(token) => Some(Ok(token)),
+    }
+}
+
+/// Whether a token may be sent as a bearer one under `profile`: under FAPI 2.0 every token
+/// is sender-constrained. Asked before the token is verified, as it costs nothing.
+pub fn bearer_taken(profile: Profile) -> Result<(), Refusal> {
+    if profile.allows_secrets_and_bearer() {
+        Ok(())
+    } else {
+        Err(Refusal::Invalid(TokenRefusal::BearerNotAccepted))
+    }
+}
+
+/// Whether a token that verified may be taken as bearer: not when it is bound to a key, or
+/// a thief holding only the token would get in by dropping the proof.
+pub fn unbound(claims: &AccessTokenClaims) -> Result<(), Refusal> {
+    match claims.cnf {
+        None => Ok(()),
+        Some(_) => Err(Refusal::InvalidBoundToken(TokenRefusal::BoundTokenAsBearer)),
+    }
+}
+
+/// The proof of a request made under the `DPoP` scheme with a token whose `claims`
+/// verified: `proof` is the request's one `DPoP` header (see [`dpop::single_proof`]), which
+/// must be made for `expected` by the key the token is bound to. The proof's `jti` is the
+/// caller's to spend.
+pub fn bound_proof(
+    claims: &AccessTokenClaims,
+    proof: Result<Option<&str>, ProofFault>,
+    expected: dpop::Expected<'_>,
+) -> Result<dpop::VerifiedProof, Refusal> {
+    let bound_to = claims
+        .cnf
+        .as_ref()
+        .map(|c| c.jkt.as_str())
+        .ok_or(Refusal::InvalidBoundToken(TokenRefusal::TokenNotBound))?;
+    let proof = proof
+        .map_err(Refusal::InvalidProof)?
+        .ok_or(Refusal::InvalidProof(ProofFault::Missing))?;
+    let proof = dpop::verify(proof, expected).map_err(Refusal::InvalidProof)?;
+    if proof.jkt != bound_to {
+        return Err(Refusal::InvalidBoundToken(TokenRefusal::ProofKeyMismatch));
+    }
+    Ok(proof)
 }
 
 #[cfg(test)]

@@ -73,15 +73,14 @@ impl VerifiedProof {
     }
 }
 
-/// Why a proof was refused: a short reason for metrics and logs, never a secret.
-pub type Refusal = &'static str;
+pub use crate::refusal::ProofFault;
 
 /// The request's one `DPoP` header, given all its values: `None` when there is none, and a
 /// refusal for several (RFC 9449 section 4.3: which one was meant is not ours to guess) or
 /// for one that is not text.
 pub fn single_proof<'a, V>(
     values: impl IntoIterator<Item = &'a V>,
-) -> Result<Option<&'a str>, Refusal>
+) -> Result<Option<&'a str>, ProofFault>
 where
     V: AsRef<[u8]> + ?Sized + 'a,
 {
@@ -89,20 +88,20 @@ where
     match (values.next(), values.next()) {
         (None, _) => Ok(None),
         (Some(value), None) => header_text(value.as_ref()).map(Some),
-        (Some(_), Some(_)) => Err("proof_multiple"),
+        (Some(_), Some(_)) => Err(ProofFault::Multiple),
     }
 }
 
 /// A header value as text, on the terms `http`'s `HeaderValue::to_str` sets: visible ASCII
 /// and tabs only, so a proof is read the same whatever the header type holding it.
-fn header_text(value: &[u8]) -> Result<&str, Refusal> {
+fn header_text(value: &[u8]) -> Result<&str, ProofFault> {
     if !value
         .iter()
         .all(|&b| b == b'\t' || (0x20..0x7f).contains(&b))
     {
-        return Err("proof_malformed");
+        return Err(ProofFault::Malformed);
     }
-    std::str::from_utf8(value).map_err(|_| "proof_malformed")
+    std::str::from_utf8(value).map_err(|_| ProofFault::Malformed)
 }
 
 #[derive(Deserialize)]
@@ -121,16 +120,16 @@ const PRIVATE_MEMBERS: [&str; 8] = ["d", "p", "q", "dp", "dq", "qi", "oth", "k"]
 
 /// Checks `proof` against the request it must be for, and returns its key's thumbprint
 /// and its `jti`.
-pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refusal> {
+pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, ProofFault> {
     let proof = proof.trim();
     if proof.is_empty() || proof.len() > MAX_PROOF_BYTES {
-        return Err("proof_size");
+        return Err(ProofFault::Size);
     }
-    let (signing_input, signature) = proof.rsplit_once('.').ok_or("proof_malformed")?;
+    let (signing_input, signature) = proof.rsplit_once('.').ok_or(ProofFault::Malformed)?;
     let (header, claims) = signing_input
         .split_once('.')
         .filter(|(_, claims)| !claims.contains('.'))
-        .ok_or("proof_malformed")?;
+        .ok_or(ProofFault::Malformed)?;
     let (key, cached) = match ProofKey::cached(header) {
         Some(key) => (key, true),
         None => (
@@ -140,13 +139,13 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     };
     // The profile's list is checked here too: a header read under another list is cached.
     if !expected.algorithms.contains(&key.alg) {
-        return Err("proof_alg");
+        return Err(ProofFault::Alg);
     }
     let signed =
         jsonwebtoken::crypto::verify(signature, signing_input.as_bytes(), &key.key, key.algorithm)
-            .map_err(|_| "proof_malformed")?;
+            .map_err(|_| ProofFault::Malformed)?;
     if !signed {
-        return Err("proof_signature");
+        return Err(ProofFault::Signature);
     }
     // Only headers whose key made a good signature are kept, each read once.
     if !cached {
@@ -154,27 +153,27 @@ pub fn verify(proof: &str, expected: Expected<'_>) -> Result<VerifiedProof, Refu
     }
     let claims = URL_SAFE_NO_PAD
         .decode(claims)
-        .map_err(|_| "proof_malformed")?;
-    let claims: ProofClaims = serde_json::from_slice(&claims).map_err(|_| "proof_malformed")?;
+        .map_err(|_| ProofFault::Malformed)?;
+    let claims: ProofClaims = serde_json::from_slice(&claims).map_err(|_| ProofFault::Malformed)?;
     let jti = claims
         .jti
         .filter(|j| crate::claims::is_acceptable_jti(j))
-        .ok_or("proof_jti")?;
+        .ok_or(ProofFault::Jti)?;
     if claims.htm.as_deref() != Some(expected.method) {
-        return Err("proof_htm");
+        return Err(ProofFault::Htm);
     }
-    if !same_target(claims.htu.as_deref().ok_or("proof_htu")?, expected.url) {
-        return Err("proof_htu");
+    if !same_target(claims.htu.as_deref().ok_or(ProofFault::Htu)?, expected.url) {
+        return Err(ProofFault::Htu);
     }
-    let iat = claims.iat.ok_or("proof_iat")?;
+    let iat = claims.iat.ok_or(ProofFault::Iat)?;
     let now = expected.now;
     if iat > now.saturating_add(MAX_AHEAD_SECS) || iat < now.saturating_sub(MAX_AGE_SECS) {
-        return Err("proof_iat");
+        return Err(ProofFault::Iat);
     }
     if let Some(token) = expected.access_token
         && claims.ath.as_deref() != Some(token_hash(token).as_str())
     {
-        return Err("proof_ath");
+        return Err(ProofFault::Ath);
     }
     Ok(VerifiedProof {
         jkt: key.jkt.clone(),
@@ -219,45 +218,45 @@ impl ProofKey {
     /// Reads a proof's base64url JOSE header, trusting nothing in it: the `typ`, an
     /// algorithm of `algorithms`, no critical extension, and one public key of the kind the
     /// algorithm signs with.
-    fn read(header: &str, algorithms: &[&str]) -> Result<Self, Refusal> {
+    fn read(header: &str, algorithms: &[&str]) -> Result<Self, ProofFault> {
         let bytes = URL_SAFE_NO_PAD
             .decode(header)
-            .map_err(|_| "proof_malformed")?;
+            .map_err(|_| ProofFault::Malformed)?;
         let header: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_slice(&bytes).map_err(|_| "proof_malformed")?;
+            serde_json::from_slice(&bytes).map_err(|_| ProofFault::Malformed)?;
         if header.get("typ").and_then(|t| t.as_str()) != Some(PROOF_TYP) {
-            return Err("proof_typ");
+            return Err(ProofFault::Typ);
         }
         let alg = header.get("alg").and_then(|a| a.as_str());
         if !alg.is_some_and(|a| algorithms.contains(&a)) {
-            return Err("proof_alg");
+            return Err(ProofFault::Alg);
         }
         let (alg, algorithm) = match alg {
             Some("ES256") => ("ES256", Algorithm::ES256),
             Some("PS256") => ("PS256", Algorithm::PS256),
             Some("RS256") => ("RS256", Algorithm::RS256),
             Some("EdDSA") => ("EdDSA", Algorithm::EdDSA),
-            _ => return Err("proof_alg"),
+            _ => return Err(ProofFault::Alg),
         };
         if header.get("crit").is_some() {
-            return Err("proof_crit");
+            return Err(ProofFault::Crit);
         }
         let raw_jwk = header
             .get("jwk")
             .and_then(|j| j.as_object())
-            .ok_or("proof_jwk")?;
+            .ok_or(ProofFault::Jwk)?;
         if PRIVATE_MEMBERS.iter().any(|m| raw_jwk.contains_key(*m)) {
-            return Err("proof_private_key");
+            return Err(ProofFault::PrivateKey);
         }
         let jwk: Jwk = serde_json::from_value(serde_json::Value::Object(raw_jwk.clone()))
-            .map_err(|_| "proof_jwk")?;
+            .map_err(|_| ProofFault::Jwk)?;
         if !key_fits(&jwk.algorithm, algorithm) {
-            return Err("proof_jwk");
+            return Err(ProofFault::Jwk);
         }
-        let key = DecodingKey::from_jwk(&jwk).map_err(|_| "proof_jwk")?;
+        let key = DecodingKey::from_jwk(&jwk).map_err(|_| ProofFault::Jwk)?;
         let jkt = jwk
             .thumbprint(ThumbprintHash::SHA256)
-            .map_err(|_| "proof_jwk")?;
+            .map_err(|_| ProofFault::Jwk)?;
         Ok(Self {
             alg,
             algorithm,
@@ -407,8 +406,8 @@ mod tests {
         };
         assert!(verify(&proof(&key, &claims(None)), fapi).is_ok());
         let rs256 = proof_with(&key, &key.jwk, &claims(None), |h| h["alg"] = json!("RS256"));
-        assert_eq!(verify(&rs256, fapi), Err("proof_alg"));
-        assert_eq!(verify(&rs256, expected(None)), Err("proof_jwk"));
+        assert_eq!(verify(&rs256, fapi), Err(ProofFault::Alg));
+        assert_eq!(verify(&rs256, expected(None)), Err(ProofFault::Jwk));
         // A 1024-bit modulus is refused before any signature is looked at, whatever the
         // profile; 2048 bits pass that check.
         let rsa = |bytes: usize| {
@@ -416,7 +415,7 @@ mod tests {
             n[bytes - 1] = 0x01;
             json!({"kty": "RSA", "n": URL_SAFE_NO_PAD.encode(&n), "e": "AQAB"})
         };
-        for (bytes, refusal) in [(128, "proof_jwk"), (256, "proof_signature")] {
+        for (bytes, refusal) in [(128, ProofFault::Jwk), (256, ProofFault::Signature)] {
             let small = proof_with(&key, &rsa(bytes), &claims(None), |h| {
                 h["alg"] = json!("PS256")
             });
@@ -433,13 +432,16 @@ mod tests {
         assert_eq!(single_proof([b"a.b.c".as_slice()]), Ok(Some("a.b.c")));
         assert_eq!(
             single_proof([b"a.b.c".as_slice(), b"d.e.f".as_slice()]),
-            Err("proof_multiple")
+            Err(ProofFault::Multiple)
         );
         assert_eq!(
             single_proof(["a.b.\u{e9}".as_bytes()]),
-            Err("proof_malformed")
+            Err(ProofFault::Malformed)
         );
-        assert_eq!(single_proof([b"a\x01".as_slice()]), Err("proof_malformed"));
+        assert_eq!(
+            single_proof([b"a\x01".as_slice()]),
+            Err(ProofFault::Malformed)
+        );
     }
 
     #[test]
@@ -458,7 +460,7 @@ mod tests {
             )
         };
         assert!(at(checked.keep_until() - 1).is_ok());
-        assert_eq!(at(checked.keep_until()), Err("proof_iat"));
+        assert_eq!(at(checked.keep_until()), Err(ProofFault::Iat));
     }
 
     #[test]
@@ -497,153 +499,157 @@ mod tests {
             f(&mut c);
             proof(&key, &c)
         };
-        let cases: Vec<(&str, String, Refusal)> = vec![
+        let cases: Vec<(&str, String, ProofFault)> = vec![
             (
                 "another method",
                 edit(&|c| c["htm"] = json!("GET")),
-                "proof_htm",
+                ProofFault::Htm,
             ),
             (
                 "another URL",
                 edit(&|c| {
                     c["htu"] = json!("https://intake.example/partners/external/intake/attach")
                 }),
-                "proof_htu",
+                ProofFault::Htu,
             ),
             (
                 "another host",
                 edit(&|c| c["htu"] = json!("https://evil.example/partners/external/intake")),
-                "proof_htu",
+                ProofFault::Htu,
             ),
             (
                 "http for https",
                 edit(&|c| c["htu"] = json!("http://intake.example/partners/external/intake")),
-                "proof_htu",
+                ProofFault::Htu,
             ),
             (
                 "too old",
                 edit(&|c| c["iat"] = json!(NOW - MAX_AGE_SECS - 1)),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "from the future",
                 edit(&|c| c["iat"] = json!(NOW + MAX_AHEAD_SECS + 1)),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "a minute and a second ahead",
                 edit(&|c| c["iat"] = json!(NOW + 61)),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "iat the largest number",
                 edit(&|c| c["iat"] = json!(i64::MAX)),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "iat the smallest number",
                 edit(&|c| c["iat"] = json!(i64::MIN)),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "no iat",
                 edit(&|c| {
                     c.as_object_mut().unwrap().remove("iat");
                 }),
-                "proof_iat",
+                ProofFault::Iat,
             ),
             (
                 "a jti with a NUL, which no database keeps alike",
                 edit(&|c| c["jti"] = json!("id\u{0}1")),
-                "proof_jti",
+                ProofFault::Jti,
             ),
             (
                 "a jti over 255 bytes",
                 edit(&|c| c["jti"] = json!("j".repeat(256))),
-                "proof_jti",
+                ProofFault::Jti,
             ),
             (
                 "no jti",
                 edit(&|c| {
                     c.as_object_mut().unwrap().remove("jti");
                 }),
-                "proof_jti",
+                ProofFault::Jti,
             ),
             (
                 "another token's hash",
                 edit(&|c| c["ath"] = json!(token_hash("other"))),
-                "proof_ath",
+                ProofFault::Ath,
             ),
             (
                 "no ath",
                 edit(&|c| {
                     c.as_object_mut().unwrap().remove("ath");
                 }),
-                "proof_ath",
+                ProofFault::Ath,
             ),
             (
                 "signed by a key not in the header",
                 proof_with(&other, &key.jwk, &claims(Some("tok")), |_| {}),
-                "proof_signature",
+                ProofFault::Signature,
             ),
             (
                 "typ JWT",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["typ"] = json!("JWT")
                 }),
-                "proof_typ",
+                ProofFault::Typ,
             ),
             (
                 "alg none",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["alg"] = json!("none")
                 }),
-                "proof_alg",
+                ProofFault::Alg,
             ),
             (
                 "alg HS256",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["alg"] = json!("HS256")
                 }),
-                "proof_alg",
+                ProofFault::Alg,
             ),
             (
                 "alg RS256 on an EC key",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["alg"] = json!("RS256")
                 }),
-                "proof_jwk",
+                ProofFault::Jwk,
             ),
             (
                 "no jwk",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h.as_object_mut().unwrap().remove("jwk");
                 }),
-                "proof_jwk",
+                ProofFault::Jwk,
             ),
             (
                 "a private key in the jwk",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["jwk"]["d"] = json!("c2VjcmV0")
                 }),
-                "proof_private_key",
+                ProofFault::PrivateKey,
             ),
             (
                 "a symmetric key",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["jwk"] = json!({"kty": "oct", "k": "c2VjcmV0"})
                 }),
-                "proof_private_key",
+                ProofFault::PrivateKey,
             ),
             (
                 "a critical extension",
                 proof_with(&key, &key.jwk, &claims(Some("tok")), |h| {
                     h["crit"] = json!(["x"])
                 }),
-                "proof_crit",
+                ProofFault::Crit,
             ),
-            ("not a JWT", "abc".to_owned(), "proof_malformed"),
-            ("too long", "a".repeat(MAX_PROOF_BYTES + 1), "proof_size"),
+            ("not a JWT", "abc".to_owned(), ProofFault::Malformed),
+            (
+                "too long",
+                "a".repeat(MAX_PROOF_BYTES + 1),
+                ProofFault::Size,
+            ),
         ];
         for (case, proof, reason) in cases {
             assert_eq!(verify(&proof, expected(Some("tok"))), Err(reason), "{case}");

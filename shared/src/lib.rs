@@ -10,3 +10,5 @@ pub mod dpop;
 pub mod error;
 pub mod intake;
 pub mod profile;
+#[cfg(feature = "verify")]
+pub mod refusal;

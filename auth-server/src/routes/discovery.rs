@@ -15,9 +15,8 @@ use poem_openapi::{
 };
 use serde::Serialize;
 use shared::claims::scopes;
+use shared::dpop::ProofFault;
 use shared::error::OAuthErrorBody;
-
-use service_kit::dpop_nonce::Unspent;
 
 use crate::bearer::Refusal;
 use crate::client_keys::SIGNING_ALGORITHMS;
@@ -108,11 +107,11 @@ impl RevocationsResponse {
     fn refused(refusal: Refusal, dpop: Option<&[&str]>) -> Self {
         let (error, description) = match refusal {
             Refusal::Missing => (None, "A bearer token is required."),
-            Refusal::Invalid(_) => (
+            Refusal::Invalid(_) | Refusal::InvalidBoundToken(_) => (
                 Some("invalid_token"),
                 "The access token is invalid, expired, or its client is disabled.",
             ),
-            Refusal::InsufficientScope => (
+            Refusal::InsufficientScope(_) => (
                 Some("insufficient_scope"),
                 "The access token does not grant revocations:read.",
             ),
@@ -120,11 +119,11 @@ impl RevocationsResponse {
                 Some("invalid_dpop_proof"),
                 "The DPoP proof is missing, was used before, or was not made for this request.",
             ),
-            Refusal::UseNonce => (
+            Refusal::UseDpopNonce => (
                 Some("use_dpop_nonce"),
                 "Resource server requires nonce in DPoP proof: make a new proof with the nonce of this answer's DPoP-Nonce header.",
             ),
-            Refusal::Unavailable => (
+            Refusal::Unvetted(_) => (
                 Some("temporarily_unavailable"),
                 "The DPoP proof cannot be checked now; send the request again later with a new proof.",
             ),
@@ -150,9 +149,13 @@ impl RevocationsResponse {
             ),
         };
         match refusal {
-            Refusal::InsufficientScope => Self::Forbidden(body, challenge),
-            Refusal::Unavailable => Self::Unavailable(body, service_kit::replay::RETRY_AFTER_SECS),
-            _ => Self::Unauthorized(body, challenge),
+            Refusal::InsufficientScope(_) => Self::Forbidden(body, challenge),
+            Refusal::Unvetted(_) => Self::Unavailable(body, service_kit::replay::RETRY_AFTER_SECS),
+            Refusal::Missing
+            | Refusal::Invalid(_)
+            | Refusal::InvalidBoundToken(_)
+            | Refusal::InvalidProof(_)
+            | Refusal::UseDpopNonce => Self::Unauthorized(body, challenge),
         }
     }
 }
@@ -162,7 +165,7 @@ impl RevocationsResponse {
 /// the operation, which answers in OAuth's own terms.
 pub struct ResourceServerToken {
     authorization: Option<String>,
-    proof: Result<Option<String>, &'static str>,
+    proof: Result<Option<String>, ProofFault>,
 }
 
 /// Name of the resource servers' security scheme in the OpenAPI document.
@@ -258,11 +261,7 @@ impl DiscoveryApi {
         let nonces = self.state.dpop_nonces.as_deref();
         service_kit::dpop_nonce::spend(&self.state.replay, nonces, &proof, now.timestamp())
             .await
-            .map_err(|why| match why {
-                Unspent::UseNonce => Refusal::UseNonce,
-                Unspent::Unavailable => Refusal::Unavailable,
-                Unspent::Replayed | Unspent::Forgotten => Refusal::InvalidProof(why.reason()),
-            })
+            .map_err(Refusal::from)
     }
 }
 
@@ -368,7 +367,7 @@ impl DiscoveryApi {
             .is_some_and(|v| shared::claims::names_scheme(v, "dpop"));
         if let Err(refusal) = self.authorize(&snapshot, &token, dpop).await {
             tracing::info!(reason = %refusal, "revocation list refused");
-            metrics::counter!("auth_revocations_refused_total", "reason" => refusal.label())
+            metrics::counter!("auth_revocations_refused_total", "reason" => refusal.reason())
                 .increment(1);
             let profile = self.state.config.profile();
             let algorithms = self.state.bearer.proof_algorithms();

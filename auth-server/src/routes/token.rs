@@ -555,7 +555,7 @@ impl TokenApi {
         };
         if bound_to.is_none() && (grant.dpop_required || profile.is_fapi2()) {
             return Err(OAuthError::InvalidDpopProof {
-                reason: "dpop_required",
+                reason: shared::dpop::ProofFault::Required,
                 algorithms: profile.algorithms(),
             });
         }

@@ -13,8 +13,9 @@ use poem_openapi::payload::Json;
 use poem_openapi::registry::{MetaResponses, Registry};
 
 use shared::profile::Profile;
+use shared::refusal::Unvetted;
 
-use crate::auth::AuthError;
+use crate::auth::Refusal;
 use crate::domain::ValidationErrors;
 use crate::sandbox::Trigger;
 use crate::store::StoreError;
@@ -64,7 +65,7 @@ pub enum IntakeError {
     /// No bearer token, or one that does not verify; answered as the deployment's profile
     /// has tokens sent.
     #[error("not authenticated: {0}")]
-    Unauthenticated(AuthError, Profile),
+    Unauthenticated(Refusal, Profile),
     /// The token lacks the scope the operation needs, named here.
     #[error("the token lacks the required scope {0}")]
     Forbidden(&'static str),
@@ -104,17 +105,17 @@ pub enum IntakeError {
     /// The token cannot be vetted until the revocation list is fetched again; a retry
     /// (on another replica, or later) may succeed.
     #[error("cannot vet tokens: {0}")]
-    Unvetted(&'static str),
+    Unvetted(Unvetted),
     /// A sandbox client asked for this failure by its customer's address.
     #[error("sandbox trigger {0:?}")]
     Triggered(Trigger),
 }
 
-impl From<AuthError> for IntakeError {
-    fn from(e: AuthError) -> Self {
+impl From<Refusal> for IntakeError {
+    fn from(e: Refusal) -> Self {
         match e {
-            AuthError::InsufficientScope(scope) => Self::Forbidden(scope),
-            AuthError::Unvetted(why) => Self::Unvetted(why),
+            Refusal::InsufficientScope(scope) => Self::Forbidden(scope),
+            Refusal::Unvetted(why) => Self::Unvetted(why),
             other => Self::Unauthenticated(other, Profile::Standard),
         }
     }
@@ -264,28 +265,28 @@ impl IntakeError {
                 // RFC 6750 3.1: no error code when the request carried no token at all.
                 let challenge = match reason {
                     // Under FAPI 2.0 the one scheme taken is DPoP's, so it is the one named.
-                    AuthError::Missing if profile.is_fapi2() => format!(r#"DPoP algs="{algs}""#),
-                    AuthError::Invalid(why) if profile.is_fapi2() => format!(
+                    Refusal::Missing if profile.is_fapi2() => format!(r#"DPoP algs="{algs}""#),
+                    Refusal::Invalid(why) if profile.is_fapi2() => format!(
                         r#"DPoP error="invalid_token", error_description="{}", algs="{algs}""#,
-                        token_problem(why)
+                        why.problem()
                     ),
-                    AuthError::Missing => "Bearer".to_owned(),
-                    AuthError::Invalid(why) => format!(
+                    Refusal::Missing => "Bearer".to_owned(),
+                    Refusal::Invalid(why) => format!(
                         r#"Bearer error="invalid_token", error_description="{}""#,
-                        token_problem(why)
+                        why.problem()
                     ),
-                    AuthError::InsufficientScope(_) | AuthError::Unvetted(_) => {
+                    Refusal::InsufficientScope(_) | Refusal::Unvetted(_) => {
                         r#"Bearer error="invalid_token""#.into()
                     }
-                    AuthError::InvalidProof(why) => format!(
+                    Refusal::InvalidProof(why) => format!(
                         r#"DPoP error="invalid_dpop_proof", error_description="{}", algs="{algs}""#,
-                        proof_problem(why),
+                        why.problem(),
                     ),
-                    AuthError::InvalidBoundToken(why) => format!(
+                    Refusal::InvalidBoundToken(why) => format!(
                         r#"DPoP error="invalid_token", error_description="{}", algs="{algs}""#,
-                        token_problem(why),
+                        why.problem(),
                     ),
-                    AuthError::UseDpopNonce => format!(
+                    Refusal::UseDpopNonce => format!(
                         r#"DPoP error="use_dpop_nonce", error_description="Resource server requires nonce in DPoP proof", algs="{algs}""#
                     ),
                 };
@@ -358,51 +359,6 @@ impl IntakeError {
     }
 }
 
-/// What is wrong with a refused token, for `error_description`: enough for the partner to
-/// act on (renew, fix the configuration), nothing about our keys or clients beyond that.
-fn token_problem(reason: &str) -> &'static str {
-    match reason {
-        "expired" => "The access token expired",
-        "not_yet_valid" => "The access token is not valid yet",
-        "issuer" => "The access token is from another issuer",
-        "audience" => "The access token is for another audience",
-        "kid_unknown" => "The access token is signed with an unknown key",
-        "kid_missing" => "The access token names no signing key",
-        "signature" => "The access token signature does not verify",
-        "claims" => "The access token lacks a required claim",
-        "client_disabled" => "The client is disabled",
-        "bound_token_as_bearer" => "The access token is DPoP-bound: send it as DPoP with a proof",
-        "token_not_bound" => "The access token is not DPoP-bound: send it as Bearer",
-        "proof_key_mismatch" => "The DPoP proof is not signed with the key the token is bound to",
-        "missing" => "No access token after DPoP",
-        "bearer_not_accepted" => {
-            "This service follows FAPI 2.0: send a DPoP-bound token as DPoP with a proof, never as Bearer"
-        }
-        "algorithm" | "typ" | "crit" => "The access token header is not acceptable",
-        _ => "The access token is malformed",
-    }
-}
-
-/// What is wrong with a DPoP proof, for its challenge's `error_description`.
-fn proof_problem(reason: &str) -> &'static str {
-    match reason {
-        "proof_missing" => "Send one DPoP proof header with the request",
-        "proof_multiple" => "Send exactly one DPoP proof header",
-        "proof_replayed" => "The DPoP proof was used before: make a new one for each request",
-        "proof_predates_replay_store" => {
-            "The DPoP proof was made before the server's record of used proofs begins: make a new one"
-        }
-        "proof_htm" | "proof_htu" => "The DPoP proof is for another method or URL",
-        "proof_iat" => "The DPoP proof is too old or from the future",
-        "proof_ath" => "The DPoP proof does not carry this access token's hash (ath)",
-        "proof_alg" | "proof_typ" | "proof_crit" => "The DPoP proof header is not acceptable",
-        "proof_jwk" | "proof_private_key" => "The DPoP proof must carry one public key (jwk)",
-        "proof_signature" => "The DPoP proof signature does not verify",
-        "proof_jti" => "The DPoP proof needs a jti of 1 to 255 bytes with no control characters",
-        _ => "The DPoP proof is malformed",
-    }
-}
-
 /// An error and its causes on one line, outermost first; a cause whose text an outer error
 /// already repeats is not written twice.
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
@@ -448,6 +404,8 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use shared::access_token::TokenFault;
+    use shared::refusal::TokenRefusal;
 
     /// Status, `WWW-Authenticate`, `Retry-After` and body of an answer.
     type Answer = (u16, Option<String>, Option<String>, Value);
@@ -503,14 +461,14 @@ mod tests {
                 message("The request body could not be read."),
             ),
             (
-                AuthError::Missing.into(),
+                Refusal::Missing.into(),
                 401,
                 Some("Bearer"),
                 None,
                 message("Unauthenticated."),
             ),
             (
-                AuthError::Invalid("expired").into(),
+                Refusal::Invalid(TokenRefusal::Fault(TokenFault::Expired)).into(),
                 401,
                 Some(
                     r#"Bearer error="invalid_token", error_description="The access token expired""#,
@@ -519,7 +477,7 @@ mod tests {
                 message("Unauthenticated."),
             ),
             (
-                AuthError::Invalid("kid_unknown").into(),
+                Refusal::Invalid(TokenRefusal::Fault(TokenFault::KidUnknown)).into(),
                 401,
                 Some(
                     r#"Bearer error="invalid_token", error_description="The access token is signed with an unknown key""#,
@@ -528,7 +486,7 @@ mod tests {
                 message("Unauthenticated."),
             ),
             (
-                AuthError::InsufficientScope("enquiry:case:intake:create").into(),
+                Refusal::InsufficientScope("enquiry:case:intake:create").into(),
                 403,
                 Some(r#"Bearer error="insufficient_scope", scope="enquiry:case:intake:create""#),
                 None,

@@ -7,13 +7,12 @@ use std::sync::Arc;
 use poem::{Endpoint, Middleware, Request, RequestBody};
 use poem_openapi::registry::{MetaOAuthScope, Registry};
 use poem_openapi::{ApiExtractor, ApiExtractorType, ExtractParamOptions, OAuthScopes};
-use service_kit::dpop_nonce::Unspent;
 use service_kit::telemetry::{OUTCOME, REASON, record, record_client_id};
 use shared::claims::{AccessTokenClaims, scopes};
 use shared::dpop::VerifiedProof;
 use shared::profile::Profile;
 
-use crate::auth::AuthError;
+use crate::auth::Refusal;
 use crate::error::IntakeError;
 use crate::sandbox::World;
 use crate::state::AppState;
@@ -23,7 +22,7 @@ pub const SECURITY_SCHEME: &str = "partnerOAuth";
 
 /// The outcome of checking a request's bearer token, left in the request for what runs after.
 #[derive(Clone)]
-pub struct Authentication(pub Result<Arc<AccessTokenClaims>, AuthError>);
+pub struct Authentication(pub Result<Arc<AccessTokenClaims>, Refusal>);
 
 /// The DPoP proof of a request whose token and proof checked out, not yet recorded as used:
 /// it is spent by the operation's [`Caller`], once the request is past the partner's rate
@@ -97,12 +96,10 @@ impl<E: Endpoint> Endpoint for AuthenticateEndpoint<E> {
 async fn dpop(
     state: &AppState,
     req: &Request,
-    token: Result<&str, AuthError>,
-) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), AuthError> {
+    token: Result<&str, Refusal>,
+) -> Result<(Arc<AccessTokenClaims>, VerifiedProof), Refusal> {
     let token = token?;
-    let proof = shared::dpop::single_proof(req.headers().get_all("dpop"))
-        .map_err(AuthError::InvalidProof)?
-        .ok_or(AuthError::InvalidProof("proof_missing"))?;
+    let proof = shared::dpop::single_proof(req.headers().get_all("dpop"));
     let url = called_url(state, req);
     state
         .verifier
@@ -113,17 +110,12 @@ async fn dpop(
 /// Takes a request's proof: with server nonces on, only if it carries a current one; and
 /// only if it was not used before at any replica. When that cannot be told, the request is
 /// refused for now (503), never let through.
-async fn spend(state: &AppState, proof: &VerifiedProof) -> Result<(), AuthError> {
+async fn spend(state: &AppState, proof: &VerifiedProof) -> Result<(), Refusal> {
     let nonces = state.dpop_nonces.as_deref();
     let now = chrono::Utc::now().timestamp();
-    match service_kit::dpop_nonce::spend(&state.replay, nonces, proof, now).await {
-        Ok(()) => Ok(()),
-        Err(Unspent::UseNonce) => Err(AuthError::UseDpopNonce),
-        Err(why @ Unspent::Unavailable) => Err(AuthError::Unvetted(why.reason())),
-        Err(why @ (Unspent::Replayed | Unspent::Forgotten)) => {
-            Err(AuthError::InvalidProof(why.reason()))
-        }
-    }
+    service_kit::dpop_nonce::spend(&state.replay, nonces, proof, now)
+        .await
+        .map_err(Refusal::from)
 }
 
 /// The URL the client called: `INTAKE_PUBLIC_URL` and the path, or, without it, `http://`,
@@ -276,7 +268,7 @@ async fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeErro
         .extensions()
         .get::<Authentication>()
         .map(|a| a.0.clone())
-        .unwrap_or(Err(AuthError::Missing));
+        .unwrap_or(Err(Refusal::Missing));
     let mut claims = outcome
         .map_err(|e| {
             let reason = e.reason();
@@ -290,7 +282,7 @@ async fn caller<S: RequiredScope>(req: &Request) -> Result<Caller<S>, IntakeErro
             };
             match refused {
                 None => Ok(claims),
-                Some(reason) => Err((AuthError::InsufficientScope(S::SCOPE), reason)),
+                Some(reason) => Err((Refusal::InsufficientScope(S::SCOPE), reason)),
             }
         });
     if claims.is_ok()

@@ -313,7 +313,10 @@ async fn a_disabled_partner_is_sent_nothing_more_once_the_intake_api_knows(backe
     // let through just before it may still be on its way when the refusal is seen: at one
     // a second, that is one request at most.
     let sent = arrived(&receiver);
-    assert!(sent <= known + 1, "sent to a disabled partner: {sent} after {known}");
+    assert!(
+        sent <= known + 1,
+        "sent to a disabled partner: {sent} after {known}"
+    );
     assert_eq!(
         left,
         8 - sent,
