@@ -3,7 +3,64 @@
 //! is counted, logged and explained the same at both, and every match over it is checked
 //! whole by the compiler: nothing falls through to "malformed" unnoticed.
 
-use crate::access_token::TokenFault;
+/// Why a token is refused on its own account, before its client is looked at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenFault {
+    /// Not three base64url parts with a JSON header, or claims that are not an access
+    /// token's.
+    Malformed,
+    /// An `alg` no key of ours can have (`none`, HMAC, ...), or not the algorithm of the key
+    /// its `kid` names.
+    Algorithm,
+    /// Not typed as an access token (`at+jwt`, RFC 9068).
+    Typ,
+    /// A critical header extension: none is understood here (RFC 7515 section 4.1.11).
+    Crit,
+    /// No `kid`.
+    KidMissing,
+    /// A `kid` no published key has.
+    KidUnknown,
+    /// Past its `exp`, give or take the leeway.
+    Expired,
+    /// Before its `nbf`, give or take the leeway.
+    NotYetValid,
+    /// Another issuer's.
+    Issuer,
+    /// For another audience.
+    Audience,
+    /// The key its `kid` names did not sign it.
+    Signature,
+    /// A registered claim (`exp`, `nbf`, `iss`, `aud`, `sub`) missing.
+    Claims,
+}
+
+impl TokenFault {
+    /// The reason a refusal is counted and logged under.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::Malformed => "malformed",
+            Self::Algorithm => "algorithm",
+            Self::Typ => "typ",
+            Self::Crit => "crit",
+            Self::KidMissing => "kid_missing",
+            Self::KidUnknown => "kid_unknown",
+            Self::Expired => "expired",
+            Self::NotYetValid => "not_yet_valid",
+            Self::Issuer => "issuer",
+            Self::Audience => "audience",
+            Self::Signature => "signature",
+            Self::Claims => "claims",
+        }
+    }
+}
+
+impl std::fmt::Display for TokenFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.label())
+    }
+}
+
+impl std::error::Error for TokenFault {}
 
 /// Why a DPoP proof (RFC 9449) is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
