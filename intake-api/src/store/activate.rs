@@ -7,7 +7,7 @@ use sea_orm::sea_query::{Expr, Func, LockBehavior, LockType, Order, Query};
 use sea_orm::{ColumnTrait, ConnectionTrait, DbBackend, DbErr, EntityTrait};
 use uuid::Uuid;
 
-use super::outbox::queue_events;
+use super::fan_out::queue_events;
 use super::{CaseStore, StoreError, bounded, event};
 use crate::entity::{case, case_event};
 use crate::sandbox::World;

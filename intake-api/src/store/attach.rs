@@ -11,8 +11,8 @@ use sea_orm::{
 };
 use uuid::Uuid;
 
+use super::fan_out::hears_of;
 use super::idempotency::{Lease, SealedAnswer, answer_statement, store_answer};
-use super::outbox::hears_of;
 use super::reused::decode_error;
 use super::steps::{Step, Steps};
 use super::submit::case_key;

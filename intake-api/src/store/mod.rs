@@ -11,8 +11,8 @@
 mod activate;
 mod attach;
 mod erase;
+mod fan_out;
 mod idempotency;
-mod outbox;
 mod redeem;
 mod refer;
 mod reused;
@@ -39,11 +39,11 @@ pub use activate::{ACTIVATION_BATCH, Activated, Backlog};
 pub use attach::{CaseRef, KeyedAttach, NewLink};
 pub(crate) use erase::first_id_at;
 pub use erase::{ERASED_EMAIL_PREFIX, ERASED_EVENT, ErasedCase, PURGE_BATCH, PURGED_EVENT};
+pub(crate) use fan_out::event_bit;
 pub use idempotency::{
     AnswerKeys, AnswerOf, Claim, KEY_TTL, Keyed, KeyedRequest, LEASE, Lease, Replayed,
     SealedAnswer, StoredAnswer, json_answer, seal_answer,
 };
-pub(crate) use outbox::event_bit;
 pub use redeem::{Redeemed, Redemption};
 pub use refer::REFERRED_EVENT;
 pub use statements::{HotStatement, StatementName};
@@ -161,8 +161,8 @@ fn new_row_id() -> Uuid {
 /// attach to. The same rule as who hears of a case's events, in `backend`'s placeholder.
 fn enquired_by(client_id: &str, backend: DatabaseBackend) -> sea_orm::sea_query::SimpleExpr {
     let rule = match backend {
-        DatabaseBackend::Postgres => outbox::enquired_on!(case: r#""cases"."id""#, client: "$1"),
-        _ => outbox::enquired_on!(case: r#""cases"."id""#, client: "?"),
+        DatabaseBackend::Postgres => fan_out::enquired_on!(case: r#""cases"."id""#, client: "$1"),
+        _ => fan_out::enquired_on!(case: r#""cases"."id""#, client: "?"),
     };
     sea_orm::sea_query::Expr::cust_with_values(rule, [client_id])
 }
@@ -461,7 +461,7 @@ mod statement_tests {
     /// webhooks with the columns the ORM's statement queues them with.
     #[test]
     fn hand_written_writes_queue_events_as_the_orm_does() {
-        let queued: Vec<String> = super::outbox::QUEUED_COLUMNS
+        let queued: Vec<String> = super::fan_out::QUEUED_COLUMNS
             .iter()
             .map(|c| sea_orm::IdenStatic::as_str(c).to_owned())
             .collect();
@@ -479,7 +479,7 @@ mod statement_tests {
     /// queue events for the partners the ORM's statement does.
     #[test]
     fn every_write_queues_events_for_the_partners_the_rule_names() {
-        use super::outbox::hears_of;
+        use super::fan_out::hears_of;
         for (sql, rule) in [
             (
                 SUBMIT.postgres(),
@@ -496,7 +496,7 @@ mod statement_tests {
             ),
             (
                 include_str!("../../../bench/activate.sql"),
-                super::outbox::queue_rule(),
+                super::fan_out::queue_rule(),
             ),
         ] {
             assert!(sql.contains(&rule), "{sql}");

@@ -2,7 +2,7 @@
 //! the referral kept as sent, a link on which the customer completes the enquiry, the event.
 //!
 //! A referral grants its partner nothing on the case (only an enquiry does: see
-//! `outbox::enquired_on`), and its answer never tells whether another partner has the
+//! `fan_out::enquired_on`), and its answer never tells whether another partner has the
 //! customer. So what a partner is answered depends only on what it sent itself: its first
 //! referral of a customer answers 201 with a reference, its later ones 200 with the same
 //! one. For a customer nobody has yet that is the new case's reference; for a customer the

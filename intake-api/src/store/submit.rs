@@ -8,8 +8,8 @@ use sea_orm::sqlx::postgres::PgRow;
 use sea_orm::{DbBackend, DbErr, SqlErr, Statement, Value};
 use uuid::Uuid;
 
+use super::fan_out::hears_of;
 use super::idempotency::{Keyed, answer_statement, store_answer};
-use super::outbox::hears_of;
 use super::reused::{Reused, decode_error};
 use super::steps::{Step, Steps};
 use super::{CaseStore, StoreError, bounded, later, new_row_id};

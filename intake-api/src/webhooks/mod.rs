@@ -3,7 +3,7 @@
 //! and base64 HMAC-SHA256 over `id.timestamp.body`, one signature per secret in use), with
 //! secrets `whsec_` and base64.
 //!
-//! The worker sends what the outbox (`store`) holds: each partner's events on a task
+//! The worker (`delivery`) sends what the outbox table holds (`store`): each partner's events on a task
 //! of their own, so a slow or dead endpoint holds up only itself; each case's events to a
 //! partner in order; retried with exponential back-off and jitter until the retry window
 //! ends. Replicas claim events with a lease, so in the normal case each is sent once.

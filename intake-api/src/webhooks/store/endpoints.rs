@@ -13,8 +13,8 @@ use serde::{Serialize, Serializer};
 use shared::intake::webhooks::EventType;
 use uuid::Uuid;
 
-use super::outbox::CHECKED_WITHIN;
 use crate::entity::{webhook_attempt, webhook_delivery, webhook_endpoint};
+use crate::store::CHECKED_WITHIN;
 use crate::store::event_bit;
 use crate::store::{CaseStore, SEALED_SECRET_PREFIX, SecretSeal, StoreError};
 

@@ -1,12 +1,12 @@
 //! Webhooks in the database: partners' endpoints, their event types and their secrets
-//! (`endpoints`), and (`outbox`) the events as the delivery worker claims them and records
-//! their outcomes, (`tries`) what one try holds and how it ended, and (`history`) as partners and operators read each try, resend them,
-//! and as the retention prunes them. Events are queued by
-//! the changes they report (`store::outbox`).
+//! (`endpoints`); the queue of events as the delivery worker claims them and records their
+//! outcomes (`queue`); what one try holds and how it ended (`tries`); and each try as
+//! partners and operators read it, resend it, and as the retention prunes it (`history`).
+//! Events are queued, in the transaction of the change they report, by `store::fan_out`.
 
 mod endpoints;
 mod history;
-mod outbox;
+mod queue;
 mod tries;
 
 pub use endpoints::{
@@ -14,7 +14,7 @@ pub use endpoints::{
     endpoint_name, parse_endpoint_name,
 };
 pub use history::{AttemptView, DeliveryView, HistoryCursor, HistoryQuery, RECOVER_AT_ONCE, Tried};
-pub use outbox::{CHECKED_WITHIN, EndpointDue};
+pub use queue::{CHECKED_WITHIN, EndpointDue};
 pub use tries::{DueDelivery, TryOutcome};
 
 #[cfg(test)]

@@ -1,5 +1,5 @@
 //! What the delivery worker holds of one event while it tries to send it, and how the try
-//! ended: read by the outbox, which claims events and records outcomes, and by the history,
+//! ended: read by the queue, which claims events and records outcomes, and by the history,
 //! which keeps each try. Neither names the other for these.
 
 use chrono::{DateTime, Utc};

@@ -20,19 +20,19 @@ macro_rules! hears_of {
     (case: $case:literal, bit: $bit:literal) => {
         concat!(
             r#""ep"."disabled_at" IS NULL AND "#,
-            $crate::store::outbox::subscribed!($bit),
+            $crate::store::fan_out::subscribed!($bit),
             " AND ",
-            $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#)
+            $crate::store::fan_out::enquired_on!(case: $case, client: r#""ep"."client_id""#)
         )
     };
     (case: $case:literal, submitter: $submitter:literal, bit: $bit:literal) => {
         concat!(
             r#""ep"."disabled_at" IS NULL AND "#,
-            $crate::store::outbox::subscribed!($bit),
+            $crate::store::fan_out::subscribed!($bit),
             r#" AND ("ep"."client_id" = "#,
             $submitter,
             " OR ",
-            $crate::store::outbox::enquired_on!(case: $case, client: r#""ep"."client_id""#),
+            $crate::store::fan_out::enquired_on!(case: $case, client: r#""ep"."client_id""#),
             ")"
         )
     };

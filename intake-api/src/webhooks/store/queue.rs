@@ -1,4 +1,4 @@
-//! The outbox's events to partners: claimed by the delivery worker under a lease, their
+//! The queue of events to partners (the outbox table): claimed by the delivery worker under a lease, their
 //! outcomes recorded in batches, and listed and resent by operators.
 
 use chrono::{DateTime, Utc};
