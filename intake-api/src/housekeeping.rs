@@ -68,7 +68,7 @@ async fn purge_sandbox(state: &AppState) {
 /// Deletes the webhook events delivered or given up on more than
 /// `INTAKE_WEBHOOK_HISTORY_DAYS` ago, with their tries, a batch at a time.
 async fn prune_webhook_history(state: &AppState) {
-    let days = i64::from(state.config.webhook_history_days);
+    let days = i64::from(state.config.webhooks.history_days);
     let cutoff = Utc::now() - chrono::Duration::days(days);
     in_batches(
         || state.cases.prune_history(cutoff),

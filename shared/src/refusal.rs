@@ -144,7 +144,7 @@ impl ProofFault {
             Self::Alg | Self::Typ | Self::Crit => "The DPoP proof header is not acceptable",
             Self::Jwk | Self::PrivateKey => "The DPoP proof must carry one public key (jwk)",
             Self::Signature => "The DPoP proof signature does not verify",
-            Self::Jti => "The DPoP proof needs a jti of 1 to 255 bytes with no control characters",
+            Self::Jti => "The DPoP proof's jti must be 1 to 255 bytes with no control characters",
             Self::Size | Self::Malformed => "The DPoP proof is malformed",
         }
     }

@@ -14,9 +14,11 @@ use url::Url;
 use crate::store::Timing;
 
 mod operator;
+mod webhooks;
 
 pub use operator::Settings;
 pub(crate) use operator::{changes, webhook_secret, webhook_target};
+pub use webhooks::{AllowInsecure, WebhookSettings};
 
 /// The setting the key-encryption key is read from.
 pub const KEK_VARIABLE: &str = "INTAKE_KEY_ENCRYPTION_KEY";
@@ -215,15 +217,6 @@ pub struct Config {
     /// How often the activation worker looks for due cases, in milliseconds.
     #[arg(long, env = "INTAKE_ACTIVATION_POLL_MS", default_value_t = 1000)]
     pub activation_poll_ms: u64,
-    /// Lets webhooks go to http URLs and to addresses that are not public (private,
-    /// loopback, link-local...): for local use and tests only.
-    #[arg(
-        long,
-        env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
-    pub webhook_allow_insecure: bool,
     /// Days the submissions' bodies as sent are kept; older ones are emptied in the
     /// background (each case records it). Unset: kept for ever.
     #[arg(long, env = "INTAKE_SUBMISSION_RETENTION_DAYS", value_parser = clap::value_parser!(u32).range(1..))]
@@ -231,42 +224,8 @@ pub struct Config {
     /// Days a sandbox client's case is kept before it is deleted, with all about it.
     #[arg(long, env = "INTAKE_SANDBOX_RETENTION_DAYS", default_value_t = 7, value_parser = clap::value_parser!(u32).range(1..))]
     pub sandbox_retention_days: u32,
-    /// Days partners' delivery history keeps an event once it is delivered or given up on,
-    /// with its tries; older ones are deleted in the background.
-    #[arg(long, env = "INTAKE_WEBHOOK_HISTORY_DAYS", default_value_t = 30, value_parser = clap::value_parser!(u32).range(1..))]
-    pub webhook_history_days: u32,
-    /// How long an event is retried before it is marked failed, in seconds.
-    #[arg(long, env = "INTAKE_WEBHOOK_RETRY_SECS", default_value_t = 86_400)]
-    pub webhook_retry_secs: u64,
-    /// The first wait before an event is tried again, in milliseconds; it doubles with each
-    /// try, up to an hour.
-    #[arg(long, env = "INTAKE_WEBHOOK_BACKOFF_MS", default_value_t = 5_000)]
-    pub webhook_backoff_ms: u64,
-    /// How often the webhook worker looks for due events, in milliseconds.
-    #[arg(long, env = "INTAKE_WEBHOOK_POLL_MS", default_value_t = 1000)]
-    pub webhook_poll_ms: u64,
-    /// How long a replica holds the events it claimed for sending, in seconds: another
-    /// replica sends them once this has passed without an outcome recorded (the first one
-    /// stopped). Longer than a send may take (10 s), so a slow send is not made twice.
-    #[arg(long, env = "INTAKE_WEBHOOK_LEASE_SECS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(11..))]
-    pub webhook_lease_secs: u64,
-    /// Webhook endpoints a partner may have. Set 1 while servers of 0.2.0 run beside this
-    /// release (a rolling upgrade, or one you may roll back): they send a partner's events
-    /// to one endpoint.
-    #[arg(long, env = "INTAKE_WEBHOOK_ENDPOINTS_PER_PARTNER", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=100))]
-    pub webhook_endpoints_per_partner: u64,
-    /// How long an endpoint may fail every delivery before it is disabled, in seconds (5
-    /// days); the partner sees why and enables it again.
-    #[arg(long, env = "INTAKE_WEBHOOK_DISABLE_AFTER_SECS", default_value_t = 432_000, value_parser = clap::value_parser!(u64).range(1..))]
-    pub webhook_disable_after_secs: u64,
-}
-
-/// Where partners' webhook endpoints may point, as the API and the CLI check them.
-fn webhook_reach(allow_insecure: bool) -> service_kit::outbound::Reach {
-    service_kit::outbound::Reach {
-        allow_insecure,
-        switch: "INTAKE_WEBHOOK_ALLOW_INSECURE",
-    }
+    #[command(flatten)]
+    pub webhooks: WebhookSettings,
 }
 
 /// How long a partner's webhook endpoint has to answer.
@@ -275,7 +234,7 @@ pub const WEBHOOK_SEND_TIMEOUT: std::time::Duration = std::time::Duration::from_
 impl Config {
     /// Where a partner may point its webhook endpoints through the API.
     pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
-        webhook_reach(self.webhook_allow_insecure)
+        self.webhooks.insecure.reach()
     }
 
     /// The HTTP client webhook events are sent with (the worker's deliveries and partners'
@@ -286,7 +245,7 @@ impl Config {
         service_kit::outbound::client(
             user_agent,
             WEBHOOK_SEND_TIMEOUT,
-            self.webhook_allow_insecure,
+            self.webhooks.insecure.allow,
         )
     }
 

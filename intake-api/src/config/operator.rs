@@ -1,7 +1,6 @@
 //! What an operator command runs with besides its own arguments: the database, who asks,
 //! and what webhook commands need; each subcommand takes only the ones it uses.
 
-use clap::Args;
 use service_kit::Secret;
 use service_kit::command_line::output::OutputArg;
 use service_kit::command_line::{Actor, Database, Given, KeyEncryptionKeyArg, args_of};
@@ -9,7 +8,7 @@ use service_kit::kek::KeyEncryptionKey;
 
 use std::time::Duration;
 
-use super::{Config, IntakeApiNames, KEK_VARIABLE};
+use super::{AllowInsecure, Config, IntakeApiNames, KEK_VARIABLE};
 use crate::migration;
 use crate::store::{CaseStore, Timing};
 
@@ -23,7 +22,7 @@ pub struct Settings {
     pub actor: Option<String>,
     /// Whether webhooks may go to http URLs and addresses that are not public (local use and
     /// tests).
-    pub webhook_allow_insecure: bool,
+    pub webhook_insecure: AllowInsecure,
     /// The key webhook signing secrets are sealed with (the servers' own).
     pub key_encryption_key: Option<Secret<String>>,
 }
@@ -46,7 +45,7 @@ impl Settings {
 
     /// Where `webhook set` may point a partner's endpoint.
     pub fn webhook_reach(&self) -> service_kit::outbound::Reach {
-        super::webhook_reach(self.webhook_allow_insecure)
+        self.webhook_insecure.reach()
     }
 
     /// What a command that makes a webhook secret seals it with.
@@ -68,9 +67,9 @@ impl From<&Given> for Settings {
             actor: given
                 .settings::<Actor<IntakeApiNames>>()
                 .and_then(|a| a.actor),
-            webhook_allow_insecure: given
-                .settings::<AllowInsecureArg>()
-                .is_some_and(|a| a.webhook_allow_insecure),
+            webhook_insecure: given
+                .settings::<AllowInsecure>()
+                .unwrap_or(AllowInsecure { allow: false }),
             key_encryption_key: given
                 .settings::<KeyEncryptionKeyArg<IntakeApiNames>>()
                 .and_then(|k| k.key_encryption_key),
@@ -84,7 +83,7 @@ impl From<&Config> for Settings {
         Self {
             database: config.database.database.clone(),
             actor: None,
-            webhook_allow_insecure: config.webhook_allow_insecure,
+            webhook_insecure: config.webhooks.insecure,
             key_encryption_key: config.key_encryption_key.clone(),
         }
     }
@@ -100,25 +99,11 @@ pub(crate) fn changes() -> Vec<clap::Arg> {
     .concat()
 }
 
-/// `--webhook-allow-insecure`, for `webhook set`.
-#[derive(Debug, Clone, Args)]
-struct AllowInsecureArg {
-    /// Lets the URL be http, or name or resolve to an address that is not public (private,
-    /// loopback, link-local...): for local use and tests only.
-    #[arg(
-        long,
-        env = "INTAKE_WEBHOOK_ALLOW_INSECURE",
-        default_value_t = false,
-        action = clap::ArgAction::Set
-    )]
-    webhook_allow_insecure: bool,
-}
-
 /// What `webhook set` takes besides its own arguments.
 pub(crate) fn webhook_target() -> Vec<clap::Arg> {
     [
         args_of::<Database<IntakeApiNames>>(),
-        args_of::<AllowInsecureArg>(),
+        args_of::<AllowInsecure>(),
         args_of::<KeyEncryptionKeyArg<IntakeApiNames>>(),
         args_of::<OutputArg>(),
     ]

@@ -190,7 +190,7 @@ impl WebhooksApi {
             url: url.as_deref().unwrap_or_default(),
             event_types: subscription(request.event_types.flatten()),
             secret: &secret,
-            limit: self.state.config.webhook_endpoints_per_partner,
+            limit: self.state.config.webhooks.endpoints_per_partner,
             rate_limit: request.rate_limit.flatten(),
             by: &ChangedBy::partner(),
         };

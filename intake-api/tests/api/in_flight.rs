@@ -33,7 +33,7 @@ fn sender(c: &mut Config) {
 
 fn bystander(c: &mut Config) {
     webhook_settings(c);
-    c.webhook_poll_ms = 3_600_000;
+    c.webhooks.poll = Duration::from_millis(3_600_000);
 }
 
 /// Events queued at `replica` for `partner`, one a new case each; their e-mails.
@@ -354,7 +354,7 @@ async fn nothing_more_about_an_erased_customer_is_sent(backend: Backend) {
 /// Back-offs long enough that a send which waited for one could not pass for "at once".
 fn slow_retries(c: &mut Config) {
     webhook_settings(c);
-    c.webhook_backoff_ms = 30_000;
+    c.webhooks.backoff = Duration::from_millis(30_000);
 }
 
 async fn redeliver_and_recover_send_at_once_while_the_endpoint_waits_out_its_failures(

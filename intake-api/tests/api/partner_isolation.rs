@@ -90,7 +90,7 @@ struct Ctx {
 impl Ctx {
     async fn start(backend: Backend) -> Self {
         let app = TestApp::spawn_with(backend, |c| {
-            c.webhook_allow_insecure = true;
+            c.webhooks.insecure.allow = true;
             c.rate_limit = 1_000_000;
         })
         .await;

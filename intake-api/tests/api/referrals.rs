@@ -261,9 +261,9 @@ async fn a_keyed_referral_is_answered_once(backend: Backend) {
 
 async fn referrals_are_isolated_unannounced_and_erased(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
-        c.webhook_allow_insecure = true;
-        c.webhook_poll_ms = 50;
-        c.webhook_backoff_ms = 100;
+        c.webhooks.insecure.allow = true;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.webhooks.backoff = Duration::from_millis(100);
     })
     .await;
     let (partner_id, partner) = referrer(&app, false).await;
@@ -390,9 +390,9 @@ async fn hear(app: &TestApp, client_id: &str, receiver: &Receiver) {
 
 async fn a_referral_of_another_partners_customer_opens_nothing_and_tells_nothing(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
-        c.webhook_allow_insecure = true;
-        c.webhook_poll_ms = 50;
-        c.webhook_backoff_ms = 100;
+        c.webhooks.insecure.allow = true;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.webhooks.backoff = Duration::from_millis(100);
     })
     .await;
     let (a_id, a) = (app.client_id.clone(), app.bearer());

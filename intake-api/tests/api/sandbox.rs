@@ -306,9 +306,9 @@ async fn a_submission_answers_503_before_or_after_storing_on_request(backend: Ba
 
 async fn a_webhook_fails_a_few_tries_on_request(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
-        c.webhook_allow_insecure = true;
-        c.webhook_poll_ms = 50;
-        c.webhook_backoff_ms = 100;
+        c.webhooks.insecure.allow = true;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.webhooks.backoff = Duration::from_millis(100);
     })
     .await;
     let sandbox = Sandbox::of(&app).await;

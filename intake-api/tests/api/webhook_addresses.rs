@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use intake_api::cli::{Settings, WebhookCommand};
+use intake_api::config::AllowInsecure;
 use serde_json::Value;
 use service_kit::command_line::Database;
 use test_support::{on_both_backends, on_sqlite};
@@ -82,7 +83,7 @@ async fn store_unchecked(database_url: &str, client_id: &str, url: String) {
     let settings = Settings {
         database: Database::new(database_url),
         actor: None,
-        webhook_allow_insecure: true,
+        webhook_insecure: AllowInsecure { allow: true },
         key_encryption_key: Some(
             test_support::TEST_INTAKE_KEY_ENCRYPTION_KEY
                 .parse()
@@ -124,8 +125,8 @@ async fn webhook_set_refuses_addresses_that_reach_the_host_or_internal_networks(
 async fn an_endpoint_stored_at_a_refused_literal_is_never_connected_to(backend: Backend) {
     // The guard on, as in production.
     let app = TestApp::spawn_with(backend, |c| {
-        c.webhook_poll_ms = 50;
-        c.webhook_backoff_ms = 100;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.webhooks.backoff = Duration::from_millis(100);
     })
     .await;
     let listener = Listener::start().await;

@@ -60,7 +60,7 @@ fn at(secs: i64) -> String {
 async fn a_partner_reads_its_history_and_sends_events_again(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
         webhook_settings(c);
-        c.webhook_retry_secs = 2;
+        c.webhooks.retry = Duration::from_secs(2);
     })
     .await;
     let partner = Partner::new(&app).await;

@@ -344,7 +344,7 @@ async fn isolation_holds_under_random_interleavings(backend: Backend) {
 async fn an_endpoint_failing_for_the_period_is_disabled_and_says_why(backend: Backend) {
     let app = TestApp::spawn_with(backend, |c| {
         webhook_settings(c);
-        c.webhook_disable_after_secs = 1;
+        c.webhooks.disable_after = Duration::from_secs(1);
     })
     .await;
     let partner = Partner::new(&app).await;
@@ -609,7 +609,7 @@ async fn a_test_event_needs_no_body_as_the_document_says(backend: Backend) {
 /// What is wrong is answered with a 4xx saying so, on both databases (a NUL is refused
 /// before PostgreSQL could refuse it), and nothing is made.
 async fn bad_requests_are_refused_with_what_is_wrong(backend: Backend) {
-    let app = TestApp::spawn_with(backend, |c| c.webhook_endpoints_per_partner = 2).await;
+    let app = TestApp::spawn_with(backend, |c| c.webhooks.endpoints_per_partner = 2).await;
     let partner = Partner::new(&app).await;
     let refused = [
         (json!({"url": "http://partner.example/hooks"}), "url"),

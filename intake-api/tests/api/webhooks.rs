@@ -181,9 +181,9 @@ async fn spawn(backend: Backend) -> TestApp {
 }
 
 pub(crate) fn webhook_settings(c: &mut Config) {
-    c.webhook_allow_insecure = true;
-    c.webhook_poll_ms = 50;
-    c.webhook_backoff_ms = 100;
+    c.webhooks.insecure.allow = true;
+    c.webhooks.poll = Duration::from_millis(50);
+    c.webhooks.backoff = Duration::from_millis(100);
 }
 
 async fn webhook(app: &TestApp, command: WebhookCommand) -> Value {
@@ -598,7 +598,7 @@ async fn an_event_made_while_idle_leaves_without_waiting_for_the_poll(backend: B
     // queued the event can send it within the wait below.
     let app = TestApp::spawn_with(backend, |c| {
         webhook_settings(c);
-        c.webhook_poll_ms = 3_600_000;
+        c.webhooks.poll = Duration::from_millis(3_600_000);
     })
     .await;
     let receiver = Receiver::start().await;
@@ -615,13 +615,13 @@ async fn an_event_made_while_idle_leaves_without_waiting_for_the_poll(backend: B
 async fn a_replica_that_stopped_mid_send_leaves_its_events_to_another(backend: Backend) {
     let lease = |c: &mut Config| {
         webhook_settings(c);
-        c.webhook_lease_secs = 11;
+        c.webhooks.lease = Duration::from_secs(11);
     };
     // The replica that keeps running looks every 2 s; the stopping one, woken by its own
     // writes, claims their events first.
     let app = TestApp::spawn_with(backend, |c| {
         lease(c);
-        c.webhook_poll_ms = 2_000;
+        c.webhooks.poll = Duration::from_millis(2_000);
     })
     .await;
     let stopping = app.second_intake(lease).await;

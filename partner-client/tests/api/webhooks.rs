@@ -48,9 +48,9 @@ async fn arrived(got: &Arc<Mutex<Vec<Delivery>>>, n: usize) -> Vec<Delivery> {
 
 async fn endpoints_are_managed_and_deliveries_verified_through_the_client(backend: Backend) {
     let stack = Stack::start_with(backend, RelaySettings::default(), |c| {
-        c.webhook_allow_insecure = true;
-        c.webhook_poll_ms = 50;
-        c.webhook_endpoints_per_partner = 2;
+        c.webhooks.insecure.allow = true;
+        c.webhooks.poll = Duration::from_millis(50);
+        c.webhooks.endpoints_per_partner = 2;
     })
     .await;
     let scopes = format!("{INTAKE} {WEBHOOKS_SCOPE}");

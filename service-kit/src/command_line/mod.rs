@@ -12,7 +12,9 @@ use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand}
 
 use crate::db::Schema;
 use output::{OutputArg, OutputFormat, Report};
-pub use settings::{Actor, Database, KeyEncryptionKeyArg, Listen, Logs, Migrate, ServedDatabase};
+pub use settings::{
+    Actor, Database, KeyEncryptionKeyArg, Listen, Logs, Migrate, ServedDatabase, millis, seconds,
+};
 
 /// What tells one service's command line from the other's: its binary, its help, and the
 /// environment variables the shared settings are read from.

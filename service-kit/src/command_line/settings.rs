@@ -2,6 +2,7 @@
 //! with its own environment variables.
 
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use clap::Args;
 
@@ -155,4 +156,21 @@ impl<S: Service> Migrate<S> {
         tracing::info!("migrations applied");
         Ok(())
     }
+}
+
+/// A whole number of seconds, as a setting gives it, read as the duration it is.
+pub fn seconds(value: &str) -> Result<Duration, String> {
+    whole(value).map(Duration::from_secs)
+}
+
+/// A whole number of milliseconds, as a setting gives it, read as the duration it is.
+pub fn millis(value: &str) -> Result<Duration, String> {
+    whole(value).map(Duration::from_millis)
+}
+
+fn whole(value: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{value}` is not a whole number"))
 }

@@ -99,7 +99,7 @@ struct Endpoint {
 /// queue events.
 pub async fn run(state: Arc<AppState>) {
     let http = state.webhook_http.clone();
-    let period = Duration::from_millis(state.config.webhook_poll_ms.max(10));
+    let period = state.config.webhooks.poll;
     for reason in DISABLED_REASONS {
         metrics::counter!(DISABLED_METRIC, "reason" => reason).increment(0);
     }
@@ -213,7 +213,7 @@ async fn serve(
     endpoints: Endpoints,
     endpoint: Endpoint,
 ) {
-    let base = Duration::from_millis(state.config.webhook_backoff_ms);
+    let base = state.config.webhooks.backoff;
     let mut serving = Serving {
         endpoints: endpoints.clone(),
         id: endpoint.id,

@@ -320,7 +320,7 @@ async fn failing_too_long(state: &AppState, endpoint: &Endpoint) -> Option<(&'st
             return None;
         }
     };
-    let allowed = Duration::from_secs(state.config.webhook_disable_after_secs);
+    let allowed = state.config.webhooks.disable_after;
     let failing = (now - since).to_std().unwrap_or_default();
     if failing < allowed {
         return None;
@@ -370,7 +370,7 @@ async fn claim(state: &AppState, id: Uuid, limit: u64) -> Claimed {
             return Claimed::Nothing;
         }
     };
-    let lease = Duration::from_secs(state.config.webhook_lease_secs);
+    let lease = state.config.webhooks.lease;
     let rate = endpoint
         .rate_limit
         .and_then(|r| u32::try_from(r).ok())

@@ -191,11 +191,12 @@ pub(super) fn judge(state: &AppState, event: &DueDelivery, sent: Sent) -> TryOut
         Err(error) => (None, error, None),
     };
     let now = Utc::now();
-    let window = chrono::Duration::seconds(state.config.webhook_retry_secs as i64);
+    let window =
+        chrono::Duration::from_std(state.config.webhooks.retry).unwrap_or(chrono::Duration::MAX);
     if now - event.created_at >= window {
         return TryOutcome::Failed { status, error };
     }
-    let base = Duration::from_millis(state.config.webhook_backoff_ms);
+    let base = state.config.webhooks.backoff;
     let mut at = next_try(now, event.attempts, base);
     if let Some(asked) = asked {
         let asked = now + chrono::Duration::from_std(asked.min(MAX_BACKOFF)).unwrap_or_default();
@@ -210,7 +211,7 @@ pub(super) fn refused_address(
     state: &AppState,
     endpoint: &webhook_endpoint::Model,
 ) -> Option<IpAddr> {
-    if state.config.webhook_allow_insecure {
+    if state.config.webhooks.insecure.allow {
         return None;
     }
     Url::parse(&endpoint.url)
