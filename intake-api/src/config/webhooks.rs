@@ -185,7 +185,7 @@ mod tests {
             ("--webhook-poll-ms", "9"),
             ("--webhook-lease-secs", "10"),
             ("--webhook-disable-after-secs", "0"),
-            ("--webhook-retry-secs", "-1"),
+            ("--webhook-retry-secs", "1.5"),
             ("--webhook-backoff-ms", "soon"),
         ] {
             let refused = parse(&[flag, value]).err().expect(flag).to_string();

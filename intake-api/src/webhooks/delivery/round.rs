@@ -16,7 +16,7 @@ use service_kit::ratelimit::{Decision, Limit};
 
 use super::gate::{Admission, Gate, Shape};
 use super::send::{Sent, Target, count, judge, refused_address, send, signer_of};
-use super::{DISABLED_METRIC, Endpoint};
+use super::{DISABLED_METRIC, Endpoint, client_disabled};
 use crate::state::AppState;
 use crate::webhooks::store::{ChangedBy, DueDelivery, Tried, TryOutcome};
 
@@ -37,7 +37,8 @@ const RECORD_BATCH: usize = 256;
 /// How a round of sends to one endpoint ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Round {
-    /// Nothing was due, or the endpoint is gone, disabled or refused.
+    /// Nothing was due, the endpoint is gone, disabled or refused, or its partner is
+    /// disabled at the auth-server.
     Idle,
     /// Events were delivered; `more` when later events of their cases may have become due
     /// after the round's last claim.
@@ -93,6 +94,11 @@ pub(super) async fn deliver_to(
     probe: bool,
     next_send: &mut tokio::time::Instant,
 ) -> Round {
+    // A partner disabled at the auth-server gets nothing until enabled again: no claim, so
+    // a round its gate stopped is not followed by another that claims the same events.
+    if client_disabled(state, &endpoint.client_id) {
+        return Round::Idle;
+    }
     let (outcomes, to_record) = mpsc::channel(RECORD_BATCH * 2);
     let recorder = tokio::spawn(record(state.clone(), endpoint.id, to_record));
     let mut limit = if probe { 1 } else { CLAIM_BATCH };
