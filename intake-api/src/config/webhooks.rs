@@ -188,7 +188,7 @@ mod tests {
             ("--webhook-retry-secs", "1.5"),
             ("--webhook-backoff-ms", "soon"),
         ] {
-            let refused = parse(&[flag, value]).err().expect(flag).to_string();
+            let refused = parse(&[flag, value]).expect_err(flag).to_string();
             assert!(refused.contains(flag), "{flag}: {refused}");
         }
     }
