@@ -286,7 +286,7 @@ async fn main() -> anyhow::Result<()> {
         demo_key.as_ref(),
     )
     .await?;
-    if intake_config.revocations_client_id.is_none() {
+    if intake_config.auth_server.client_id.is_none() {
         let own_key = fapi2.then(|| kept_key(RESOURCE_KEY_FILE)).transpose()?;
         let own = kept_client(
             &auth_config,
@@ -296,12 +296,13 @@ async fn main() -> anyhow::Result<()> {
             own_key.as_ref(),
         )
         .await?;
-        intake_config.revocations_client_id = own["client_id"].as_str().map(str::to_owned);
+        intake_config.auth_server.client_id = own["client_id"].as_str().map(str::to_owned);
         if fapi2 {
-            intake_config.revocations_client_key_file = Some(RESOURCE_KEY_FILE.into());
-            intake_config.revocations_client_key_alg = "ES256".into();
+            intake_config.auth_server.client_key_file = Some(RESOURCE_KEY_FILE.into());
+            intake_config.auth_server.client_key_alg =
+                "ES256".parse().map_err(anyhow::Error::msg)?;
         } else {
-            intake_config.revocations_client_secret =
+            intake_config.auth_server.client_secret =
                 Some(own["client_secret"].as_str().unwrap_or_default().parse()?);
         }
     }

@@ -193,8 +193,9 @@ impl Server for Application {
             INTAKE_METRICS,
         );
         ops::warn_if_plain_http("INTAKE_ISSUER", &config.issuer);
-        ops::warn_if_plain_http("INTAKE_JWKS_URL", &config.jwks_url);
-        ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", &config.revocations_url()?);
+        let auth = &config.auth_server;
+        ops::warn_if_plain_http("INTAKE_JWKS_URL", auth.jwks_url.as_str());
+        ops::warn_if_plain_http("INTAKE_REVOCATIONS_URL", auth.revocations_url().as_str());
         let listeners =
             Listeners::bind(&config.listen.bind, config.listen.admin_bind.as_deref()).await?;
         let state = Arc::new(AppState::build(config).await?);
@@ -212,7 +213,7 @@ impl Server for Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> anyhow::Result<()> {
         let state = self.state;
-        let poll = Duration::from_millis(state.config.keys_poll_ms);
+        let poll = state.config.auth_server.keys_poll;
         let mut background = Background::default();
         background.spawn(state.verifier.jwks().clone().run_refresher(poll));
         if let Some(revocations) = state.verifier.revocations().cloned() {

@@ -1,7 +1,6 @@
 //! What every request handler shares, built once from the configuration.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::anyhow;
 use service_kit::ratelimit::{Limit, RateLimiter};
@@ -81,18 +80,15 @@ impl AppState {
             ),
             Err(e) => tracing::warn!(error = %e, "sealing webhook secrets stored in clear failed"),
         }
-        let http = crate::jwks::http_client(config.auth_ca_file.as_deref())?;
+        let http = crate::jwks::http_client(config.auth_server.ca_file.as_deref())?;
         let jwks = Arc::new(JwksCache::with_client(
-            config.jwks_url.clone(),
+            config.auth_server.jwks_url.to_string(),
             http.clone(),
         )?);
-        anyhow::ensure!(
-            config.revocations_max_age_secs * 1000 >= 2 * config.keys_poll_ms,
-            "INTAKE_REVOCATIONS_MAX_AGE_SECS must be at least two INTAKE_KEYS_POLL_MS periods"
-        );
+        config.auth_server.check()?;
         let tokens = TokenSource::new(
             http.clone(),
-            config.token_url()?,
+            config.auth_server.token_url(),
             credentials,
             AuthMethod::Basic,
             scopes::REVOCATIONS_READ.to_owned(),
@@ -106,10 +102,10 @@ impl AppState {
             tokens
         };
         let revoked = Arc::new(RevokedClients::new(
-            config.revocations_url()?,
+            config.auth_server.revocations_url().to_string(),
             http,
             tokens,
-            Duration::from_secs(config.revocations_max_age_secs),
+            config.auth_server.revocations_max_age,
         )?);
         let verifier = Verifier::new(jwks, config.issuer(), &config.audience, config.profile())
             .with_revocations(revoked);

@@ -33,18 +33,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let client_id = setting("PARTNER_CLIENT_ID", None)?;
     let credentials = match std::env::var("PARTNER_KEY_FILE") {
         Ok(file) => {
-            let algorithm = match setting("PARTNER_KEY_ALG", Some("ES256"))?.as_str() {
-                "RS256" => AssertionAlgorithm::RS256,
-                "PS256" => AssertionAlgorithm::PS256,
-                "ES256" => AssertionAlgorithm::ES256,
-                "EdDSA" => AssertionAlgorithm::EdDSA,
-                other => {
-                    return Err(format!(
-                        "PARTNER_KEY_ALG {other:?} is not one of RS256, PS256, ES256, EdDSA"
-                    )
-                    .into());
-                }
-            };
+            let algorithm: AssertionAlgorithm = setting("PARTNER_KEY_ALG", Some("ES256"))?
+                .parse()
+                .map_err(|e| format!("PARTNER_KEY_ALG: {e}"))?;
             let mut key = AssertionKey::from_pem(algorithm, &std::fs::read(&file)?)?;
             if let Ok(kid) = std::env::var("PARTNER_KEY_ID") {
                 key = key.with_kid(kid);

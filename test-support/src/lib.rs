@@ -365,10 +365,11 @@ impl IntakeServer {
         Self::start_with_jwks(database_url, &jwks_url, |config| {
             config.issuer = auth.config.issuer().to_owned();
             config.audience = auth.config.audience.clone();
-            config.revocations_client_id = Some(id);
-            config.revocations_client_secret = Some(secret.parse().expect("infallible"));
+            config.auth_server.client_id = Some(id);
+            config.auth_server.client_secret = Some(secret.parse().expect("infallible"));
             // Straight to the auth-server, whatever relay a test puts in front of the keys.
-            config.token_url = Some(format!("{}/oauth/token", auth.base_url()));
+            let token_url = format!("{}/oauth/token", auth.base_url());
+            config.auth_server.token_url = Some(token_url.parse().expect("a token URL"));
             configure(config);
         })
         .await
@@ -385,11 +386,11 @@ impl IntakeServer {
         init_test_logging();
         let mut config = intake_api::config::Config::with_database(database_url);
         config.listen.bind = "127.0.0.1:0".into();
-        config.jwks_url = jwks_url.to_owned();
+        config.auth_server.jwks_url = jwks_url.parse().expect("a JWKS URL");
         config.key_encryption_key =
             Some(TEST_INTAKE_KEY_ENCRYPTION_KEY.parse().expect("infallible"));
-        config.revocations_client_id = Some("unregistered-resource-server".into());
-        config.revocations_client_secret = Some("unregistered".parse().expect("infallible"));
+        config.auth_server.client_id = Some("unregistered-resource-server".into());
+        config.auth_server.client_secret = Some("unregistered".parse().expect("infallible"));
         configure(&mut config);
         let app = intake_api::startup::Application::build(config.clone()).await?;
         let (port, admin_port) = (app.port(), app.admin_port());

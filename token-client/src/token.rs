@@ -110,6 +110,19 @@ pub enum AssertionAlgorithm {
 }
 
 impl AssertionAlgorithm {
+    /// Every one, as settings and documents list them.
+    pub const ALL: [Self; 4] = [Self::ES256, Self::PS256, Self::RS256, Self::EdDSA];
+
+    /// Its JOSE name (`alg`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::RS256 => "RS256",
+            Self::PS256 => "PS256",
+            Self::ES256 => "ES256",
+            Self::EdDSA => "EdDSA",
+        }
+    }
+
     fn jwt(self) -> jsonwebtoken::Algorithm {
         match self {
             Self::RS256 => jsonwebtoken::Algorithm::RS256,
@@ -117,6 +130,24 @@ impl AssertionAlgorithm {
             Self::ES256 => jsonwebtoken::Algorithm::ES256,
             Self::EdDSA => jsonwebtoken::Algorithm::EdDSA,
         }
+    }
+}
+
+impl std::fmt::Display for AssertionAlgorithm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Read by its JOSE name, exactly: a setting naming another is refused with the list.
+impl std::str::FromStr for AssertionAlgorithm {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|a| a.name() == name)
+            .ok_or_else(|| format!("{name:?} is not one of ES256, PS256, RS256, EdDSA"))
     }
 }
 

@@ -323,10 +323,10 @@ async fn apply_prune_never_disables_a_client_no_file_made(backend: Backend) {
     let (by_hand, by_hand_secret) = auth.create_client(INTAKE).await;
     let intake_db = TestDb::intake(backend).await;
     let intake = test_support::IntakeServer::start(&intake_db.url, &auth, |c| {
-        c.revocations_client_id = Some("intake-api".into());
-        c.revocations_client_secret = Some(READER_SECRET.parse().unwrap());
+        c.auth_server.client_id = Some("intake-api".into());
+        c.auth_server.client_secret = Some(READER_SECRET.parse().unwrap());
         // A reader whose client is refused goes not ready within 2 s.
-        c.revocations_max_age_secs = 2;
+        c.auth_server.revocations_max_age = std::time::Duration::from_secs(2);
     })
     .await
     .unwrap();

@@ -8,14 +8,16 @@ use service_kit::command_line::{Listen, Logs, ServedDatabase, Service};
 use service_kit::kek::KeyEncryptionKey;
 use service_kit::source::TrustedProxies;
 use shared::profile::Profile;
-use token_client::{AssertionAlgorithm, AssertionKey, Credentials};
+use token_client::{AssertionKey, Credentials};
 use url::Url;
 
 use crate::store::Timing;
 
+mod auth_server;
 mod operator;
 mod webhooks;
 
+pub use auth_server::AuthServerSettings;
 pub use operator::Settings;
 pub(crate) use operator::{changes, webhook_secret, webhook_target};
 pub use webhooks::{AllowInsecure, WebhookSettings};
@@ -74,71 +76,8 @@ pub struct Config {
         value_parser = clap::value_parser!(u32).range(1..=1000)
     )]
     pub database_max_connections: u32,
-    /// Where the auth-server publishes its signing keys.
-    #[arg(
-        long,
-        env = "INTAKE_JWKS_URL",
-        default_value = "http://127.0.0.1:8081/.well-known/jwks.json"
-    )]
-    pub jwks_url: String,
-    /// A PEM file of certificates to trust, besides the system's, when fetching from the
-    /// auth-server (a private or self-signed certificate on its https URLs).
-    #[arg(long, env = "INTAKE_AUTH_CA_FILE")]
-    pub auth_ca_file: Option<std::path::PathBuf>,
-    /// Where the auth-server lists disabled clients; by default `/revocations` beside the
-    /// JWKS.
-    #[arg(long, env = "INTAKE_REVOCATIONS_URL")]
-    pub revocations_url: Option<String>,
-    /// The intake-api's own client at the auth-server, granted `revocations:read`
-    /// (`auth-server client create intake-api --scopes revocations:read`): the revocation
-    /// list is read with its tokens. Required by `serve`.
-    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_ID")]
-    pub revocations_client_id: Option<String>,
-    /// That client's secret, when it authenticates with one. Required by `serve` unless
-    /// INTAKE_REVOCATIONS_CLIENT_KEY_FILE is set instead. From the environment only (a
-    /// flag is refused: `ps` would show it).
-    #[arg(
-        long,
-        env = "INTAKE_REVOCATIONS_CLIENT_SECRET",
-        hide = true,
-        hide_env_values = true
-    )]
-    pub revocations_client_secret: Option<Secret<String>>,
-    /// Instead of a secret: a PEM file (PKCS#8) of the private key that client signs its
-    /// client assertions with (private_key_jwt; register its public key with
-    /// `client create --auth-method private-key-jwt`). Required under INTAKE_FAPI2.
-    #[arg(long, env = "INTAKE_REVOCATIONS_CLIENT_KEY_FILE")]
-    pub revocations_client_key_file: Option<std::path::PathBuf>,
-    /// The algorithm of that key: ES256 (P-256), PS256 or RS256 (RSA), or EdDSA (Ed25519);
-    /// not RS256 under INTAKE_FAPI2.
-    #[arg(
-        long,
-        env = "INTAKE_REVOCATIONS_CLIENT_KEY_ALG",
-        default_value = "ES256"
-    )]
-    pub revocations_client_key_alg: String,
-    /// Where that client gets its tokens; by default `/oauth/token` beside the JWKS.
-    #[arg(long, env = "INTAKE_TOKEN_URL")]
-    pub token_url: Option<String>,
-    /// How old the revocation list may grow, in seconds since it was last fetched (or
-    /// confirmed unchanged), before this replica stops vetting tokens: past it, it is not
-    /// ready and answers 503 rather than admit a client disabled in the meantime.
-    #[arg(
-        long,
-        env = "INTAKE_REVOCATIONS_MAX_AGE_SECS",
-        default_value_t = 300,
-        value_parser = clap::value_parser!(u64).range(5..=86_400)
-    )]
-    pub revocations_max_age_secs: u64,
-    /// How often the signing keys and the revocation list are checked for changes, in
-    /// milliseconds (a conditional request: a 304 when nothing changed).
-    #[arg(
-        long,
-        env = "INTAKE_KEYS_POLL_MS",
-        default_value_t = 1000,
-        value_parser = clap::value_parser!(u64).range(100..=60_000)
-    )]
-    pub keys_poll_ms: u64,
+    #[command(flatten)]
+    pub auth_server: AuthServerSettings,
     /// The `iss` every access token must carry.
     #[arg(long, env = "INTAKE_ISSUER", default_value = "http://127.0.0.1:8081")]
     pub issuer: String,
@@ -271,30 +210,6 @@ impl Config {
         }
     }
 
-    /// Where disabled clients are listed: as configured, or `/revocations` on the JWKS's
-    /// server.
-    pub fn revocations_url(&self) -> anyhow::Result<String> {
-        if let Some(url) = &self.revocations_url {
-            return Ok(url.clone());
-        }
-        let jwks = Url::parse(&self.jwks_url)
-            .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?;
-        Ok(jwks.join("/revocations")?.into())
-    }
-
-    /// Where the intake-api's own client gets its tokens: as configured, or `/oauth/token`
-    /// on the JWKS's server.
-    pub fn token_url(&self) -> anyhow::Result<Url> {
-        let url = match &self.token_url {
-            Some(url) => url.clone(),
-            None => Url::parse(&self.jwks_url)
-                .map_err(|e| anyhow::anyhow!("INTAKE_JWKS_URL is not a URL: {e}"))?
-                .join("/oauth/token")?
-                .into(),
-        };
-        Url::parse(&url).map_err(|e| anyhow::anyhow!("INTAKE_TOKEN_URL is not a URL: {e}"))
-    }
-
     /// The deployment profile the switch names.
     pub fn profile(&self) -> Profile {
         Profile::from_switch(self.fapi2)
@@ -309,15 +224,13 @@ impl Config {
     /// The credentials the revocation list is read with: there is no serving without them,
     /// as the auth-server lists disabled clients only to resource servers.
     pub fn revocations_credentials(&self) -> anyhow::Result<Credentials> {
-        let id = self
-            .revocations_client_id
-            .as_deref()
-            .filter(|id| !id.is_empty());
-        let secret = self
-            .revocations_client_secret
+        let own = &self.auth_server;
+        let id = own.client_id.as_deref().filter(|id| !id.is_empty());
+        let secret = own
+            .client_secret
             .as_ref()
             .filter(|s| !s.expose().is_empty());
-        match (id, secret, &self.revocations_client_key_file) {
+        match (id, secret, &own.client_key_file) {
             (Some(_), Some(_), Some(_)) => anyhow::bail!(
                 "INTAKE_REVOCATIONS_CLIENT_SECRET and INTAKE_REVOCATIONS_CLIENT_KEY_FILE are \
                  both set: the intake-api's client authenticates with one of them"
@@ -343,16 +256,8 @@ impl Config {
 
     /// The private key in `path`, read as INTAKE_REVOCATIONS_CLIENT_KEY_ALG says.
     fn assertion_key(&self, path: &std::path::Path) -> anyhow::Result<AssertionKey> {
-        let alg = self.revocations_client_key_alg.as_str();
-        let algorithm = match alg {
-            "ES256" => AssertionAlgorithm::ES256,
-            "PS256" => AssertionAlgorithm::PS256,
-            "RS256" => AssertionAlgorithm::RS256,
-            "EdDSA" => AssertionAlgorithm::EdDSA,
-            other => anyhow::bail!(
-                "INTAKE_REVOCATIONS_CLIENT_KEY_ALG is {other:?}: ES256, PS256, RS256 or EdDSA"
-            ),
-        };
+        let algorithm = self.auth_server.client_key_alg;
+        let alg = algorithm.name();
         anyhow::ensure!(
             self.profile().algorithms().contains(&alg),
             "INTAKE_REVOCATIONS_CLIENT_KEY_ALG is {alg} and INTAKE_FAPI2 is on: FAPI 2.0 \

@@ -127,10 +127,10 @@ impl Fapi2 {
         let intake = IntakeServer::start_with_jwks(&intake_db.url, &jwks_url, |c| {
             c.issuer = auth.config.issuer().to_owned();
             c.audience = auth.config.audience.clone();
-            c.revocations_client_id = Some(reader);
-            c.revocations_client_secret = None;
-            c.revocations_client_key_file = Some(reader_key.path.clone());
-            c.revocations_client_key_alg = "ES256".into();
+            c.auth_server.client_id = Some(reader);
+            c.auth_server.client_secret = None;
+            c.auth_server.client_key_file = Some(reader_key.path.clone());
+            c.auth_server.client_key_alg = AssertionAlgorithm::ES256;
             c.fapi2 = true;
         })
         .await

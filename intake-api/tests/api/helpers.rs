@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 use aws_lc_rs::rsa::{KeyPair, KeySize};
 use aws_lc_rs::signature::{KeyPair as _, RSA_PKCS1_SHA256};
@@ -153,10 +154,14 @@ impl TestApp {
         let intake_db = TestDb::intake(backend).await;
         let intake = IntakeServer::start(&intake_db.url, &auth, |c| {
             if let Some(url) = relay_url {
-                c.jwks_url = url;
+                c.auth_server.jwks_url = url.parse().expect("a URL");
                 // Only fetches a test causes reach the relay: the periodic poll waits.
-                c.keys_poll_ms = 60_000;
-                c.revocations_url = Some(format!("{}/revocations", auth.base_url()));
+                c.auth_server.keys_poll = Duration::from_millis(60_000);
+                c.auth_server.revocations_url = Some(
+                    format!("{}/revocations", auth.base_url())
+                        .parse()
+                        .expect("a URL"),
+                );
             }
             configure(c);
         })

@@ -219,10 +219,18 @@ async fn an_intake_api_started_before_the_auth_server_is_ready_once_it_answers(b
     let upstream = format!("http://127.0.0.1:{port}/.well-known/jwks.json");
     let relay = KeyServer::start(KeySource::Upstream(upstream)).await;
     let intake = IntakeServer::start_with_jwks(&intake_db.url, &relay.url, |c| {
-        c.revocations_url = Some(format!("http://127.0.0.1:{port}/revocations"));
-        c.token_url = Some(format!("http://127.0.0.1:{port}/oauth/token"));
-        c.revocations_client_id = Some(reader);
-        c.revocations_client_secret = Some(reader_secret.parse().expect("infallible"));
+        c.auth_server.revocations_url = Some(
+            format!("http://127.0.0.1:{port}/revocations")
+                .parse()
+                .expect("a URL"),
+        );
+        c.auth_server.token_url = Some(
+            format!("http://127.0.0.1:{port}/oauth/token")
+                .parse()
+                .expect("a URL"),
+        );
+        c.auth_server.client_id = Some(reader);
+        c.auth_server.client_secret = Some(reader_secret.parse().expect("infallible"));
     })
     .await
     .expect("intake-api starts");

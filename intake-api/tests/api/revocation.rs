@@ -181,7 +181,7 @@ async fn a_replica_that_never_loaded_the_revocation_list_is_not_ready_and_refuse
     // A typo in INTAKE_REVOCATIONS_URL: nothing answers there.
     let nowhere = format!("http://127.0.0.1:{}/revocations", unused_port());
     let blind = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
-        c.revocations_url = Some(nowhere);
+        c.auth_server.revocations_url = Some(nowhere.parse().expect("a URL"));
     })
     .await
     .expect("intake-api starts");
@@ -241,9 +241,13 @@ async fn a_replica_whose_revocation_list_grows_too_old_refuses_tokens_until_it_l
         .expect("auth-server address");
     let path = TcpProxy::start(auth_addr).await.expect("proxy starts");
     let replica = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
-        c.revocations_url = Some(format!("http://127.0.0.1:{}/revocations", path.port));
-        c.revocations_max_age_secs = 5;
-        c.keys_poll_ms = 200;
+        c.auth_server.revocations_url = Some(
+            format!("http://127.0.0.1:{}/revocations", path.port)
+                .parse()
+                .expect("a URL"),
+        );
+        c.auth_server.revocations_max_age = Duration::from_secs(5);
+        c.auth_server.keys_poll = Duration::from_millis(200);
     })
     .await
     .expect("intake-api starts");
@@ -295,8 +299,8 @@ async fn a_replica_whose_revocation_client_is_refused_is_not_ready_and_refuses_e
         ("no-such-client".to_owned(), "no-such-secret".to_owned()),
     ] {
         let replica = IntakeServer::start(&app.intake_db.url, &app.auth, |c| {
-            c.revocations_client_id = Some(id.clone());
-            c.revocations_client_secret = Some(secret.parse().expect("infallible"));
+            c.auth_server.client_id = Some(id.clone());
+            c.auth_server.client_secret = Some(secret.parse().expect("infallible"));
         })
         .await
         .expect("intake-api starts");

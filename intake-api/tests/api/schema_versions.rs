@@ -31,8 +31,8 @@ fn config(db: &TestDb, migrate: Option<bool>) -> Config {
     config.listen.bind = "127.0.0.1:0".into();
     config.database.migrate = migrate;
     // Required by serve; no auth-server is asked here.
-    config.revocations_client_id = Some("schema-check".into());
-    config.revocations_client_secret = Some("schema-check".parse().expect("infallible"));
+    config.auth_server.client_id = Some("schema-check".into());
+    config.auth_server.client_secret = Some("schema-check".parse().expect("infallible"));
     config
 }
 
