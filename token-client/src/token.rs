@@ -597,6 +597,17 @@ mod tests {
     }
 
     #[test]
+    fn every_algorithm_reads_its_own_name_and_no_other() {
+        for algorithm in AssertionAlgorithm::ALL {
+            assert_eq!(algorithm.name().parse(), Ok(algorithm));
+        }
+        for other in ["es256", "HS256", "none", ""] {
+            let refused = other.parse::<AssertionAlgorithm>().expect_err(other);
+            assert!(refused.contains("ES256, PS256, RS256, EdDSA"), "{refused}");
+        }
+    }
+
+    #[test]
     fn a_token_is_renewed_thirty_seconds_before_it_expires() {
         let t0 = Instant::now();
         let margin = Duration::from_secs(30);
