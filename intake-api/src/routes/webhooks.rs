@@ -17,6 +17,7 @@ use shared::intake::webhook_deliveries::{
 use shared::intake::webhook_endpoints::{
     EndpointStatus, NewWebhookEndpoint, SecretRotation, WebhookEndpoint, WebhookEndpointChange,
     WebhookEndpointList, WebhookEndpointWithSecret, WebhookTestRequest, WebhookTestResult,
+    endpoint_name, parse_endpoint_name,
 };
 use shared::intake::webhooks::{EventType, EventTypeList};
 
@@ -32,7 +33,7 @@ use crate::webhooks::delivery::send_test;
 use crate::webhooks::signing::{message_id, new_secret, parse_message_id};
 use crate::webhooks::store::{
     AttemptView, ChangedBy, Created, DeliveryView, EndpointChange, EndpointView, HistoryQuery,
-    NewEndpoint, Subscription, endpoint_name, parse_endpoint_name,
+    NewEndpoint, Subscription,
 };
 use crate::webhooks::target::endpoint_url;
 

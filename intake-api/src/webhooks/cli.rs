@@ -5,7 +5,9 @@ use clap::Subcommand;
 use serde_json::{Value, json};
 use service_kit::command_line::reads;
 
-use super::store::{ChangedBy, EndpointChange, SetOutcome, endpoint_name, parse_endpoint_name};
+use shared::intake::webhook_endpoints::{endpoint_name, parse_endpoint_name};
+
+use super::store::{ChangedBy, EndpointChange, SetOutcome};
 use crate::config::{IntakeApiNames, Settings, webhook_secret, webhook_target};
 use crate::store::CaseStore;
 use service_kit::command_line::output::Report;

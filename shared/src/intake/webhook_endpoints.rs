@@ -7,6 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::webhooks::EventType;
 
@@ -168,4 +169,41 @@ pub struct WebhookTestResult {
     pub error: Option<String>,
     /// How long the endpoint took to answer, or the send to fail, in milliseconds.
     pub duration_ms: u32,
+}
+
+/// The prefix of an endpoint's id as partners and operators see it.
+const ENDPOINT_PREFIX: &str = "ep_";
+
+/// Endpoint `id` as partners and operators name it: `ep_` and 32 hex digits.
+pub fn endpoint_name(id: Uuid) -> String {
+    format!("{ENDPOINT_PREFIX}{}", id.simple())
+}
+
+/// The endpoint `name` names ([`endpoint_name`]); `None` when it names none.
+pub fn parse_endpoint_name(name: &str) -> Option<Uuid> {
+    // Only the 32-digit form: `Uuid` would also take hyphenated and braced ones.
+    let hex = name.strip_prefix(ENDPOINT_PREFIX)?;
+    Uuid::try_parse(hex).ok().filter(|_| hex.len() == 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_endpoint_is_named_by_its_id_in_one_form_only() {
+        let id = Uuid::from_u128(0x0192_3f5e_0000_7000_8000_0000_0000_00ab);
+        let name = endpoint_name(id);
+        assert_eq!(name, "ep_01923f5e0000700080000000000000ab");
+        assert_eq!(parse_endpoint_name(&name), Some(id));
+        for other in [
+            id.simple().to_string(),
+            format!("ep_{}", id.hyphenated()),
+            format!("ep_{{{}}}", id.simple()),
+            format!("EP_{}", id.simple()),
+            "ep_".to_owned(),
+        ] {
+            assert_eq!(parse_endpoint_name(&other), None, "{other}");
+        }
+    }
 }

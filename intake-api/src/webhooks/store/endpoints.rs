@@ -10,6 +10,7 @@ use sea_orm::{
     QueryFilter, QueryOrder, QuerySelect, QueryTrait, Statement,
 };
 use serde::{Serialize, Serializer};
+use shared::intake::webhook_endpoints::endpoint_name;
 use shared::intake::webhooks::EventType;
 use uuid::Uuid;
 
@@ -65,21 +66,7 @@ impl Serialize for Subscription {
     }
 }
 
-/// The prefix of an endpoint's id as partners and operators see it.
-const ENDPOINT_PREFIX: &str = "ep_";
-
-/// Endpoint `id` as partners and operators name it: `ep_` and 32 hex digits.
-pub fn endpoint_name(id: Uuid) -> String {
-    format!("{ENDPOINT_PREFIX}{}", id.simple())
-}
-
-/// The endpoint `name` names ([`endpoint_name`]); `None` when it names none.
-pub fn parse_endpoint_name(name: &str) -> Option<Uuid> {
-    // Only the 32-digit form: `Uuid` would also take hyphenated and braced ones.
-    let hex = name.strip_prefix(ENDPOINT_PREFIX)?;
-    Uuid::try_parse(hex).ok().filter(|_| hex.len() == 32)
-}
-
+/// An endpoint's id as partners and operators read it (`webhook list`).
 fn serialize_endpoint_name<S: Serializer>(id: &Uuid, s: S) -> Result<S::Ok, S::Error> {
     endpoint_name(*id).serialize(s)
 }

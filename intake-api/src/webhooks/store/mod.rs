@@ -11,7 +11,6 @@ mod tries;
 
 pub use endpoints::{
     ChangedBy, Created, EndpointChange, EndpointView, NewEndpoint, SetOutcome, Subscription,
-    endpoint_name, parse_endpoint_name,
 };
 pub use history::{AttemptView, DeliveryView, HistoryCursor, HistoryQuery, RECOVER_AT_ONCE, Tried};
 pub use queue::{CHECKED_WITHIN, EndpointDue};
