@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::Args;
 use service_kit::Secret;
-use service_kit::command_line::{millis, seconds};
+use service_kit::command_line::{millis, seconds, within};
 use token_client::AssertionAlgorithm;
 use url::Url;
 
@@ -145,45 +145,23 @@ fn beside_jwks(jwks: &Url, path: &str) -> Url {
 fn max_age(value: &str) -> Result<Duration, String> {
     within(
         seconds(value)?,
-        Duration::from_secs(5),
-        Duration::from_secs(86_400),
+        Duration::from_secs(5)..=Duration::from_secs(86_400),
     )
 }
 
 fn keys_poll(value: &str) -> Result<Duration, String> {
     within(
         millis(value)?,
-        Duration::from_millis(100),
-        Duration::from_secs(60),
+        Duration::from_millis(100)..=Duration::from_secs(60),
     )
-}
-
-fn within(value: Duration, least: Duration, most: Duration) -> Result<Duration, String> {
-    if (least..=most).contains(&value) {
-        Ok(value)
-    } else {
-        Err(format!(
-            "must be from {} to {} ms",
-            least.as_millis(),
-            most.as_millis()
-        ))
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        auth: AuthServerSettings,
-    }
 
     fn parse(args: &[&str]) -> Result<AuthServerSettings, clap::Error> {
-        Line::try_parse_from(std::iter::once("intake-api").chain(args.iter().copied()))
-            .map(|l| l.auth)
+        crate::config::read_group(args)
     }
 
     #[test]

@@ -348,6 +348,15 @@ pub fn parse_brands(raw: &str) -> anyhow::Result<Vec<BrandConfig>> {
     Ok(brands)
 }
 
+/// A group of settings read from `args` alone, as `serve` reads it: for the groups' tests.
+#[cfg(test)]
+fn read_group<A: clap::Args + clap::FromArgMatches>(args: &[&str]) -> Result<A, clap::Error> {
+    let command = A::augment_args(clap::Command::new("intake-api"));
+    let matches =
+        command.try_get_matches_from(std::iter::once("intake-api").chain(args.iter().copied()))?;
+    A::from_arg_matches(&matches)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

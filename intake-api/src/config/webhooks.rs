@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use service_kit::command_line::{millis, seconds};
+use service_kit::command_line::{millis, seconds, within};
 use service_kit::outbound::Reach;
 
 /// `INTAKE_WEBHOOK_ALLOW_INSECURE`: the server and `webhook set` read it alike.
@@ -118,44 +118,28 @@ pub struct WebhookSettings {
 const SHORTEST_POLL: Duration = Duration::from_millis(10);
 
 fn poll(value: &str) -> Result<Duration, String> {
-    at_least(millis(value)?, SHORTEST_POLL)
+    within(millis(value)?, SHORTEST_POLL..)
 }
 
 /// A lease must outlast a send ([`super::WEBHOOK_SEND_TIMEOUT`]), or a slow send is made
 /// twice.
 fn lease(value: &str) -> Result<Duration, String> {
-    at_least(
+    within(
         seconds(value)?,
-        super::WEBHOOK_SEND_TIMEOUT + Duration::from_secs(1),
+        super::WEBHOOK_SEND_TIMEOUT + Duration::from_secs(1)..,
     )
 }
 
 fn disable_after(value: &str) -> Result<Duration, String> {
-    at_least(seconds(value)?, Duration::from_secs(1))
-}
-
-fn at_least(value: Duration, least: Duration) -> Result<Duration, String> {
-    if value >= least {
-        Ok(value)
-    } else {
-        Err(format!("must be at least {} ms", least.as_millis()))
-    }
+    within(seconds(value)?, Duration::from_secs(1)..)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Line {
-        #[command(flatten)]
-        webhooks: WebhookSettings,
-    }
 
     fn parse(args: &[&str]) -> Result<WebhookSettings, clap::Error> {
-        Line::try_parse_from(std::iter::once("intake-api").chain(args.iter().copied()))
-            .map(|l| l.webhooks)
+        crate::config::read_group(args)
     }
 
     #[test]

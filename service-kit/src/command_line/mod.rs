@@ -14,6 +14,7 @@ use crate::db::Schema;
 use output::{OutputArg, OutputFormat, Report};
 pub use settings::{
     Actor, Database, KeyEncryptionKeyArg, Listen, Logs, Migrate, ServedDatabase, millis, seconds,
+    within,
 };
 
 /// What tells one service's command line from the other's: its binary, its help, and the

@@ -168,9 +168,51 @@ pub fn millis(value: &str) -> Result<Duration, String> {
     whole(value).map(Duration::from_millis)
 }
 
+/// `value` when it lies in `range`; otherwise what the setting must be, in milliseconds.
+pub fn within(
+    value: Duration,
+    range: impl std::ops::RangeBounds<Duration>,
+) -> Result<Duration, String> {
+    use std::ops::Bound::{Included, Unbounded};
+    if range.contains(&value) {
+        return Ok(value);
+    }
+    let ms = |d: &Duration| d.as_millis();
+    Err(match (range.start_bound(), range.end_bound()) {
+        (Included(least), Included(most)) => {
+            format!("must be from {} to {} ms", ms(least), ms(most))
+        }
+        (Included(least), Unbounded) => format!("must be at least {} ms", ms(least)),
+        (Unbounded, Included(most)) => format!("must be at most {} ms", ms(most)),
+        _ => "is out of range".to_owned(),
+    })
+}
+
 fn whole(value: &str) -> Result<u64, String> {
     value
         .trim()
         .parse()
         .map_err(|_| format!("`{value}` is not a whole number"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_duration_outside_its_range_is_refused_with_the_range() {
+        let s = Duration::from_secs;
+        assert_eq!(within(s(5), s(5)..=s(9)), Ok(s(5)));
+        assert_eq!(
+            within(s(10), s(5)..=s(9)),
+            Err("must be from 5000 to 9000 ms".to_owned())
+        );
+        assert_eq!(
+            within(s(4), s(5)..),
+            Err("must be at least 5000 ms".to_owned())
+        );
+        assert_eq!(within(s(4), s(5)..), within(s(0), s(5)..));
+        assert_eq!(seconds("7"), Ok(s(7)));
+        assert!(millis("-1").is_err() && seconds("1.5").is_err());
+    }
 }
