@@ -78,6 +78,9 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
     } else {
         state.status.load(Ordering::SeqCst)
     };
+    // Read with the status, before the request is seen as received: a test that changes
+    // the answer once it sees a request changes the next answer, never half of this one.
+    let wait = state.retry_after.load(Ordering::SeqCst);
     state.got.lock().unwrap().push(Received {
         id: header("webhook-id"),
         timestamp: header("webhook-timestamp"),
@@ -88,7 +91,6 @@ async fn receive(req: &Request, body: String, state: Data<&Arc<ReceiverState>>) 
     });
     let mut answer =
         poem::Response::builder().status(poem::http::StatusCode::from_u16(status).unwrap());
-    let wait = state.retry_after.load(Ordering::SeqCst);
     if wait > 0 {
         answer = answer.header("retry-after", wait.to_string());
     }
